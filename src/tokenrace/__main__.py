@@ -1,0 +1,3 @@
+from tokenrace.cli import main
+
+main()

@@ -1,0 +1,208 @@
+"""Records -> summary. Every figure is defined once, in docs/metrics.md.
+
+Latency distributions use successful requests of the measured phase. Cold and warm-up requests are
+kept in records.jsonl but never mixed into these statistics; the cold request is reported alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tokenrace.bench.stats import describe
+from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+
+SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
+
+
+@dataclass(slots=True)
+class Windows:
+    """perf_counter_ns marks the runner took while the load ran."""
+
+    steady_start_ns: int | None = None  # target concurrency first reached (closed loop)
+    steady_end_ns: int | None = None  # the first worker found no more work (closed loop)
+    max_in_flight: int = 0
+    offered_rate: float | None = None  # requests/s the schedule asked for (open loop)
+
+
+def _ms(ns: int) -> float:
+    return ns / NS_PER_MS
+
+
+def _itl(records: Sequence[RequestRecord]) -> tuple[list[float], list[float], list[int], list[int]]:
+    """(itl_chunk values, itl_token values, itl_token weights, tokens per chunk)."""
+    chunk_gaps: list[float] = []
+    token_gaps: list[float] = []
+    weights: list[int] = []
+    per_chunk: list[int] = []
+    for r in records:
+        gaps = [_ms(b - a) for a, b in zip(r.chunk_ns, r.chunk_ns[1:])]
+        chunk_gaps.extend(gaps)
+        if r.chunk_tokens is not None:
+            per_chunk.extend(r.chunk_tokens)
+            for gap, k in zip(gaps, r.chunk_tokens[1:]):
+                if k > 0:
+                    token_gaps.append(gap / k)
+                    weights.append(k)
+    return chunk_gaps, token_gaps, weights, per_chunk
+
+
+def _source(records: Sequence[RequestRecord], attr: str) -> str | dict[str, int] | None:
+    counts = Counter(getattr(r, attr) for r in records if getattr(r, attr) is not None)
+    if not counts:
+        return None
+    if len(counts) == 1:
+        return next(iter(counts))
+    return dict(counts)
+
+
+def _meets(r: RequestRecord, slo: dict[str, float]) -> bool:
+    d = derived(r)
+    for name, limit in slo.items():
+        if name == "itl_ms":
+            gaps = [_ms(b - a) for a, b in zip(r.chunk_ns, r.chunk_ns[1:])]
+            if gaps and max(gaps) > limit:
+                return False
+            continue
+        value = d.get(name)
+        if value is None or value > limit:
+            return False
+    return True
+
+
+def _steady_tokens_per_s(records: Sequence[RequestRecord], w: Windows) -> float | None:
+    """Output tokens that arrived inside the steady window, per second of it."""
+    if w.steady_start_ns is None or w.steady_end_ns is None or w.steady_end_ns <= w.steady_start_ns:
+        return None
+    total = 0.0
+    for r in records:
+        if r.output_tokens is None or not r.chunk_ns:
+            continue
+        per = r.chunk_tokens or [r.output_tokens / len(r.chunk_ns)] * len(r.chunk_ns)
+        total += sum(k for t, k in zip(r.chunk_ns, per) if w.steady_start_ns <= t <= w.steady_end_ns)
+    return round(total / ((w.steady_end_ns - w.steady_start_ns) / 1e9), 4)
+
+
+def summarize(
+    records: Sequence[RequestRecord], windows: Windows, slo: dict[str, float] | None = None
+) -> dict[str, Any]:
+    measured = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
+    ok = [r for r in measured if r.ok]
+    failed = [r for r in measured if not r.ok]
+    rows = [derived(r) for r in ok]
+    chunk_gaps, token_gaps, token_w, per_chunk = _itl(ok)
+
+    def col(name: str, src: Sequence[dict[str, Any]] = rows) -> list[float]:
+        return [d[name] for d in src if d.get(name) is not None]
+
+    all_derived = [derived(r) for r in measured]
+    metrics = {
+        "ttft_ms": describe(col("ttft_ms")),
+        "ttfa_ms": describe(col("ttfa_ms")),
+        "tpot_ms": describe(col("tpot_ms")),
+        "itl_chunk_ms": describe(chunk_gaps),
+        "itl_token_ms": describe(token_gaps, token_w),
+        "e2e_ms": describe(col("e2e_ms")),
+        "connect_ms": describe([r.connect_ns / NS_PER_MS for r in measured if r.connect_ns is not None]),
+        "output_tokens": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
+        "prompt_tokens": describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
+        "tokens_per_chunk": describe(per_chunk),
+        "schedule_lag_ms": describe(col("schedule_lag_ms", all_derived)),
+        "ttft_from_intended_ms": describe(col("ttft_from_intended_ms")),
+        "e2e_from_intended_ms": describe(col("e2e_from_intended_ms")),
+    }
+    window_s = _window_s(measured)
+    out_tokens = sum(r.output_tokens or 0 for r in ok)
+    summary: dict[str, Any] = {
+        "requests": {"total": len(measured), "succeeded": len(ok), "failed": len(failed)},
+        "error_rate": round(len(failed) / len(measured), 6) if measured else None,
+        "errors_by_kind": dict(Counter(r.error_kind for r in failed)),
+        "metrics": metrics,
+        "throughput": {
+            "window_s": round(window_s, 6) if window_s else None,
+            "output_tokens_per_s": round(out_tokens / window_s, 4) if window_s else None,
+            "requests_per_s": round(len(ok) / window_s, 4) if window_s else None,
+            "steady_output_tokens_per_s": _steady_tokens_per_s(ok, windows),
+            "steady_window_s": _steady_window_s(windows),
+        },
+        "offered_rate": windows.offered_rate,
+        "achieved_rate": _achieved_rate(measured),
+        "max_in_flight": windows.max_in_flight,
+        "cold": _cold(records),
+        "token_count_source": {
+            "output_tokens": _source(ok, "output_tokens_source"),
+            "prompt_tokens": _source(ok, "prompt_tokens_source"),
+            "approximate": any(r.output_tokens_source == "chunks" for r in ok),
+        },
+    }
+    if slo:
+        good = [r for r in ok if _meets(r, slo)]
+        summary["goodput"] = {
+            "slo": slo,
+            "requests": len(good),
+            "fraction": round(len(good) / len(measured), 6) if measured else None,
+            "requests_per_s": round(len(good) / window_s, 4) if window_s else None,
+        }
+    return summary
+
+
+def _window_s(measured: Sequence[RequestRecord]) -> float | None:
+    ends = [r.end_ns for r in measured if r.end_ns is not None]
+    if not measured or not ends:
+        return None
+    span = (max(ends) - min(r.start_ns for r in measured)) / 1e9
+    return span if span > 0 else None
+
+
+def _steady_window_s(w: Windows) -> float | None:
+    if w.steady_start_ns is None or w.steady_end_ns is None or w.steady_end_ns <= w.steady_start_ns:
+        return None
+    return round((w.steady_end_ns - w.steady_start_ns) / 1e9, 6)
+
+
+def _achieved_rate(measured: Sequence[RequestRecord]) -> float | None:
+    starts = sorted(r.start_ns for r in measured)
+    if len(starts) < 2 or starts[-1] == starts[0]:
+        return None
+    return round((len(starts) - 1) / ((starts[-1] - starts[0]) / 1e9), 4)
+
+
+def _cold(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
+    cold = next((r for r in records if r.phase == "cold"), None)
+    if cold is None:
+        return None
+    d = derived(cold)
+    return {"seq": cold.seq, "ttft_ms": d["ttft_ms"], "e2e_ms": d["e2e_ms"], "error_kind": cold.error_kind}
+
+
+def parse_slo(text: str | None) -> dict[str, float] | None:
+    """`ttft=500ms,tpot=50ms,e2e=10s` -> {"ttft_ms": 500, "tpot_ms": 50, "e2e_ms": 10000}."""
+    from tokenrace.errors import UsageError
+
+    if not text:
+        return None
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, value = part.strip().partition("=")
+        key = f"{name.strip().lower()}_ms"
+        if key not in SLO_METRICS or not value:
+            raise UsageError(f"--slo: expected NAME=VALUE with NAME in ttft, tpot, itl, e2e; got {part!r}")
+        out[key] = _duration_ms(value.strip(), part)
+    return out
+
+
+def _duration_ms(value: str, part: str) -> float:
+    from tokenrace.errors import UsageError
+
+    for suffix, scale in (("ms", 1.0), ("us", 1e-3), ("s", 1000.0)):
+        if value.endswith(suffix):
+            try:
+                return float(value[: -len(suffix)]) * scale
+            except ValueError:
+                break
+    try:
+        return float(value)  # bare numbers are milliseconds
+    except ValueError:
+        raise UsageError(f"--slo: cannot read the duration in {part!r} (use 500ms or 2s)") from None

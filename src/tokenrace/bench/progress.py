@@ -1,0 +1,58 @@
+"""Live progress on stderr: done/total, live p50 TTFT, output tok/s, errors."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tokenrace.client.records import NS_PER_MS, RequestRecord
+
+
+class LiveProgress:
+    def __init__(self, total: int | None, enabled: bool = True) -> None:
+        self.console = Console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self.ttfts: list[float] = []
+        self.tokens = 0
+        self.errors = 0
+        self.done = 0
+        self.t_start = time.perf_counter()
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
+        )
+        self._task = self._progress.add_task("bench", total=total, stats="")
+
+    def __enter__(self) -> LiveProgress:
+        if self.enabled:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.enabled:
+            self._progress.stop()
+
+    def __call__(self, rec: RequestRecord) -> None:
+        if rec.phase != "measure":
+            return
+        self.done += 1
+        if rec.ok:
+            if rec.first_token_ns is not None:
+                self.ttfts.append((rec.first_token_ns - rec.start_ns) / NS_PER_MS)
+            self.tokens += rec.output_tokens or 0
+        else:
+            self.errors += 1
+        elapsed = time.perf_counter() - self.t_start
+        p50 = f"{float(np.median(self.ttfts)):.1f}" if self.ttfts else "—"
+        stats = f"TTFT p50 {p50} ms | {self.tokens / elapsed:.1f} tok/s | errors {self.errors}"
+        if self.enabled:
+            self._progress.update(self._task, completed=self.done, stats=stats)

@@ -1,0 +1,131 @@
+"""Prompt sets: built-in, one text, a JSONL file, or synthetic prompts sized in tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from tokenrace.bench.tokens import Tokenizer
+from tokenrace.client.openai import Prompt
+from tokenrace.errors import UsageError
+
+BUILTIN: tuple[str, ...] = (
+    "Explain in three sentences why the decode phase of LLM inference is usually memory-bound.",
+    "Write a short Python function that returns the n-th Fibonacci number iteratively, with a docstring.",
+    "Summarise the plot of Romeo and Juliet for a ten-year-old in one paragraph.",
+    "List five practical tips for reducing the latency of a web API, one line each.",
+    "Translate into French: 'The quick brown fox jumps over the lazy dog near the river bank.'",
+    "What is the difference between a process and a thread? Answer briefly.",
+    "Draft a polite email asking a colleague to review a pull request by Friday.",
+    "Give a recipe for a simple tomato soup with quantities for two people.",
+    "用三句话解释什么是首字延迟（TTFT），以及它为什么影响聊天体验。",
+    "请列出部署大模型推理服务时最常见的五个显存问题，并各用一句话说明原因。",
+    "把下面这句话改写得更正式：我们明天把新模型上线，先放百分之五的流量看看。",
+    "写一首关于秋天的四行短诗。",
+)
+
+_WORDS = (
+    "the model reads every weight once per token so memory bandwidth sets the pace while compute waits "
+    "a request arrives the server batches it with others and streams tokens back as soon as they exist "
+    "latency throughput cost queue cache prefill decode batch stream token context window server client"
+).split()
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSet:
+    prompts: tuple[Prompt, ...]
+    name: str  # what the manifest records: builtin, text, file path, synthetic spec
+    sizing: str | None = None  # "exact" | "approximate" for synthetic prompts
+
+    def pick(self, seq: int) -> Prompt:
+        return self.prompts[seq % len(self.prompts)]
+
+
+def builtin() -> PromptSet:
+    return PromptSet(tuple(Prompt(text=t) for t in BUILTIN), "builtin")
+
+
+def single(text: str) -> PromptSet:
+    if not text.strip():
+        raise UsageError("--prompt is empty")
+    return PromptSet((Prompt(text=text),), "text")
+
+
+def from_jsonl(path: str | Path) -> PromptSet:
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read --prompts {p}: {exc.strerror}") from None
+    prompts = [_parse_line(line, p, i) for i, line in enumerate(lines, 1) if line.strip()]
+    if not prompts:
+        raise UsageError(f"--prompts {p} has no prompts")
+    return PromptSet(tuple(prompts), str(p))
+
+
+def _parse_line(line: str, path: Path, lineno: int) -> Prompt:
+    where = f"{path}:{lineno}"
+    try:
+        obj: Any = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+    if isinstance(obj, str):
+        return Prompt(text=obj)
+    if not isinstance(obj, dict):
+        raise UsageError(f"{where}: expected an object with 'messages' or 'prompt'")
+    max_tokens = obj.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise UsageError(f"{where}: max_tokens must be a positive integer")
+    if isinstance(obj.get("messages"), list):
+        return Prompt(messages=obj["messages"], max_tokens=max_tokens)
+    text = obj.get("prompt", obj.get("text"))
+    if isinstance(text, str):
+        return Prompt(text=text, max_tokens=max_tokens)
+    raise UsageError(f"{where}: expected 'messages' (a list) or 'prompt' (a string)")
+
+
+def draw_lengths(mean: int, std: float, n: int, seed: int | None) -> list[int]:
+    rng = np.random.default_rng(seed)
+    if std <= 0:
+        return [max(1, int(mean))] * n
+    return [max(1, int(round(x))) for x in rng.normal(mean, std, n)]
+
+
+async def synthetic(
+    input_tokens: tuple[int, float],
+    tokenizer: Tokenizer | None,
+    n: int = 64,
+    seed: int | None = 0,
+    output_tokens: Sequence[int] | None = None,
+) -> PromptSet:
+    """`n` prompts of about `input_tokens` tokens; exact when a tokenizer is available."""
+    lengths = draw_lengths(int(input_tokens[0]), input_tokens[1], n, seed)
+    rng = np.random.default_rng(seed)
+    prompts = []
+    for i, length in enumerate(lengths):
+        text = await _sized_text(length, rng, tokenizer)
+        max_tokens = output_tokens[i % len(output_tokens)] if output_tokens else None
+        prompts.append(Prompt(text=text, max_tokens=max_tokens, label=f"in={length}"))
+    sizing = "exact" if tokenizer is not None else "approximate"
+    return PromptSet(tuple(prompts), f"synthetic(input_tokens={input_tokens[0]},std={input_tokens[1]})", sizing)
+
+
+async def _sized_text(tokens: int, rng: np.random.Generator, tokenizer: Tokenizer | None) -> str:
+    # A unique prefix defeats prefix caching between requests, as real traffic would.
+    prefix = f"[{int(rng.integers(1e9))}] "
+    words = [str(w) for w in rng.choice(_WORDS, size=tokens * 2 + 8)]
+    text = prefix + " ".join(words)
+    if tokenizer is None:
+        # About 0.75 words per token for English prose: approximate, and said so in the manifest.
+        return prefix + " ".join(words[: max(1, int(tokens * 0.75))])
+    ids = (await tokenizer.encode(text))[:tokens]
+    out = await tokenizer.decode(ids)
+    # Decoding and re-encoding can merge differently at the cut; trim until the count fits.
+    while out and len(await tokenizer.encode(out)) > tokens:
+        out = out[:-1]
+    return out

@@ -1,0 +1,198 @@
+"""One benchmark run against one endpoint: preflight, load, records to disk, summary, manifest."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tokenrace import __version__
+from tokenrace.bench import prompts as prompt_sets
+from tokenrace.bench.metrics import summarize
+from tokenrace.bench.preflight import check_first, choose_model, list_models
+from tokenrace.bench.prompts import PromptSet
+from tokenrace.bench.runner import Load, Runner
+from tokenrace.bench.store import RunStore, default_run_dir
+from tokenrace.bench.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
+from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+from tokenrace.client.providers import ResolvedEndpoint, server_root
+from tokenrace.client.records import RequestRecord
+from tokenrace.client.redact import redact_argv
+from tokenrace.client.transport import Timeouts
+
+
+@dataclass(slots=True)
+class PromptSpec:
+    text: str | None = None
+    file: str | None = None
+    input_tokens: tuple[int, float] | None = None
+    output_tokens: tuple[int, float] | None = None
+    count: int = 64
+
+
+@dataclass(slots=True)
+class BenchSettings:
+    endpoint: ResolvedEndpoint
+    model: str | None = None
+    request: RequestOptions = field(default_factory=RequestOptions)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    load: Load = field(default_factory=Load)
+    prompts: PromptSpec = field(default_factory=PromptSpec)
+    tokenizer: str | None = None
+    slo: dict[str, float] | None = None
+    output: Path | None = None
+    label: str | None = None
+    max_error_rate: float | None = None  # None: fail only when every request failed
+    engine: dict[str, Any] | None = None  # what launched the server, when tokenrace did
+
+
+@dataclass(slots=True)
+class BenchResult:
+    directory: Path
+    summary: dict[str, Any]
+    manifest: dict[str, Any]
+    interrupted: bool = False
+
+    @property
+    def failed_threshold(self) -> bool:
+        return bool(self.summary.get("exceeded_max_error_rate"))
+
+
+Progress = Callable[[RequestRecord], None]
+
+
+def _settings_for_manifest(s: BenchSettings) -> dict[str, Any]:
+    d = asdict(s)
+    d["endpoint"] = {
+        "base_url": s.endpoint.base_url,
+        "provider": s.endpoint.provider,
+        "api_key_from": s.endpoint.key_source,  # the variable's name, never the key
+    }
+    d["output"] = str(s.output) if s.output else None
+    return d
+
+
+async def build_prompts(spec: PromptSpec, tok: Tokenizer | None, seed: int | None) -> PromptSet:
+    out_lengths = None
+    if spec.output_tokens is not None:
+        out_lengths = prompt_sets.draw_lengths(int(spec.output_tokens[0]), spec.output_tokens[1], spec.count, seed)
+    if spec.input_tokens is not None:
+        return await prompt_sets.synthetic(spec.input_tokens, tok, spec.count, seed, out_lengths)
+    base = prompt_sets.from_jsonl(spec.file) if spec.file else prompt_sets.single(spec.text) if spec.text else prompt_sets.builtin()
+    if out_lengths is None:
+        return base
+    ps = tuple(
+        Prompt(p.messages, p.text, out_lengths[i % len(out_lengths)], p.label) for i, p in enumerate(base.prompts)
+    )
+    return PromptSet(ps, base.name)
+
+
+class BenchSession:
+    def __init__(self, settings: BenchSettings, progress: Progress | None = None, argv: list[str] | None = None) -> None:
+        self.s = settings
+        self.progress = progress
+        self.argv = redact_argv(argv if argv is not None else sys.argv)
+        self.tokenizer: Tokenizer | None = None
+        self.store: RunStore | None = None
+        self._written: set[int] = set()
+
+    async def run(self) -> BenchResult:
+        s = self.s
+        t0 = time.perf_counter_ns()
+        started = datetime.now(timezone.utc).isoformat()
+        async with OpenAIClient(
+            s.endpoint.base_url, s.model or "", s.endpoint.api_key, s.request, s.timeouts,
+            max_connections=max(s.load.concurrency, s.load.max_concurrency or 0, 64),
+        ) as client:
+            assert client.session is not None
+            info = await list_models(client.session, s.endpoint.base_url, client.headers(), s.endpoint.key_source, client.redact)
+            client.model = choose_model(s.model, info)
+            self.tokenizer = await self._tokenizer(client)
+            prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed)
+            directory = s.output or default_run_dir(s.label or client.model.split("/")[-1])
+            self.store = RunStore(directory, t0)
+            manifest = self._manifest(client, info, prompts, started, t0)
+            self.store.write_manifest(manifest)
+            runner = Runner(self._send_checked(client, info.models), prompts, s.load, self._finish)
+            interrupted = False
+            try:
+                await runner.run()
+            except asyncio.CancelledError:
+                interrupted = True
+            finally:
+                for rec in runner.records:
+                    if rec.seq not in self._written:
+                        self.store.append(rec)
+                summary = self._summary(runner, interrupted)
+                manifest["finished_at"] = datetime.now(timezone.utc).isoformat()
+                manifest["interrupted"] = interrupted
+                self.store.write_manifest(manifest)
+                self.store.write_summary(summary)
+                self.store.close()
+        return BenchResult(directory, summary, manifest, interrupted)
+
+    def _send_checked(self, client: OpenAIClient, models: list[str]) -> Any:
+        first = True
+
+        async def send(prompt: Prompt, rec: RequestRecord) -> RequestRecord:
+            nonlocal first
+            await client.send(prompt, rec)
+            if first:
+                first = False
+                check_first(rec, client.model, self.s.endpoint.key_source, models, client.url)
+            return rec
+
+        return send
+
+    async def _tokenizer(self, client: OpenAIClient) -> Tokenizer | None:
+        if self.s.tokenizer and self.s.tokenizer != "server":
+            return load_tokenizer(self.s.tokenizer)
+        assert client.session is not None
+        tok = ServerTokenizer(client.session, server_root(self.s.endpoint.base_url), client.model, client.headers())
+        return tok if await probe_server_tokenizer(tok) else None
+
+    async def _finish(self, rec: RequestRecord, prompt: Prompt) -> None:
+        if rec.error_kind != "cancelled":
+            await fill_token_counts(rec, prompt.as_text(), self.tokenizer)
+        assert self.store is not None
+        self.store.append(rec)
+        self._written.add(rec.seq)
+        rec.text = ""  # counted and written; do not hold every answer in memory
+        if self.progress is not None:
+            self.progress(rec)
+
+    def _summary(self, runner: Runner, interrupted: bool) -> dict[str, Any]:
+        summary = summarize(runner.records, runner.windows, self.s.slo)
+        rate = summary["error_rate"]
+        limit = self.s.max_error_rate
+        summary["interrupted"] = interrupted
+        summary["max_error_rate"] = limit
+        summary["exceeded_max_error_rate"] = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
+        return summary
+
+    def _manifest(
+        self, client: OpenAIClient, info: Any, prompts: PromptSet, started: str, t0: int
+    ) -> dict[str, Any]:
+        return {
+            "tool": "tokenrace",
+            "version": __version__,
+            "command": self.argv,
+            "settings": _settings_for_manifest(self.s),
+            "endpoint": self.s.endpoint.base_url,
+            "provider": self.s.endpoint.provider,
+            "model": client.model,
+            "models_answer": info.models_answer,
+            "server_headers": info.headers,
+            "prompts": {"name": prompts.name, "count": len(prompts.prompts), "sizing": prompts.sizing},
+            "tokenizer": self.tokenizer.name if self.tokenizer else None,
+            "arrival_clock": "socket" if client.stamping else "reader",
+            "engine": self.s.engine,
+            "started_at": started,
+            "t0_perf_counter_ns": t0,
+            "finished_at": None,
+        }

@@ -1,0 +1,78 @@
+"""The run directory: records.jsonl (streamed), summary.json and manifest.json.
+
+Each record is appended and flushed when its request ends, so a crash or Ctrl-C loses nothing that
+was measured. JSON files are written to a temporary name and renamed, so they are never half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from tokenrace.client.records import RequestRecord
+from tokenrace.errors import UsageError
+
+RECORDS = "records.jsonl"
+SUMMARY = "summary.json"
+MANIFEST = "manifest.json"
+
+
+def default_run_dir(label: str | None, root: str | Path = "runs") -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label or "run").strip("-") or "run"
+    return Path(root) / f"{stamp}-{safe}"
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    return orjson.loads(path.read_bytes())
+
+
+class RunStore:
+    """Owns one run directory while a run writes into it."""
+
+    def __init__(self, directory: Path, t0_ns: int) -> None:
+        self.dir = Path(directory)
+        if (self.dir / RECORDS).exists():
+            raise UsageError(f"{self.dir} already holds a run; choose another --output")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create {self.dir}: {exc.strerror}") from None
+        self.t0_ns = t0_ns
+        self._records: IO[bytes] = open(self.dir / RECORDS, "ab")
+
+    def append(self, rec: RequestRecord) -> None:
+        self._records.write(orjson.dumps(rec.to_json(self.t0_ns)) + b"\n")
+        self._records.flush()
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json(self.dir / MANIFEST, manifest)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_json(self.dir / SUMMARY, summary)
+
+    def close(self) -> None:
+        self._records.close()
+
+
+def load_records(directory: Path) -> list[dict[str, Any]]:
+    path = Path(directory) / RECORDS
+    out = []
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            try:
+                out.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue  # a line cut by a crash: keep the rest
+    return out

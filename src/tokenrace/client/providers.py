@@ -1,0 +1,90 @@
+"""Provider presets and endpoint resolution (base URL + where the key comes from).
+
+`--url` takes a base URL the way the OpenAI SDK does (`http://localhost:8000/v1`,
+`https://api.groq.com/openai/v1`); a bare `http://host:port` gets `/v1` appended.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from tokenrace.errors import UsageError
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    name: str
+    base_url: str
+    key_env: str | None  # env var holding the key; None: no key needed
+    engine: str  # what serves it, for the manifest
+
+
+PROVIDERS: dict[str, Provider] = {
+    p.name: p
+    for p in [
+        Provider("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY", "groq"),
+        Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "openai"),
+        Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", "together"),
+        Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "openrouter"),
+        Provider("fireworks", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", "fireworks"),
+        Provider("vllm", "http://localhost:8000/v1", "VLLM_API_KEY", "vllm"),
+        Provider("sglang", "http://localhost:30000/v1", "SGLANG_API_KEY", "sglang"),
+        Provider("llamacpp", "http://localhost:8080/v1", "LLAMA_API_KEY", "llama.cpp"),
+        Provider("ollama", "http://localhost:11434/v1", None, "ollama"),
+    ]
+}
+
+
+def normalize_base_url(url: str) -> str:
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--url must look like http://host:port/v1, got {url!r}")
+    path = parts.path.rstrip("/")
+    for suffix in ("/chat/completions", "/completions"):
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+    if path == "":
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def server_root(base_url: str) -> str:
+    """`http://h:p/v1` -> `http://h:p` (where llama.cpp's /tokenize, /health, /metrics live)."""
+    parts = urlsplit(base_url)
+    path = parts.path
+    if path.endswith("/v1"):
+        path = path[:-3]
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedEndpoint:
+    base_url: str
+    api_key: str | None
+    key_source: str | None  # "--api-key" or the env var's name: shown in errors, never the key
+    provider: str | None
+
+
+def resolve_endpoint(url: str | None, api_key: str | None, provider: str | None) -> ResolvedEndpoint | None:
+    """Flags beat the provider preset, which beats OPENAI_BASE_URL / OPENAI_API_KEY.
+
+    Returns None when nothing names an endpoint (the caller then starts the embedded engine).
+    """
+    preset = None
+    if provider:
+        preset = PROVIDERS.get(provider.lower())
+        if preset is None:
+            raise UsageError(f"unknown --provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
+    base = url or (preset.base_url if preset else None) or os.environ.get("OPENAI_BASE_URL")
+    if not base:
+        return None
+    key, source = api_key, "--api-key" if api_key else None
+    if key is None and preset is not None and preset.key_env:
+        key, source = os.environ.get(preset.key_env), preset.key_env
+    if key is None and os.environ.get("OPENAI_API_KEY"):
+        key, source = os.environ["OPENAI_API_KEY"], "OPENAI_API_KEY"
+    if key is None and preset is not None and preset.key_env:
+        source = preset.key_env  # tried, empty: the preflight's 401 message names it
+    return ResolvedEndpoint(normalize_base_url(base), key or None, source, preset.name if preset else None)

@@ -1,0 +1,118 @@
+"""The per-request record: what one request did, measured on the client.
+
+Times are integers from `time.perf_counter_ns()`; derived millisecond figures are computed once by
+`finish()`. Undefined figures stay None (never 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+NS_PER_MS = 1_000_000
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    seq: int
+    phase: str = "measure"  # cold | warmup | measure
+    intended_start_ns: int | None = None  # open loop: when the schedule wanted it sent
+    start_ns: int = 0  # just before the request is written (connection set-up included)
+    connect_ns: int | None = None  # duration of opening a new connection, when one was opened
+    headers_ns: int | None = None  # response headers received
+    first_token_ns: int | None = None  # first chunk with generated content of any kind
+    first_answer_ns: int | None = None  # first chunk with answer content (not reasoning)
+    end_ns: int | None = None  # end of the stream (or of the body)
+    chunk_ns: list[int] = field(default_factory=list)  # arrival of each content-bearing chunk
+    chunk_chars: list[int] = field(default_factory=list)  # characters of content in each
+    chunk_tokens: list[int] | None = None  # tokens in each content chunk, when known
+    reasoning_chunks: int = 0
+    text: str = ""  # generated answer + reasoning (kept in memory for token counting only)
+    prompt_tokens: int | None = None
+    prompt_tokens_source: str | None = None  # usage | tokenizer | estimate
+    output_tokens: int | None = None
+    output_tokens_source: str | None = None  # usage | tokenizer | chunks
+    finish_reason: str | None = None
+    status: int | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    retry_after_s: float | None = None
+    response_id: str | None = None
+    usage: dict[str, Any] | None = None
+    server_timing: dict[str, Any] | None = None  # the engine's own clock, when it reports it
+    new_connection: bool | None = None
+    max_tokens: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    def fail(self, kind: str, message: str, status: int | None = None) -> None:
+        # The first failure wins: a later one is usually a consequence.
+        if self.error_kind is None:
+            self.error_kind = kind
+            self.error_message = message[:500]
+        if status is not None:
+            self.status = status
+
+    def to_json(self, t0_ns: int) -> dict[str, Any]:
+        """The records.jsonl line: offsets in ms from the run's t0, durations in ms."""
+        d = derived(self)
+        ms = lambda ns: None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)  # noqa: E731
+        return {
+            "seq": self.seq,
+            "phase": self.phase,
+            "intended_start_ms": ms(self.intended_start_ns),
+            "start_ms": ms(self.start_ns),
+            "schedule_lag_ms": d["schedule_lag_ms"],
+            "connect_ms": _dur(self.connect_ns),
+            "new_connection": self.new_connection,
+            "ttft_ms": d["ttft_ms"],
+            "ttfa_ms": d["ttfa_ms"],
+            "e2e_ms": d["e2e_ms"],
+            "tpot_ms": d["tpot_ms"],
+            "ttft_from_intended_ms": d["ttft_from_intended_ms"],
+            "e2e_from_intended_ms": d["e2e_from_intended_ms"],
+            "chunk_offsets_ms": [round((t - self.start_ns) / NS_PER_MS, 4) for t in self.chunk_ns],
+            "chunk_tokens": self.chunk_tokens,
+            "reasoning_chunks": self.reasoning_chunks,
+            "prompt_tokens": self.prompt_tokens,
+            "prompt_tokens_source": self.prompt_tokens_source,
+            "output_tokens": self.output_tokens,
+            "output_tokens_source": self.output_tokens_source,
+            "output_chars": len(self.text),
+            "max_tokens": self.max_tokens,
+            "finish_reason": self.finish_reason,
+            "status": self.status,
+            "error_kind": self.error_kind,
+            "error_message": self.error_message,
+            "retry_after_s": self.retry_after_s,
+            "response_id": self.response_id,
+            "server_timing": self.server_timing,
+        }
+
+
+def _dur(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / NS_PER_MS, 4)
+
+
+def derived(r: RequestRecord) -> dict[str, float | None]:
+    def span(a: int | None, b: int | None) -> float | None:
+        return None if a is None or b is None else round((b - a) / NS_PER_MS, 4)
+
+    tpot = None
+    if r.output_tokens is not None and r.output_tokens >= 2 and len(r.chunk_ns) >= 2:
+        tpot = round((r.chunk_ns[-1] - r.chunk_ns[0]) / NS_PER_MS / (r.output_tokens - 1), 4)
+    return {
+        "ttft_ms": span(r.start_ns, r.first_token_ns),
+        "ttfa_ms": span(r.start_ns, r.first_answer_ns),
+        "e2e_ms": span(r.start_ns, r.end_ns),
+        "tpot_ms": tpot,
+        "schedule_lag_ms": span(r.intended_start_ns, r.start_ns),
+        "ttft_from_intended_ms": span(r.intended_start_ns, r.first_token_ns),
+        "e2e_from_intended_ms": span(r.intended_start_ns, r.end_ns),
+    }
+
+
+def record_fields() -> list[str]:
+    return list(asdict(RequestRecord(seq=0)).keys())
