@@ -1,0 +1,489 @@
+"""The aiohttp application of the fake OpenAI-compatible server.
+
+Routes: GET /v1/models, /health, /version, /metrics, /fake/log, /fake/stats;
+POST /v1/chat/completions, /v1/completions, /tokenize, /fake/reset.
+`build_app(config)` is the public entry; see `fake_server` for ways to run it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import ValidationError
+
+from tokenrace import __version__
+from tokenrace.testing.fake_config import FakeConfig, as_config, merge_overrides
+from tokenrace.testing.fake_log import ChunkStamp, RequestRecord, SendLog
+from tokenrace.testing.fake_openai import (
+    Endpoint,
+    Json,
+    ResponseMeta,
+    chat_body,
+    chat_prompt_tokens,
+    completion_body,
+    completion_prompt_tokens,
+    count_tokens,
+    error_body,
+    token_text,
+)
+from tokenrace.testing.fake_plan import (
+    GenRequest,
+    Pacer,
+    ms_to_ns,
+    plan_stream,
+    sleep_until,
+    token_groups,
+)
+
+SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass
+class ServerState:
+    config: FakeConfig
+    log: SendLog
+
+
+STATE = web.AppKey("fake_state", ServerState)
+
+
+class BadRequest(Exception):
+    """A request the fake rejects with 400 (message goes in the OpenAI error JSON)."""
+
+
+class ModelNotFound(Exception):
+    """The request names a model the fake does not serve (404)."""
+
+
+def build_app(config: FakeConfig | Mapping[str, Any] | None = None) -> web.Application:
+    """The fake server as an aiohttp Application (run it with any aiohttp runner)."""
+    app = web.Application()
+    app[STATE] = ServerState(as_config(config), SendLog())
+    app.cleanup_ctx.append(_log_file_ctx)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/health", health)
+    app.router.add_get("/version", version)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/fake/log", fake_log)
+    app.router.add_post("/fake/reset", fake_reset)
+    app.router.add_get("/fake/stats", fake_stats)
+    return app
+
+
+async def _log_file_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Open `log_path` (append) for the app's lifetime, if configured."""
+    state = app[STATE]
+    if state.config.log_path is None:
+        yield
+        return
+    with open(state.config.log_path, "ab") as log_file:
+        state.log.log_file = log_file
+        yield
+        state.log.log_file = None
+
+
+# --- small helpers -------------------------------------------------------------------
+
+
+def json_response(
+    obj: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(obj), status=status, content_type="application/json", headers=headers
+    )
+
+
+def error_response(status: int, message: str, type_: str, code: str | None) -> web.Response:
+    return json_response(error_body(message, type_, code), status=status)
+
+
+def _auth_error(request: web.Request, config: FakeConfig) -> web.Response | None:
+    if config.api_key is None or request.headers.get("Authorization") == f"Bearer {config.api_key}":
+        return None
+    return error_response(
+        401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
+    )
+
+
+async def _read_json_object(request: web.Request) -> Json:
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"Invalid JSON body: {exc}") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    return body
+
+
+def _abort(request: web.Request) -> None:
+    """Drop the TCP connection now: no response, no FIN handshake."""
+    if request.transport is not None:
+        request.transport.abort()
+
+
+def _tcp_nodelay(request: web.Request) -> bool | None:
+    """Whether Nagle is off on this connection (aiohttp turns it off; the log proves it)."""
+    sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+
+def _flush_headers(response: web.StreamResponse) -> None:
+    """Put buffered response headers on the wire now.
+
+    aiohttp holds headers back to coalesce them with the first body write; real
+    servers send them at once, and a stream that opens with a long wait should
+    too. send_headers() is not public API, hence the guarded lookup.
+    """
+    writer = getattr(response, "_payload_writer", None)
+    send_headers = getattr(writer, "send_headers", None)
+    if callable(send_headers):
+        send_headers()
+
+
+# --- simple endpoints ----------------------------------------------------------------
+
+
+async def list_models(request: web.Request) -> web.Response:
+    config = request.app[STATE].config
+    denied = _auth_error(request, config)
+    if denied is not None:
+        return denied
+    data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in config.models]
+    return json_response({"object": "list", "data": data})
+
+
+async def health(request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def version(request: web.Request) -> web.Response:
+    return json_response({"version": f"fake-{__version__}"})
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    """llama.cpp-style {"content"} -> {"tokens"}; vLLM-style {"prompt"|"messages"} adds count."""
+    try:
+        body = await _read_json_object(request)
+    except BadRequest as exc:
+        return error_response(400, str(exc), "invalid_request_error", "invalid_json")
+    if "content" in body:
+        return json_response({"tokens": list(range(count_tokens(str(body["content"]))))})
+    if isinstance(body.get("messages"), list):
+        n = chat_prompt_tokens(body["messages"])
+    else:
+        n = completion_prompt_tokens(body.get("prompt", ""))
+    return json_response({"tokens": list(range(n)), "count": n, "max_model_len": 1 << 20})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    path = request.app[STATE].config.metrics_text_path
+    if path is None:
+        return error_response(404, "No metrics configured.", "invalid_request_error", "not_found")
+    return web.Response(
+        body=Path(path).read_bytes(), headers={"Content-Type": METRICS_CONTENT_TYPE}
+    )
+
+
+async def fake_log(request: web.Request) -> web.Response:
+    """The send log; `?wait_idle=S` first waits up to S seconds for in-flight requests to end."""
+    log = request.app[STATE].log
+    wait_s = float(request.query.get("wait_idle", "0"))
+    give_up = time.monotonic() + wait_s
+    while log.in_flight > 0 and time.monotonic() < give_up:
+        await asyncio.sleep(0.005)
+    return json_response([r.as_json() for r in log.records])
+
+
+async def fake_reset(request: web.Request) -> web.Response:
+    request.app[STATE].log.reset()
+    return json_response({"status": "ok"})
+
+
+async def fake_stats(request: web.Request) -> web.Response:
+    return json_response(request.app[STATE].log.stats())
+
+
+# --- generation ----------------------------------------------------------------------
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "chat")
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "completions")
+
+
+async def _generate(request: web.Request, endpoint: Endpoint) -> web.StreamResponse:
+    """Log the request from arrival to end, whatever happens in between."""
+    arrival_ns = time.perf_counter_ns()
+    log = request.app[STATE].log
+    prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
+    record = log.open(f"{prefix}-{uuid.uuid4().hex}", request.path, arrival_ns)
+    record.tcp_nodelay = _tcp_nodelay(request)
+    try:
+        return await _respond(request, record, endpoint)
+    except ConnectionError as exc:
+        # The client left. The transport is closing, so aiohttp's attempt to
+        # finish this placeholder fails quietly instead of logging a traceback.
+        record.error = f"client disconnected: {type(exc).__name__}"
+        return web.Response(status=499)
+    finally:
+        log.close(record)
+
+
+async def _respond(
+    request: web.Request, record: RequestRecord, endpoint: Endpoint
+) -> web.StreamResponse:
+    state = request.app[STATE]
+    denied = _auth_error(request, state.config)
+    if denied is not None:
+        return await _send_now(request, record, denied)
+    try:
+        body = await _read_json_object(request)
+        config = _request_config(state.config, body, request.headers.get("x-fake-fault"))
+        model = _check_model(body, config)
+    except BadRequest as exc:
+        return await _send_now(request, record, _bad_request(exc))
+    except ModelNotFound as exc:
+        error = error_response(404, str(exc), "invalid_request_error", "model_not_found")
+        return await _send_now(request, record, error)
+    return await _dispatch(request, record, endpoint, body, config, model)
+
+
+async def _dispatch(
+    request: web.Request,
+    record: RequestRecord,
+    endpoint: Endpoint,
+    body: Json,
+    config: FakeConfig,
+    model: str,
+) -> web.StreamResponse:
+    rng = random.Random(
+        f"{config.seed}:{record.seq}"
+    )  # per request: same draws whatever the interleaving
+    try:
+        req = _gen_request(record, endpoint, body, config, model, rng)
+    except BadRequest as exc:
+        return await _send_now(request, record, _bad_request(exc))
+    _fill_record(record, body, req)
+    if req.fault in ("500", "429"):
+        return await _send_now(request, record, _fault_error(req.fault))
+    if req.fault == "refuse":
+        _abort(request)
+        return web.Response()  # never sent: the transport is gone
+    if record.stream:
+        return await _stream(request, record, req, rng)
+    return await _send_body(request, record, req, rng)
+
+
+def _bad_request(exc: BadRequest) -> web.Response:
+    return error_response(400, str(exc), "invalid_request_error", "bad_request")
+
+
+def _fault_error(fault: str) -> web.Response:
+    if fault == "429":
+        message = "Injected fault: rate limit reached."
+        resp = error_response(429, message, "rate_limit_error", "rate_limit_exceeded")
+        resp.headers["Retry-After"] = "1"
+        return resp
+    return error_response(
+        500, "Injected fault: internal server error.", "server_error", "internal_error"
+    )
+
+
+def _fill_record(record: RequestRecord, body: Json, req: GenRequest) -> None:
+    record.stream = body.get("stream") is True
+    record.fault = req.fault
+    record.model = req.meta.model
+    record.prompt_tokens = req.prompt_tokens
+    record.completion_tokens = req.output_tokens
+
+
+def _request_config(base: FakeConfig, body: Json, header_fault: str | None) -> FakeConfig:
+    """The server config with the body's `fake` object and the x-fake-fault header applied."""
+    override = body.get("fake") or {}
+    if not isinstance(override, dict):
+        raise BadRequest("`fake` must be a JSON object of FakeConfig fields.")
+    if header_fault is not None:
+        override = {**override, "fault": header_fault.strip()}
+    try:
+        return merge_overrides(base, override)
+    except ValidationError as exc:
+        raise BadRequest(f"Invalid fake override: {exc}") from exc
+
+
+def _check_model(body: Json, config: FakeConfig) -> str:
+    model = body.get("model")
+    if model is None:
+        return config.models[0]
+    if model not in config.models:
+        raise ModelNotFound(f"The model `{model}` does not exist.")
+    return str(model)
+
+
+def _gen_request(
+    record: RequestRecord,
+    endpoint: Endpoint,
+    body: Json,
+    config: FakeConfig,
+    model: str,
+    rng: random.Random,
+) -> GenRequest:
+    """Resolve sizes, fault and usage for one request. Raises BadRequest."""
+    prompt_tokens = _prompt_tokens(endpoint, body)
+    fault = _pick_fault(config, record.seq, rng)
+    output, finish = _output_length(config, _max_tokens(body), rng)
+    if fault == "empty":
+        output, finish = 0, "stop"
+    reasoning = min(config.reasoning_tokens, output) if endpoint == "chat" else 0
+    meta = ResponseMeta(record.id, int(time.time()), model, endpoint)
+    usage = _include_usage(config, body)
+    return GenRequest(meta, config, prompt_tokens, output, reasoning, finish, usage, fault)
+
+
+def _prompt_tokens(endpoint: Endpoint, body: Json) -> int:
+    if endpoint == "chat":
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise BadRequest("`messages` is required and must be a list.")
+        return chat_prompt_tokens(messages)
+    if body.get("prompt") is None:
+        raise BadRequest("`prompt` is required.")
+    return completion_prompt_tokens(body["prompt"])
+
+
+def _pick_fault(config: FakeConfig, seq: int, rng: random.Random) -> str | None:
+    if config.fault is None:
+        return None
+    if config.fault_every is not None and seq % config.fault_every != 0:
+        return None
+    if config.fault_rate < 1.0 and rng.random() >= config.fault_rate:
+        return None
+    return config.fault
+
+
+def _max_tokens(body: Json) -> int | None:
+    caps = [body[k] for k in ("max_tokens", "max_completion_tokens") if body.get(k) is not None]
+    for cap in caps:
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+            raise BadRequest(f"max_tokens must be a positive integer, got {cap!r}.")
+    return min(caps) if caps else None
+
+
+def _output_length(config: FakeConfig, cap: int | None, rng: random.Random) -> tuple[int, str]:
+    """Tokens to generate and the finish reason ("length" when max_tokens cut it)."""
+    wanted = config.output_tokens
+    if config.output_tokens_std > 0:
+        wanted = max(1, round(rng.gauss(config.output_tokens, config.output_tokens_std)))
+    if cap is not None and wanted > cap:
+        return cap, "length"
+    return wanted, "stop"
+
+
+def _include_usage(config: FakeConfig, body: Json) -> bool:
+    if config.usage != "auto":
+        return config.usage == "always"
+    if body.get("stream") is not True:
+        return True  # non-streaming bodies carry usage unless usage="never"
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+# --- sending -------------------------------------------------------------------------
+
+
+async def _send_now(
+    request: web.Request, record: RequestRecord, resp: web.Response
+) -> web.Response:
+    """Send a whole response now, stamping the moment its bytes go out."""
+    resp.headers["x-request-id"] = record.id
+    record.status = resp.status
+    await resp.prepare(request)  # headers are buffered until the body is written
+    record.chunks.append(ChunkStamp(time.perf_counter_ns(), record.completion_tokens, "body"))
+    await resp.write_eof()
+    record.end_ns = time.perf_counter_ns()
+    return resp
+
+
+async def _stream(
+    request: web.Request, record: RequestRecord, req: GenRequest, rng: random.Random
+) -> web.StreamResponse:
+    log = request.app[STATE].log
+    resp = web.StreamResponse(status=200, headers={**SSE_HEADERS, "x-request-id": record.id})
+    await resp.prepare(request)
+    record.status = 200
+    _flush_headers(resp)
+    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival)
+    spin_ns = ms_to_ns(req.config.spin_ms)
+    for step in plan_stream(req):
+        if step.kind == "abort":
+            _abort(request)
+            record.end_ns = time.perf_counter_ns()
+            return resp
+        if step.kind == "stall":
+            await _stall(pacer, req.config.stall_s, spin_ns)
+            continue
+        if step.last_token is not None:
+            await sleep_until(pacer.deadline(step.last_token, log.in_flight - 1), spin_ns)
+        # Stamp, then hand the bytes to the transport in one write: nothing in
+        # between can yield to the event loop.
+        record.chunks.append(ChunkStamp(time.perf_counter_ns(), step.tokens, step.kind))
+        await resp.write(step.data)
+    record.end_ns = time.perf_counter_ns()
+    await resp.write_eof()
+    return resp
+
+
+async def _stall(pacer: Pacer, stall_s: float, spin_ns: int) -> None:
+    stall_ns = ms_to_ns(stall_s * 1000)
+    pacer.shift(stall_ns)
+    await sleep_until(time.perf_counter_ns() + stall_ns, spin_ns)
+
+
+async def _send_body(
+    request: web.Request, record: RequestRecord, req: GenRequest, rng: random.Random
+) -> web.StreamResponse:
+    """Non-streaming: wait until the last token would be ready, then send one body."""
+    log = request.app[STATE].log
+    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival)
+    spin_ns = ms_to_ns(req.config.spin_ms)
+    if req.fault == "stall":
+        pacer.shift(ms_to_ns(req.config.stall_s * 1000))
+    # Walk the same chunk deadlines a stream would, so load_itl tracks in-flight changes.
+    groups = token_groups(0, max(req.output_tokens, 1), req.config.tokens_per_chunk)
+    for i, (first, size) in enumerate(groups):
+        spin = spin_ns if i == len(groups) - 1 else 0  # only the send itself needs precision
+        await sleep_until(pacer.deadline(first + size - 1, log.in_flight - 1), spin)
+    if req.fault in ("truncate", "disconnect_midstream"):
+        _abort(request)
+        return web.Response()
+    if req.fault == "malformed":
+        resp = web.Response(body=b"{not json", content_type="application/json")
+        return await _send_now(request, record, resp)
+    return await _send_now(request, record, json_response(_full_body(req)))
+
+
+def _full_body(req: GenRequest) -> Json:
+    usage = req.usage() if req.include_usage else None
+    reasoning = token_text(0, req.reasoning_tokens)
+    answer = token_text(req.reasoning_tokens, req.output_tokens - req.reasoning_tokens)
+    if req.meta.endpoint == "chat":
+        return chat_body(req.meta, reasoning, answer, req.finish_reason, usage)
+    return completion_body(req.meta, answer, req.finish_reason, usage)

@@ -1,0 +1,96 @@
+"""FakeConfig: the programmed behaviour of the fake OpenAI-compatible server.
+
+One frozen pydantic model holds the server-wide settings; a request may carry
+`"fake": {...}` in its body (or an `x-fake-fault` header) to override any
+field for that request only, via `merge_overrides`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+FaultKind: TypeAlias = Literal[
+    "500",
+    "429",
+    "truncate",
+    "malformed",
+    "stall",
+    "refuse",
+    "empty",
+    "disconnect_midstream",
+]
+FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
+
+UsageMode: TypeAlias = Literal["auto", "always", "never"]
+
+
+class FakeConfig(BaseModel):
+    """Timing, shape and fault settings. Times are in milliseconds unless named `_s`."""
+
+    # extra="forbid": a typo in a config or a per-request override must fail
+    # loudly, or a test would silently measure the default behaviour.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttft_ms: float = Field(default=50.0, ge=0)
+    itl_ms: float = Field(default=10.0, ge=0)
+    jitter_ms: float = Field(default=0.0, ge=0)
+    seed: int = 0
+    output_tokens: int = Field(default=32, ge=1)
+    output_tokens_std: float = Field(default=0.0, ge=0)
+    tokens_per_chunk: int = Field(default=1, ge=1)
+    role_chunk: bool = True
+    usage: UsageMode = "auto"
+    reasoning_tokens: int = Field(default=0, ge=0)
+    models: list[str] = Field(default_factory=lambda: ["fake-model"], min_length=1)
+    api_key: str | None = None
+    load_ttft_ms: float = Field(default=0.0, ge=0)
+    load_itl_ms: float = Field(default=0.0, ge=0)
+    fault: FaultKind | None = None
+    fault_rate: float = Field(default=1.0, ge=0, le=1)
+    fault_every: int | None = Field(default=None, ge=1)
+    # Content chunks sent before truncate/malformed/stall/disconnect_midstream act.
+    fault_after_chunks: int = Field(default=2, ge=0)
+    stall_s: float = Field(default=30.0, ge=0)
+    # The last `spin_ms` before a deadline are spent yielding in a loop instead
+    # of in asyncio.sleep, whose timers only have ~1 ms resolution. 0 = pure sleep
+    # (less CPU, sends up to ~1 ms late).
+    spin_ms: float = Field(default=1.0, ge=0)
+    metrics_text_path: str | None = None
+    log_path: str | None = None
+
+    @field_validator("fault", mode="before")
+    @classmethod
+    def _fault_as_text(cls, value: Any) -> Any:
+        # JSON/YAML users naturally write {"fault": 500}; accept the number.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if value == "none":
+            return None
+        return value
+
+
+def merge_overrides(base: FakeConfig, override: Mapping[str, Any]) -> FakeConfig:
+    """Return `base` with `override` applied (validated). Raises pydantic.ValidationError.
+
+    A fault asked for by one request is meant for that request: unless the
+    override also sets them, the server-wide fault_rate/fault_every do not apply.
+    """
+    if not override:
+        return base
+    update = dict(override)
+    if update.get("fault") is not None:
+        update.setdefault("fault_rate", 1.0)
+        update.setdefault("fault_every", None)
+    return FakeConfig.model_validate({**base.model_dump(), **update})
+
+
+def as_config(config: FakeConfig | Mapping[str, Any] | None) -> FakeConfig:
+    """Accept a FakeConfig, a plain mapping of its fields, or None (defaults)."""
+    if config is None:
+        return FakeConfig()
+    if isinstance(config, FakeConfig):
+        return config
+    return FakeConfig.model_validate(dict(config))

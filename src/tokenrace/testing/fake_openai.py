@@ -1,0 +1,149 @@
+"""OpenAI wire shapes for the fake server: the toy tokenizer, chunks, bodies, errors.
+
+Everything here is pure (no I/O), so the exact bytes the server sends can be
+tested without a socket.
+
+The toy tokenizer: one token is one whitespace-separated word. Generated token
+i is the word `"w{i} "`, so any generated text re-tokenizes to its token count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+import orjson
+
+Endpoint: TypeAlias = Literal["chat", "completions"]
+Json: TypeAlias = dict[str, Any]
+
+DONE_EVENT = b"data: [DONE]\n\n"
+MALFORMED_EVENT = b"data: {not json\n\n"
+
+
+def count_tokens(text: str) -> int:
+    """The fake server's tokenizer: the number of whitespace-separated words."""
+    return len(text.split())
+
+
+def token_text(start: int, count: int) -> str:
+    """The text of generated tokens start .. start+count-1."""
+    return "".join(f"w{i} " for i in range(start, start + count))
+
+
+def _content_text(content: Any) -> str:
+    """Text of one chat message content: a string, or a list of typed parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
+        return " ".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def chat_prompt_tokens(messages: list[Any]) -> int:
+    """Prompt tokens of a chat request: all message contents joined by a space."""
+    texts = [_content_text(m.get("content")) for m in messages if isinstance(m, Mapping)]
+    return count_tokens(" ".join(texts))
+
+
+def completion_prompt_tokens(prompt: Any) -> int:
+    """Prompt tokens of a completions request: text, list of texts, or token ids."""
+    if isinstance(prompt, str):
+        return count_tokens(prompt)
+    if isinstance(prompt, list):
+        return sum(_one_prompt_tokens(p) for p in prompt)
+    return 0
+
+
+def _one_prompt_tokens(item: Any) -> int:
+    if isinstance(item, str):
+        return count_tokens(item)
+    if isinstance(item, int):
+        return 1
+    if isinstance(item, list):
+        return len(item)
+    return 0
+
+
+@dataclass(frozen=True)
+class ResponseMeta:
+    """The fields every chunk and body of one response shares."""
+
+    id: str
+    created: int
+    model: str
+    endpoint: Endpoint
+
+    def _head(self, object_name: str) -> Json:
+        return {"id": self.id, "object": object_name, "created": self.created, "model": self.model}
+
+    def chunk_object(self) -> str:
+        return "chat.completion.chunk" if self.endpoint == "chat" else "text_completion"
+
+
+def sse(obj: Json) -> bytes:
+    """One server-sent event: `data: <json>` and a blank line."""
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def role_chunk(meta: ResponseMeta) -> Json:
+    """The first chat chunk vLLM/OpenAI send: the role, no content yet."""
+    return delta_chunk(meta, {"role": "assistant", "content": ""}, None)
+
+
+def delta_chunk(meta: ResponseMeta, delta: Json, finish_reason: str | None) -> Json:
+    """A streaming chat chunk with the given delta."""
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    return {**meta._head(meta.chunk_object()), "choices": [choice]}
+
+
+def text_chunk(meta: ResponseMeta, text: str, finish_reason: str | None) -> Json:
+    """A streaming completions chunk."""
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    return {**meta._head(meta.chunk_object()), "choices": [choice]}
+
+
+def usage_block(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int) -> Json:
+    usage: Json = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if reasoning_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return usage
+
+
+def usage_chunk(meta: ResponseMeta, usage: Json) -> Json:
+    """The final usage chunk of a stream: no choices, only usage."""
+    return {**meta._head(meta.chunk_object()), "choices": [], "usage": usage}
+
+
+def chat_body(
+    meta: ResponseMeta, reasoning: str, content: str, finish_reason: str, usage: Json | None
+) -> Json:
+    """A non-streaming chat.completion body."""
+    message: Json = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+    return _with_usage({**meta._head("chat.completion"), "choices": [choice]}, usage)
+
+
+def completion_body(meta: ResponseMeta, text: str, finish_reason: str, usage: Json | None) -> Json:
+    """A non-streaming text_completion body."""
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    return _with_usage({**meta._head("text_completion"), "choices": [choice]}, usage)
+
+
+def _with_usage(body: Json, usage: Json | None) -> Json:
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def error_body(message: str, type_: str, code: str | None, param: str | None = None) -> Json:
+    """OpenAI's error envelope."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}

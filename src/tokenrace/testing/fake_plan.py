@@ -1,0 +1,177 @@
+"""What to send and when: the stream plan and the pacer.
+
+`plan_stream` turns one request into the sequence of `Step`s to send (pure,
+testable), with the faults spliced in. `Pacer` gives each step an absolute deadline measured
+from the request's arrival, so lateness in one send never shifts the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from tokenrace.testing.fake_config import FakeConfig
+from tokenrace.testing.fake_log import ChunkKind
+from tokenrace.testing.fake_openai import (
+    DONE_EVENT,
+    MALFORMED_EVENT,
+    Json,
+    ResponseMeta,
+    delta_chunk,
+    role_chunk,
+    sse,
+    text_chunk,
+    token_text,
+    usage_block,
+    usage_chunk,
+)
+
+StepKind: TypeAlias = ChunkKind | Literal["stall", "abort"]
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """One generation request, resolved: config, sizes, and the fault (if any)."""
+
+    meta: ResponseMeta
+    config: FakeConfig
+    prompt_tokens: int
+    output_tokens: int  # tokens to generate (0 for the "empty" fault)
+    reasoning_tokens: int  # the first this-many of output_tokens are reasoning
+    finish_reason: str
+    include_usage: bool
+    fault: str | None
+
+    def usage(self) -> Json:
+        return usage_block(self.prompt_tokens, self.output_tokens, self.reasoning_tokens)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing to do in a stream. `last_token`: send when that token is ready; None = now."""
+
+    kind: StepKind
+    data: bytes = b""
+    tokens: int = 0
+    last_token: int | None = None
+
+
+def token_groups(start: int, count: int, per_chunk: int) -> list[tuple[int, int]]:
+    """Split tokens start..start+count-1 into (first, size) groups; the last may be short."""
+    return [(i, min(per_chunk, start + count - i)) for i in range(start, start + count, per_chunk)]
+
+
+def plan_stream(req: GenRequest) -> Iterator[Step]:
+    """All steps of a streaming response, faults included, in send order.
+
+    A generator: each chunk's JSON is built just before it is due, so a request
+    arriving does not stall other streams while its whole reply is serialized.
+    """
+    if req.meta.endpoint == "chat" and req.config.role_chunk:  # completions have no roles
+        yield Step("role", sse(role_chunk(req.meta)))
+    groups = _groups(req)
+    after = req.config.fault_after_chunks
+    # Cutting before the last group guarantees the client never sees a finish_reason.
+    cut = min(after, len(groups) - 1) if req.fault in ("truncate", "disconnect_midstream") else None
+    splice_at = min(after, len(groups)) if req.fault in ("malformed", "stall") else None
+    for i, group in enumerate(groups):
+        if i == splice_at:
+            yield _fault_step(req.fault)
+        if i == cut:
+            if req.fault == "disconnect_midstream":
+                yield Step("abort")
+            return
+        yield _token_step(req, group, is_last=i == len(groups) - 1)
+    if splice_at == len(groups):
+        yield _fault_step(req.fault)
+    if req.include_usage:
+        yield Step("usage", sse(usage_chunk(req.meta, req.usage())))
+    yield Step("done", DONE_EVENT)
+
+
+def _groups(req: GenRequest) -> list[tuple[ChunkKind, int, int]]:
+    """(kind, first token, size) per token chunk; a chunk never mixes reasoning and answer."""
+    per_chunk = req.config.tokens_per_chunk
+    reasoning = token_groups(0, req.reasoning_tokens, per_chunk)
+    answer = token_groups(req.reasoning_tokens, req.output_tokens - req.reasoning_tokens, per_chunk)
+    groups: list[tuple[ChunkKind, int, int]] = [("reasoning", f, n) for f, n in reasoning]
+    groups += [("content", f, n) for f, n in answer]
+    # No tokens at all (the "empty" fault): still one finish chunk, carrying nothing.
+    return groups or [("content", 0, 0)]
+
+
+def _token_step(req: GenRequest, group: tuple[ChunkKind, int, int], is_last: bool) -> Step:
+    kind, first, size = group
+    text = token_text(first, size)
+    finish = req.finish_reason if is_last else None
+    if req.meta.endpoint == "completions":
+        chunk = text_chunk(req.meta, text, finish)
+    else:
+        field = "reasoning_content" if kind == "reasoning" else "content"
+        chunk = delta_chunk(req.meta, {field: text}, finish)
+    return Step(kind, sse(chunk), size, first + max(size, 1) - 1)
+
+
+def _fault_step(fault: str | None) -> Step:
+    if fault == "malformed":
+        return Step("malformed", MALFORMED_EVENT)
+    return Step("stall")
+
+
+def ms_to_ns(ms: float) -> int:
+    return round(ms * 1_000_000)
+
+
+class Pacer:
+    """Absolute send deadlines: token i is ready at arrival + ttft + i*itl (+ load, jitter).
+
+    Each deadline is derived from the previous *deadline*, never from when the
+    server actually woke up, so oversleeping once does not drift the rest.
+    """
+
+    def __init__(
+        self, arrival_ns: int, config: FakeConfig, rng: random.Random, others: int
+    ) -> None:
+        self._config = config
+        self._rng = rng
+        ttft = config.ttft_ms + config.load_ttft_ms * others
+        self._grid_ns = arrival_ns + ms_to_ns(ttft)  # when token `_grid_token` is ready
+        self._grid_token = 0
+        self._last_deadline = arrival_ns
+
+    def deadline(self, token_index: int, others_now: int) -> int:
+        """Deadline of a step that waits for `token_index`; never earlier than the last one."""
+        gap = ms_to_ns(self._config.itl_ms + self._config.load_itl_ms * others_now)
+        if token_index > self._grid_token:
+            self._grid_ns += gap * (token_index - self._grid_token)
+            self._grid_token = token_index
+        deadline = max(self._grid_ns + self._jitter_ns(), self._last_deadline)
+        self._last_deadline = deadline
+        return deadline
+
+    def shift(self, ns: int) -> None:
+        """Push every later deadline back by `ns` (a stall)."""
+        self._grid_ns += ns
+        self._last_deadline += ns
+
+    def _jitter_ns(self) -> int:
+        jitter = self._config.jitter_ms
+        return ms_to_ns(self._rng.uniform(-jitter, jitter)) if jitter else 0
+
+
+async def sleep_until(deadline_ns: int, spin_ns: int) -> None:
+    """Sleep until perf_counter_ns() >= deadline_ns.
+
+    asyncio timers fire up to ~1 ms late (epoll/libuv have ms resolution), so
+    sleep until `spin_ns` before the deadline and then yield to the loop in a
+    tight loop; other streams keep running while we spin.
+    """
+    remaining = deadline_ns - time.perf_counter_ns()
+    if remaining > spin_ns:
+        await asyncio.sleep((remaining - spin_ns) / 1e9)
+    while time.perf_counter_ns() < deadline_ns:
+        await asyncio.sleep(0)
