@@ -122,7 +122,7 @@ class OpenAIClient:
         deadline = _Deadline(self.timeouts)
         rec.start_ns = perf_ns()
         try:
-            async with asyncio.timeout(deadline.first(rec.start_ns)) as tm:
+            async with asyncio.timeout_at(deadline.first(rec.start_ns)) as tm:
                 async with self.session.post(
                     self.url, data=payload, headers=self.headers(), trace_request_ctx=rec
                 ) as resp:
@@ -260,6 +260,8 @@ class _StreamReader:
                         t = rx[idx][1]
                 self.on_event(ev.data, t)
             tm.reschedule(deadline.idle())
+        for ev in self.parser.close():
+            self.on_event(ev.data, perf_ns())
 
     def on_event(self, data: str, t: int) -> None:
         rec = self.rec

@@ -61,6 +61,22 @@ class SSEParser:
         self._buf = buf[start:]
         return events
 
+    def close(self) -> list[SSEEvent]:
+        """End of stream: a CR held back as a possible CRLF half is a line end after all."""
+        if not self._buf.endswith(b"\r"):
+            return []
+        buf, self._buf = self._buf, b""
+        events = []
+        base = self._pos - len(buf)
+        start = 0
+        while start < len(buf):
+            cut = buf.index(b"\r", start) if b"\r" in buf[start:] else len(buf)
+            ev = self._line(buf[start:cut], base + cut + 1)
+            if ev is not None:
+                events.append(ev)
+            start = cut + 1
+        return events
+
     def _line(self, line: bytes, end: int) -> SSEEvent | None:
         if not line:
             return self._dispatch(end)
@@ -99,4 +115,5 @@ class SSEParser:
 
 def parse_all(stream: bytes) -> list[SSEEvent]:
     """Parse a complete byte stream in one go (reference for tests)."""
-    return SSEParser().feed(stream)
+    parser = SSEParser()
+    return parser.feed(stream) + parser.close()
