@@ -1,0 +1,79 @@
+"""`tokenrace doctor`: check the NVIDIA/CUDA stack, or explain an error message."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+FIXTURES_ENV = "TOKENRACE_DOCTOR_FIXTURES"
+
+
+@click.command(name="doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--model", metavar="NAME|PATH", help="Also check disk, RAM and GPU memory against this model's weights.")
+@click.option("--explain", metavar="TEXT", help="Look up an error message or code: its cause, what to check, the fix.")
+@click.option(
+    "--fixtures",
+    type=click.Path(file_okay=False),
+    hidden=True,
+    envvar=FIXTURES_ENV,
+    help="Answer from a recorded scenario folder.",
+)
+def command(as_json: bool, model: str | None, explain: str | None, fixtures: str | None) -> None:
+    """Check the GPU driver stack and say what is wrong and how to fix it.
+
+    Exit code 0 when every check is ok, 1 when some warn, 2 when some fail.
+    With --explain, look up an error message instead (works on any OS).
+    """
+    if explain is not None:
+        _exit(_explain(explain, as_json))
+    from tokenrace.doctor.probe import RecordedProbe
+    from tokenrace.doctor.runner import run_doctor
+
+    probe = RecordedProbe(fixtures) if fixtures else None
+    report = run_doctor(probe, model=model)
+    if as_json:
+        import orjson
+
+        click.echo(orjson.dumps(report.to_json_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        from tokenrace.doctor.render import render_report
+
+        render_report(report, _console())
+    _exit(report.exit_code)
+
+
+def _exit(code: int) -> None:
+    # SystemExit, not ctx.exit(): tokenrace.cli.main runs click with standalone_mode=False, where
+    # click turns ctx.exit(code) into a return value that main() does not pass on.
+    sys.exit(code)
+
+
+def _explain(text: str, as_json: bool) -> int:
+    from tokenrace.doctor.knowledge import explain
+
+    matches = explain(text)
+    if as_json:
+        import orjson
+
+        rows = [{**m.entry.model_dump(), "score": m.score, "matched": m.matched, "exact": m.exact} for m in matches]
+        click.echo(orjson.dumps({"query": text, "matches": rows}, option=orjson.OPT_INDENT_2).decode())
+    else:
+        from tokenrace.doctor.render import render_explain
+
+        render_explain(text, matches, _console())
+    return 0 if matches else 1
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console(highlight=False)
+    return Console(width=int(os.environ.get("COLUMNS") or 100), highlight=False)

@@ -1,0 +1,147 @@
+"""The CUDA toolkit and PyTorch, each against the highest CUDA version the driver supports."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import orjson
+
+from tokenrace.doctor import knowledge, parse
+from tokenrace.doctor.checks.common import device_nodes, in_container, major_minor
+from tokenrace.doctor.checks.kernel import follows_from
+from tokenrace.doctor.registry import Context, Finding, check, from_kb, ok, skip, warn
+from tokenrace.doctor.result import Status
+
+TOOLKIT_PATHS = ("/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc")
+
+
+@check("cuda-toolkit", "CUDA toolkit (nvcc) within the driver's CUDA")
+def cuda_toolkit(ctx: Context) -> Finding:
+    res = ctx.run("nvcc")
+    if res.missing:
+        elsewhere = next((p for p in TOOLKIT_PATHS if ctx.probe.exists(p)), None)
+        if elsewhere:
+            return from_kb(
+                Status.WARN, f"nvcc is installed at {elsewhere} but not on PATH", "nvcc-not-found", nvcc_path=elsewhere
+            )
+        return skip("nvcc is not installed (only needed to compile CUDA code)")
+    nvcc = parse.nvcc_release(res.output)
+    driver_cuda = ctx.detail("nvidia-smi", "cuda")
+    if nvcc is None:
+        return skip("cannot read nvcc's version")
+    if ctx.gpu_on_bus() is False:
+        return skip(f"nvcc {nvcc} is installed, but there is no NVIDIA GPU to run its programs", nvcc=nvcc)
+    if driver_cuda is None:
+        return skip(f"nvcc {nvcc} found; the driver's CUDA version is unknown (see nvidia-smi)", nvcc=nvcc)
+    if _newer(nvcc, driver_cuda):
+        here = f"Here: install toolkit {driver_cuda} or older, or a driver whose CUDA version is at least {nvcc}."
+        summary = f"toolkit CUDA {nvcc} is newer than the driver supports (CUDA {driver_cuda})"
+        return from_kb(
+            Status.FAIL, summary, "toolkit-newer-than-driver", extra_fix=here, nvcc=nvcc, driver_cuda=driver_cuda
+        )
+    return ok(f"nvcc {nvcc}, driver supports up to CUDA {driver_cuda}", nvcc=nvcc, driver_cuda=driver_cuda)
+
+
+def _newer(version: str, ceiling: str) -> bool:
+    mine, top = major_minor(version), major_minor(ceiling)
+    return bool(mine and top and mine > top)
+
+
+@check("torch", "PyTorch's CUDA build against the driver")
+def torch(ctx: Context) -> Finding:
+    res = ctx.run("torch")
+    if res.missing or res.timed_out:
+        return skip("cannot run Python to look at PyTorch" if res.missing else "importing torch did not finish in time")
+    info = _json_line(res.stdout)
+    if info is None:
+        return warn(
+            "the PyTorch probe failed",
+            f"It printed: {res.output.strip()[:200]}",
+            "Run python -c 'import torch' to see the error.",
+        )
+    if not info.get("installed"):
+        return skip(f"PyTorch is not installed in this Python ({sys.executable})")
+    version, built_for = str(info.get("version")), info.get("cuda")
+    facts: dict[str, Any] = {"version": version, "cuda": built_for, "available": info.get("available")}
+    if built_for is None:
+        return _cpu_build(ctx, version, facts)
+    return (
+        _versions(ctx, str(built_for), facts)
+        or _availability(ctx, info, facts)
+        or _arch(info, facts)
+        or ok(f"PyTorch {version} (CUDA {built_for}) sees {info.get('device_count', 0)} GPU(s)", **facts)
+    )
+
+
+def _cpu_build(ctx: Context, version: str, facts: dict[str, Any]) -> Finding:
+    if ctx.gpu_on_bus() is False:
+        return ok(f"PyTorch {version} (CPU build; there is no GPU here)", **facts)
+    driver_cuda = ctx.detail("nvidia-smi", "cuda") or "the driver's CUDA version"
+    here = f"Here: pick the cuXY wheel at or below {driver_cuda}, e.g. pip install torch --index-url https://download.pytorch.org/whl/cu124"
+    return from_kb(
+        Status.FAIL,
+        f"PyTorch {version} is a CPU-only build: it cannot use the GPU",
+        "torch-cuda-mismatch",
+        extra_fix=here,
+        **facts,
+    )
+
+
+def _versions(ctx: Context, built_for: str, facts: dict[str, Any]) -> Finding | None:
+    driver_cuda = ctx.detail("nvidia-smi", "cuda")
+    mine, top = major_minor(built_for), major_minor(driver_cuda)
+    if not (mine and top) or mine <= top:
+        return None
+    summary = f"PyTorch {facts['version']} is built for CUDA {built_for}, the driver supports up to {driver_cuda}"
+    if mine[0] > top[0]:
+        return from_kb(Status.FAIL, summary, "torch-cuda-mismatch", **facts)
+    cause = (
+        "Same CUDA major version: it runs through minor-version compatibility, "
+        "but kernels that need a newer driver (PTX JIT) can fail."
+    )
+    fix = "Upgrade the driver, or install the PyTorch wheel built for the driver's CUDA version."
+    return warn(summary, cause, fix, **facts)
+
+
+def _availability(ctx: Context, info: dict[str, Any], facts: dict[str, Any]) -> Finding | None:
+    if info.get("available") or ctx.gpu_on_bus() is False:
+        return None
+    said = " ".join([str(info.get("error") or ""), *map(str, info.get("warnings") or [])]).strip()
+    if said:
+        ctx.note("torch.cuda.is_available() warnings", said)
+    summary = f"torch.cuda.is_available() is False (PyTorch {facts['version']}, CUDA {facts['cuda']})"
+    if ctx.status("container") is Status.FAIL:
+        return follows_from(ctx.results["container"], summary)
+    if in_container(ctx) and not device_nodes(ctx):
+        return from_kb(Status.FAIL, f"{summary}: the container has no GPU", "torch-cuda-unavailable", **facts)
+    item = knowledge.best(said) if said else None
+    return from_kb(Status.FAIL, summary, item.id if item else "torch-cuda-unavailable", **facts)
+
+
+def _arch(info: dict[str, Any], facts: dict[str, Any]) -> Finding | None:
+    capability, arches = info.get("capability"), info.get("arch_list") or []
+    if not capability or not arches:
+        return None
+    major, minor = int(capability[0]), int(capability[1])
+    sm = f"sm_{major}{minor}"
+    covered = sm in arches or any(_ptx_covers(a, major * 10 + minor) for a in arches)
+    if covered:
+        return None
+    summary = f"PyTorch has no kernels for this GPU ({sm}; built for {', '.join(arches)})"
+    return from_kb(Status.FAIL, summary, "no-kernel-image", capability=sm, **facts)
+
+
+def _ptx_covers(arch: str, target: int) -> bool:
+    """compute_XY (PTX) can be JIT-compiled for any GPU at or above XY."""
+    return arch.startswith("compute_") and arch[8:].isdigit() and int(arch[8:]) <= target
+
+
+def _json_line(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        return value if isinstance(value, dict) else None
+    return None

@@ -1,0 +1,272 @@
+"""The environment a benchmark ran in, cheaply: what makes two results comparable.
+
+`collect_environment()` reads the machine (GPUs, driver, CUDA, CPU, RAM, OS) in well under a second
+on a machine without a GPU: it only asks NVML or nvidia-smi when an NVIDIA driver is present.
+`probe_server_environment()` asks a running server which engine and version it is. Neither raises:
+what cannot be learnt is None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from tokenrace import __version__
+from tokenrace.doctor import parse
+from tokenrace.doctor.commands import COMMANDS
+from tokenrace.doctor.probe import Probe, SystemProbe
+
+if TYPE_CHECKING:
+    import aiohttp
+
+GPU_TIMEOUT = 3.0
+SLOW_TIMEOUT = 60.0
+SERVER_TIMEOUT = 2.0
+PCI_DEVICES = "/sys/bus/pci/devices"
+
+
+def collect_environment(probe: Probe | None = None, fast: bool = True) -> dict[str, Any]:
+    """GPU models and count, driver, CUDA, CPU, RAM, OS, Python and tokenrace versions.
+
+    With `fast=False` it also runs the slower probes: nvcc, PyTorch and the engine packages.
+    NVML is used only with the real machine (`probe=None`); a given probe is asked through
+    nvidia-smi, so recorded fixtures work.
+    """
+    real = probe is None
+    probe = probe or SystemProbe()
+    env: dict[str, Any] = {**_gpus(probe, use_nvml=real), **_host(probe)}
+    if not fast:
+        env.update(_slow(probe))
+    return env
+
+
+def _gpus(probe: Probe, use_nvml: bool) -> dict[str, Any]:
+    empty: dict[str, Any] = {"gpus": [], "gpu_count": 0, "driver": None, "cuda": None, "gpu_source": None}
+    empty["nvidia_pci_devices"] = _pci_nvidia_count(probe)
+    if not _driver_present(probe):
+        return empty
+    found = (_nvml() if use_nvml else None) or _smi(probe)
+    return {**empty, **found} if found else empty
+
+
+def _driver_present(probe: Probe) -> bool:
+    if probe.system == "Linux":
+        return probe.exists("/proc/driver/nvidia/version") or probe.exists("/dev/nvidiactl")
+    return probe.system == "Windows"
+
+
+def _pci_nvidia_count(probe: Probe) -> int | None:
+    if probe.system != "Linux":
+        return None
+    addresses = probe.listdir(PCI_DEVICES)
+    if not addresses:
+        return None
+    return sum(
+        parse.sysfs_is_nvidia_gpu(
+            probe.read_file(f"{PCI_DEVICES}/{a}/vendor"), probe.read_file(f"{PCI_DEVICES}/{a}/class")
+        )
+        for a in addresses
+    )
+
+
+def _nvml() -> dict[str, Any] | None:
+    try:
+        import pynvml  # type: ignore[import-untyped]
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no library, no driver, no device: all mean "ask nvidia-smi"
+        return None
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            memory = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // 2**20
+            bus = _str(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+            gpus.append({"name": _str(pynvml.nvmlDeviceGetName(handle)), "memory_mib": memory, "bus_id": bus})
+        cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
+        driver = _str(pynvml.nvmlSystemGetDriverVersion())
+        return {
+            "gpus": gpus,
+            "gpu_count": len(gpus),
+            "driver": driver,
+            "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}",
+            "gpu_source": "nvml",
+        }
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _smi(probe: Probe) -> dict[str, Any] | None:
+    query = probe.run(COMMANDS["nvidia-smi-query"], GPU_TIMEOUT)
+    if not query.ok:
+        return None
+    gpus = parse.smi_query(query.stdout)
+    table = probe.run(COMMANDS["nvidia-smi"], GPU_TIMEOUT)
+    driver, cuda = parse.smi_header(table.stdout) if table.ok else (None, None)
+    return {
+        "gpus": [{"name": g.name, "memory_mib": g.memory_mib, "bus_id": g.bus_id} for g in gpus],
+        "gpu_count": len(gpus),
+        "driver": driver or (gpus[0].driver if gpus else None),
+        "cuda": cuda,
+        "gpu_source": "nvidia-smi",
+    }
+
+
+def _host(probe: Probe) -> dict[str, Any]:
+    cpuinfo = probe.read_file("/proc/cpuinfo") or ""
+    memory = probe.memory()
+    kernel = probe.read_file("/proc/sys/kernel/osrelease")
+    processors = len(re.findall(r"^processor\s*:", cpuinfo, re.MULTILINE))
+    return {
+        "cpu_model": parse.cpu_model(cpuinfo) or platform.processor() or platform.machine() or None,
+        "cpu_cores": processors or os.cpu_count(),
+        "ram_total_bytes": memory.total if memory else None,
+        "os": parse.os_release(probe.read_file("/etc/os-release") or "") or platform.platform(),
+        "kernel": kernel.strip() if kernel else platform.release(),
+        "python": platform.python_version(),
+        "tokenrace": __version__,
+    }
+
+
+def _slow(probe: Probe) -> dict[str, Any]:
+    nvcc = probe.run(COMMANDS["nvcc"], GPU_TIMEOUT)
+    torch = probe.run(COMMANDS["torch"], SLOW_TIMEOUT)
+    engines = probe.run(COMMANDS["engines"], SLOW_TIMEOUT)
+    return {
+        "nvcc": parse.nvcc_release(nvcc.output) if nvcc.ok else None,
+        "torch": _last_json(torch.stdout) if torch.ok else None,
+        "engines": _last_json(engines.stdout) if engines.ok else None,
+    }
+
+
+def _last_json(text: str) -> dict[str, Any] | None:
+    lines = text.strip().splitlines()
+    try:
+        value = orjson.loads(lines[-1]) if lines else None
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# ---- the server side -------------------------------------------------------------------------
+
+HOSTED = {"api.openai.com": "openai", "api.groq.com": "groq"}
+OWNERS = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "llamacpp": "llama.cpp",
+    "library": "ollama",
+    "openai": "openai",
+    "system": "openai",
+}
+KEPT_HEADERS = ("server", "openai-version", "openai-organization", "x-groq-region", "via", "x-request-id")
+
+
+async def probe_server_environment(session: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
+    """Which engine serves `base_url` and its version, from /v1/models, /version and headers.
+
+    `base_url` is the OpenAI-style base (`http://host:8000/v1` or `http://host:8000`). The session's
+    own headers (an API key) are used as they are. Never raises; unknown fields are None.
+    """
+    root, api = _roots(base_url)
+    models, version = await asyncio.gather(_get(session, f"{api}/models"), _get(session, f"{root}/version"))
+    data = models.body if isinstance(models.body, dict) else {}
+    entries = [m for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data.get("data"), list) else []
+    engine = _guess_engine(base_url, entries, models.headers)
+    engine_version = await _engine_version(session, root, engine, version)
+    return {
+        "engine": engine,
+        "engine_version": engine_version,
+        "models": [_model_fields(m) for m in entries],
+        "max_model_len": next((m.get("max_model_len") for m in entries if m.get("max_model_len")), None),
+        "headers": {k: v for k, v in models.headers.items() if k in KEPT_HEADERS or k.startswith("x-groq")},
+        "endpoints": {"models": models.status, "version": version.status},
+    }
+
+
+class _Reply:
+    def __init__(self, status: int | None = None, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        self.status, self.body, self.headers = status, body, headers or {}
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> _Reply:
+    import aiohttp
+
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=SERVER_TIMEOUT)) as resp:
+            raw = await resp.read()
+            headers = {k.lower(): v for k, v in resp.headers.items()}
+            return _Reply(resp.status, _json_or_none(raw) if resp.status == 200 else None, headers)
+    except Exception:  # noqa: BLE001 - unreachable, refused, timed out, bad TLS: all mean "unknown"
+        return _Reply()
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _roots(base_url: str) -> tuple[str, str]:
+    """(server root, OpenAI API base) from what the user gave."""
+    base = base_url.rstrip("/")
+    api = base if base.endswith("/v1") else f"{base}/v1"
+    return api[: -len("/v1")], api
+
+
+def _guess_engine(base_url: str, entries: list[dict[str, Any]], headers: dict[str, str]) -> str | None:
+    host = urlsplit(base_url).hostname or ""
+    for domain, name in HOSTED.items():
+        if host == domain or host.endswith(f".{domain}"):
+            return name
+    if any(k.startswith("x-groq") for k in headers):
+        return "groq"
+    if "llama.cpp" in headers.get("server", "").lower():
+        return "llama.cpp"
+    owners = [OWNERS.get(str(m.get("owned_by", "")).lower()) for m in entries]
+    if "openai-version" in headers:
+        return "openai"
+    return next((owner for owner in owners if owner), None)
+
+
+async def _engine_version(session: aiohttp.ClientSession, root: str, engine: str | None, version: _Reply) -> str | None:
+    if engine in ("vllm", None) and isinstance(version.body, dict) and version.body.get("version"):
+        return str(version.body["version"])
+    extra = {
+        "sglang": ("/get_server_info", "version"),
+        "ollama": ("/api/version", "version"),
+        "llama.cpp": ("/props", "build_info"),
+    }
+    if engine not in extra:
+        return None
+    path, key = extra[engine]
+    reply = await _get(session, f"{root}{path}")
+    found = reply.body.get(key) if isinstance(reply.body, dict) else None
+    if found is None and isinstance(version.body, dict):
+        found = version.body.get("version")
+    return None if found is None else str(found)
+
+
+def _model_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    meta = entry.get("meta")
+    return {
+        "id": entry.get("id"),
+        "owned_by": entry.get("owned_by"),
+        "max_model_len": entry.get("max_model_len") or entry.get("context_window"),
+        "meta": meta if isinstance(meta, dict) else None,
+    }
