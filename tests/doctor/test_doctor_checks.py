@@ -306,3 +306,9 @@ def test_a_crashing_check_does_not_take_doctor_down(copy_scenario: Callable[[str
     )
     check = run_doctor(RecordedProbe(root)).get("torch")
     assert check.status is WARN and "crashed" in check.summary
+
+
+def test_secure_boot_on_machines_without_efi(copy_scenario: Callable[[str], Path]) -> None:
+    root = copy_scenario("healthy-h100")
+    (root / "mokutil.txt").write_text("This system doesn't support Secure Boot\n")
+    assert run_doctor(RecordedProbe(root)).get("secure-boot").summary.startswith("legacy BIOS boot")

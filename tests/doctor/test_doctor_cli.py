@@ -97,3 +97,15 @@ def test_model_path_that_does_not_exist(capsys: pytest.CaptureFixture[str]) -> N
         main(["doctor", "--model", "./no/such/model.gguf", "--fixtures", str(FIXTURES / "no-gpu")])
     assert exit_info.value.code == 2
     assert "error: --model: no such file or folder: ./no/such/model.gguf" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_scenario_renders_as_a_table(name: str) -> None:
+    result = invoke("--fixtures", str(FIXTURES / name))
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"Exit code {result.exit_code}" in result.output
+
+
+def test_explain_text_with_markup_characters() -> None:
+    result = invoke("--explain", "[bold]odd[/] [[text]]")
+    assert result.exit_code == 1 and "[bold]odd[/] [[text]]" in result.output

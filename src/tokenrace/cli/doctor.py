@@ -76,4 +76,5 @@ def _console() -> Console:
 
     if sys.stdout.isatty():
         return Console(highlight=False)
-    return Console(width=int(os.environ.get("COLUMNS") or 100), highlight=False)
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() else 100, highlight=False)

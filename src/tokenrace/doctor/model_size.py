@@ -40,8 +40,8 @@ def model_size(name: str) -> ModelSize:
     if from_planner:
         return ModelSize(name, from_planner, "planner", local_path, note)
     if local_path:
-        return ModelSize(name, local_bytes(local), "local files", local_path, note)
-    return ModelSize(name, None, "unknown", None, note or "not a local path, and the planner cannot size it")
+        return ModelSize(name, local_bytes(local), "local files", local_path, f"{note}; measured the files on disk")
+    return ModelSize(name, None, "unknown", None, f"{note}, and it is not a local path")
 
 
 def local_bytes(path: Path) -> int:
@@ -57,7 +57,7 @@ def _planner_bytes(name: str) -> tuple[int | None, str]:
     try:
         from tokenrace.plan import load_model  # type: ignore[attr-defined]
     except ImportError:
-        return None, "the planner (tokenrace.plan.load_model) is not available; sized from local files"
+        return None, "the planner (tokenrace.plan.load_model) is not available"
     try:
         info = load_model(name)
     except (TokenraceError, OSError, ValueError, KeyError) as err:

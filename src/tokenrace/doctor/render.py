@@ -53,7 +53,9 @@ def _problem(check: CheckResult) -> Panel:
 
 def render_explain(text: str, matches: list[Match], console: Console) -> None:
     if not matches:
-        console.print(f"No known cause for {text!r}. Run `tokenrace doctor` to check this machine.", highlight=False)
+        console.print(
+            f"No known cause for {text!r}. Run `tokenrace doctor` to check this machine.", markup=False, highlight=False
+        )
         return
     for rank, match in enumerate(matches, 1):
         item = match.entry

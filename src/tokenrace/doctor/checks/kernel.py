@@ -42,7 +42,7 @@ def secure_boot(ctx: Context) -> Finding:
     text = res.output
     if res.missing:
         return skip("mokutil is not installed; Secure Boot state unknown")
-    if "not supported" in text:
+    if re.search(r"not supported|doesn't support", text):
         return ok("legacy BIOS boot: Secure Boot does not apply", secure_boot=False)
     if "SecureBoot disabled" in text:
         return ok("Secure Boot is disabled", secure_boot=False)
