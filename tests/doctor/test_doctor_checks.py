@@ -312,3 +312,16 @@ def test_secure_boot_on_machines_without_efi(copy_scenario: Callable[[str], Path
     root = copy_scenario("healthy-h100")
     (root / "mokutil.txt").write_text("This system doesn't support Secure Boot\n")
     assert run_doctor(RecordedProbe(root)).get("secure-boot").summary.startswith("legacy BIOS boot")
+
+
+def test_wheel_tag_for_the_driver() -> None:
+    from tokenrace.doctor.checks.cuda import wheel_tag
+
+    assert [wheel_tag(v) for v in ("12.4", "12.2", "12.5", "11.4", "13.0", None)] == [
+        "cu124",
+        "cu121",
+        "cu124",
+        None,
+        "cu130",
+        None,
+    ]

@@ -14,6 +14,8 @@ from tokenrace.doctor.registry import Context, Finding, check, from_kb, ok, skip
 from tokenrace.doctor.result import Status
 
 TOOLKIT_PATHS = ("/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc")
+# CUDA versions PyTorch has published wheels for (download.pytorch.org/whl/cuXYZ), oldest first.
+WHEEL_CUDA = ((11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0))
 
 
 @check("cuda-toolkit", "CUDA toolkit (nvcc) within the driver's CUDA")
@@ -77,8 +79,13 @@ def torch(ctx: Context) -> Finding:
 def _cpu_build(ctx: Context, version: str, facts: dict[str, Any]) -> Finding:
     if ctx.gpu_on_bus() is False:
         return ok(f"PyTorch {version} (CPU build; there is no GPU here)", **facts)
-    driver_cuda = ctx.detail("nvidia-smi", "cuda") or "the driver's CUDA version"
-    here = f"Here: pick the cuXY wheel at or below {driver_cuda}, e.g. pip install torch --index-url https://download.pytorch.org/whl/cu124"
+    driver_cuda = ctx.detail("nvidia-smi", "cuda")
+    tag = wheel_tag(driver_cuda)
+    here = (
+        f"Here: pip install torch --index-url https://download.pytorch.org/whl/{tag}"
+        if tag
+        else "Here: pick the cuXYZ wheel at or below the driver's CUDA version on PyTorch's install page."
+    )
     return from_kb(
         Status.FAIL,
         f"PyTorch {version} is a CPU-only build: it cannot use the GPU",
@@ -86,6 +93,13 @@ def _cpu_build(ctx: Context, version: str, facts: dict[str, Any]) -> Finding:
         extra_fix=here,
         **facts,
     )
+
+
+def wheel_tag(driver_cuda: str | None) -> str | None:
+    """The newest PyTorch CUDA wheel tag the driver can run: '12.5' -> 'cu124'."""
+    top = major_minor(driver_cuda)
+    fitting = [v for v in WHEEL_CUDA if top and v <= top]
+    return f"cu{fitting[-1][0]}{fitting[-1][1]}" if fitting else None
 
 
 def _versions(ctx: Context, built_for: str, facts: dict[str, Any]) -> Finding | None:
