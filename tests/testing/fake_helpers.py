@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-# Quick timing: shape tests should not wait for realistic latencies, nor spin the CPU.
-QUICK = {"ttft_ms": 1.0, "itl_ms": 0.5, "output_tokens": 8, "spin_ms": 0.0}
+# Quick timing: shape tests should not wait for realistic latencies.
+QUICK = {"ttft_ms": 1.0, "itl_ms": 0.5, "output_tokens": 8}
 USER = [{"role": "user", "content": "hello there general kenobi"}]
 
 

@@ -132,9 +132,7 @@ def test_header_fault(srv: FakeServerThread) -> None:
 
 
 def test_server_wide_fault_every() -> None:
-    with FakeServerThread(
-        {"ttft_ms": 1, "itl_ms": 0, "spin_ms": 0, "fault": "500", "fault_every": 3}
-    ) as server:
+    with FakeServerThread({"ttft_ms": 1, "itl_ms": 0, "fault": "500", "fault_every": 3}) as server:
         statuses = [post(chat_url(server), chat(False)).status for _ in range(6)]
         assert statuses == [200, 200, 500, 200, 200, 500]
         # A request may switch the server's fault off for itself.

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from tokenrace import __version__
 from tokenrace.testing.fake_openai import count_tokens, token_text
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.testing.fake_server import FakeServerThread, serve
 
-from .fake_helpers import QUICK, Reply, chat, completion, get, post
+from .fake_helpers import QUICK, Reply, apost, chat, completion, get, post
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
 
@@ -144,6 +147,17 @@ def test_body_override_applies_to_one_request(srv: FakeServerThread) -> None:
     assert bad.status == 400 and bad.json()["error"]["type"] == "invalid_request_error"
 
 
+def test_output_length_draws_are_seeded_per_request(srv: FakeServerThread) -> None:
+    def lengths() -> list[int]:
+        body = chat(False, fake={"output_tokens": 20, "output_tokens_std": 6, "seed": 7})
+        return [post(chat_url(srv), body).json()["usage"]["completion_tokens"] for _ in range(6)]
+
+    first = lengths()
+    srv.reset()  # seq restarts, so the same requests draw the same lengths
+    assert lengths() == first
+    assert len(set(first)) > 1 and min(first) >= 1
+
+
 def test_fault_every_counts_requests(srv: FakeServerThread) -> None:
     override = {"fault": "500", "fault_every": 2}
     statuses = [post(chat_url(srv), chat(False, fake=override)).status for _ in range(4)]
@@ -193,6 +207,11 @@ def test_metrics_text_served() -> None:
     assert reply.raw == path.read_bytes()
 
 
+def test_thread_server_does_not_spin_unless_asked() -> None:
+    assert FakeServerThread({}).config.spin_ms == 0
+    assert FakeServerThread({"spin_ms": 0.5}).config.spin_ms == 0.5
+
+
 def test_models_list_and_log_path(tmp_path: Path) -> None:
     log_path = tmp_path / "sent.jsonl"
     config = {**QUICK, "models": ["a", "b"], "log_path": str(log_path)}
@@ -208,3 +227,21 @@ def test_models_list_and_log_path(tmp_path: Path) -> None:
 
 
 USER_ONLY = [{"role": "user", "content": "x"}]
+
+
+def test_serve_in_callers_loop() -> None:
+    """The embedding API a CLI uses: serve() with a ready callback and a stop event."""
+
+    async def run() -> tuple[int, int]:
+        stop = asyncio.Event()
+        ready: asyncio.Queue[str] = asyncio.Queue()
+        config = {**QUICK, "output_tokens": 3}
+        task = asyncio.create_task(serve(config, "127.0.0.1", 0, ready.put_nowait, stop))
+        url = await asyncio.wait_for(ready.get(), 10)
+        async with aiohttp.ClientSession() as session:
+            reply = await apost(session, f"{url}/v1/chat/completions", chat())
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        return reply.status, len(reply.content_chunks())
+
+    assert asyncio.run(run()) == (200, 3)

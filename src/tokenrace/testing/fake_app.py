@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from tokenrace import __version__
 from tokenrace.testing.fake_config import FakeConfig, as_config, merge_overrides
-from tokenrace.testing.fake_log import ChunkStamp, RequestRecord, SendLog
+from tokenrace.testing.fake_log import RequestRecord, SendLog
 from tokenrace.testing.fake_openai import (
     Endpoint,
     Json,
@@ -416,7 +416,7 @@ async def _send_now(
     resp.headers["x-request-id"] = record.id
     record.status = resp.status
     await resp.prepare(request)  # headers are buffered until the body is written
-    record.chunks.append(ChunkStamp(time.perf_counter_ns(), record.completion_tokens, "body"))
+    record.chunks.append((time.perf_counter_ns(), record.completion_tokens, "body"))
     await resp.write_eof()
     record.end_ns = time.perf_counter_ns()
     return resp
@@ -444,7 +444,7 @@ async def _stream(
             await sleep_until(pacer.deadline(step.last_token, log.in_flight - 1), spin_ns)
         # Stamp, then hand the bytes to the transport in one write: nothing in
         # between can yield to the event loop.
-        record.chunks.append(ChunkStamp(time.perf_counter_ns(), step.tokens, step.kind))
+        record.chunks.append((time.perf_counter_ns(), step.tokens, step.kind))
         await resp.write(step.data)
     record.end_ns = time.perf_counter_ns()
     await resp.write_eof()

@@ -56,7 +56,7 @@ class FakeConfig(BaseModel):
     stall_s: float = Field(default=30.0, ge=0)
     # The last `spin_ms` before a deadline are spent yielding in a loop instead
     # of in asyncio.sleep, whose timers only have ~1 ms resolution. 0 = pure sleep
-    # (less CPU, sends up to ~1 ms late).
+    # (less CPU, sends up to ~1 ms late). FakeServerThread defaults it to 0.
     spin_ms: float = Field(default=1.0, ge=0)
     metrics_text_path: str | None = None
     log_path: str | None = None

@@ -2,8 +2,8 @@
 
 Every generation request (POST /v1/chat/completions, /v1/completions) gets one
 `RequestRecord`. Each SSE event (or the one non-streaming body) gets a
-`ChunkStamp` whose `t_ns` is `time.perf_counter_ns()` taken immediately before
-its bytes are handed to the transport. On Linux perf_counter_ns is
+`ChunkStamp` (t_ns, tokens, kind) whose `t_ns` is `time.perf_counter_ns()` taken
+immediately before its bytes are handed to the transport. On Linux perf_counter_ns is
 CLOCK_MONOTONIC, shared by all processes, so a client in another process can
 subtract its own arrival stamps from these send stamps.
 """
@@ -19,11 +19,10 @@ import orjson
 ChunkKind: TypeAlias = Literal["role", "content", "reasoning", "usage", "done", "malformed", "body"]
 
 
-@dataclass
-class ChunkStamp:
-    t_ns: int
-    tokens: int
-    kind: ChunkKind
+# A plain tuple, not a class: tuples of atomic values drop out of the garbage
+# collector's tracking, so a long log does not make GC pauses (which stall every
+# stream at once) grow. JSON turns it into {"t_ns", "tokens", "kind"}.
+ChunkStamp: TypeAlias = tuple[int, int, ChunkKind]
 
 
 @dataclass
@@ -50,7 +49,9 @@ class RequestRecord:
     tcp_nodelay: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        entry = asdict(self)
+        entry["chunks"] = [{"t_ns": t, "tokens": n, "kind": k} for t, n, k in self.chunks]
+        return entry
 
 
 class SendLog:
