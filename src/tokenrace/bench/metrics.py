@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tokenrace.bench.server_clock import server_vs_client
 from tokenrace.bench.stats import describe
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
 
@@ -137,6 +138,9 @@ def summarize(
             "approximate": any(r.output_tokens_source == "chunks" for r in ok),
         },
     }
+    svc = server_vs_client(ok)
+    if svc is not None:
+        summary["server_vs_client"] = svc
     if slo:
         good = [r for r in ok if _meets(r, slo)]
         summary["goodput"] = {

@@ -37,7 +37,7 @@ class PromptSpec:
 
 @dataclass(slots=True)
 class BenchSettings:
-    endpoint: ResolvedEndpoint
+    endpoint: ResolvedEndpoint | None  # None: the embedded engine supplies one
     model: str | None = None
     request: RequestOptions = field(default_factory=RequestOptions)
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -68,10 +68,11 @@ Progress = Callable[[RequestRecord], None]
 
 def _settings_for_manifest(s: BenchSettings) -> dict[str, Any]:
     d = asdict(s)
+    e = s.endpoint
     d["endpoint"] = {
-        "base_url": s.endpoint.base_url,
-        "provider": s.endpoint.provider,
-        "api_key_from": s.endpoint.key_source,  # the variable's name, never the key
+        "base_url": e.base_url if e else None,
+        "provider": e.provider if e else None,
+        "api_key_from": e.key_source if e else None,  # the variable's name, never the key
     }
     d["output"] = str(s.output) if s.output else None
     return d
@@ -92,9 +93,26 @@ async def build_prompts(spec: PromptSpec, tok: Tokenizer | None, seed: int | Non
     return PromptSet(ps, base.name)
 
 
+async def _environment(client: OpenAIClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """What makes two results comparable: this machine, and what the server says it is."""
+    try:
+        from tokenrace.doctor import collect_environment, probe_server_environment
+    except ImportError:
+        return None, None
+    assert client.session is not None
+    try:
+        env = collect_environment()
+    except Exception as exc:  # noqa: BLE001 - the environment is context; it must never stop a run
+        env = {"error": f"{type(exc).__name__}: {exc}"}
+    server = await probe_server_environment(client.session, client.base_url)
+    return env, server
+
+
 class BenchSession:
     def __init__(self, settings: BenchSettings, progress: Progress | None = None, argv: list[str] | None = None) -> None:
+        assert settings.endpoint is not None, "resolve the endpoint (or start the embedded engine) first"
         self.s = settings
+        self.endpoint: ResolvedEndpoint = settings.endpoint
         self.progress = progress
         self.argv = redact_argv(argv if argv is not None else sys.argv)
         self.tokenizer: Tokenizer | None = None
@@ -106,17 +124,18 @@ class BenchSession:
         t0 = time.perf_counter_ns()
         started = datetime.now(timezone.utc).isoformat()
         async with OpenAIClient(
-            s.endpoint.base_url, s.model or "", s.endpoint.api_key, s.request, s.timeouts,
+            self.endpoint.base_url, s.model or "", self.endpoint.api_key, s.request, s.timeouts,
             max_connections=max(s.load.concurrency, s.load.max_concurrency or 0, 64),
         ) as client:
             assert client.session is not None
-            info = await list_models(client.session, s.endpoint.base_url, client.headers(), s.endpoint.key_source, client.redact)
+            info = await list_models(client.session, self.endpoint.base_url, client.headers(), self.endpoint.key_source, client.redact)
             client.model = choose_model(s.model, info)
             self.tokenizer = await self._tokenizer(client)
             prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed)
             directory = s.output or default_run_dir(s.label or client.model.split("/")[-1])
             self.store = RunStore(directory, t0)
             manifest = self._manifest(client, info, prompts, started, t0)
+            manifest["environment"], manifest["server"] = await _environment(client)
             self.store.write_manifest(manifest)
             runner = Runner(self._send_checked(client, info.models), prompts, s.load, self._finish)
             interrupted = False
@@ -144,7 +163,7 @@ class BenchSession:
             await client.send(prompt, rec)
             if first:
                 first = False
-                check_first(rec, client.model, self.s.endpoint.key_source, models, client.url)
+                check_first(rec, client.model, self.endpoint.key_source, models, client.url)
             return rec
 
         return send
@@ -153,7 +172,7 @@ class BenchSession:
         if self.s.tokenizer and self.s.tokenizer != "server":
             return load_tokenizer(self.s.tokenizer)
         assert client.session is not None
-        tok = ServerTokenizer(client.session, server_root(self.s.endpoint.base_url), client.model, client.headers())
+        tok = ServerTokenizer(client.session, server_root(self.endpoint.base_url), client.model, client.headers())
         return tok if await probe_server_tokenizer(tok) else None
 
     async def _finish(self, rec: RequestRecord, prompt: Prompt) -> None:
@@ -183,8 +202,8 @@ class BenchSession:
             "version": __version__,
             "command": self.argv,
             "settings": _settings_for_manifest(self.s),
-            "endpoint": self.s.endpoint.base_url,
-            "provider": self.s.endpoint.provider,
+            "endpoint": self.endpoint.base_url,
+            "provider": self.endpoint.provider,
             "model": client.model,
             "models_answer": info.models_answer,
             "server_headers": info.headers,

@@ -52,7 +52,10 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        cli.main(args=argv, prog_name="tokenrace", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="tokenrace", standalone_mode=False)
+        # Without standalone mode click returns, rather than raises, a ctx.exit(n) code.
+        if isinstance(rv, int) and rv != 0:
+            sys.exit(rv)
     except TokenraceError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(err.exit_code)

@@ -16,7 +16,6 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, resolve_endpoint
 from tokenrace.client.transport import Timeouts
 from tokenrace.cli.common import echo_json, parse_duration_s, parse_headers, parse_json_object, parse_mean_std
-from tokenrace.errors import UsageError
 from tokenrace.report.tables import print_summary
 
 
@@ -66,13 +65,50 @@ def run_async(coro):  # type: ignore[no-untyped-def]
 @click.option("--label", help="A name for this run.")
 @click.option("--max-error-rate", type=float, help="Exit non-zero above this error rate (default: only if every request failed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def command(**o: object) -> None:
-    """Benchmark an OpenAI-compatible endpoint and write records.jsonl, summary.json, manifest.json."""
+@click.pass_context
+def command(ctx: click.Context, **o: object) -> None:
+    """Benchmark an OpenAI-compatible endpoint and write records.jsonl, summary.json, manifest.json.
+
+    With no --url (and no OPENAI_BASE_URL), start the embedded llama.cpp model and run the default
+    profile: one cold request, 10 warm requests at concurrency 1, then concurrency 2 and 4.
+    """
     settings = settings_from_options(o)
+    if settings.endpoint is None:
+        explicit = any(ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE for k in LOAD_FLAGS)
+        _embedded(ctx, settings, o, single_run=explicit)
+        return
     progress = LiveProgress(settings.load.requests, enabled=not o["as_json"])
     with progress:
         result = run_async(BenchSession(settings, progress, sys.argv).run())
     report(result, bool(o["as_json"]))
+
+
+LOAD_FLAGS = ("concurrency", "rate", "requests", "duration")
+
+
+def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object], single_run: bool) -> None:
+    from tokenrace.bench.profile import DEFAULT_STEPS, run_profile
+    from tokenrace.report.tables import print_profile
+    from tokenrace.serve.embedded import EmbeddedOptions
+
+    model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
+    settings.model = None
+    if ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.COMMANDLINE:
+        settings.request.max_tokens = 64  # keeps the default profile well under a minute on 2 cores
+    steps = (("run", settings.load),) if single_run else DEFAULT_STEPS
+    click.echo("starting the embedded model (llama.cpp llama-server, SmolLM2-135M-Instruct Q4_1)...", err=True)
+
+    def progress_for(name: str, load: object) -> LiveProgress:
+        return LiveProgress(getattr(load, "requests", None), enabled=not o["as_json"])
+
+    result = run_async(run_profile(settings, EmbeddedOptions(model=Path(model) if model else None), progress_for, steps))
+    if o["as_json"]:
+        echo_json(result.summary)
+    else:
+        print_profile(result.summary)
+        click.echo(f"run directory: {result.directory}")
+    if any(r.interrupted for _, r in result.steps):
+        sys.exit(130)
 
 
 def report(result: BenchResult, as_json: bool) -> None:
@@ -91,8 +127,6 @@ def report(result: BenchResult, as_json: bool) -> None:
 
 def settings_from_options(o: dict[str, object]) -> BenchSettings:
     endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"])  # type: ignore[arg-type]
-    if endpoint is None:
-        raise UsageError("no endpoint: pass --url URL or --provider NAME (or set OPENAI_BASE_URL)")
     extra = parse_json_object(o["extra_body"], "--extra-body")  # type: ignore[arg-type]
     if o["ignore_eos"]:
         extra.setdefault("ignore_eos", True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -78,3 +79,46 @@ def print_summary(summary: dict[str, Any], console: Console | None = None, title
     console.print(summary_table(summary, title))
     for line in headline_lines(summary):
         console.print(line, highlight=False)
+
+
+def profile_table(summary: dict[str, Any]) -> Table:
+    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT."""
+    t = Table(title="steps", title_justify="left", header_style="bold")
+    for col in ("step", "conc.", "ok", "TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s"):
+        t.add_column(col, justify="left" if col == "step" else "right")
+    cold = summary.get("cold")
+    if cold:
+        t.add_row("cold", "1", "1/1" if not cold.get("error_kind") else "0/1", fmt(cold["ttft_ms"]), "", "", "", "", "", "", "")
+    for row in summary["steps"]:
+        req = row["requests"]
+        t.add_row(
+            row["step"], str(row["concurrency"]), f"{req['succeeded']}/{req['total']}",
+            *(fmt(row["ttft_ms"][q]) for q in ("p50", "p95", "max")),
+            *(fmt(row["tpot_ms"][q]) for q in ("p50", "p95", "max")),
+            fmt(row["output_tokens_per_s"]), fmt(row["requests_per_s"], 2),
+        )
+    return t
+
+
+def print_profile(summary: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    eng = summary.get("engine") or {}
+    mf = eng.get("model_file") or {}
+    console.print(
+        f"[bold]{eng.get('engine')}[/bold] {eng.get('version') or ''} | model {Path(mf.get('path', '?')).name} "
+        f"({mf.get('quantization') or '?'}, {fmt((mf.get('file_size_bytes') or 0) / 1e6)} MB) | threads {eng.get('threads')}, "
+        f"slots {eng.get('parallel_slots')} | times in ms",
+        highlight=False,
+    )
+    console.print(profile_table(summary))
+    cold, warm = summary.get("cold") or {}, (summary.get("warm") or {}).get("ttft_ms") or {}
+    if cold.get("ttft_ms") is not None and warm.get("p50") is not None:
+        console.print(f"cold vs warm TTFT: {fmt(cold['ttft_ms'])} ms first request, {fmt(warm['p50'])} ms warm p50 (concurrency 1)", highlight=False)
+    for row in summary["steps"]:
+        svc = row.get("server_vs_client")
+        if svc:
+            console.print(
+                f"{row['step']}: engine clock vs client: TTFT {fmt(svc['ttft_ms']['server_p50'])} vs {fmt(svc['ttft_ms']['client_p50'])} ms, "
+                f"TPOT {fmt(svc['tpot_ms']['server_p50'], 2)} vs {fmt(svc['tpot_ms']['client_p50'], 2)} ms (p50)",
+                highlight=False,
+            )

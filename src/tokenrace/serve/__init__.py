@@ -1,1 +1,1 @@
-"""serve."""
+"""Engines: the embedded llama.cpp server, launchers for vLLM/SGLang/llama.cpp, readiness, stop."""

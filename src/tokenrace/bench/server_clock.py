@@ -1,0 +1,116 @@
+"""The engine's own clock beside the client's: `server_vs_client` in the summary.
+
+llama.cpp's server returns `timings` with every response: `prompt_ms` (prompt processing, which
+ends when the first token is sampled) and `predicted_ms` over `predicted_n` generated tokens (from
+the first generated token to the last). Its TTFT is prompt_ms; its TPOT is
+predicted_ms / (predicted_n - 1), the same gaps-over-tokens definition the client uses.
+
+vLLM and SGLang report the same quantities as Prometheus histograms; `from_metrics_delta` reads
+the mean over a run from two scrapes of /metrics (before and after).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tokenrace.client.records import RequestRecord, derived
+
+
+def llamacpp_times(timing: dict[str, Any] | None) -> tuple[float | None, float | None]:
+    """(server TTFT ms, server TPOT ms) from a llama.cpp `timings` object."""
+    if not timing:
+        return None, None
+    ttft = timing.get("prompt_ms")
+    n = timing.get("predicted_n")
+    ms = timing.get("predicted_ms")
+    tpot = ms / (n - 1) if isinstance(n, int) and n >= 2 and isinstance(ms, (int, float)) else None
+    return (float(ttft) if isinstance(ttft, (int, float)) else None), tpot
+
+
+def server_vs_client(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
+    ttft_pairs: list[tuple[float, float]] = []
+    tpot_pairs: list[tuple[float, float]] = []
+    for r in records:
+        s_ttft, s_tpot = llamacpp_times(r.server_timing)
+        d = derived(r)
+        if s_ttft is not None and d["ttft_ms"] is not None:
+            ttft_pairs.append((d["ttft_ms"], s_ttft))
+        if s_tpot is not None and d["tpot_ms"] is not None:
+            tpot_pairs.append((d["tpot_ms"], s_tpot))
+    if not ttft_pairs and not tpot_pairs:
+        return None
+    return {
+        "source": "llama.cpp timings (per response)",
+        "requests": max(len(ttft_pairs), len(tpot_pairs)),
+        "ttft_ms": _compare(ttft_pairs),
+        "tpot_ms": _compare(tpot_pairs),
+    }
+
+
+def _compare(pairs: list[tuple[float, float]]) -> dict[str, float | None]:
+    if not pairs:
+        return {"client_p50": None, "server_p50": None, "client_minus_server_p50": None, "ratio_p50": None}
+    c = np.array([p[0] for p in pairs])
+    s = np.array([p[1] for p in pairs])
+    ratio = c[s > 0] / s[s > 0]
+    return {
+        "client_p50": round(float(np.median(c)), 4),
+        "server_p50": round(float(np.median(s)), 4),
+        "client_minus_server_p50": round(float(np.median(c - s)), 4),
+        "ratio_p50": round(float(np.median(ratio)), 4) if ratio.size else None,
+    }
+
+
+def histogram_mean_delta(before: str, after: str, name: str) -> float | None:
+    """Mean of a Prometheus histogram over the interval between two scrapes (sum/count deltas,
+    summed over label sets), in the histogram's unit."""
+    b_sum, b_count = _hist_totals(before, name)
+    a_sum, a_count = _hist_totals(after, name)
+    if a_count - b_count <= 0:
+        return None
+    return (a_sum - b_sum) / (a_count - b_count)
+
+
+def _hist_totals(text: str, name: str) -> tuple[float, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total, count = 0.0, 0.0
+    for fam in text_string_to_metric_families(text):
+        if fam.name != name:
+            continue
+        for sample in fam.samples:
+            if sample.name == f"{name}_sum":
+                total += sample.value
+            elif sample.name == f"{name}_count":
+                count += sample.value
+    return total, count
+
+
+ENGINE_HISTOGRAMS = {
+    "vllm": {"ttft_s": "vllm:time_to_first_token_seconds", "tpot_s": "vllm:time_per_output_token_seconds"},
+    "sglang": {"ttft_s": "sglang:time_to_first_token_seconds", "tpot_s": "sglang:time_per_output_token_seconds"},
+}
+
+
+def from_metrics_delta(engine: str, before: str, after: str, client_ttft_mean_ms: float | None, client_tpot_mean_ms: float | None) -> dict[str, Any] | None:
+    names = ENGINE_HISTOGRAMS.get(engine)
+    if names is None:
+        return None
+    s_ttft = histogram_mean_delta(before, after, names["ttft_s"])
+    s_tpot = histogram_mean_delta(before, after, names["tpot_s"])
+    if s_ttft is None and s_tpot is None:
+        return None
+
+    def pair(client: float | None, server_s: float | None) -> dict[str, float | None]:
+        server = None if server_s is None else round(server_s * 1000, 4)
+        ratio = None if client is None or not server else round(client / server, 4)
+        return {"client_mean": client, "server_mean": server, "ratio_mean": ratio}
+
+    return {
+        "source": f"{engine} /metrics histograms (delta over the run)",
+        "ttft_ms": pair(client_ttft_mean_ms, s_ttft),
+        "tpot_ms": pair(client_tpot_mean_ms, s_tpot),
+    }

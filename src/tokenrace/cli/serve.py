@@ -1,0 +1,111 @@
+"""`tokenrace serve`: start the embedded llama.cpp model, a GPU engine, or the fake server."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+from tokenrace.cli.common import parse_json_object
+from tokenrace.errors import EngineError, UsageError
+from tokenrace.serve.embedded import EmbeddedOptions, find_llama_server
+from tokenrace.serve.engines import INSTALL, LaunchSpec, build_command, installed
+from tokenrace.serve.launch import start_embedded
+from tokenrace.serve.process import EngineProcess, wait_ready
+
+
+@click.command("serve")
+@click.argument("model_arg", metavar="[MODEL]", required=False)
+@click.option("--engine", type=click.Choice(["embedded", "vllm", "sglang", "llamacpp"]), default="embedded", show_default=True)
+@click.option("--model", "model_opt", help="GGUF file (embedded, llamacpp) or model id/path (vllm, sglang).")
+@click.option("--fake", is_flag=True, help="Serve the fake OpenAI server (a measuring instrument) instead.")
+@click.option("--fake-config", help="JSON settings for --fake, e.g. '{\"ttft_ms\": 100, \"itl_ms\": 10}'.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, help="Default: a free port (embedded, fake) or 8000.")
+@click.option("--threads", type=int, help="CPU threads (embedded).")
+@click.option("--ctx-size", type=int, default=8192, show_default=True, help="Context size in tokens (embedded).")
+@click.option("--parallel", type=int, default=4, show_default=True, help="Parallel slots (llama.cpp).")
+@click.option("--tensor-parallel-size", type=int, default=1, show_default=True)
+@click.option("--max-model-len", type=int)
+@click.option("--gpu-memory-utilization", type=float)
+@click.option("--dtype")
+@click.option("--quantization")
+@click.option("--max-num-seqs", type=int)
+@click.option("--gpu-layers", type=int, help="llama.cpp: layers to offload (default all).")
+@click.option("--dry-run", is_flag=True, help="Print the exact command and exit.")
+@click.option("--force", is_flag=True, help="Launch even when the planner says the model does not fit.")
+@click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for readiness.")
+def command(model_arg: str | None, model_opt: str | None, engine: str, fake: bool, fake_config: str | None, **o: object) -> None:
+    """Start an engine, wait until it answers a real request, print its URL, stop on Ctrl-C."""
+    model = model_opt or model_arg
+    if fake:
+        _serve_fake(parse_json_object(fake_config, "--fake-config"), str(o["host"]), o["port"])  # type: ignore[arg-type]
+        return
+    if engine == "embedded":
+        _serve_embedded(model, o)
+        return
+    _serve_engine(engine, model, o)
+
+
+def _wait_for_ctrl_c() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+
+
+def _serve_embedded(model: str | None, o: dict[str, object]) -> None:
+    opts = EmbeddedOptions(
+        model=Path(model) if model else None, port=o["port"], host=str(o["host"]),  # type: ignore[arg-type]
+        threads=o["threads"], ctx_size=int(o["ctx_size"]), parallel=int(o["parallel"]),  # type: ignore[arg-type]
+    )
+    if o["dry_run"]:
+        from tokenrace.serve.embedded import default_model, llama_server_command, require_binary
+
+        click.echo(shlex.join(llama_server_command(require_binary(), opts.model or default_model(), opts.port or 0, opts)))
+        return
+    engine = asyncio.run(start_embedded(opts, float(o["ready_timeout"])))  # type: ignore[arg-type]
+    try:
+        click.echo(f"serving {engine.model} at {engine.base_url} (llama-server pid {engine.proc.pid}); Ctrl-C stops it")
+        _wait_for_ctrl_c()
+    finally:
+        engine.stop()
+
+
+def _serve_engine(engine: str, model: str | None, o: dict[str, object]) -> None:
+    if not model:
+        raise UsageError(f"--engine {engine} needs a MODEL (an id such as meta-llama/Llama-3.1-8B-Instruct, or a path)")
+    spec = LaunchSpec(
+        engine=engine, model=model, host=str(o["host"]), port=int(o["port"] or 8000),  # type: ignore[arg-type]
+        tensor_parallel_size=int(o["tensor_parallel_size"]), max_model_len=o["max_model_len"],  # type: ignore[arg-type]
+        gpu_memory_utilization=o["gpu_memory_utilization"], dtype=o["dtype"],  # type: ignore[arg-type]
+        quantization=o["quantization"], max_num_seqs=o["max_num_seqs"], gpu_layers=o["gpu_layers"],  # type: ignore[arg-type]
+        parallel=int(o["parallel"]),  # type: ignore[arg-type]
+    )
+    llama = find_llama_server()
+    argv = build_command(spec, str(llama) if llama else "llama-server")
+    if o["dry_run"]:
+        click.echo(shlex.join(argv))
+        return
+    if not installed(engine, str(llama) if llama else None):
+        raise EngineError(f"{engine} is not installed: {INSTALL[engine]}")
+    proc = EngineProcess(argv, engine).start()
+    try:
+        ready = asyncio.run(wait_ready(proc, f"http://{spec.host}:{spec.port}", None, float(o["ready_timeout"])))  # type: ignore[arg-type]
+        click.echo(f"serving {ready['model']} at http://{spec.host}:{spec.port}/v1 ({engine} pid {proc.pid}); Ctrl-C stops it")
+        _wait_for_ctrl_c()
+    finally:
+        proc.stop()
+
+
+def _serve_fake(config: dict[str, object], host: str, port: int | None) -> None:
+    from tokenrace.testing.fake_server import serve
+
+    def ready(url: str) -> None:
+        click.echo(f"fake OpenAI server at {url}/v1 (a measuring instrument, not a model); Ctrl-C stops it")
+
+    asyncio.run(serve(config, host, port or 0, ready_cb=ready))

