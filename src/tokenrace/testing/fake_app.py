@@ -257,6 +257,7 @@ async def _respond(
         return await _send_now(request, record, denied)
     try:
         body = await _read_json_object(request)
+        record.stream = body.get("stream") is True
         config = _request_config(state.config, body, request.headers.get("x-fake-fault"))
         model = _check_model(body, config)
     except BadRequest as exc:
@@ -275,14 +276,13 @@ async def _dispatch(
     config: FakeConfig,
     model: str,
 ) -> web.StreamResponse:
-    rng = random.Random(
-        f"{config.seed}:{record.seq}"
-    )  # per request: same draws whatever the interleaving
+    # One RNG per request, seeded by arrival order: the same draws whatever the interleaving.
+    rng = random.Random(f"{config.seed}:{record.seq}")
     try:
         req = _gen_request(record, endpoint, body, config, model, rng)
     except BadRequest as exc:
         return await _send_now(request, record, _bad_request(exc))
-    _fill_record(record, body, req)
+    _fill_record(record, req)
     if req.fault in ("500", "429"):
         return await _send_now(request, record, _fault_error(req.fault))
     if req.fault == "refuse":
@@ -308,8 +308,7 @@ def _fault_error(fault: str) -> web.Response:
     )
 
 
-def _fill_record(record: RequestRecord, body: Json, req: GenRequest) -> None:
-    record.stream = body.get("stream") is True
+def _fill_record(record: RequestRecord, req: GenRequest) -> None:
     record.fault = req.fault
     record.model = req.meta.model
     record.prompt_tokens = req.prompt_tokens

@@ -5,13 +5,18 @@
 Spawns the fake server as a subprocess, runs N concurrent streams against it
 with a raw aiohttp client, and compares each content chunk's send stamp in the
 server's log with its programmed deadline (arrival + ttft + i*itl). Prints the
-send-time error (late is positive) in microseconds.
+send-time error (late is positive) in microseconds, the server's CPU use and
+the machine's load average: other processes competing for the CPU show up as a
+long tail, so read p99 together with the load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -49,6 +54,15 @@ async def _drive(base_url: str, streams: int, tokens: int) -> None:
         await asyncio.gather(*(one() for _ in range(streams)))
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User+system CPU seconds of a process (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(
     streams: int = 32,
     itl_ms: float = 5.0,
@@ -59,11 +73,16 @@ def measure(
     """Run the check; returns error percentiles in microseconds and the chunk count."""
     config = FakeConfig(ttft_ms=ttft_ms, itl_ms=itl_ms, output_tokens=tokens, spin_ms=spin_ms)
     with spawn_fake_server(config) as server:
+        cpu_before, wall_before = _cpu_seconds(server.pid), time.monotonic()
         asyncio.run(_drive(server.base_url, streams, tokens))
+        cpu_used = _cpu_seconds(server.pid) - cpu_before
+        wall = time.monotonic() - wall_before
         errors = np.array(send_errors_ns(server.log(wait_idle_s=5), ttft_ms, itl_ms)) / 1e3
     p50, p90, p99 = np.percentile(errors, [50, 90, 99])
     return {
         "chunks": float(errors.size),
+        "server_cpu_pct": 100 * cpu_used / wall,
+        "load_avg_1m": os.getloadavg()[0],
         "p50_us": p50,
         "p90_us": p90,
         "p99_us": p99,
