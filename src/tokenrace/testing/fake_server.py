@@ -26,9 +26,10 @@ Ways to run it:
   - `build_app(config) -> aiohttp.web.Application`, to run any way you like;
   - `await start_server(config, host, port) -> RunningFakeServer` (`.url`,
     `.send_log`, `await .close()`);
-  - `await serve(config, host, port, ready_cb=None, stop=None)`: runs until
-    `stop` is set (or, when `stop` is None, until SIGINT/SIGTERM), calling
-    `ready_cb(url)` once listening.
+  - `await serve(config, host, port, ready_cb=None, stop=None, freeze_gc=False)`:
+    runs until `stop` is set (or, when `stop` is None, until SIGINT/SIGTERM),
+    calling `ready_cb(url)` once listening. A process that only serves should
+    pass freeze_gc=True (see `quiet_gc`): GC pauses otherwise stall all streams.
 
 Instrument endpoints: GET /fake/log (list of send-log entries; `?wait_idle=S`
 waits up to S s for in-flight requests to finish first), POST /fake/reset,
@@ -70,6 +71,7 @@ __all__ = [
     "count_tokens",
     "main",
     "merge_overrides",
+    "quiet_gc",
     "serve",
     "spawn_fake_server",
     "start_server",
@@ -118,13 +120,20 @@ async def serve(
     port: int = 8000,
     ready_cb: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    freeze_gc: bool = False,
 ) -> None:
-    """Serve until `stop` is set; with stop=None, until SIGINT/SIGTERM."""
+    """Serve until `stop` is set; with stop=None, until SIGINT/SIGTERM.
+
+    freeze_gc=True (for a process that does nothing but serve) calls
+    `quiet_gc()` once listening, before `ready_cb`.
+    """
     if stop is None:
         stop = asyncio.Event()
         _stop_on_signals(stop)
     server = await start_server(config, host, port)
     try:
+        if freeze_gc:
+            quiet_gc()
         if ready_cb is not None:
             ready_cb(server.url)
         await stop.wait()
@@ -395,15 +404,14 @@ async def _main_async(config: FakeConfig, args: argparse.Namespace) -> None:
     _stop_on_signals(stop)
     if args.exit_on_stdin_eof:
         _stop_on_stdin_eof(stop)
-    await serve(config, args.host, args.port, ready_cb=_announce, stop=stop)
+    await serve(config, args.host, args.port, ready_cb=_announce, stop=stop, freeze_gc=True)
 
 
 def _announce(url: str) -> None:
-    _quiet_gc()
     print(f"READY {url}", flush=True)
 
 
-def _quiet_gc() -> None:
+def quiet_gc() -> None:
     """Keep garbage-collector pauses out of the send schedule (process mode only).
 
     A full collection walks every tracked object, including the ~10^5 that
