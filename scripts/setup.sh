@@ -31,7 +31,10 @@ fi
 export CMAKE_ARGS="$(tr '\n' ' ' < scripts/llama_cmake_args.txt)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
 
-has_server() { .venv/bin/python -c 'from tokenrace.serve.embedded import find_llama_server as f; import sys; sys.exit(0 if f() else 1)' 2>/dev/null; }
+has_server() {
+  .venv/bin/python -c 'import sys; from tokenrace.serve.embedded import find_llama_server, binary_works
+b = find_llama_server(); sys.exit(0 if b and binary_works(b) else 1)' 2>/dev/null
+}
 
 install() {
   local log=.venv/install.log

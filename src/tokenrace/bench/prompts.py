@@ -108,7 +108,11 @@ async def synthetic(
     rng = np.random.default_rng(seed)
     prompts = []
     for i, length in enumerate(lengths):
-        text = await _sized_text(length, rng, tokenizer)
+        try:
+            text = await _sized_text(length, rng, tokenizer)
+        except Exception:  # noqa: BLE001 - e.g. a server with /tokenize but no /detokenize
+            tokenizer = None
+            text = await _sized_text(length, rng, None)
         max_tokens = output_tokens[i % len(output_tokens)] if output_tokens else None
         prompts.append(Prompt(text=text, max_tokens=max_tokens, label=f"in={length}"))
     sizing = "exact" if tokenizer is not None else "approximate"

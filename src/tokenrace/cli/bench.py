@@ -8,14 +8,10 @@ from pathlib import Path
 
 import click
 
-from tokenrace.bench.metrics import parse_slo
 from tokenrace.bench.progress import LiveProgress
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings, PromptSpec
-from tokenrace.client.openai import RequestOptions
-from tokenrace.client.providers import PROVIDERS, resolve_endpoint
-from tokenrace.client.transport import Timeouts
-from tokenrace.cli.common import echo_json, parse_duration_s, parse_headers, parse_json_object, parse_mean_std
+from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings
+from tokenrace.cli.common import echo_json
+from tokenrace.cli.options import bench_options, settings_from_options
 from tokenrace.report.tables import print_summary
 
 
@@ -29,42 +25,7 @@ def run_async(coro):  # type: ignore[no-untyped-def]
 
 
 @click.command("bench")
-@click.option("--url", help="Base URL, e.g. http://localhost:8000/v1 (env OPENAI_BASE_URL). Omit to bench the embedded model.")
-@click.option("--api-key", help="API key (prefer an env var: OPENAI_API_KEY or the provider's).")
-@click.option("--provider", type=click.Choice(sorted(PROVIDERS)), help="Preset base URL and key variable.")
-@click.option("--model", help="Model name; default: the first one the server lists.")
-@click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
-@click.option("--stream/--no-stream", default=True, show_default=True)
-@click.option("--usage/--no-usage", "include_usage", default=True, show_default=True, help="Ask for stream_options.include_usage.")
-@click.option("--max-tokens", type=int, default=256, show_default=True)
-@click.option("--temperature", type=float)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for prompts, arrivals and the request's seed.")
-@click.option("--ignore-eos", is_flag=True, help="Send ignore_eos=true (vLLM, SGLang, llama.cpp) for exact output lengths.")
-@click.option("--extra-body", help="JSON object merged into every request body.")
-@click.option("--header", "headers", multiple=True, help="Extra header 'Name: value' (repeatable).")
-@click.option("--concurrency", type=int, default=1, show_default=True, help="Closed loop: requests in flight.")
-@click.option("--rate", type=float, help="Open loop: requests per second (a slow server never delays a send).")
-@click.option("--arrival", type=click.Choice(["poisson", "constant", "gamma"]), default="poisson", show_default=True)
-@click.option("--burstiness", type=float, default=1.0, show_default=True, help="Gamma shape (1 = Poisson).")
-@click.option("--max-concurrency", type=int, help="Open loop: cap on requests in flight.")
-@click.option("--requests", type=int, help="Measured requests (default 100 unless --duration).")
-@click.option("--duration", help="Stop sending after this long (90s, 5m).")
-@click.option("--warmup", type=int, default=0, show_default=True, help="Warm-up requests, recorded but not in the statistics.")
-@click.option("--cold/--no-cold", default=True, show_default=True, help="Send one request alone first and report it as the cold figures.")
-@click.option("--prompt", help="One prompt text for every request.")
-@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), help="JSONL: {\"messages\": [...]} or {\"prompt\": ...}, optional max_tokens.")
-@click.option("--input-tokens", help="Synthetic prompts: MEAN[,STD] tokens.")
-@click.option("--output-tokens", help="Output length: MEAN[,STD] tokens (sets max_tokens per request).")
-@click.option("--tokenizer", help="tokenizer.json, a .gguf, or 'server' (/tokenize) for counting tokens.")
-@click.option("--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s.")
-@click.option("--timeout-connect", type=float, default=10.0, show_default=True, help="Seconds.")
-@click.option("--timeout-first-byte", type=float, default=120.0, show_default=True, help="Seconds to the first byte of the answer.")
-@click.option("--timeout-idle", type=float, default=60.0, show_default=True, help="Seconds between chunks.")
-@click.option("--timeout-total", type=float, default=600.0, show_default=True, help="Seconds per request.")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Run directory (default runs/<UTC time>-<label>).")
-@click.option("--label", help="A name for this run.")
-@click.option("--max-error-rate", type=float, help="Exit non-zero above this error rate (default: only if every request failed).")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@bench_options
 @click.pass_context
 def command(ctx: click.Context, **o: object) -> None:
     """Benchmark an OpenAI-compatible endpoint and write records.jsonl, summary.json, manifest.json.
@@ -123,38 +84,3 @@ def report(result: BenchResult, as_json: bool) -> None:
     if result.failed_threshold:
         click.echo(f"error rate {result.summary['error_rate']:.3f} is above the limit", err=True)
         sys.exit(1)
-
-
-def settings_from_options(o: dict[str, object]) -> BenchSettings:
-    endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"])  # type: ignore[arg-type]
-    extra = parse_json_object(o["extra_body"], "--extra-body")  # type: ignore[arg-type]
-    if o["ignore_eos"]:
-        extra.setdefault("ignore_eos", True)
-    duration = parse_duration_s(o["duration"])  # type: ignore[arg-type]
-    requests = o["requests"] if o["requests"] is not None or duration else 100
-    output_tokens = parse_mean_std(o["output_tokens"], "--output-tokens")  # type: ignore[arg-type]
-    return BenchSettings(
-        endpoint=endpoint,
-        model=o["model"],  # type: ignore[arg-type]
-        request=RequestOptions(
-            api=o["api"], stream=o["stream"], include_usage=o["include_usage"],  # type: ignore[arg-type]
-            max_tokens=o["max_tokens"], temperature=o["temperature"], seed=o["seed"],  # type: ignore[arg-type]
-            extra_body=extra, extra_headers=parse_headers(o["headers"]),  # type: ignore[arg-type]
-        ),
-        timeouts=Timeouts(o["timeout_connect"], o["timeout_first_byte"], o["timeout_idle"], o["timeout_total"]),  # type: ignore[arg-type]
-        load=Load(
-            concurrency=o["concurrency"], rate=o["rate"], arrival=o["arrival"], burstiness=o["burstiness"],  # type: ignore[arg-type]
-            max_concurrency=o["max_concurrency"], requests=requests, duration_s=duration,  # type: ignore[arg-type]
-            warmup=o["warmup"], cold=o["cold"], seed=o["seed"],  # type: ignore[arg-type]
-        ),
-        prompts=PromptSpec(
-            text=o["prompt"], file=o["prompts_file"],  # type: ignore[arg-type]
-            input_tokens=parse_mean_std(o["input_tokens"], "--input-tokens"),  # type: ignore[arg-type]
-            output_tokens=output_tokens,
-        ),
-        tokenizer=o["tokenizer"],  # type: ignore[arg-type]
-        slo=parse_slo(o["slo"]),  # type: ignore[arg-type]
-        output=o["output"],  # type: ignore[arg-type]
-        label=o["label"],  # type: ignore[arg-type]
-        max_error_rate=o["max_error_rate"],  # type: ignore[arg-type]
-    )

@@ -108,4 +108,4 @@ def _serve_fake(config: dict[str, object], host: str, port: int | None) -> None:
     def ready(url: str) -> None:
         click.echo(f"fake OpenAI server at {url}/v1 (a measuring instrument, not a model); Ctrl-C stops it")
 
-    asyncio.run(serve(config, host, port or 0, ready_cb=ready))
+    asyncio.run(serve(config, host, port or 0, ready_cb=ready, freeze_gc=True))

