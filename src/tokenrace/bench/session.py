@@ -13,6 +13,7 @@ from typing import Any
 
 from tokenrace import __version__
 from tokenrace.bench import prompts as prompt_sets
+from tokenrace.bench.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.bench.metrics import summarize
 from tokenrace.bench.preflight import check_first, choose_model, list_models
 from tokenrace.bench.prompts import PromptSet
@@ -49,6 +50,7 @@ class BenchSettings:
     label: str | None = None
     max_error_rate: float | None = None  # None: fail only when every request failed
     engine: dict[str, Any] | None = None  # what launched the server, when tokenrace did
+    efficiency: EfficiencySpec | None = None  # hardware + model: report % of the speed of light
 
 
 @dataclass(slots=True)
@@ -192,6 +194,9 @@ class BenchSession:
         summary["interrupted"] = interrupted
         summary["max_error_rate"] = limit
         summary["exceeded_max_error_rate"] = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
+        if self.s.efficiency is not None and summary["requests"]["succeeded"]:
+            concurrency = self.s.load.concurrency if self.s.load.rate is None else max(1, runner.windows.max_in_flight)
+            summary["efficiency"] = efficiency_of(summary, self.s.efficiency, concurrency)
         return summary
 
     def _manifest(

@@ -56,6 +56,12 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object],
     settings.model = None
     if ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.COMMANDLINE:
         settings.request.max_tokens = 64  # keeps the default profile well under a minute on 2 cores
+    if settings.efficiency is None:
+        from tokenrace.bench.efficiency import EfficiencySpec
+        from tokenrace.serve.embedded import default_model
+
+        # The embedded model's file and this CPU are known: every step shows % of the bound.
+        settings.efficiency = EfficiencySpec("cpu", model or str(default_model()))
     steps = (("run", settings.load),) if single_run else DEFAULT_STEPS
     click.echo("starting the embedded model (llama.cpp llama-server, SmolLM2-135M-Instruct Q4_1)...", err=True)
 

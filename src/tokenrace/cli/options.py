@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from tokenrace.bench.efficiency import EfficiencySpec
 from tokenrace.bench.metrics import parse_slo
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchSettings, PromptSpec
@@ -15,6 +16,7 @@ from tokenrace.cli.common import parse_duration_s, parse_headers, parse_json_obj
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, resolve_endpoint
 from tokenrace.client.transport import Timeouts
+from tokenrace.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,6 +48,10 @@ _OPTIONS = [
     click.option("--input-tokens", help="Synthetic prompts: MEAN[,STD] tokens."),
     click.option("--output-tokens", help="Output length: MEAN[,STD] tokens (sets max_tokens per request)."),
     click.option("--tokenizer", help="tokenizer.json, a .gguf, or 'server' (/tokenize) for counting tokens."),
+    click.option("--hardware", help="Device the server runs on (a `tokenrace plan` catalog name, or cpu): report % of the speed of light."),
+    click.option("--model-config", help="Model for the bound: catalog name, config.json, model folder or .gguf."),
+    click.option("--precision", help="Weights precision for the bound (bf16, fp8, int4, awq, q4_k_m, ...)."),
+    click.option("--devices", type=int, help="Devices serving the model (tensor parallel size) for the bound."),
     click.option("--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s."),
     click.option("--timeout-connect", type=float, default=10.0, show_default=True, help="Seconds."),
     click.option("--timeout-first-byte", type=float, default=120.0, show_default=True, help="Seconds to the first byte of the answer."),
@@ -97,4 +103,14 @@ def settings_from_options(o: dict[str, object]) -> BenchSettings:
         output=o["output"],  # type: ignore[arg-type]
         label=o["label"],  # type: ignore[arg-type]
         max_error_rate=o["max_error_rate"],  # type: ignore[arg-type]
+        efficiency=_efficiency_spec(o),
     )
+
+
+def _efficiency_spec(o: dict[str, object]) -> EfficiencySpec | None:
+    hardware, model = o["hardware"], o["model_config"]
+    if not hardware and not model:
+        return None
+    if not hardware or not model:
+        raise UsageError("--hardware and --model-config go together (the bound needs both)")
+    return EfficiencySpec(str(hardware), str(model), o["precision"], o["devices"])  # type: ignore[arg-type]

@@ -64,6 +64,14 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
         f"token counts from: output={src.get('output_tokens')}, prompt={src.get('prompt_tokens')}"
         + (" (approximate: counted chunks)" if src.get("approximate") else "")
     )
+    eff = summary.get("efficiency")
+    if eff and not eff.get("error"):
+        lines.append(
+            f"speed of light ({eff['devices']} x {eff['hardware']}, {eff['model']} {eff['precision']}): decode {fmt(eff['decode_pct_of_bound'])} % "
+            f"of {fmt(eff['decode_tokens_per_s_bound'])} tok/s per stream, TTFT {fmt(eff['ttft_pct_of_bound'])} % of the "
+            f"{fmt(eff['ttft_ms_bound'], 2)} ms minimum, aggregate {fmt(eff['aggregate_pct_of_bound'])} %"
+        )
+        lines.extend(f"warning: {w}" for w in eff.get("warnings", []))
     if summary.get("goodput"):
         g = summary["goodput"]
         lines.append(f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}")
@@ -115,6 +123,15 @@ def print_profile(summary: dict[str, Any], console: Console | None = None) -> No
     if cold.get("ttft_ms") is not None and warm.get("p50") is not None:
         console.print(f"cold vs warm TTFT: {fmt(cold['ttft_ms'])} ms first request, {fmt(warm['p50'])} ms warm p50 (concurrency 1)", highlight=False)
     for row in summary["steps"]:
+        eff = row.get("efficiency")
+        if eff and not eff.get("error"):
+            console.print(
+                f"{row['step']}: decode {fmt(eff['decode_pct_of_bound'])} % of the {fmt(eff['decode_tokens_per_s_bound'])} tok/s/stream bound "
+                f"({eff['hardware']}, {fmt(eff['hardware_bandwidth_bytes_per_s'] / 1e9)} GB/s), aggregate {fmt(eff['aggregate_pct_of_bound'])} %",
+                highlight=False,
+            )
+            for w in eff.get("warnings", []):
+                console.print(f"[yellow]warning[/yellow]: {w}")
         svc = row.get("server_vs_client")
         if svc:
             console.print(

@@ -1,0 +1,53 @@
+"""Measured speed as a percentage of the physical limit (the planner's speed of light).
+
+Known when a run knows its hardware and model: `--hardware`/`--model-config`/`--precision`, or the
+embedded model, whose GGUF file and CPU are known (the CPU's memory bandwidth is measured once per
+run). Plan at the run's concurrency, with context = mean prompt + mean output / 2 (the mean KV length
+while decoding) and the mean prompt as the TTFT's input; a smaller context only raises the bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tokenrace.errors import TokenraceError
+
+
+@dataclass(slots=True)
+class EfficiencySpec:
+    hardware: str
+    model: str  # catalog name, config.json, model folder or .gguf
+    precision: str | None = None
+    devices: int | None = None
+
+
+def efficiency_of(summary: dict[str, Any], spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:
+    """`summary["efficiency"]`, or None when the planner cannot say (reason in `error`)."""
+    try:
+        from tokenrace import plan as planner
+    except ImportError:
+        return None
+    m = summary["metrics"]
+    prompt = m["prompt_tokens"]["mean"]
+    output = m["output_tokens"]["mean"]
+    tpot = m["tpot_ms"]["p50"]
+    ttft = m["ttft_ms"]["p50"]
+    if prompt is None or output is None:
+        return {"error": "token counts unknown: no bound to compare with"}
+    try:
+        hw = planner.load_hardware(spec.hardware)
+        model = planner.load_model(spec.model)
+        result = planner.plan(
+            model, hw, devices=spec.devices, precision=spec.precision, context=max(1, int(prompt + output / 2)),
+            concurrency=max(1, concurrency), input_tokens=max(1, int(prompt)),
+        )
+        eff = planner.efficiency(
+            1000.0 / tpot if tpot else None, ttft, result,
+            measured_aggregate_tok_s=summary["throughput"]["output_tokens_per_s"],
+        )
+    except TokenraceError as exc:
+        return {"error": str(exc)}
+    eff["hardware_bandwidth_bytes_per_s"] = hw.bandwidth_bytes_per_s
+    eff["hardware_source"] = hw.source
+    return eff

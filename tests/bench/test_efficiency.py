@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenrace.bench.efficiency import EfficiencySpec, efficiency_of
+from tokenrace.bench.metrics import Windows, summarize
+from tokenrace.testing.fake_server import spawn_fake_server
+
+pytest.importorskip("tokenrace.plan")
+
+
+def _summary(prompt: int, output: int, tpot_ms: float, ttft_ms: float, tok_s: float) -> dict:
+    s = summarize([], Windows())
+    s["metrics"]["prompt_tokens"]["mean"] = prompt
+    s["metrics"]["output_tokens"]["mean"] = output
+    s["metrics"]["tpot_ms"]["p50"] = tpot_ms
+    s["metrics"]["ttft_ms"]["p50"] = ttft_ms
+    s["throughput"]["output_tokens_per_s"] = tok_s
+    return s
+
+
+def test_percent_of_bound_for_a_plausible_h100_run() -> None:
+    # Llama 3.1 8B bf16 on one H100 SXM: ~16 GB read per step at 3.35 TB/s -> ~200 tok/s bound.
+    eff = efficiency_of(_summary(512, 256, tpot_ms=7.0, ttft_ms=40.0, tok_s=140.0), EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"), 1)
+    assert eff is not None and not eff.get("error")
+    assert 150 < eff["decode_tokens_per_s_bound"] < 250
+    assert 50 < eff["decode_pct_of_bound"] < 100 and eff["warnings"] == []
+
+
+def test_a_measurement_beating_the_bound_warns() -> None:
+    eff = efficiency_of(_summary(512, 256, tpot_ms=1.0, ttft_ms=40.0, tok_s=1000.0), EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"), 1)
+    assert eff is not None and eff["decode_pct_of_bound"] > 100
+    assert any("beats the bound" in w for w in eff["warnings"])
+
+
+def test_unknown_names_give_an_error_entry_not_a_crash() -> None:
+    eff = efficiency_of(_summary(10, 10, 5, 5, 5), EfficiencySpec("H100-SXM", "no-such-model-xyz"), 1)
+    assert eff is not None and "error" in eff
+
+
+def test_bench_cli_reports_efficiency(tmp_path: Path) -> None:
+    with spawn_fake_server({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 16}) as srv:
+        p = subprocess.run([sys.executable, "-m", "tokenrace", "bench", "--url", srv.url, "--requests", "5",
+                            "--hardware", "H100-SXM", "--model-config", "llama-3.1-8b", "--precision", "bf16", "-o", str(tmp_path / "r")],
+                           capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    eff = json.loads((tmp_path / "r" / "summary.json").read_text())["efficiency"]
+    assert eff["hardware"] and eff["decode_pct_of_bound"] is not None
+    assert "speed of light" in p.stdout
+
+
+def test_hardware_without_model_is_a_usage_error() -> None:
+    p = subprocess.run([sys.executable, "-m", "tokenrace", "bench", "--url", "http://127.0.0.1:9", "--hardware", "H100-SXM"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--model-config" in p.stderr
