@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings, Progress
+from tokenrace.bench.session import BenchResult, BenchSettings
 from tokenrace.bench.store import default_run_dir, write_json
+from tokenrace.bench.sweep import ProgressFor, StepRunner, step_row
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import RunningEngine, start_embedded
+
+__all__ = ["DEFAULT_STEPS", "ProfileResult", "profile_summary", "run_profile", "step_row"]
 
 # (step name, load): 1 cold + 10 warm at concurrency 1, then 2 and 4 in flight.
 DEFAULT_STEPS: tuple[tuple[str, Load], ...] = (
@@ -31,30 +34,10 @@ class ProfileResult:
     summary: dict[str, Any]
 
 
-def step_row(name: str, r: BenchResult) -> dict[str, Any]:
-    s = r.summary
-    m = s["metrics"]
-    pick = lambda k: {q: m[k][q] for q in ("p50", "p95", "max")}  # noqa: E731
-    return {
-        "step": name,
-        "concurrency": r.manifest["settings"]["load"]["concurrency"],
-        "requests": s["requests"],
-        "ttft_ms": pick("ttft_ms"),
-        "tpot_ms": pick("tpot_ms"),
-        "e2e_ms": pick("e2e_ms"),
-        "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
-        "requests_per_s": s["throughput"]["requests_per_s"],
-        "error_rate": s["error_rate"],
-        "server_vs_client": s.get("server_vs_client"),
-        "efficiency": s.get("efficiency"),
-        "run_dir": str(r.directory),
-    }
-
-
 async def run_profile(
     template: BenchSettings,
     engine_opts: EmbeddedOptions,
-    progress_for: Any = None,
+    progress_for: ProgressFor | None = None,
     steps: tuple[tuple[str, Load], ...] = DEFAULT_STEPS,
 ) -> ProfileResult:
     engine = await start_embedded(engine_opts)
@@ -64,18 +47,21 @@ async def run_profile(
         engine.stop()
 
 
-async def _run_steps(engine: RunningEngine, template: BenchSettings, steps: tuple[tuple[str, Load], ...], progress_for: Any) -> ProfileResult:
+def embedded_settings(engine: RunningEngine, template: BenchSettings) -> BenchSettings:
+    """The template pointed at a running embedded engine, with the engine in every manifest."""
+    endpoint = ResolvedEndpoint(engine.base_url, None, None, "llamacpp")
+    return dataclasses.replace(template, endpoint=endpoint, model=engine.model, engine=engine.record)
+
+
+async def _run_steps(
+    engine: RunningEngine, template: BenchSettings, steps: tuple[tuple[str, Load], ...], progress_for: ProgressFor | None
+) -> ProfileResult:
     parent = template.output or default_run_dir(template.label or f"embedded-{engine.model}")
     parent.mkdir(parents=True, exist_ok=True)
-    endpoint = ResolvedEndpoint(engine.base_url, None, None, "llamacpp")
+    runner = StepRunner(embedded_settings(engine, template), parent, progress_for)
     results: list[tuple[str, BenchResult]] = []
     for name, load in steps:
-        settings = dataclasses.replace(
-            template, endpoint=endpoint, model=engine.model, load=dataclasses.replace(load, seed=template.load.seed),
-            output=parent / name, engine=engine.record,
-        )
-        progress: Progress | None = progress_for(name, load) if progress_for else None
-        result = await BenchSession(settings, progress).run()
+        result = await runner.run(name, dataclasses.replace(load, seed=template.load.seed))
         results.append((name, result))
         if result.interrupted:
             break

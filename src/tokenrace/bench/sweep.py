@@ -1,0 +1,365 @@
+"""Sweeps: a series of full runs, one run directory per step, and a sweep.json that ties them together.
+
+Kinds (docs/sweep.md):
+
+- concurrency: closed loop at 1, 2, 4, 8, ...; stops early at saturation or on errors; marks the knee.
+- rate: open loop at the given request rates; the same stopping rule and knee.
+- input_tokens: synthetic prompts of each size at fixed load; TTFT against prompt tokens, with a
+  fitted prefill rate.
+- goodput: the highest request rate whose run still meets the SLOs, by bracketing and bisection;
+  every probe is a step.
+
+sweep.json is rewritten after every step, so an interrupted sweep keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tokenrace import __version__
+from tokenrace.bench import knee as kn
+from tokenrace.bench.runner import Load
+from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
+from tokenrace.bench.store import default_run_dir, write_json
+from tokenrace.errors import UsageError
+
+SWEEP_FILE = "sweep.json"
+KINDS = ("concurrency", "rate", "input_tokens", "goodput")
+DEFAULT_CONCURRENCIES: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DEFAULT_INPUT_TOKENS: tuple[float, ...] = (128, 256, 512, 1024, 2048)
+ProgressFor = Callable[[str, Load], Any]
+
+
+@dataclass(slots=True)
+class SweepPlan:
+    kind: str = "concurrency"
+    values: tuple[float, ...] = DEFAULT_CONCURRENCIES
+    gain_threshold: float = kn.DEFAULT_GAIN_THRESHOLD
+    patience: int = 1  # consecutive saturated steps that stop the sweep
+    max_error_rate: float = kn.DEFAULT_MAX_ERROR_RATE
+    stop_early: bool = True
+    requests_per_worker: int | None = None  # concurrency steps run max(requests, this x concurrency)
+    attainment: float = 0.95  # goodput: share of requests that must meet every SLO
+    start_rate: float = 1.0
+    tolerance: float = 0.10
+    max_probes: int = 12
+
+    def validate(self, template: BenchSettings) -> None:
+        if self.kind not in KINDS:
+            raise UsageError(f"unknown sweep kind {self.kind!r}; expected one of {', '.join(KINDS)}")
+        if self.kind != "goodput" and not self.values:
+            raise UsageError("the sweep has no steps")
+        if any(v <= 0 or not math.isfinite(v) for v in self.values):
+            raise UsageError("sweep values must be positive numbers")
+        if self.kind in ("concurrency", "input_tokens") and any(v != int(v) for v in self.values):
+            raise UsageError("concurrency and input-token sweep values must be whole numbers")
+        if self.kind == "concurrency" and template.load.rate is not None:
+            raise UsageError("--rate is open loop; a concurrency sweep is closed loop (use --rates for a rate sweep)")
+        if self.kind == "goodput" and not template.slo:
+            raise UsageError("--max-goodput needs --slo, e.g. --slo ttft=500ms,tpot=50ms")
+        if not 0 < self.gain_threshold < 10 or self.patience < 1:
+            raise UsageError("--gain-threshold must be in (0, 10) and --patience at least 1")
+        if not 0 < self.attainment <= 1 or self.tolerance <= 0 or self.max_probes < 2 or self.start_rate <= 0:
+            raise UsageError("--attainment must be in (0, 1], --tolerance and --start-rate positive, --max-probes >= 2")
+
+
+@dataclass(slots=True)
+class SweepResult:
+    directory: Path
+    steps: list[tuple[str, BenchResult]]
+    summary: dict[str, Any]
+
+    @property
+    def interrupted(self) -> bool:
+        return any(r.interrupted for _, r in self.steps)
+
+
+# --- one step ------------------------------------------------------------------------------------
+
+
+class StepRunner:
+    """Runs one step as a full run directory under `parent`, and indexes it in the history."""
+
+    def __init__(
+        self, template: BenchSettings, parent: Path, progress_for: ProgressFor | None = None, argv: list[str] | None = None
+    ) -> None:
+        self.template = template
+        self.parent = parent
+        self.progress_for = progress_for
+        self.argv = argv
+
+    async def run(self, name: str, load: Load, prompts: PromptSpec | None = None) -> BenchResult:
+        settings = dataclasses.replace(
+            self.template, load=load, prompts=prompts or self.template.prompts, output=self.parent / name
+        )
+        progress = self.progress_for(name, load) if self.progress_for else None
+        with _entered(progress):
+            result = await BenchSession(settings, progress, self.argv).run()
+        _index_quietly(result.directory)
+        return result
+
+
+def _entered(progress: Progress | None) -> AbstractContextManager[Any]:
+    return progress if isinstance(progress, AbstractContextManager) else nullcontext()
+
+
+def _index_quietly(directory: Path) -> None:
+    """The history is an index: failing to update it must never lose or stop a measurement."""
+    try:
+        from tokenrace.bench.history import History
+
+        with History.open() as h:
+            h.index(directory)
+    except Exception:  # noqa: BLE001 - reported by `tokenrace runs --reindex`, never fatal here
+        pass
+
+
+def _pick(m: dict[str, Any], name: str) -> dict[str, Any]:
+    d = m.get(name) or {}
+    return {q: d.get(q) for q in ("p50", "p95", "max")}
+
+
+def sweep_throughput(summary: dict[str, Any]) -> float | None:
+    """The throughput a sweep compares between steps: steady output tokens/s, else over the window."""
+    tp = summary["throughput"]
+    steady = tp.get("steady_output_tokens_per_s")
+    return steady if steady is not None else tp.get("output_tokens_per_s")
+
+
+def step_row(name: str, r: BenchResult) -> dict[str, Any]:
+    """A step's key numbers (shared with the embedded profile)."""
+    s, load = r.summary, r.manifest["settings"]["load"]
+    m = s["metrics"]
+    good = s.get("goodput") or {}
+    return {
+        "step": name,
+        "concurrency": load["concurrency"],
+        "rate": load.get("rate"),
+        "requests": s["requests"],
+        "ttft_ms": _pick(m, "ttft_ms"),
+        "tpot_ms": _pick(m, "tpot_ms"),
+        "itl_chunk_ms": _pick(m, "itl_chunk_ms"),
+        "e2e_ms": _pick(m, "e2e_ms"),
+        "prompt_tokens_mean": (m.get("prompt_tokens") or {}).get("mean"),
+        "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
+        "steady_output_tokens_per_s": s["throughput"].get("steady_output_tokens_per_s"),
+        "throughput_tokens_per_s": sweep_throughput(s),
+        "requests_per_s": s["throughput"]["requests_per_s"],
+        "achieved_rate": s.get("achieved_rate"),
+        "error_rate": s["error_rate"],
+        "goodput_fraction": good.get("fraction"),
+        "goodput_requests_per_s": good.get("requests_per_s"),
+        "server_vs_client": s.get("server_vs_client"),
+        "efficiency": s.get("efficiency"),
+        "cost": s.get("cost"),
+        "run_dir": str(r.directory),
+    }
+
+
+# --- the sweep -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _State:
+    steps: list[tuple[str, BenchResult]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str = "completed"
+    knee: dict[str, Any] | None = None
+
+
+class Sweep:
+    def __init__(
+        self, template: BenchSettings, plan: SweepPlan, progress_for: ProgressFor | None = None, argv: list[str] | None = None
+    ) -> None:
+        plan.validate(template)
+        template.load.validate()
+        self.template = template
+        self.plan = plan
+        self.argv = argv
+        self.parent = template.output or default_run_dir(template.label or f"sweep-{plan.kind}")
+        if (self.parent / SWEEP_FILE).exists():
+            raise UsageError(f"{self.parent} already holds a sweep; choose another --output")
+        self.runner = StepRunner(template, self.parent, progress_for, argv)
+        self.state = _State()
+        self.started = datetime.now(timezone.utc).isoformat()
+
+    async def run(self) -> SweepResult:
+        self.parent.mkdir(parents=True, exist_ok=True)
+        kind = self.plan.kind
+        if kind in ("concurrency", "rate"):
+            await self._ladder()
+        elif kind == "input_tokens":
+            await self._prompt_lengths()
+        else:
+            await self._goodput()
+        summary = self._write(finished=True)
+        _index_quietly(self.parent)
+        return SweepResult(self.parent, self.state.steps, summary)
+
+    # --- step plumbing
+
+    def _load(self, value: float, first: bool) -> Load:
+        base = self.template.load
+        cold = base.cold and first
+        if self.plan.kind == "concurrency":
+            c = int(value)
+            requests = base.requests
+            if self.plan.requests_per_worker and base.duration_s is None:
+                requests = max(requests or 0, self.plan.requests_per_worker * c)
+            return dataclasses.replace(base, concurrency=c, rate=None, requests=requests, cold=cold)
+        if self.plan.kind in ("rate", "goodput"):
+            return dataclasses.replace(base, rate=float(value), cold=cold)
+        return dataclasses.replace(base, cold=cold)
+
+    async def _step(self, name: str, value: float, prompts: PromptSpec | None = None) -> BenchResult:
+        result = await self.runner.run(name, self._load(value, not self.state.steps), prompts)
+        self.state.steps.append((name, result))
+        self.state.rows.append({**step_row(name, result), "value": value})
+        if result.interrupted:
+            self.state.stop_reason = "interrupted"
+        self._write(finished=False)
+        return result
+
+    # --- kinds
+
+    async def _ladder(self) -> None:
+        prefix = "c" if self.plan.kind == "concurrency" else "r"
+        for value in self.plan.values:
+            result = await self._step(f"{prefix}{_num(value)}", value)
+            if result.interrupted:
+                break
+            a = self._analyse()
+            if a.stop_index is not None and self.plan.stop_early:
+                self.state.stop_reason = a.stop_reason
+                break
+        self._mark_knee()
+
+    async def _prompt_lengths(self) -> None:
+        for value in self.plan.values:
+            spec = dataclasses.replace(self.template.prompts, input_tokens=(int(value), 0.0), text=None, file=None)
+            result = await self._step(f"in{int(value)}", value, spec)
+            if result.interrupted:
+                break
+            if kn.is_failing(_point(self.state.rows[-1]), self.plan.max_error_rate):
+                self.state.stop_reason = "errors"
+                break
+        rows = self.state.rows
+        fit = kn.fit_prefill([r["prompt_tokens_mean"] for r in rows], [r["ttft_ms"]["p50"] for r in rows])
+        self.state.extra["prefill"] = {**fit.to_dict(), "x": "prompt_tokens mean", "y": "ttft_ms p50"}
+
+    async def _goodput(self) -> None:
+        plan = self.plan
+
+        async def probe(rate: float) -> bool:
+            n = len(self.state.steps) + 1
+            result = await self._step(f"p{n:02d}-r{_num(rate)}", rate)
+            if result.interrupted:
+                raise _Interrupted
+            ok = self._meets(result.summary)
+            self.state.rows[-1]["passed"] = ok
+            return ok
+
+        try:
+            search = await kn.search_max_rate(probe, plan.start_rate, plan.tolerance, plan.max_probes)
+        except _Interrupted:
+            self.state.extra["goodput_search"] = {"best_rate": None, "reason": "interrupted"}
+            return
+        best = next((r for r in self.state.rows if r.get("passed") and r["value"] == search.best_rate), None)
+        self.state.stop_reason = search.reason
+        self.state.extra["goodput_search"] = {
+            "best_rate": search.best_rate, "lower": search.lower, "upper": search.upper, "reason": search.reason,
+            "probes": len(search.probes), "attainment": plan.attainment, "slo": self.template.slo,
+            "best_step": best["step"] if best else None,
+            "goodput_requests_per_s": best["goodput_requests_per_s"] if best else None,
+        }
+
+    def _meets(self, summary: dict[str, Any]) -> bool:
+        good = summary.get("goodput") or {}
+        rate = summary.get("error_rate")
+        frac = good.get("fraction")
+        return frac is not None and frac >= self.plan.attainment and rate is not None and rate <= self.plan.max_error_rate
+
+    # --- analysis and output
+
+    def _analyse(self) -> kn.Analysis:
+        pts = [_point(r) for r in self.state.rows]
+        return kn.analyse(pts, self.plan.gain_threshold, self.plan.max_error_rate, self.plan.patience)
+
+    def _mark_knee(self) -> None:
+        a = self._analyse()
+        for row, g, sat, bad in zip(self.state.rows, a.gains, a.saturated, a.failing):
+            row.update(gain=None if g is None else round(g, 4), saturated=sat, failing=bad, knee=False)
+        if a.knee_index is None:
+            return
+        row = self.state.rows[a.knee_index]
+        row["knee"] = True
+        self.state.knee = {
+            "index": a.knee_index, "step": row["step"], "value": row["value"], "reason": a.knee_reason,
+            "concurrency": row["concurrency"], "rate": row["rate"],
+            "throughput_tokens_per_s": row["throughput_tokens_per_s"], "e2e_p95_ms": row["e2e_ms"]["p95"],
+        }
+
+    def _write(self, finished: bool) -> dict[str, Any]:
+        first = self.state.steps[0][1].manifest if self.state.steps else {}
+        summary = {
+            "kind": "sweep",
+            "sweep": self.plan.kind,
+            "tool": "tokenrace",
+            "version": __version__,
+            "command": first.get("command"),
+            "endpoint": first.get("endpoint"),
+            "provider": first.get("provider"),
+            "model": first.get("model"),
+            "label": self.template.label,
+            "started_at": self.started,
+            "finished_at": datetime.now(timezone.utc).isoformat() if finished else None,
+            "plan": dataclasses.asdict(self.plan),
+            "rule": {"throughput": "steady output tokens/s (else over the window)", "latency": "e2e_ms p95"},
+            "stop_reason": self.state.stop_reason if finished else "running",
+            "knee": self.state.knee,
+            "steps": self.state.rows,
+            **self.state.extra,
+        }
+        write_json(self.parent / SWEEP_FILE, summary)
+        return summary
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _point(row: dict[str, Any]) -> kn.Point:
+    load = row["rate"] if row.get("rate") is not None else row["concurrency"]
+    return kn.Point(float(load), row["throughput_tokens_per_s"], row["e2e_ms"]["p95"], row["error_rate"])
+
+
+def _num(v: float) -> str:
+    """1 -> '1', 2.5 -> '2.5', 0.3333 -> '0.333'."""
+    return f"{v:.3f}".rstrip("0").rstrip(".")
+
+
+async def run_sweep(
+    template: BenchSettings, plan: SweepPlan, progress_for: ProgressFor | None = None, argv: list[str] | None = None
+) -> SweepResult:
+    return await Sweep(template, plan, progress_for, argv).run()
+
+
+def parse_values(text: str | None, flag: str) -> tuple[float, ...] | None:
+    """'1,2,4,8' -> (1.0, 2.0, 4.0, 8.0)."""
+    if text is None:
+        return None
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
+        raise UsageError(f"{flag}: expected positive numbers, got {text!r}")
+    return values

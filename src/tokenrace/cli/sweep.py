@@ -1,0 +1,210 @@
+"""`tokenrace sweep`: a series of runs (one run directory per step) and the knee."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tokenrace.bench.knee import DEFAULT_MAX_ERROR_RATE
+from tokenrace.bench.progress import LiveProgress
+from tokenrace.bench.runner import Load
+from tokenrace.bench.session import BenchSettings
+from tokenrace.bench.sweep import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, parse_values, run_sweep
+from tokenrace.cli.bench import run_async
+from tokenrace.cli.common import echo_json
+from tokenrace.cli.options import bench_options, settings_from_options
+from tokenrace.errors import UsageError
+from tokenrace.report.tables import fmt
+
+EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0)
+
+
+@click.command("sweep")
+@bench_options
+@click.option("--concurrencies", help="Concurrency steps [default: 1,2,4,...,256, stopping at saturation].")
+@click.option("--rates", help="Open-loop request rates, one step each, e.g. 1,2,4,8.")
+@click.option("--input-lengths", help="Prompt-length sweep: synthetic prompt sizes in tokens, e.g. 128,512,2048.")
+@click.option("--max-goodput", is_flag=True, help="Search for the highest request rate that meets --slo.")
+@click.option("--gain-threshold", type=float, default=0.10, show_default=True, help="Saturated below this throughput gain per step.")
+@click.option("--patience", type=int, default=1, show_default=True, help="Consecutive saturated steps before stopping.")
+@click.option("--no-stop", is_flag=True, help="Run every step, even after saturation or errors.")
+@click.option("--attainment", type=float, default=0.95, show_default=True, help="--max-goodput: share of requests within every SLO.")
+@click.option("--start-rate", type=float, default=1.0, show_default=True, help="--max-goodput: first rate probed (req/s).")
+@click.option("--tolerance", type=float, default=0.10, show_default=True, help="--max-goodput: stop when the bracket is this narrow.")
+@click.option("--max-probes", type=int, default=12, show_default=True, help="--max-goodput: most probes.")
+@click.pass_context
+def command(ctx: click.Context, **o: Any) -> None:
+    """Run a series of benchmarks, one run directory per step, and find where throughput stops growing.
+
+    Default: a concurrency sweep 1, 2, 4, 8, ... that stops once throughput grows by less than
+    --gain-threshold while p95 latency keeps rising (or on errors above --max-error-rate, default 5 %)
+    and marks the knee. Writes sweep.json beside the step directories. Without --url it sweeps the
+    embedded model at 1, 2, 4, 8.
+    """
+    settings = settings_from_options(o)
+    explicit = lambda k: ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE  # noqa: E731
+    plan = plan_from_options(o, settings, explicit("requests") or explicit("duration"))
+    if settings.endpoint is None:
+        result = _embedded(ctx, settings, plan, o, explicit)
+    else:
+        result = run_async(run_sweep(settings, plan, _progress_for(o), sys.argv))
+    _report(result, bool(o["as_json"]))
+
+
+def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count: bool) -> SweepPlan:
+    kinds = {
+        "concurrency": o["concurrencies"], "rate": o["rates"], "input_tokens": o["input_lengths"],
+        "goodput": o["max_goodput"] or None,
+    }
+    chosen = [k for k, v in kinds.items() if v]
+    if len(chosen) > 1:
+        raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths or --max-goodput")
+    kind = chosen[0] if chosen else "concurrency"
+    flag = {"concurrency": "--concurrencies", "rate": "--rates", "input_tokens": "--input-lengths"}.get(kind)
+    values = parse_values(kinds[kind], flag) if flag and kinds[kind] else None
+    return SweepPlan(
+        kind=kind,
+        values=values or (DEFAULT_CONCURRENCIES if kind == "concurrency" else ()),
+        gain_threshold=o["gain_threshold"],
+        patience=o["patience"],
+        max_error_rate=settings.max_error_rate if settings.max_error_rate is not None else DEFAULT_MAX_ERROR_RATE,
+        stop_early=not o["no_stop"],
+        requests_per_worker=None if explicit_count else 4,
+        attainment=o["attainment"],
+        start_rate=o["start_rate"],
+        tolerance=o["tolerance"],
+        max_probes=o["max_probes"],
+    )
+
+
+def _progress_for(o: dict[str, Any]) -> Any:
+    def make(name: str, load: Load) -> LiveProgress:
+        return LiveProgress(load.requests, enabled=not o["as_json"])
+
+    return make
+
+
+def _embedded(ctx: click.Context, settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Any) -> SweepResult:
+    from tokenrace.bench.profile import embedded_settings
+    from tokenrace.serve.embedded import EmbeddedOptions
+    from tokenrace.serve.launch import start_embedded
+
+    if plan.kind == "concurrency" and not explicit("concurrencies"):
+        plan.values = EMBEDDED_CONCURRENCIES
+    if not explicit("max_tokens"):
+        settings.request.max_tokens = 64  # small steps on a small CPU
+    if not (explicit("requests") or explicit("duration")):
+        settings.load.requests = 8
+    model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
+    settings.model = None
+    slots = int(min(max(plan.values or (4.0,)), 16))
+    click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)
+
+    async def go() -> SweepResult:
+        from pathlib import Path
+
+        engine = await start_embedded(EmbeddedOptions(model=Path(model) if model else None, parallel=slots))
+        try:
+            return await run_sweep(embedded_settings(engine, settings), plan, _progress_for(o), sys.argv)
+        finally:
+            engine.stop()
+
+    return run_async(go())
+
+
+def _report(result: SweepResult, as_json: bool) -> None:
+    if as_json:
+        echo_json(result.summary)
+    else:
+        print_sweep(result.summary)
+        click.echo(f"sweep directory: {result.directory}")
+    if result.interrupted:
+        click.echo("interrupted: the steps measured so far are saved", err=True)
+        sys.exit(130)
+    if result.summary["stop_reason"] == "errors" and not result.summary.get("knee") and len(result.steps) <= 1:
+        click.echo("the first step failed: see its errors with `tokenrace show`", err=True)
+        sys.exit(1)
+
+
+# --- terminal rendering (also used by `tokenrace show`) ---------------------------------------------
+
+
+def sweep_table(s: dict[str, Any]) -> Table:
+    kind = s["sweep"]
+    t = Table(title=f"{kind} sweep: {s.get('model')} @ {s.get('endpoint')}", title_justify="left", header_style="bold")
+    first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}[kind]
+    cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "")
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("step", "") else "right")
+    for row in s["steps"]:
+        req = row["requests"]
+        t.add_row(
+            row["step"], _load_cell(kind, row), f"{req['succeeded']}/{req['total']}",
+            fmt(row["ttft_ms"]["p50"]), fmt(row["ttft_ms"]["p95"]), fmt(row["tpot_ms"]["p50"], 2), fmt(row["tpot_ms"]["p95"], 2),
+            fmt(row["e2e_ms"]["p95"]), fmt(row["throughput_tokens_per_s"]), _gain(row.get("gain")),
+            fmt(None if row["error_rate"] is None else row["error_rate"] * 100), _mark(row),
+        )
+    return t
+
+
+def _load_cell(kind: str, row: dict[str, Any]) -> str:
+    if kind == "concurrency":
+        return str(row["concurrency"])
+    if kind == "input_tokens":
+        return fmt(row["prompt_tokens_mean"], 0)
+    return fmt(row["rate"], 2)
+
+
+def _gain(g: float | None) -> str:
+    return "—" if g is None else f"{g * 100:+.1f} %"
+
+
+def _mark(row: dict[str, Any]) -> str:
+    if row.get("knee"):
+        return "[bold green]◀ knee[/]"
+    if row.get("failing"):
+        return "[red]errors[/]"
+    if row.get("saturated"):
+        return "[yellow]saturated[/]"
+    if "passed" in row:
+        return "[green]meets SLO[/]" if row["passed"] else "[red]misses SLO[/]"
+    return ""
+
+
+def sweep_lines(s: dict[str, Any]) -> list[str]:
+    lines = []
+    knee = s.get("knee")
+    if knee:
+        what = f"concurrency {knee['concurrency']}" if s["sweep"] == "concurrency" else f"rate {fmt(knee['rate'], 2)} req/s"
+        lines.append(f"knee: {knee['step']} ({what}): {fmt(knee['throughput_tokens_per_s'])} output tok/s, "
+                     f"E2E p95 {fmt(knee['e2e_p95_ms'])} ms ({knee['reason']})")
+    elif s["sweep"] in ("concurrency", "rate") and s["steps"]:
+        lines.append("knee: not reached (throughput still grew at the last step)" if s["stop_reason"] == "completed"
+                     else f"knee: none ({s['stop_reason']} at the first step)")
+    lines.append(f"stopped: {s['stop_reason']}")
+    if s.get("prefill"):
+        p = s["prefill"]
+        lines.append(f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
+                     f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)")
+    g = s.get("goodput_search")
+    if g:
+        lines.append(f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
+                     f"≥{fmt((g.get('attainment') or 0) * 100, 0)} % of requests; bracket [{fmt(g.get('lower'), 3)}, "
+                     f"{fmt(g.get('upper'), 3)}], {g.get('probes')} probes ({g.get('reason')})")
+    return lines
+
+
+def wide_console() -> Console:
+    """A terminal's own width; 160 columns when printing to a file or pipe (rich would use 80)."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def print_sweep(s: dict[str, Any], console: Console | None = None) -> None:
+    console = console or wide_console()
+    console.print(sweep_table(s))
+    for line in sweep_lines(s):
+        console.print(line, highlight=False)

@@ -1,0 +1,126 @@
+"""Sweeps end to end against the fake server, whose latency grows with requests in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from tokenrace.bench.history import Filters, History
+from tokenrace.bench.profile import _run_steps
+from tokenrace.bench.runner import Load
+from tokenrace.bench.session import BenchSettings, PromptSpec
+from tokenrace.bench.sweep import SweepPlan, run_sweep
+from tokenrace.client.openai import RequestOptions
+from tokenrace.client.providers import ResolvedEndpoint
+
+RUN_FILES = ["manifest.json", "records.jsonl", "summary.json"]
+
+
+def tokenrace(*args: str, home: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", *args], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "TOKENRACE_HOME": str(home)}, stdin=subprocess.DEVNULL,
+    )
+
+
+def settings(url: str, out: Path, **load: Any) -> BenchSettings:
+    return BenchSettings(
+        endpoint=ResolvedEndpoint(url + "/v1", None, None, "fake"), request=RequestOptions(max_tokens=16),
+        load=Load(**{"requests": 24, **load}), output=out, label="t",
+    )
+
+
+def test_concurrency_sweep_finds_the_knee_and_stops(knee_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
+    out = tmp_path / "sweep"
+    p = tokenrace("sweep", "--url", knee_server.url, "--requests", "48", "--concurrencies", "1,2,4,8,16,32,64,128",
+                  "-o", str(out), "--label", "knee-test", home=tokenrace_home)
+    assert p.returncode == 0, p.stderr
+    s = json.loads((out / "sweep.json").read_text())
+    assert s["kind"] == "sweep" and s["sweep"] == "concurrency" and s["stop_reason"] == "saturated"
+    steps = [r["step"] for r in s["steps"]]
+    assert steps[:4] == ["c1", "c2", "c4", "c8"] and len(steps) < 8  # stopped before the last step
+    knee = s["knee"]
+    # Throughput grows by >= 10 % up to the knee and not after it (the fake saturates near 1000 tok/s).
+    assert knee is not None and knee["reason"] == "saturation" and 4 <= knee["concurrency"] <= 64
+    i = knee["index"]
+    assert s["steps"][i]["knee"] and all(r["gain"] >= 0.10 for r in s["steps"][1 : i + 1])
+    after = s["steps"][i + 1]
+    assert after["saturated"] and after["gain"] < 0.10 and after["e2e_ms"]["p95"] > s["steps"][i]["e2e_ms"]["p95"]
+    for name in steps:  # every step is a full run directory
+        assert sorted(x.name for x in (out / name).iterdir()) == RUN_FILES
+        assert json.loads((out / name / "summary.json").read_text())["requests"]["succeeded"] == 48
+    assert "◀ knee" in p.stdout and f"knee: {knee['step']}" in p.stdout
+    with History.open() as h:  # the sweep and each step are in the history
+        rows = h.list(Filters(label="knee-test", steps=True))
+    assert {r["kind"] for r in rows} == {"sweep", "run"} and len(rows) == len(steps) + 1
+
+
+def test_first_step_is_cold_and_the_rest_warm(quick_server: Any, tmp_path: Path) -> None:
+    r = asyncio.run(run_sweep(settings(quick_server.url, tmp_path / "s"), SweepPlan(values=(1, 2), stop_early=False)))
+    assert [n for n, _ in r.steps] == ["c1", "c2"]
+    assert r.steps[0][1].summary["cold"] is not None and r.steps[1][1].summary["cold"] is None
+    assert r.summary["stop_reason"] == "completed"
+
+
+def test_requests_scale_with_concurrency_unless_given(quick_server: Any, tmp_path: Path) -> None:
+    plan = SweepPlan(values=(1, 8), stop_early=False, requests_per_worker=4)
+    r = asyncio.run(run_sweep(settings(quick_server.url, tmp_path / "s", requests=10), plan))
+    assert [res.summary["requests"]["total"] for _, res in r.steps] == [10, 32]
+
+
+def test_rate_sweep_runs_open_loop(quick_server: Any, tmp_path: Path) -> None:
+    r = asyncio.run(run_sweep(settings(quick_server.url, tmp_path / "s", requests=20), SweepPlan(kind="rate", values=(20, 40))))
+    rows = r.summary["steps"]
+    assert [x["step"] for x in rows] == ["r20", "r40"] and [x["rate"] for x in rows] == [20.0, 40.0]
+    assert all(x["achieved_rate"] is not None for x in rows)
+
+
+def test_prompt_length_sweep_fits_ttft(quick_server: Any, tmp_path: Path) -> None:
+    plan = SweepPlan(kind="input_tokens", values=(64, 256))
+    r = asyncio.run(run_sweep(settings(quick_server.url, tmp_path / "s", requests=6), plan))
+    rows = r.summary["steps"]
+    assert [x["step"] for x in rows] == ["in64", "in256"]
+    assert rows[0]["prompt_tokens_mean"] < rows[1]["prompt_tokens_mean"]  # the fake counts the words
+    assert r.summary["prefill"]["points"] == 2 and "slope_ms_per_token" in r.summary["prefill"]
+    manifest = json.loads((tmp_path / "s" / "in256" / "manifest.json").read_text())
+    assert manifest["prompts"]["name"].startswith("synthetic(input_tokens=256")
+
+
+def test_max_goodput_records_every_probe(knee_server: Any, tmp_path: Path) -> None:
+    # e2e ~ 50 ms + 20 ms per other request in flight: 150 ms allows about 5 others, near 35-40 req/s.
+    s = settings(knee_server.url, tmp_path / "g", requests=40, cold=False)
+    s.slo = {"e2e_ms": 150.0}
+    plan = SweepPlan(kind="goodput", start_rate=8, tolerance=0.25, max_probes=8, attainment=0.9)
+    r = asyncio.run(run_sweep(s, plan))
+    g = r.summary["goodput_search"]
+    rows = r.summary["steps"]
+    assert len(rows) == g["probes"] and all("passed" in x for x in rows)
+    assert [x["rate"] for x in rows[:3]] == [8.0, 16.0, 32.0] or not rows[2]["passed"]
+    assert g["best_rate"] is not None and 8 <= g["best_rate"] <= 128
+    assert all((tmp_path / "g" / x["step"] / "records.jsonl").exists() for x in rows)
+    assert rows[0]["step"] == "p01-r8"
+
+
+def test_bad_sweep_flags_are_one_line(quick_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
+    p = tokenrace("sweep", "--url", quick_server.url, "--rates", "1,2", "--concurrencies", "1,2", home=tokenrace_home)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "choose one sweep" in p.stderr
+    p = tokenrace("sweep", "--url", quick_server.url, "--max-goodput", home=tokenrace_home)
+    assert p.returncode == 2 and "--slo" in p.stderr
+    p = tokenrace("sweep", "--url", quick_server.url, "--concurrencies", "1,x", home=tokenrace_home)
+    assert p.returncode == 2 and "--concurrencies" in p.stderr
+
+
+def test_profile_runs_its_steps_through_the_step_runner(quick_server: Any, tmp_path: Path) -> None:
+    engine = SimpleNamespace(base_url=quick_server.base_url, model="fake-model", record={"engine": "fake"})
+    template = BenchSettings(endpoint=None, load=Load(requests=4), output=tmp_path / "p")
+    steps = (("c1", Load(concurrency=1, requests=3, cold=True)), ("c2", Load(concurrency=2, requests=4, cold=False)))
+    result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]
+    prof = json.loads((tmp_path / "p" / "profile.json").read_text())
+    assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
+    assert result.steps[1][1].manifest["engine"] == {"engine": "fake"}
