@@ -1,0 +1,56 @@
+"""`tokenrace show RUN`: reprint a run's or a sweep's report from its saved files (never re-measures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from tokenrace.bench.rundata import RunData, load
+from tokenrace.cli.common import echo_json
+from tokenrace.cli.sweep import print_sweep, wide_console
+from tokenrace.report.tables import fmt, print_profile, print_summary
+
+
+@click.command("show")
+@click.argument("run")
+@click.option("--json", "as_json", is_flag=True, help="Print the saved summary (or sweep.json) as JSON.")
+def command(run: str, as_json: bool) -> None:
+    """Reprint the report of RUN: a run, sweep or profile directory, an id or name from `tokenrace runs`,
+    or a vLLM `bench serve` result JSON / AIPerf profile_export.jsonl."""
+    data = load(run)
+    if as_json:
+        echo_json(data.summary)
+        return
+    show(data, wide_console())
+
+
+def show(data: RunData, console: Console) -> None:
+    if data.kind == "sweep":
+        print_sweep(data.summary, console)
+    elif data.kind == "profile":
+        print_profile(data.summary, console)
+    else:
+        m = data.manifest
+        print_summary(data.summary, console, title=f"{m.get('model')} @ {m.get('endpoint')}")
+        for line in manifest_lines(m):
+            console.print(line, highlight=False)
+    console.print(f"from: {Path(data.path)}", highlight=False)
+
+
+def manifest_lines(m: dict[str, Any]) -> list[str]:
+    s = m.get("settings") or {}
+    load, req = s.get("load") or {}, s.get("request") or {}
+    shape = f"rate {fmt(load.get('rate'), 2)} req/s" if load.get("rate") is not None else f"concurrency {load.get('concurrency')}"
+    lines = [
+        f"measured by {m.get('tool')} {m.get('version') or ''} from {m.get('started_at') or '?'} to {m.get('finished_at') or '?'}",
+        f"load: {shape}; prompts: {(m.get('prompts') or {}).get('name')}; max_tokens {req.get('max_tokens')}; "
+        f"stream {req.get('stream')}",
+    ]
+    if m.get("command"):
+        lines.append("command: " + " ".join(str(a) for a in m["command"]))
+    if m.get("source_file"):
+        lines.append(f"imported from: {m['source_file']}")
+    return lines

@@ -1,0 +1,98 @@
+"""The SQLite run history, `tokenrace runs` and `tokenrace show`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sweep.helpers import bench
+from tokenrace.bench.history import SCHEMA_VERSION, Filters, History, history_path, run_id
+from tokenrace.errors import UsageError
+
+
+def tokenrace(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tokenrace", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TOKENRACE_HOME": str(home)}, stdin=subprocess.DEVNULL)
+
+
+def test_location_is_tokenrace_home_and_schema_is_recorded(tokenrace_home: Path) -> None:
+    assert history_path() == tokenrace_home / "history.sqlite"
+    History.open().close()
+    conn = sqlite3.connect(history_path())
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+def test_a_newer_schema_is_refused_in_one_line(tokenrace_home: Path) -> None:
+    tokenrace_home.mkdir(parents=True)
+    conn = sqlite3.connect(history_path())
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(UsageError, match="newer tokenrace"):
+        History.open()
+
+
+def test_index_list_filter_resolve(quick_server: Any, tmp_path: Path) -> None:
+    a = bench(quick_server.base_url, tmp_path / "runs" / "a", label="alpha", concurrency=2)
+    b = bench(quick_server.base_url, tmp_path / "runs" / "nested" / "b", label="beta")
+    with History.open() as h:
+        ids = h.import_tree(tmp_path / "runs")
+        assert sorted(ids) == sorted([run_id(a.directory), run_id(b.directory)])
+        rows = h.list()
+        assert [r["label"] for r in rows] == ["beta", "alpha"]  # newest first
+        ra = next(r for r in rows if r["label"] == "alpha")
+        assert ra["model"] == "fake-model" and ra["concurrency"] == 2 and ra["requests"] == 8
+        assert ra["ttft_p50_ms"] == a.summary["metrics"]["ttft_ms"]["p50"]
+        assert [r["label"] for r in h.list(Filters(label="alp"))] == ["alpha"]
+        assert len(h.list(Filters(model="fake", endpoint="127.0.0.1"))) == 2
+        assert h.list(Filters(model="llama")) == []
+        today = ra["started_at"][:10]
+        assert len(h.list(Filters(since=today, until=today))) == 2
+        assert h.list(Filters(until="2000-01-01")) == []
+        assert h.resolve(ra["id"][:6]) == a.directory.resolve()
+        assert h.resolve("b") == b.directory.resolve()
+        with pytest.raises(UsageError, match="no run directory"):
+            h.resolve("nothing-like-this")
+        with pytest.raises(UsageError, match="--since"):
+            h.list(Filters(since="yesterday"))
+
+
+def test_reindex_forgets_deleted_directories(quick_server: Any, tmp_path: Path) -> None:
+    a = bench(quick_server.base_url, tmp_path / "a")
+    b = bench(quick_server.base_url, tmp_path / "b")
+    with History.open() as h:
+        h.index(a.directory)
+        h.index(b.directory)
+        shutil.rmtree(b.directory)
+        assert h.reindex() == (1, 1)
+        assert [r["path"] for r in h.list()] == [str(a.directory.resolve())]
+
+
+def test_not_a_run_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with History.open() as h, pytest.raises(UsageError, match="not a run, sweep or profile directory"):
+        h.index(tmp_path)
+
+
+def test_runs_and_show_commands(quick_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
+    run = bench(quick_server.base_url, tmp_path / "r1", label="shown")
+    p = tokenrace("runs", "--import", str(tmp_path / "r1"), home=tokenrace_home)
+    assert p.returncode == 0, p.stderr
+    assert "shown" in p.stdout and "fake-model" in p.stdout and "indexed 1 entries" in p.stderr
+    p = tokenrace("runs", "--json", "--label", "shown", home=tokenrace_home)
+    rows = json.loads(p.stdout)
+    assert len(rows) == 1 and rows[0]["path"] == str(run.directory.resolve())
+    p = tokenrace("show", rows[0]["id"], home=tokenrace_home)
+    assert p.returncode == 0, p.stderr
+    assert "TTFT" in p.stdout and "requests: 8/8 ok" in p.stdout and "concurrency 1" in p.stdout
+    p = tokenrace("show", str(run.directory), "--json", home=tokenrace_home)
+    assert json.loads(p.stdout) == run.summary
+    p = tokenrace("show", "no-such-run", home=tokenrace_home)
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and p.stderr.count("\n") == 1
