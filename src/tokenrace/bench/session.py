@@ -18,6 +18,7 @@ from tokenrace.bench.metrics import summarize
 from tokenrace.bench.preflight import check_first, choose_model, list_models
 from tokenrace.bench.prompts import PromptSet
 from tokenrace.bench.runner import Load, Runner
+from tokenrace.bench.server_clock import ENGINE_HISTOGRAMS, from_metrics_delta
 from tokenrace.bench.store import RunStore, default_run_dir
 from tokenrace.bench.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -95,6 +96,16 @@ async def build_prompts(spec: PromptSpec, tok: Tokenizer | None, seed: int | Non
     return PromptSet(ps, base.name)
 
 
+async def _scrape_metrics(client: OpenAIClient, base_url: str) -> str | None:
+    """The server's Prometheus text, or None (a missing /metrics never stops a run)."""
+    assert client.session is not None
+    try:
+        async with client.session.get(f"{server_root(base_url)}/metrics", headers=client.headers()) as r:
+            return await r.text() if r.status == 200 else None
+    except Exception:  # noqa: BLE001 - context only
+        return None
+
+
 async def _environment(client: OpenAIClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """What makes two results comparable: this machine, and what the server says it is."""
     try:
@@ -140,6 +151,8 @@ class BenchSession:
             manifest["environment"], manifest["server"] = await _environment(client)
             self.store.write_manifest(manifest)
             runner = Runner(self._send_checked(client, info.models), prompts, s.load, self._finish)
+            engine_name = (manifest.get("server") or {}).get("engine")
+            metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine_name in ENGINE_HISTOGRAMS else None
             interrupted = False
             try:
                 await runner.run()
@@ -150,6 +163,12 @@ class BenchSession:
                     if rec.seq not in self._written:
                         self.store.append(rec)
                 summary = self._summary(runner, interrupted)
+                if metrics_before is not None and "server_vs_client" not in summary:
+                    after = await _scrape_metrics(client, self.endpoint.base_url)
+                    m = summary["metrics"]
+                    svc = from_metrics_delta(engine_name, metrics_before, after or "", m["ttft_ms"]["mean"], m["tpot_ms"]["mean"])
+                    if svc is not None:
+                        summary["server_vs_client"] = svc
                 manifest["finished_at"] = datetime.now(timezone.utc).isoformat()
                 manifest["interrupted"] = interrupted
                 self.store.write_manifest(manifest)
