@@ -1,0 +1,158 @@
+"""Bootstrap confidence intervals for comparing two runs, from their per-request values.
+
+One method for every metric: resample each run's requests with replacement (seeded), compute the
+statistic on both resamples, and take the 2.5th and 97.5th percentiles of the resampled ratio B/A
+(a percentile bootstrap). For pooled values that come several to a request (ITL gaps), whole
+requests are resampled with all their values, because gaps within one request are not independent.
+The statistics themselves are the same numpy linear-interpolation percentiles as `stats.describe`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+SEED = 0
+_BATCH = 250  # resamples computed at once; bounds memory for large runs
+_GROUPED_WORK = 200_000_000  # pooled values handled per grouped bootstrap, at most
+MIN_RESAMPLES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class RatioCI:
+    """B/A of a statistic, with its bootstrap confidence interval."""
+
+    a: float | None
+    b: float | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+
+    @property
+    def significant(self) -> bool | None:
+        """True when the interval excludes 1; None when there is no interval."""
+        if self.low is None or self.high is None:
+            return None
+        return self.low > 1.0 or self.high < 1.0
+
+    def to_dict(self) -> dict[str, float | bool | None]:
+        r = lambda v: None if v is None else round(v, 4)  # noqa: E731
+        return {"a": r(self.a), "b": r(self.b), "ratio": r(self.ratio), "ci_low": r(self.low), "ci_high": r(self.high),
+                "significant": self.significant}
+
+
+def statistic(values: np.ndarray, stat: str) -> float:
+    """'p50', 'p95', ... or 'mean'."""
+    if stat == "mean":
+        return float(values.mean())
+    return float(np.percentile(values, float(stat.removeprefix("p"))))
+
+
+def _stat_rows(samples: np.ndarray, stat: str) -> np.ndarray:
+    if stat == "mean":
+        return samples.mean(axis=1)
+    return np.percentile(samples, float(stat.removeprefix("p")), axis=1)
+
+
+def _resampled(values: np.ndarray, stat: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    out = []
+    for start in range(0, n, _BATCH):
+        k = min(_BATCH, n - start)
+        idx = rng.integers(0, values.size, size=(k, values.size))
+        out.append(_stat_rows(values[idx], stat))
+    return np.concatenate(out)
+
+
+def _grouped_resampled(groups: Sequence[np.ndarray], stat: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Resample whole groups (requests) and pool their values."""
+    flat = np.concatenate(groups)
+    # Each resample pools every value again; very long runs get fewer resamples (never under 200).
+    n = max(MIN_RESAMPLES, min(n, _GROUPED_WORK // max(flat.size, 1)))
+    lengths = np.array([g.size for g in groups])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    out = np.empty(n)
+    for i in range(n):  # one resample at a time: each pools a different number of values
+        pick = rng.integers(0, len(groups), size=len(groups))
+        ln, st = lengths[pick], starts[pick]
+        total = int(ln.sum())
+        if total == 0:
+            out[i] = np.nan
+            continue
+        # index of each pooled value: its group's start + its position within the group
+        offsets = np.repeat(st - np.concatenate([[0], np.cumsum(ln)[:-1]]), ln)
+        out[i] = statistic(flat[offsets + np.arange(total)], stat)
+    return out
+
+
+def ratio_ci(
+    a: Sequence[float] | Sequence[np.ndarray],
+    b: Sequence[float] | Sequence[np.ndarray],
+    stat: str = "p50",
+    grouped: bool = False,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> RatioCI:
+    """CI of stat(B)/stat(A). With grouped=True, `a` and `b` are lists of per-request arrays."""
+    xa, xb = _as_groups(a, grouped), _as_groups(b, grouped)
+    sa, sb = _point(xa, stat), _point(xb, stat)
+    ratio = sb / sa if sa is not None and sb is not None and sa > 0 else None
+    if ratio is None or xa is None or xb is None or len(xa) < 2 or len(xb) < 2:
+        return RatioCI(sa, sb, ratio, None, None)  # a statistic needs one value; an interval two
+    rng = np.random.default_rng(seed)
+    ra = _draw(xa, stat, rng, resamples, grouped)
+    rb = _draw(xb, stat, rng, resamples, grouped)
+    k = min(ra.size, rb.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = rb[:k] / ra[:k]
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size < k // 2:  # mostly undefined (a statistic of 0 in A's resamples)
+        return RatioCI(sa, sb, ratio, None, None)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return RatioCI(sa, sb, ratio, float(low), float(high))
+
+
+def _as_groups(x: Sequence[float] | Sequence[np.ndarray], grouped: bool) -> np.ndarray | list[np.ndarray] | None:
+    if grouped:
+        groups = [np.asarray(g, dtype=float) for g in x]
+        groups = [g for g in groups if g.size]
+        return groups or None
+    arr = np.asarray(x, dtype=float)
+    return arr if arr.size else None
+
+
+def _point(x: np.ndarray | list[np.ndarray] | None, stat: str) -> float | None:
+    if x is None:
+        return None
+    flat = np.concatenate(x) if isinstance(x, list) else x
+    return statistic(flat, stat)
+
+
+def _draw(x: np.ndarray | list[np.ndarray], stat: str, rng: np.random.Generator, n: int, grouped: bool) -> np.ndarray:
+    if grouped:
+        assert isinstance(x, list)
+        return _grouped_resampled(x, stat, rng, n)
+    assert isinstance(x, np.ndarray)
+    return _resampled(x, stat, rng, n)
+
+
+def difference_ci(
+    a: Sequence[float], b: Sequence[float], resamples: int = RESAMPLES, seed: int = SEED, confidence: float = CONFIDENCE
+) -> tuple[float | None, float | None, float | None]:
+    """mean(B) - mean(A) with its bootstrap CI; for rates such as the error rate (0/1 per request),
+    where a ratio is undefined whenever A is 0."""
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.size == 0 or xb.size == 0:
+        return None, None, None
+    diff = float(xb.mean() - xa.mean())
+    rng = np.random.default_rng(seed)
+    da = _resampled(xa, "mean", rng, resamples)
+    db = _resampled(xb, "mean", rng, resamples)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(db - da, [tail, 100 - tail])
+    return diff, float(low), float(high)

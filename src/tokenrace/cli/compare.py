@@ -1,0 +1,68 @@
+"""`tokenrace compare A B [...]`: side by side, with bootstrap CIs and loud warnings."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from tokenrace.bench.rundata import load
+from tokenrace.cli.common import echo_json
+from tokenrace.cli.sweep import wide_console
+from tokenrace.report.compare import HEADER, Report, compare, table_rows, title, to_csv, to_markdown
+from tokenrace.report.tables import fmt
+
+
+@click.command("compare")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown tables.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per metric.")
+@click.option("--strict", is_flag=True, help="Exit 1 when the conditions differ.")
+def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: bool, strict: bool) -> None:
+    """Compare RUN_A with RUN_B (and more): key metrics, B/A with 95 % bootstrap CIs, and a verdict.
+
+    Each RUN is a run or sweep directory, an id or name from `tokenrace runs`, or a vLLM `bench serve`
+    result JSON (--save-result --save-detailed) or an AIPerf profile_export.jsonl. The first is the
+    baseline A. Sweeps are compared step by step (same concurrency, rate or prompt size).
+    """
+    report = compare([load(r) for r in runs])
+    if as_json or as_markdown or as_csv:
+        for w in report.warnings:
+            click.echo(f"WARNING: {w}", err=True)
+        click.echo(echo_text(report, as_json, as_markdown), nl=False)
+    else:
+        print_report(report, wide_console())
+    if strict and report.warnings:
+        sys.exit(1)
+
+
+def echo_text(report: Report, as_json: bool, as_markdown: bool) -> str:
+    if as_json:
+        import json
+
+        return json.dumps(report.to_dict(), indent=2) + "\n"
+    return to_markdown(report) + "\n" if as_markdown else to_csv(report)
+
+
+def print_report(report: Report, console: Console) -> None:
+    if report.warnings:
+        body = "\n".join(f"• {w}" for w in report.warnings)
+        console.print(Panel(body, title="[bold]conditions differ: not a like-for-like comparison[/]", border_style="bold red"))
+    for c in report.comparisons:
+        t = Table(title=title(c), title_justify="left", header_style="bold")
+        for h in HEADER:
+            t.add_column(h, justify="left" if h in ("metric", "unit", "verdict") else "right")
+        for row, r in zip(table_rows(c), c.rows):
+            style = "green" if r.verdict == "B better" else "red" if r.verdict in ("B worse", "B fails more") else None
+            t.add_row(*row, style=style)
+        console.print(t)
+    if report.knees:
+        for name, knee in report.knees.items():
+            k = "not reached" if not knee else f"{knee['step']} ({fmt(knee.get('throughput_tokens_per_s'))} tok/s)"
+            console.print(f"knee of {name}: {k}", highlight=False)
+    console.print("B/A: ratio of B's statistic to A's; CI: 95 % percentile bootstrap over requests; "
+                  "significant when the CI excludes 1 (error rate: 0 pp).", style="dim", highlight=False)

@@ -1,0 +1,322 @@
+"""Compare runs: key metrics side by side, B/A ratios with bootstrap CIs, and loud warnings when the
+conditions differ. Sweeps are compared step by step. Rendered as a terminal table, Markdown, CSV or JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tokenrace.bench import bootstrap as bs
+from tokenrace.bench.rundata import RunData
+from tokenrace.errors import UsageError
+
+# (key, label, unit); latencies: lower is better. Values come from each request's record.
+LATENCIES = (("ttft_ms", "TTFT", "ms"), ("tpot_ms", "TPOT", "ms"), ("itl_chunk_ms", "ITL", "ms"), ("e2e_ms", "E2E", "ms"))
+STATS = ("p50", "p95")
+OUTPUT_GAP = 0.10  # warn when measured mean prompt/output lengths differ by more than this
+
+
+@dataclass(slots=True)
+class Row:
+    metric: str
+    label: str
+    unit: str
+    a: float | None
+    b: float | None
+    change: float | None  # B/A for ratios; B - A for differences
+    ci_low: float | None
+    ci_high: float | None
+    significant: bool | None  # None: no interval (e.g. one value per run)
+    verdict: str
+    kind: str = "ratio"  # ratio | difference | value
+
+
+@dataclass(slots=True)
+class Comparison:
+    a: str
+    b: str
+    a_path: str
+    b_path: str
+    rows: list[Row]
+    warnings: list[str]
+    step: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rows": [asdict(r) for r in self.rows]}
+
+
+@dataclass(slots=True)
+class Report:
+    comparisons: list[Comparison]
+    warnings: list[str] = field(default_factory=list)  # run-level (conditions, knees)
+    knees: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": {"ci": "percentile bootstrap of the ratio B/A over requests", "resamples": bs.RESAMPLES,
+                       "confidence": bs.CONFIDENCE, "seed": bs.SEED},
+            "warnings": self.warnings,
+            "knees": self.knees,
+            "comparisons": [c.to_dict() for c in self.comparisons],
+        }
+
+
+# --- per-request values ------------------------------------------------------------------------
+
+
+def values(run: RunData, metric: str) -> list[float]:
+    return [r[metric] for r in run.measured_ok() if r.get(metric) is not None]
+
+
+def gaps(run: RunData) -> list[np.ndarray]:
+    """Chunk gaps of each succeeded request (ITL), kept per request for the grouped bootstrap."""
+    return [np.diff(np.asarray(r.get("chunk_offsets_ms") or [], dtype=float)) for r in run.measured_ok()]
+
+
+def failures(run: RunData) -> list[float]:
+    return [0.0 if r.get("error_kind") is None else 1.0 for r in run.measured()]
+
+
+# --- rows --------------------------------------------------------------------------------------
+
+
+def latency_row(a: RunData, b: RunData, key: str, label: str, unit: str, stat: str) -> Row:
+    if key == "itl_chunk_ms":
+        ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True)
+    else:
+        ci = bs.ratio_ci(values(a, key), values(b, key), stat)
+    return Row(f"{key}.{stat}", f"{label} {stat}", unit, ci.a, ci.b, ci.ratio, ci.low, ci.high, ci.significant,
+               _verdict(ci.ratio, ci.significant, lower_is_better=True))
+
+
+def throughput_row(a: RunData, b: RunData) -> Row:
+    ta = a.summary["throughput"].get("output_tokens_per_s")
+    tb = b.summary["throughput"].get("output_tokens_per_s")
+    ratio = tb / ta if ta and tb is not None else None
+    # One figure per run: there are no per-request values to resample, so no interval.
+    return Row("throughput.output_tokens_per_s", "throughput", "tok/s", ta, tb, ratio, None, None, None,
+               _verdict(ratio, None, lower_is_better=False))
+
+
+def error_row(a: RunData, b: RunData) -> Row:
+    diff, low, high = bs.difference_ci(failures(a), failures(b))
+    sig = None if low is None or high is None else bool(low > 0 or high < 0)
+    if diff is not None and diff == 0 and low == 0 and high == 0:
+        sig = False
+    verdict = "—" if diff is None else "within noise" if not sig else ("B fails more" if diff > 0 else "B fails less")
+    return Row("error_rate", "error rate", "fraction", a.summary.get("error_rate"), b.summary.get("error_rate"),
+               diff, low, high, sig, verdict, kind="difference")
+
+
+def efficiency_row(a: RunData, b: RunData) -> Row | None:
+    ea, eb = _efficiency(a), _efficiency(b)
+    if ea is None and eb is None:
+        return None
+    ratio = eb / ea if ea and eb is not None else None
+    return Row("efficiency.decode_pct_of_bound", "decode efficiency", "% of bound", ea, eb, ratio, None, None, None,
+               _verdict(ratio, None, lower_is_better=False))
+
+
+def _efficiency(run: RunData) -> float | None:
+    e = run.summary.get("efficiency")
+    return e.get("decode_pct_of_bound") if isinstance(e, dict) else None
+
+
+def _verdict(ratio: float | None, significant: bool | None, lower_is_better: bool) -> str:
+    if ratio is None:
+        return "—"
+    better = ratio < 1 if lower_is_better else ratio > 1
+    word = "better" if better else "worse"
+    if significant is None:
+        return f"B {word} (no CI)" if ratio != 1 else "same"
+    return f"B {word}" if significant else "within noise"
+
+
+ExtraRows = Callable[[RunData, RunData], list[Row]]
+
+
+def compare_runs(a: RunData, b: RunData, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
+    rows = [latency_row(a, b, key, label, unit, stat) for key, label, unit in LATENCIES for stat in STATS]
+    rows += [throughput_row(a, b), error_row(a, b)]
+    eff = efficiency_row(a, b)
+    if eff is not None:
+        rows.append(eff)
+    if extra is not None:
+        rows += extra(a, b)
+    return Comparison(a.name, b.name, str(a.path), str(b.path), rows, condition_warnings(a, b), step)
+
+
+# --- conditions --------------------------------------------------------------------------------
+
+
+def _setting(run: RunData, *path: str) -> Any:
+    node: Any = run.manifest.get("settings") or {}
+    for p in path:
+        node = node.get(p) if isinstance(node, dict) else None
+    return node
+
+
+CONDITIONS: tuple[tuple[str, Callable[[RunData], Any]], ...] = (
+    ("model", lambda r: r.manifest.get("model")),
+    ("prompt set", lambda r: (r.manifest.get("prompts") or {}).get("name")),
+    ("input tokens setting", lambda r: _setting(r, "prompts", "input_tokens")),
+    ("output tokens setting", lambda r: _setting(r, "prompts", "output_tokens")),
+    ("max_tokens", lambda r: _setting(r, "request", "max_tokens")),
+    ("concurrency", lambda r: None if _setting(r, "load", "rate") is not None else _setting(r, "load", "concurrency")),
+    ("request rate", lambda r: _setting(r, "load", "rate")),
+    ("streaming", lambda r: _setting(r, "request", "stream")),
+    ("API", lambda r: _setting(r, "request", "api")),
+    ("ignore_eos", lambda r: bool((_setting(r, "request", "extra_body") or {}).get("ignore_eos"))),
+    ("tool version", lambda r: f"{r.manifest.get('tool')} {r.manifest.get('version')}"),
+)
+
+
+def condition_warnings(a: RunData, b: RunData) -> list[str]:
+    out = []
+    for name, get in CONDITIONS:
+        va, vb = _listify(get(a)), _listify(get(b))
+        if va != vb:
+            out.append(f"{name} differs: {_show(va)} (A) vs {_show(vb)} (B)")
+    for key, name in (("prompt_tokens", "measured prompt length"), ("output_tokens", "measured output length")):
+        ma, mb = (r.summary["metrics"].get(key, {}).get("mean") for r in (a, b))
+        if ma and mb and abs(mb / ma - 1) > OUTPUT_GAP:
+            out.append(f"{name} differs: mean {ma:.1f} (A) vs {mb:.1f} (B) tokens")
+    return out
+
+
+def _listify(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _show(v: Any) -> str:
+    return "unknown" if v is None else str(v)
+
+
+# --- whole inputs --------------------------------------------------------------------------------
+
+
+def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
+    """The first input is the baseline (A); every other is compared against it."""
+    if len(runs) < 2:
+        raise UsageError("compare needs at least two runs")
+    base = runs[0]
+    kinds = {r.kind for r in runs}
+    if kinds == {"run"}:
+        comps = [compare_runs(base, other, extra=extra) for other in runs[1:]]
+        return Report(comps, _lift(comps))
+    if kinds <= {"sweep", "profile"}:
+        report = Report([])
+        for other in runs[1:]:
+            report.comparisons += compare_sweeps(base, other, report.warnings, extra)
+        report.warnings[:0] = _lift(report.comparisons)
+        report.knees = {r.name: r.summary.get("knee") for r in runs}
+        return report
+    raise UsageError("compare runs with runs, or sweeps with sweeps (compare one step of a sweep by its directory)")
+
+
+def _step_key(run: RunData, row: dict[str, Any]) -> float | None:
+    kind = run.summary.get("sweep", "concurrency")
+    if kind == "input_tokens":
+        return row.get("value")
+    return row.get("rate") if row.get("rate") is not None else row.get("concurrency")
+
+
+def compare_sweeps(a: RunData, b: RunData, warnings: list[str], extra: ExtraRows | None) -> list[Comparison]:
+    if a.summary.get("sweep") != b.summary.get("sweep"):
+        warnings.append(f"sweep kinds differ: {a.summary.get('sweep')} (A) vs {b.summary.get('sweep')} (B)")
+    runs_a, runs_b = dict(a.steps), dict(b.steps)
+    by_key_b = {_step_key(b, row): row["step"] for row in b.summary["steps"] if row["step"] in runs_b}
+    out = []
+    for row in a.summary["steps"]:
+        match = by_key_b.get(_step_key(a, row))
+        if row["step"] in runs_a and match is not None:
+            out.append(compare_runs(runs_a[row["step"]], runs_b[match], step=f"{row['step']} vs {match}", extra=extra))
+    if not out:
+        raise UsageError("the sweeps share no step (same concurrency, rate or prompt size)")
+    if len(out) < max(len(runs_a), len(runs_b)):
+        warnings.append(f"only {len(out)} steps match between {a.name} and {b.name}; the rest are left out")
+    return out
+
+
+def _lift(comps: list[Comparison]) -> list[str]:
+    """Condition warnings, each said once."""
+    seen: list[str] = []
+    for c in comps:
+        for w in c.warnings:
+            if w not in seen:
+                seen.append(w)
+    return seen
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def fmt_value(v: float | None, unit: str) -> str:
+    if v is None:
+        return "—"
+    if unit == "fraction":
+        return f"{v * 100:.2f} %"
+    return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.1f}"
+
+
+def fmt_change(r: Row) -> str:
+    if r.change is None:
+        return "—"
+    if r.kind == "difference":
+        return f"{r.change * 100:+.2f} pp"
+    return f"×{r.change:.3f}"
+
+
+def fmt_ci(r: Row) -> str:
+    if r.ci_low is None or r.ci_high is None:
+        return "—"
+    if r.kind == "difference":
+        return f"[{r.ci_low * 100:+.2f}, {r.ci_high * 100:+.2f}] pp"
+    return f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"
+
+
+HEADER = ("metric", "unit", "A", "B", "B/A", "95% CI", "verdict")
+
+
+def table_rows(c: Comparison) -> list[tuple[str, ...]]:
+    return [(r.label, "%" if r.unit == "fraction" else r.unit, fmt_value(r.a, r.unit), fmt_value(r.b, r.unit),
+             fmt_change(r), fmt_ci(r), r.verdict) for r in c.rows]
+
+
+def title(c: Comparison) -> str:
+    return (f"step {c.step}: " if c.step else "") + f"A = {c.a}, B = {c.b}"
+
+
+def to_markdown(report: Report) -> str:
+    out = []
+    for w in report.warnings:
+        out.append(f"> **Warning:** {w}")
+    if report.warnings:
+        out.append("")
+    for c in report.comparisons:
+        out += [f"### {title(c)}", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        out += ["| " + " | ".join(row) + " |" for row in table_rows(c)]
+        out.append("")
+    return "\n".join(out)
+
+
+def to_csv(report: Report) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["step", "a", "b", "metric", "unit", "a_value", "b_value", "change", "change_kind", "ci_low", "ci_high",
+                "significant", "verdict"])
+    for c in report.comparisons:
+        for r in c.rows:
+            w.writerow([c.step or "", c.a, c.b, r.metric, r.unit, _csv(r.a), _csv(r.b), _csv(r.change), r.kind,
+                        _csv(r.ci_low), _csv(r.ci_high), "" if r.significant is None else r.significant, r.verdict])
+    return buf.getvalue()
+
+
+def _csv(v: float | None) -> str:
+    return "" if v is None else repr(round(v, 6))

@@ -1,0 +1,116 @@
+"""`tokenrace compare`: real runs against fake servers with a known difference."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sweep.helpers import bench
+from tokenrace.bench.rundata import load
+from tokenrace.bench.sweep import SweepPlan, run_sweep
+from tokenrace.bench.runner import Load
+from tokenrace.bench.session import BenchSettings
+from tokenrace.client.openai import RequestOptions
+from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.errors import UsageError
+from tokenrace.report.compare import compare
+from tokenrace.testing.fake_server import FakeServerThread
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[FakeServerThread, FakeServerThread]]:
+    fast = {"ttft_ms": 15, "itl_ms": 2, "output_tokens": 12, "jitter_ms": 1}
+    with FakeServerThread(fast) as a, FakeServerThread({**fast, "ttft_ms": 30}) as b:
+        yield a, b
+
+
+@pytest.fixture(scope="module")
+def runs(servers: tuple[FakeServerThread, FakeServerThread], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("runs")
+    a, b = servers
+    return {
+        "a": bench(a.base_url, d / "a", label="fast", requests=30, concurrency=2).directory,
+        "b": bench(b.base_url, d / "b", label="slow-ttft", requests=30, concurrency=2).directory,
+        "odd": bench(b.base_url, d / "odd", label="odd", requests=30, concurrency=4, max_tokens=8).directory,
+    }
+
+
+def tokenrace(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tokenrace", *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ), stdin=subprocess.DEVNULL)
+
+
+def rows(report: Any) -> dict[str, Any]:
+    return {r.metric: r for r in report.comparisons[0].rows}
+
+
+def test_a_doubled_ttft_is_significant_and_decode_is_not(runs: dict[str, Path]) -> None:
+    r = compare([load(runs["a"]), load(runs["b"])])
+    by = rows(r)
+    ttft = by["ttft_ms.p50"]
+    assert ttft.significant and ttft.verdict == "B worse" and 1.7 < ttft.change < 2.3
+    assert ttft.ci_low > 1.5 and ttft.ci_high < 2.5
+    # Decoding is programmed the same on both servers: TPOT within ~15 % whatever the verdict says.
+    assert 0.85 < by["tpot_ms.p50"].change < 1.15
+    assert by["error_rate"].kind == "difference" and by["error_rate"].significant is False
+    assert by["throughput.output_tokens_per_s"].ci_low is None  # one value per run: no interval
+    assert r.warnings == []  # same model, prompts, lengths, load, streaming and version
+
+
+def test_a_run_against_itself_is_within_noise(runs: dict[str, Path]) -> None:
+    r = compare([load(runs["a"]), load(runs["a"])])
+    assert all(row.significant in (False, None) for row in r.comparisons[0].rows)
+    assert {row.verdict for row in r.comparisons[0].rows} <= {"within noise", "same"}
+
+
+def test_conditions_that_differ_are_warned_about(runs: dict[str, Path]) -> None:
+    r = compare([load(runs["a"]), load(runs["odd"])])
+    text = " | ".join(r.warnings)
+    assert "max_tokens differs: 16 (A) vs 8 (B)" in text and "concurrency differs: 2 (A) vs 4 (B)" in text
+    assert "measured output length differs: mean 12.0 (A) vs 8.0 (B) tokens" in text  # max_tokens cut B short
+
+
+def test_cli_outputs(runs: dict[str, Path]) -> None:
+    p = tokenrace("compare", str(runs["a"]), str(runs["odd"]))
+    assert p.returncode == 0, p.stderr
+    assert "conditions differ" in p.stdout and "max_tokens differs" in p.stdout and "TTFT p50" in p.stdout
+    p = tokenrace("compare", str(runs["a"]), str(runs["b"]), "--json")
+    doc = json.loads(p.stdout)
+    assert doc["method"]["resamples"] == 2000 and doc["comparisons"][0]["rows"][0]["metric"] == "ttft_ms.p50"
+    p = tokenrace("compare", str(runs["a"]), str(runs["odd"]), "--csv", "--strict")
+    assert p.returncode == 1 and "WARNING: max_tokens differs" in p.stderr
+    table = list(csv.DictReader(io.StringIO(p.stdout)))
+    assert {t["metric"] for t in table} >= {"ttft_ms.p50", "e2e_ms.p95", "error_rate"}
+    p = tokenrace("compare", str(runs["a"]), str(runs["b"]), "--markdown")
+    assert "| TTFT p50 | ms |" in p.stdout and "B worse" in p.stdout
+
+
+def test_three_runs_compare_against_the_first(runs: dict[str, Path]) -> None:
+    r = compare([load(runs["a"]), load(runs["b"]), load(runs["odd"])])
+    assert [(c.a, c.b) for c in r.comparisons] == [("fast", "slow-ttft"), ("fast", "odd")]
+
+
+def test_sweeps_are_compared_step_by_step(servers: tuple[FakeServerThread, FakeServerThread], tmp_path: Path) -> None:
+    def sweep(srv: FakeServerThread, out: Path, values: tuple[float, ...]) -> Path:
+        s = BenchSettings(endpoint=ResolvedEndpoint(srv.base_url, None, None, "fake"), request=RequestOptions(max_tokens=16),
+                          load=Load(requests=12), output=out)
+        return asyncio.run(run_sweep(s, SweepPlan(values=values, stop_early=False))).directory
+
+    a = sweep(servers[0], tmp_path / "sa", (1, 2, 4))
+    b = sweep(servers[1], tmp_path / "sb", (1, 2))
+    r = compare([load(a), load(b)])
+    assert [c.step for c in r.comparisons] == ["c1 vs c1", "c2 vs c2"]
+    assert any("only 2 steps match" in w for w in r.warnings)
+    assert set(r.knees) == {"sa", "sb"}
+    with pytest.raises(UsageError, match="runs with runs"):
+        compare([load(a), load(a / "c1")])
