@@ -25,6 +25,7 @@ from typing import Any
 
 from tokenrace import __version__
 from tokenrace.bench import knee as kn
+from tokenrace.bench.cost import CostSpec, cost_of
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
 from tokenrace.bench.store import default_run_dir, write_json
@@ -133,7 +134,7 @@ def sweep_throughput(summary: dict[str, Any]) -> float | None:
     return steady if steady is not None else tp.get("output_tokens_per_s")
 
 
-def step_row(name: str, r: BenchResult) -> dict[str, Any]:
+def step_row(name: str, r: BenchResult, cost: CostSpec | None = None) -> dict[str, Any]:
     """A step's key numbers (shared with the embedded profile)."""
     s, load = r.summary, r.manifest["settings"]["load"]
     m = s["metrics"]
@@ -158,7 +159,7 @@ def step_row(name: str, r: BenchResult) -> dict[str, Any]:
         "goodput_requests_per_s": good.get("requests_per_s"),
         "server_vs_client": s.get("server_vs_client"),
         "efficiency": s.get("efficiency"),
-        "cost": s.get("cost"),
+        "cost": cost_of(s, r.manifest, cost),
         "run_dir": str(r.directory),
     }
 
@@ -177,9 +178,15 @@ class _State:
 
 class Sweep:
     def __init__(
-        self, template: BenchSettings, plan: SweepPlan, progress_for: ProgressFor | None = None, argv: list[str] | None = None
+        self,
+        template: BenchSettings,
+        plan: SweepPlan,
+        progress_for: ProgressFor | None = None,
+        argv: list[str] | None = None,
+        cost: CostSpec | None = None,
     ) -> None:
         plan.validate(template)
+        self.cost = cost
         template.load.validate()
         self.template = template
         self.plan = plan
@@ -222,7 +229,7 @@ class Sweep:
     async def _step(self, name: str, value: float, prompts: PromptSpec | None = None) -> BenchResult:
         result = await self.runner.run(name, self._load(value, not self.state.steps), prompts)
         self.state.steps.append((name, result))
-        self.state.rows.append({**step_row(name, result), "value": value})
+        self.state.rows.append({**step_row(name, result, self.cost), "value": value})
         if result.interrupted:
             self.state.stop_reason = "interrupted"
         self._write(finished=False)
@@ -305,6 +312,7 @@ class Sweep:
             "index": a.knee_index, "step": row["step"], "value": row["value"], "reason": a.knee_reason,
             "concurrency": row["concurrency"], "rate": row["rate"],
             "throughput_tokens_per_s": row["throughput_tokens_per_s"], "e2e_p95_ms": row["e2e_ms"]["p95"],
+            "usd_per_million_output_tokens": (row.get("cost") or {}).get("usd_per_million_output_tokens"),
         }
 
     def _write(self, finished: bool) -> dict[str, Any]:
@@ -347,9 +355,13 @@ def _num(v: float) -> str:
 
 
 async def run_sweep(
-    template: BenchSettings, plan: SweepPlan, progress_for: ProgressFor | None = None, argv: list[str] | None = None
+    template: BenchSettings,
+    plan: SweepPlan,
+    progress_for: ProgressFor | None = None,
+    argv: list[str] | None = None,
+    cost: CostSpec | None = None,
 ) -> SweepResult:
-    return await Sweep(template, plan, progress_for, argv).run()
+    return await Sweep(template, plan, progress_for, argv, cost).run()
 
 
 def parse_values(text: str | None, flag: str) -> tuple[float, ...] | None:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from tokenrace.bench.cost import cost_options, spec_from_options
 from tokenrace.bench.rundata import load
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.sweep import wide_console
-from tokenrace.report.compare import HEADER, Report, compare, table_rows, title, to_csv, to_markdown
+from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title, to_csv, to_markdown
 from tokenrace.report.tables import fmt
 
 
@@ -22,14 +24,16 @@ from tokenrace.report.tables import fmt
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown tables.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per metric.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the conditions differ.")
-def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: bool, strict: bool) -> None:
+@cost_options
+def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: bool, strict: bool, **o: Any) -> None:
     """Compare RUN_A with RUN_B (and more): key metrics, B/A with 95 % bootstrap CIs, and a verdict.
 
     Each RUN is a run or sweep directory, an id or name from `tokenrace runs`, or a vLLM `bench serve`
     result JSON (--save-result --save-detailed) or an AIPerf profile_export.jsonl. The first is the
-    baseline A. Sweeps are compared step by step (same concurrency, rate or prompt size).
+    baseline A. Sweeps are compared step by step (same concurrency, rate or prompt size). Cost rows
+    appear with --price or --gpu-hour-cost, or when the price table knows the runs' provider and model.
     """
-    report = compare([load(r) for r in runs])
+    report = compare([load(r) for r in runs], extra=cost_rows(spec_from_options(o)))
     if as_json or as_markdown or as_csv:
         for w in report.warnings:
             click.echo(f"WARNING: {w}", err=True)

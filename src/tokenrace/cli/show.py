@@ -8,6 +8,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from tokenrace.bench.cost import CostSpec, cost_lines, cost_of, cost_options, spec_from_options
 from tokenrace.bench.rundata import RunData, load
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.sweep import print_sweep, wide_console
@@ -17,25 +18,31 @@ from tokenrace.report.tables import fmt, print_profile, print_summary
 @click.command("show")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Print the saved summary (or sweep.json) as JSON.")
-def command(run: str, as_json: bool) -> None:
+@cost_options
+def command(run: str, as_json: bool, **o: Any) -> None:
     """Reprint the report of RUN: a run, sweep or profile directory, an id or name from `tokenrace runs`,
     or a vLLM `bench serve` result JSON / AIPerf profile_export.jsonl."""
     data = load(run)
+    cost = spec_from_options(o)
     if as_json:
         echo_json(data.summary)
         return
-    show(data, wide_console())
+    show(data, wide_console(), cost)
 
 
-def show(data: RunData, console: Console) -> None:
+def show(data: RunData, console: Console, cost: CostSpec | None = None) -> None:
     if data.kind == "sweep":
+        steps = dict(data.steps)
+        for row in data.summary["steps"]:
+            if row["step"] in steps:
+                row["cost"] = cost_of(steps[row["step"]].summary, steps[row["step"]].manifest, cost)
         print_sweep(data.summary, console)
     elif data.kind == "profile":
         print_profile(data.summary, console)
     else:
         m = data.manifest
         print_summary(data.summary, console, title=f"{m.get('model')} @ {m.get('endpoint')}")
-        for line in manifest_lines(m):
+        for line in manifest_lines(m) + cost_lines(cost_of(data.summary, m, cost)):
             console.print(line, highlight=False)
     console.print(f"from: {Path(data.path)}", highlight=False)
 

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tokenrace.bench.cost import CostSpec, cost_options, spec_from_options
 from tokenrace.bench.knee import DEFAULT_MAX_ERROR_RATE
 from tokenrace.bench.progress import LiveProgress
 from tokenrace.bench.runner import Load
@@ -36,6 +37,7 @@ EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0)
 @click.option("--start-rate", type=float, default=1.0, show_default=True, help="--max-goodput: first rate probed (req/s).")
 @click.option("--tolerance", type=float, default=0.10, show_default=True, help="--max-goodput: stop when the bracket is this narrow.")
 @click.option("--max-probes", type=int, default=12, show_default=True, help="--max-goodput: most probes.")
+@cost_options
 @click.pass_context
 def command(ctx: click.Context, **o: Any) -> None:
     """Run a series of benchmarks, one run directory per step, and find where throughput stops growing.
@@ -48,10 +50,11 @@ def command(ctx: click.Context, **o: Any) -> None:
     settings = settings_from_options(o)
     explicit = lambda k: ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE  # noqa: E731
     plan = plan_from_options(o, settings, explicit("requests") or explicit("duration"))
+    cost = spec_from_options(o)
     if settings.endpoint is None:
-        result = _embedded(ctx, settings, plan, o, explicit)
+        result = _embedded(settings, plan, o, explicit, cost)
     else:
-        result = run_async(run_sweep(settings, plan, _progress_for(o), sys.argv))
+        result = run_async(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
     _report(result, bool(o["as_json"]))
 
 
@@ -88,7 +91,7 @@ def _progress_for(o: dict[str, Any]) -> Any:
     return make
 
 
-def _embedded(ctx: click.Context, settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Any) -> SweepResult:
+def _embedded(settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Any, cost: CostSpec | None) -> SweepResult:
     from tokenrace.bench.profile import embedded_settings
     from tokenrace.serve.embedded import EmbeddedOptions
     from tokenrace.serve.launch import start_embedded
@@ -109,7 +112,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, plan: SweepPlan, o: d
 
         engine = await start_embedded(EmbeddedOptions(model=Path(model) if model else None, parallel=slots))
         try:
-            return await run_sweep(embedded_settings(engine, settings), plan, _progress_for(o), sys.argv)
+            return await run_sweep(embedded_settings(engine, settings), plan, _progress_for(o), sys.argv, cost)
         finally:
             engine.stop()
 
@@ -137,8 +140,9 @@ def sweep_table(s: dict[str, Any]) -> Table:
     kind = s["sweep"]
     t = Table(title=f"{kind} sweep: {s.get('model')} @ {s.get('endpoint')}", title_justify="left", header_style="bold")
     first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}[kind]
-    cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "")
-    for c in cols:
+    priced = any(_usd(row) is not None for row in s["steps"])
+    cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %")
+    for c in (*cols, *(("$/M out tok",) if priced else ()), ""):
         t.add_column(c, justify="left" if c in ("step", "") else "right")
     for row in s["steps"]:
         req = row["requests"]
@@ -146,9 +150,14 @@ def sweep_table(s: dict[str, Any]) -> Table:
             row["step"], _load_cell(kind, row), f"{req['succeeded']}/{req['total']}",
             fmt(row["ttft_ms"]["p50"]), fmt(row["ttft_ms"]["p95"]), fmt(row["tpot_ms"]["p50"], 2), fmt(row["tpot_ms"]["p95"], 2),
             fmt(row["e2e_ms"]["p95"]), fmt(row["throughput_tokens_per_s"]), _gain(row.get("gain")),
-            fmt(None if row["error_rate"] is None else row["error_rate"] * 100), _mark(row),
+            fmt(None if row["error_rate"] is None else row["error_rate"] * 100),
+            *((fmt(_usd(row), 4),) if priced else ()), _mark(row),
         )
     return t
+
+
+def _usd(row: dict[str, Any]) -> float | None:
+    return (row.get("cost") or {}).get("usd_per_million_output_tokens")
 
 
 def _load_cell(kind: str, row: dict[str, Any]) -> str:
@@ -180,8 +189,10 @@ def sweep_lines(s: dict[str, Any]) -> list[str]:
     knee = s.get("knee")
     if knee:
         what = f"concurrency {knee['concurrency']}" if s["sweep"] == "concurrency" else f"rate {fmt(knee['rate'], 2)} req/s"
+        usd = knee.get("usd_per_million_output_tokens")
         lines.append(f"knee: {knee['step']} ({what}): {fmt(knee['throughput_tokens_per_s'])} output tok/s, "
-                     f"E2E p95 {fmt(knee['e2e_p95_ms'])} ms ({knee['reason']})")
+                     f"E2E p95 {fmt(knee['e2e_p95_ms'])} ms ({knee['reason']})"
+                     + (f", ${fmt(usd, 4)} per million output tokens" if usd is not None else ""))
     elif s["sweep"] in ("concurrency", "rate") and s["steps"]:
         lines.append("knee: not reached (throughput still grew at the last step)" if s["stop_reason"] == "completed"
                      else f"knee: none ({s['stop_reason']} at the first step)")

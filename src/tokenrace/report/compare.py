@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tokenrace.bench import bootstrap as bs
+from tokenrace.bench.cost import CostSpec, cost_of
 from tokenrace.bench.rundata import RunData
 from tokenrace.errors import UsageError
 
@@ -141,6 +142,23 @@ def _verdict(ratio: float | None, significant: bool | None, lower_is_better: boo
 ExtraRows = Callable[[RunData, RunData], list[Row]]
 
 
+def cost_rows(cost: CostSpec | None) -> ExtraRows:
+    """$ per million output tokens and per 1k requests for both runs (lower is better; no CI)."""
+
+    def rows(a: RunData, b: RunData) -> list[Row]:
+        ca, cb = (cost_of(r.summary, r.manifest, cost) or {} for r in (a, b))
+        out = []
+        for key, label in (("usd_per_million_output_tokens", "$ / M output tok"), ("usd_per_1k_requests", "$ / 1k requests")):
+            va, vb = ca.get(key), cb.get(key)
+            if va is None and vb is None:
+                continue
+            ratio = vb / va if va and vb is not None else None
+            out.append(Row(f"cost.{key}", label, "$", va, vb, ratio, None, None, None, _verdict(ratio, None, True)))
+        return out
+
+    return rows
+
+
 def compare_runs(a: RunData, b: RunData, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
     rows = [latency_row(a, b, key, label, unit, stat) for key, label, unit in LATENCIES for stat in STATS]
     rows += [throughput_row(a, b), error_row(a, b)]
@@ -262,6 +280,8 @@ def fmt_value(v: float | None, unit: str) -> str:
         return "—"
     if unit == "fraction":
         return f"{v * 100:.2f} %"
+    if unit == "$":
+        return f"{v:,.4f}"
     return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.1f}"
 
 

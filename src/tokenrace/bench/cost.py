@@ -1,0 +1,198 @@
+"""Cost beside speed: $ per million output tokens and per thousand requests, for a hosted API
+(its token prices) or a self-hosted backend (GPU-hours at the measured throughput).
+
+Figures are defined in docs/metrics.md (Cost). Undefined figures are None, never 0.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any, TypeVar
+
+import click
+
+from tokenrace.errors import UsageError
+
+PRICE_FILE = "prices.toml"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """A hosted API's price, US$ per million tokens."""
+
+    input_per_m: float
+    output_per_m: float
+    source: str = "--price"
+    date: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCost:
+    usd_per_gpu_hour: float
+    gpus: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CostSpec:
+    price: Price | None = None
+    gpu: GpuCost | None = None
+
+
+def parse_price(text: str) -> Price:
+    """`in=0.59,out=0.79` -> Price(0.59, 0.79)."""
+    parts: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, value = part.strip().partition("=")
+        try:
+            parts[name.strip().lower()] = float(value)
+        except ValueError:
+            raise UsageError(f"--price: expected in=X,out=Y in $ per million tokens, got {text!r}") from None
+    if set(parts) != {"in", "out"} or min(parts.values()) < 0:
+        raise UsageError(f"--price: expected in=X,out=Y (both, not negative) in $ per million tokens, got {text!r}")
+    return Price(parts["in"], parts["out"])
+
+
+def spec(price: str | None, gpu_hour_cost: float | None, gpus: int | None) -> CostSpec | None:
+    if price and gpu_hour_cost is not None:
+        raise UsageError("--price is for a hosted API, --gpu-hour-cost for your own GPUs: give one")
+    if gpu_hour_cost is not None:
+        if gpu_hour_cost < 0 or (gpus or 1) < 1:
+            raise UsageError("--gpu-hour-cost must not be negative and --gpus must be at least 1")
+        return CostSpec(gpu=GpuCost(gpu_hour_cost, gpus or 1))
+    if gpus not in (None, 1):
+        raise UsageError("--gpus needs --gpu-hour-cost")
+    return CostSpec(price=parse_price(price)) if price else None
+
+
+# --- the price table -------------------------------------------------------------------------------
+
+
+def _table_entries(text: str, where: str) -> list[dict[str, Any]]:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{where}: not valid TOML ({exc})") from None
+    entries = doc.get("price", [])
+    for e in entries:
+        if not {"provider", "model", "input", "output"} <= set(e):
+            raise UsageError(f"{where}: every [[price]] needs provider, model, input and output")
+    return entries
+
+
+def price_table() -> list[dict[str, Any]]:
+    """The packaged table, with $TOKENRACE_HOME/prices.toml entries first (they win)."""
+    from tokenrace.bench.history import home
+
+    packaged = _table_entries(resources.files("tokenrace.bench").joinpath(PRICE_FILE).read_text(), PRICE_FILE)
+    user_file = home() / PRICE_FILE
+    user = _table_entries(user_file.read_text(), str(user_file)) if user_file.is_file() else []
+    return user + packaged
+
+
+def lookup(provider: str | None, model: str | None) -> Price | None:
+    if not provider or not model:
+        return None
+    for e in price_table():
+        if e["provider"].lower() == provider.lower() and e["model"].lower() == model.lower():
+            return Price(float(e["input"]), float(e["output"]), e.get("source") or "price table", e.get("date"))
+    return None
+
+
+# --- figures ---------------------------------------------------------------------------------------
+
+
+def _total(summary: dict[str, Any], metric: str) -> float | None:
+    m = summary["metrics"].get(metric) or {}
+    # Token counts are whole numbers; the mean is stored rounded, so round the product back.
+    return None if not m.get("count") or m.get("mean") is None else float(round(m["mean"] * m["count"]))
+
+
+def api_cost(summary: dict[str, Any], price: Price) -> dict[str, Any]:
+    ok = summary["requests"]["succeeded"]
+    prompt, output = _total(summary, "prompt_tokens"), _total(summary, "output_tokens")
+    usd = None if prompt is None or output is None else (prompt * price.input_per_m + output * price.output_per_m) / 1e6
+    return {
+        "basis": "api",
+        "price": asdict(price),
+        "usd_total": _round(usd),
+        "usd_per_million_output_tokens": _round(usd / output * 1e6 if usd is not None and output else None),
+        "usd_per_1k_requests": _round(usd / ok * 1000 if usd is not None and ok else None),
+    }
+
+
+def gpu_cost(summary: dict[str, Any], gpu: GpuCost) -> dict[str, Any]:
+    per_hour = gpu.usd_per_gpu_hour * gpu.gpus
+    tok_s = summary["throughput"].get("output_tokens_per_s")
+    req_s = summary["throughput"].get("requests_per_s")
+    return {
+        "basis": "gpu",
+        "gpu": asdict(gpu),
+        "usd_per_hour": _round(per_hour),
+        "usd_per_million_output_tokens": _round(per_hour / (tok_s * 3600) * 1e6 if tok_s else None),
+        "usd_per_1k_requests": _round(per_hour / (req_s * 3600) * 1000 if req_s else None),
+    }
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 6)
+
+
+def cost_of(summary: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | None) -> dict[str, Any] | None:
+    """The run's cost: from the flags, else what the run saved, else the price table for its provider."""
+    if cost is not None and cost.gpu is not None:
+        return gpu_cost(summary, cost.gpu)
+    if cost is not None and cost.price is not None:
+        return api_cost(summary, cost.price)
+    if summary.get("cost"):
+        return dict(summary["cost"])
+    found = lookup(manifest.get("provider"), manifest.get("model"))
+    return api_cost(summary, found) if found else None
+
+
+def cost_lines(c: dict[str, Any] | None) -> list[str]:
+    if not c:
+        return []
+    from tokenrace.report.tables import fmt
+
+    per_m, per_k = fmt(c.get("usd_per_million_output_tokens"), 4), fmt(c.get("usd_per_1k_requests"), 4)
+    if c["basis"] == "gpu":
+        g = c["gpu"]
+        basis = f"{g['gpus']} GPU(s) at ${fmt(g['usd_per_gpu_hour'], 2)}/GPU-hour at the measured throughput"
+    else:
+        p = c["price"]
+        basis = f"${fmt(p['input_per_m'], 3)} in / ${fmt(p['output_per_m'], 3)} out per M tokens ({p['source']}" + (
+            f", {p['date']})" if p.get("date") else ")")
+    return [f"cost: ${per_m} per million output tokens, ${per_k} per 1k requests; {basis}"]
+
+
+# --- the flags -------------------------------------------------------------------------------------
+
+_OPTIONS = [
+    click.option("--price", help="Hosted API price in $ per million tokens, e.g. in=0.59,out=0.79 "
+                 "(default: the price table, for a preset provider's model)."),
+    click.option("--gpu-hour-cost", type=float, help="Self-hosted: $ per GPU-hour; cost per token follows from the measured throughput."),
+    click.option("--gpus", type=int, help="GPUs behind the endpoint, with --gpu-hour-cost [default: 1]."),
+]
+
+
+def cost_options(fn: F) -> F:
+    """--price, --gpu-hour-cost, --gpus; read them back with `spec_from_options(o)`."""
+    for opt in reversed(_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def spec_from_options(o: dict[str, Any]) -> CostSpec | None:
+    return spec(o.get("price"), o.get("gpu_hour_cost"), o.get("gpus"))
+
+
+def add_cost(summary: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | None) -> dict[str, Any] | None:
+    """Put `cost` into a run summary (for `tokenrace bench`); returns it (None when unknown)."""
+    c = cost_of({k: v for k, v in summary.items() if k != "cost"}, manifest, cost)
+    if c is not None:
+        summary["cost"] = c
+    return c
