@@ -1,0 +1,140 @@
+"""MonitorSession: the timeseries file, the schedule, the summary, and failures that stay contained."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.nvml.fake_pynvml import FakeNvml
+from tokenrace.monitor import TIMESERIES, MonitorSession, load_timeseries
+
+GPU_FIELDS = {"index", "name", "util_pct", "mem_used_bytes", "mem_total_bytes", "temp_c", "power_w", "power_limit_w", "sm_clock_mhz", "throttle"}
+
+
+def monitor(tmp_path: Path, seconds: float, **kw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def go() -> dict[str, Any]:
+        m = MonitorSession(tmp_path, **kw)
+        await m.start()
+        await asyncio.sleep(seconds)
+        return await m.stop()
+
+    return asyncio.run(go()), load_timeseries(tmp_path)
+
+
+def test_one_line_per_sample_with_the_documented_shape(tmp_path: Path) -> None:
+    r, lines = monitor(tmp_path, 0.55, interval_s=0.1, nvml=FakeNvml.from_fixture("h100x2_vllm_load.json"))
+    assert r["samples"] == len(lines) >= 4
+    first = lines[0]
+    assert set(first) == {"t_ms", "wall", "gpu", "system", "server"}
+    assert {g["index"] for g in first["gpu"]} == {0, 1} and set(first["gpu"][0]) == GPU_FIELDS
+    assert first["system"]["mem_total_bytes"] > 0 and first["server"] is None
+    # On a fixed grid from start(): k × interval, give or take scheduling.
+    assert [round(s["t_ms"] / 100) for s in lines[:4]] == [1, 2, 3, 4]
+    assert first["wall"].endswith("+00:00")
+    g = r["gpu"]
+    assert g["count"] == 2 and g["peak_mem_total_bytes"] == 85520809984
+    assert g["util_pct_max"] >= 61.0 and g["per_gpu"][1]["name"] == "NVIDIA H100 80GB HBM3"
+    assert r["interval_s"] == 0.1 and r["timeseries"] == TIMESERIES and r["errors"] == 0
+
+
+def test_each_line_is_on_disk_while_the_monitor_runs(tmp_path: Path) -> None:
+    async def go() -> int:
+        m = MonitorSession(tmp_path, 0.05, gpu=False)
+        await m.start()
+        await asyncio.sleep(0.3)
+        seen = len((tmp_path / TIMESERIES).read_bytes().splitlines())
+        await m.stop()
+        return seen
+
+    assert asyncio.run(go()) >= 3
+
+
+def test_t0_aligns_samples_with_the_runs_clock(tmp_path: Path) -> None:
+    t0 = time.perf_counter_ns() - 5_000_000_000  # the run began 5 s ago
+    _, lines = monitor(tmp_path, 0.25, interval_s=0.1, gpu=False, t0_ns=t0)
+    assert 5000 < lines[0]["t_ms"] < 5400
+
+
+class SlowNvml(FakeNvml):
+    """An NVML call that takes 150 ms (a busy driver): it must not hold up the event loop."""
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:
+        time.sleep(0.15)
+        return super().nvmlDeviceGetUtilizationRates(handle)
+
+
+def test_a_slow_driver_never_blocks_the_event_loop(tmp_path: Path) -> None:
+    nvml = SlowNvml.from_fixture("h100x2_vllm_load.json")
+
+    async def go() -> tuple[float, dict[str, Any]]:
+        m = MonitorSession(tmp_path, 0.05, nvml=nvml)
+        await m.start()
+        worst = 0.0
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            t = time.monotonic()
+            await asyncio.sleep(0.005)
+            worst = max(worst, time.monotonic() - t - 0.005)
+        return worst, await m.stop()
+
+    worst, r = asyncio.run(go())
+    assert r["samples"] >= 2 and r["samplers"]["gpu"]["status"] == "ok"
+    # Each sample takes 300 ms in the worker thread; the loop's own hiccups stay far below that.
+    assert worst < 0.1, worst
+    # Overran ticks are skipped, not bunched: about one sample per 300 ms, not one per 50 ms.
+    assert r["samples"] <= 5
+
+
+def test_a_failing_display_callback_does_not_stop_sampling(tmp_path: Path) -> None:
+    def boom(sample: dict[str, Any]) -> None:
+        raise RuntimeError("terminal went away")
+
+    r, lines = monitor(tmp_path, 0.35, interval_s=0.05, gpu=False, on_sample=boom)
+    assert len(lines) >= 4 and any("live display stopped" in n for n in r["notices"])
+
+
+def test_an_unwritable_directory_is_contained(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r, _ = monitor(blocker / "run", 0.2, interval_s=0.05, gpu=False)
+    assert r["samples"] == 0 and r["samplers"]["system"]["status"] == "failed"
+    assert "cannot write" in r["samplers"]["system"]["reason"]
+
+
+def test_stop_is_idempotent_and_works_without_start(tmp_path: Path) -> None:
+    async def go() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        never = MonitorSession(tmp_path / "a", gpu=False)
+        m = MonitorSession(tmp_path / "b", 0.05, gpu=False)
+        await m.start()
+        await asyncio.sleep(0.12)
+        return await never.stop(), await m.stop(), await m.stop()
+
+    never, once, twice = asyncio.run(go())
+    assert never["samples"] == 0 and never["duration_s"] is None and never["system"] is None
+    assert once is twice
+
+
+def test_context_manager_keeps_the_result(tmp_path: Path) -> None:
+    async def go() -> MonitorSession:
+        async with MonitorSession(tmp_path, 0.05, gpu=False) as m:
+            await asyncio.sleep(0.12)
+        return m
+
+    m = asyncio.run(go())
+    assert m.result is not None and m.result["samples"] >= 1
+
+
+def test_a_bad_interval_is_a_programming_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        MonitorSession(tmp_path, 0)
+
+
+def test_load_timeseries_skips_a_line_cut_by_a_crash(tmp_path: Path) -> None:
+    (tmp_path / TIMESERIES).write_text(json.dumps({"t_ms": 1}) + "\n" + '{"t_ms": 2, "gp')
+    assert load_timeseries(tmp_path) == [{"t_ms": 1}]
+    assert load_timeseries(tmp_path / "missing") == []

@@ -1,0 +1,80 @@
+"""What a bench run gains: resources, warnings, soak drift and the engine's clock from /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.monitor.test_server_metrics import FIXTURES, bump
+from tokenrace.bench.metrics import Windows, summarize
+from tokenrace.client.records import RequestRecord
+from tokenrace.monitor.wiring import discover_metrics_url, enrich_summary, monitor_for_bench
+from tokenrace.testing.fake_server import FakeServerThread
+
+MS = 1_000_000
+
+
+def test_metrics_url_discovery() -> None:
+    assert discover_metrics_url("http://10.0.0.5:8000/v1", None) == "http://10.0.0.5:8000/metrics"
+    assert discover_metrics_url("http://localhost:30000/v1", "sglang") == "http://localhost:30000/metrics"
+    assert discover_metrics_url("https://api.groq.com/openai/v1", "groq") is None
+    assert discover_metrics_url("https://api.openai.com/v1", None) is None
+
+
+def fake_records(t0: int, n: int, every_ms: float) -> list[RequestRecord]:
+    out = []
+    for i in range(n):
+        start = t0 + int(i * every_ms * MS)
+        chunks = [start + (100 + 20 * k) * MS for k in range(10)]
+        out.append(RequestRecord(
+            seq=i, start_ns=start, first_token_ns=chunks[0], end_ns=chunks[-1] + MS, chunk_ns=chunks,
+            output_tokens=10, output_tokens_source="usage",
+        ))
+    return out
+
+
+def test_a_monitored_run_gains_resources_warnings_and_the_engines_clock(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.txt"
+    text = (FIXTURES / "vllm.txt").read_text()
+    path.write_text(text)
+    with FakeServerThread({"metrics_text_path": str(path)}) as srv:
+
+        async def go() -> tuple[dict[str, Any], Any, int]:
+            t0 = time.perf_counter_ns()
+            m = monitor_for_bench(tmp_path / "run", srv.base_url, None, t0, 0.1)
+            await m.start()
+            await asyncio.sleep(0.25)
+            t = bump(text, "vllm:time_to_first_token_seconds_sum", 0.9)
+            t = bump(t, "vllm:time_to_first_token_seconds_count", 10)
+            t = bump(t, "vllm:time_per_output_token_seconds_sum", 0.18)
+            path.write_text(bump(t, "vllm:time_per_output_token_seconds_count", 10))
+            await asyncio.sleep(0.25)
+            return await m.stop(), m, t0
+
+        resources, monitor, t0 = asyncio.run(go())
+    records = fake_records(t0, 10, 30.0)
+    summary = summarize(records, Windows())
+    enrich_summary(summary, resources, monitor, records, t0, duration_s=None)
+    assert summary["resources"]["server"]["engine"] == "vllm"
+    assert summary["resources"]["local_server"] is True
+    assert any("the server queued up to 3 requests" in w for w in summary["resource_warnings"])
+    svc = summary["server_vs_client"]
+    assert svc["source"].startswith("vllm /metrics")
+    assert svc["ttft_ms"]["server_mean"] == pytest.approx(90.0) and svc["ttft_ms"]["client_mean"] == pytest.approx(100.0)
+    assert svc["tpot_ms"]["server_mean"] == pytest.approx(18.0)
+    assert "drift" not in summary  # not a soak
+
+
+def test_a_soak_run_gains_drift_even_without_the_monitor() -> None:
+    t0 = 10**12
+    records = fake_records(t0, 700, 500.0)  # 350 s of requests
+    summary = summarize(records, Windows())
+    enrich_summary(summary, None, None, records, t0, duration_s=350.0)
+    assert "resources" not in summary
+    d = summary["drift"]
+    assert d["window_s"] == 30.0 and len(d["windows"]) == 12 and d["requests"] == 700
+    assert d["findings"] == ["no drift: latency and errors (no timeseries) held steady over 12 windows of 30 s"]
