@@ -1,0 +1,170 @@
+"""`tokenrace plan`: will a model fit, on how many devices, and how fast can it possibly decode?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tokenrace.cli.common import echo_json
+from tokenrace.plan import catalog_hardware, load_model, plan
+from tokenrace.plan.catalog import Hardware, model_rows
+from tokenrace.plan.explain import fmt_bandwidth, fmt_bytes, fmt_memory
+from tokenrace.plan.memory import DEFAULT_UTILIZATION, kv_bytes_per_sequence
+from tokenrace.plan.modelspec import ModelSpec
+from tokenrace.plan.planner import PlanResult, resolve_precision
+from tokenrace.plan.precision import get_precision, kv_dtype_bytes
+
+# The guides' precision table: 2, 1 and 0.5 bytes per parameter.
+TABLE_PRECISIONS = ("bf16", "int8", "int4")
+
+
+@click.command("plan")
+@click.option("--model", "model_name", help="Catalog name (llama-3.1-8b, gemma-4-31b ...), a config.json or model folder, or a .gguf file.")
+@click.option(
+    "--hardware", help="Catalog device (H100-SXM, RTX-4090, Groq-LPU ...) or 'cpu' for this machine. Omit for a table over the catalog."
+)
+@click.option("--devices", type=int, help="Device count (tensor-parallel size). Default: the fewest that fit.")
+@click.option("--precision", help="Weights: fp32, bf16, fp16, fp8, int8, int4, awq, gptq, q4_0, q4_k_m, q8_0 ... Default: the model's own.")
+@click.option("--kv-dtype", default="fp16", show_default=True, help="KV cache: fp16, bf16, fp8, q8_0, q4_0.")
+@click.option("--context", type=int, default=4096, show_default=True, help="Tokens per sequence (prompt + output).")
+@click.option("--concurrency", type=int, default=1, show_default=True, help="Sequences running at once.")
+@click.option("--input-tokens", type=int, help="Prompt tokens for the TTFT bound (default: the whole context).")
+@click.option(
+    "--memory-utilization",
+    type=float,
+    default=DEFAULT_UTILIZATION,
+    show_default=True,
+    help="Share of device memory usable (vLLM's gpu_memory_utilization).",
+)
+@click.option("--explain", is_flag=True, help="Print every formula with the figures put in.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--list", "list_catalog", is_flag=True, help="List the catalog's models and devices, with sources.")
+def command(
+    model_name: str | None,
+    hardware: str | None,
+    devices: int | None,
+    precision: str | None,
+    kv_dtype: str,
+    context: int,
+    concurrency: int,
+    input_tokens: int | None,
+    memory_utilization: float,
+    explain: bool,
+    as_json: bool,
+    list_catalog: bool,
+) -> None:
+    """Memory, device count and the speed-of-light bounds for a model on a device."""
+    if list_catalog:
+        _print_catalog(as_json)
+        return
+    if not model_name:
+        raise click.UsageError("--model is required (or --list to see the catalog)")
+    model = load_model(model_name)
+    common: dict[str, Any] = {"precision": precision, "kv_dtype": kv_dtype, "context": context, "concurrency": concurrency,
+                              "input_tokens": input_tokens, "utilization": memory_utilization}  # fmt: skip
+    if hardware:
+        result = plan(model, hardware, devices=devices, **common)
+        _print_plan(result, explain, as_json)
+    else:
+        _print_table(model, devices, common, explain, as_json)
+
+
+def _print_plan(result: PlanResult, explain: bool, as_json: bool) -> None:
+    if as_json:
+        data = result.to_dict()
+        if explain:
+            data["explain"] = result.explain()
+        echo_json(data)
+        return
+    for line in result.summary():
+        click.echo(line)
+    if explain:
+        click.echo("")
+        for line in result.explain():
+            click.echo(line)
+
+
+def _table_precisions(model: ModelSpec, precision: str | None) -> list[str]:
+    if precision:
+        return [get_precision(precision).name]
+    native = resolve_precision(model, None).name
+    return [native] if model.gguf else list(TABLE_PRECISIONS)
+
+
+def _compact(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.3g}M"
+    if x >= 1e4:
+        return f"{x / 1e3:.3g}k"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _cell(r: PlanResult) -> str:
+    if r.min_devices is None:
+        return "[dim]—[/]"
+    text = f"{r.min_devices}× {_compact(r.decode_tokens_per_s_bound)}"
+    style = "green" if r.min_devices == 1 and r.memory.comfortable else ("yellow" if r.min_devices == 1 else "")
+    return f"[{style}]{text}[/]" if style else text
+
+
+def _plans(model: ModelSpec, hw: Hardware, devices: int | None, precisions: list[str], common: dict[str, Any]) -> list[PlanResult]:
+    args = {k: v for k, v in common.items() if k != "precision"}
+    return [plan(model, hw, devices=devices if hw.kind != "cpu" else None, precision=p, **args) for p in precisions]
+
+
+def _print_table(model: ModelSpec, devices: int | None, common: dict[str, Any], explain: bool, as_json: bool) -> None:
+    precisions = _table_precisions(model, common["precision"])
+    rows = [(hw, _plans(model, hw, devices, precisions, common)) for hw in catalog_hardware()]
+    if as_json:
+        echo_json({"model": model.name, "context_tokens": common["context"], "concurrency": common["concurrency"],
+                   "rows": [_row_json(r) for _, plans in rows for r in plans]})  # fmt: skip
+        return
+    first = rows[0][1]
+    kv = kv_bytes_per_sequence(model, common["context"], kv_dtype_bytes(common["kv_dtype"]))
+    weights = " · ".join(f"{r.precision.name} {fmt_bytes(r.weights_bytes)}" for r in first)
+    click.echo(f"{model.name}: {model.describe()}")
+    click.echo(f"weights {weights}; KV {fmt_bytes(kv)} per {common['context']:,}-token sequence ({common['kv_dtype']}), "
+               f"× {common['concurrency']} sequence(s)")  # fmt: skip
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    table.add_column("device", no_wrap=True)
+    table.add_column("memory", justify="right", no_wrap=True)
+    table.add_column("bandwidth", justify="right", no_wrap=True)
+    for r in first:
+        table.add_column(f"{r.precision.name}", justify="right", no_wrap=True)
+    for hw, plans in rows:
+        table.add_row(hw.name, fmt_memory(hw), fmt_bandwidth(hw.bandwidth_bytes_per_s), *(_cell(r) for r in plans))
+    Console(highlight=False, width=max(100, Console().width)).print(table)
+    click.echo("cells: fewest devices that hold weights + KV + overhead at 0.9 utilization × decode bound in tok/s per stream"
+               " at that count (green: one device, comfortable; yellow: one device, tight). --hardware NAME for one device"
+               " (cpu: this machine).")  # fmt: skip
+    if explain:
+        click.echo("decode bound = 1 ÷ max(bytes read per step ÷ bandwidth, FLOPs per step ÷ compute); run with --hardware and"
+                   " --explain for the figures.")  # fmt: skip
+
+
+def _row_json(r: PlanResult) -> dict[str, Any]:
+    keys = ("hardware", "precision", "devices", "min_devices", "fits_on_one_device", "comfortable", "weights_bytes",
+            "total_bytes", "max_concurrency", "decode_tokens_per_s_bound", "aggregate_tokens_per_s_bound", "ttft_ms_bound")  # fmt: skip
+    d = r.to_dict()
+    return {k: d[k] for k in keys}
+
+
+def _print_catalog(as_json: bool) -> None:
+    models = {r["name"]: (r, load_model(r["name"])) for r in model_rows()}
+    devices = catalog_hardware()
+    if as_json:
+        echo_json({"models": [{"name": k, "label": m.name, "aliases": r.get("aliases", []), "params": m.params_total,
+                               "source": m.source} for k, (r, m) in models.items()],
+                   "hardware": [{"name": h.name, "aliases": list(h.aliases), "memory_bytes": h.memory_bytes,
+                                 "bandwidth_bytes_per_s": h.bandwidth_bytes_per_s, "source": h.source} for h in devices]
+                   + [{"name": "cpu", "memory_bytes": None, "bandwidth_bytes_per_s": None,
+                       "source": "measured when asked for"}]})  # fmt: skip
+        return
+    for key, (_, m) in models.items():
+        click.echo(f"model     {key:<20} {m.describe()}  [{m.source}]")
+    for h in devices:
+        click.echo(f"hardware  {h.name:<20} {fmt_memory(h):>8} {fmt_bandwidth(h.bandwidth_bytes_per_s):>10}  [{h.source}]")
+    click.echo(f"hardware  {'cpu':<20} {'RAM':>8} {'measured':>10}  [this machine: memory from the OS, bandwidth probed]")

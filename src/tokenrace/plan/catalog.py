@@ -1,0 +1,207 @@
+"""The device and model catalogs (hardware.json, models.json), name matching, and local model files."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tokenrace.errors import UsageError
+from tokenrace.plan import probe
+from tokenrace.plan.modelspec import ModelSpec, from_hf_config, read_config_file, read_gguf
+
+GIB = 2**30
+FP16_KEYS = ("fp16", "bf16")
+# Suffixes that name a fine-tune of the same architecture: they do not change the plan.
+_VARIANT_SUFFIX = re.compile(r"[-_ ](instruct|it|chat|hf|base|v\d+(\.\d+)?-instruct)$")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One device: an accelerator, an SRAM chip, or a CPU with its DRAM."""
+
+    name: str
+    kind: str  # gpu | tpu | sram | cpu
+    memory_bytes: int
+    bandwidth_bytes_per_s: float
+    flops: Mapping[str, float]  # dense FLOP/s (or OP/s) by dtype: fp16, bf16, fp8, int8, fp32
+    source: str
+    memory_label: str = ""
+    aliases: tuple[str, ...] = ()
+    devices_per_node: int = 8
+    measured: bool = False
+    note: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def flops_for(self, dtype: str) -> tuple[float | None, str]:
+        """Peak for `dtype`; a dtype the device lists no figure for runs on its 16-bit units (dequantized)."""
+        if dtype in self.flops:
+            return self.flops[dtype], dtype
+        for key in FP16_KEYS:
+            if key in self.flops:
+                return self.flops[key], key
+        return None, dtype
+
+
+def _norm(name: str) -> str:
+    """'meta-llama/Llama-3.1-8B-Instruct' -> 'llama318b'; 'RTX 4090' -> 'rtx4090'."""
+    text = name.strip().lower().rsplit("/", 1)[-1]
+    while True:
+        stripped = _VARIANT_SUFFIX.sub("", text)
+        if stripped == text:
+            break
+        text = stripped
+    return re.sub(r"[^a-z0-9]", "", text)
+
+
+def _match(query: str, rows: list[dict[str, Any]], what: str) -> dict[str, Any]:
+    """Exact match on a name or alias after normalising (case, punctuation, an org/ prefix, -instruct
+    style suffixes); otherwise an error listing close names. A partial name is never guessed at:
+    'gemma-4' could be any Gemma 4 size."""
+    key = _norm(query)
+    index = {_norm(n): row for row in rows for n in (row["name"], *row.get("aliases", []))}
+    if key in index:
+        return index[key]
+    partial = {id(row): row for k, row in index.items() if len(key) >= 3 and (key in k or (len(k) >= 4 and k in key))}
+    close = list(dict.fromkeys([row["name"] for row in partial.values()] + _close(query, rows)))[:5]
+    hint = f"; close matches: {', '.join(close)}" if close else f"; known: {', '.join(row['name'] for row in rows)}"
+    raise UsageError(f"unknown {what} {query!r}{hint} (tokenrace plan --list shows the catalog)")
+
+
+def _close(query: str, rows: list[dict[str, Any]]) -> list[str]:
+    by_key: dict[str, str] = {}
+    for row in rows:
+        for n in (row["name"], *row.get("aliases", [])):
+            by_key.setdefault(_norm(n), row["name"])
+    keys = difflib.get_close_matches(_norm(query), list(by_key), n=6, cutoff=0.5)
+    return list(dict.fromkeys(by_key[k] for k in keys))[:4]
+
+
+@functools.cache
+def _data(filename: str) -> dict[str, Any]:
+    text = resources.files("tokenrace.plan").joinpath(filename).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def hardware_rows() -> list[dict[str, Any]]:
+    return list(_data("hardware.json")["devices"])
+
+
+def model_rows() -> list[dict[str, Any]]:
+    return list(_data("models.json")["models"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Hardware
+
+
+def _hardware_from_row(row: Mapping[str, Any]) -> Hardware:
+    memory = int(row["memory_bytes"]) if "memory_bytes" in row else int(row["memory_gib"] * GIB)
+    return Hardware(
+        name=row["name"],
+        kind=row["kind"],
+        memory_bytes=memory,
+        bandwidth_bytes_per_s=float(row["bandwidth_tb_s"]) * 1e12,
+        flops={k: float(v) * 1e12 for k, v in row.get("tflops", {}).items()},
+        source=row["source"],
+        memory_label=row.get("memory_label", ""),
+        aliases=tuple(row.get("aliases", [])),
+        devices_per_node=int(row.get("devices_per_node", 1 if row["kind"] == "cpu" else 8)),
+    )
+
+
+@functools.cache
+def _measured_cpu() -> Hardware:
+    """This machine's CPU: bandwidth probed once per process (see probe.py), memory from the OS."""
+    row = next(r for r in hardware_rows() if r.get("measured"))
+    bandwidth = probe.measure_cpu_bandwidth()
+    threads = probe.usable_cpus()
+    model = probe.cpu_model_name() or "unknown CPU"
+    return Hardware(
+        name="cpu",
+        kind="cpu",
+        memory_bytes=probe.physical_memory_bytes() or 0,
+        bandwidth_bytes_per_s=bandwidth,
+        flops={},
+        source=f"{row['source']}: {bandwidth / 1e9:.1f} GB/s with {threads} threads",
+        memory_label=f"{model}, {threads} threads",
+        aliases=tuple(row.get("aliases", [])),
+        devices_per_node=1,
+        measured=True,
+        note="CPU compute peak is not measured (AMX/VNNI int8 paths make a numpy probe no bound): decode and TTFT "
+        "bounds are memory bounds; the TTFT bound counts only reading the weights once, so it is loose",
+    )
+
+
+def load_hardware(name: str) -> Hardware:
+    """A catalog device by name or alias (fuzzy), or 'cpu': this machine, its bandwidth measured once."""
+    row = _match(name, hardware_rows(), "hardware")
+    return _measured_cpu() if row.get("measured") else _hardware_from_row(row)
+
+
+def catalog_hardware(include_measured: bool = False) -> list[Hardware]:
+    return [load_hardware(r["name"]) for r in hardware_rows() if include_measured or not r.get("measured")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+MODEL_FILE_SUFFIXES = (".gguf", ".json")
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith(("/", "./", "../", "~")) or text.lower().endswith(MODEL_FILE_SUFFIXES)
+
+
+def _is_gguf(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def _load_local(path: Path) -> ModelSpec:
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return read_config_file(path)
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return read_gguf(ggufs[0])
+        found = f"{len(ggufs)} .gguf files" if ggufs else "no config.json or .gguf"
+        raise UsageError(f"--model: {path} holds {found}; name the file")
+    if _is_gguf(path):
+        return read_gguf(path)
+    if path.suffix.lower() == ".gguf":
+        raise UsageError(f"--model: {path} does not start with the GGUF magic bytes")
+    return read_config_file(path)
+
+
+@functools.cache
+def _catalog_model(name: str) -> ModelSpec:
+    row = next(r for r in model_rows() if r["name"] == name)
+    return from_hf_config(
+        row["config"], name=row.get("label", row["name"]), source=row["source"], params_published=row.get("params_published")
+    )
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A catalog model (fuzzy: 'llama-3.1-8b', 'meta-llama/Llama-3.1-8B-Instruct'), a config.json or a
+    model folder, or a .gguf file (sizes from its tensors, quantization from its metadata)."""
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return _load_local(path)
+    if _looks_like_path(name_or_path):
+        raise UsageError(f"--model: no such file or folder: {name_or_path}")
+    return _catalog_model(_match(name_or_path, model_rows(), "model")["name"])
+
+
+def catalog_models() -> list[ModelSpec]:
+    return [_catalog_model(r["name"]) for r in model_rows()]

@@ -1,0 +1,374 @@
+"""One plan: a model on one kind of device, at a context length and a concurrency."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tokenrace.errors import UsageError
+from tokenrace.plan import explain as ex
+from tokenrace.plan.catalog import Hardware, load_hardware, load_model
+from tokenrace.plan.memory import (
+    DEFAULT_UTILIZATION,
+    MemoryPlan,
+    kv_bytes_per_sequence,
+    kv_bytes_per_token,
+    kv_bytes_per_token_beyond_windows,
+    max_concurrency,
+    max_context,
+    memory_plan,
+    min_devices,
+    shards_by_heads,
+    valid_tp_sizes,
+)
+from tokenrace.plan.modelspec import ModelSpec
+from tokenrace.plan.precision import PRECISIONS, Precision, get_precision, kv_dtype_bytes
+from tokenrace.plan.roofline import StepBound, decode_step, prefill
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    model: ModelSpec
+    hardware: Hardware
+    precision: Precision
+    kv_dtype: str
+    kv_bytes_per_element: float
+    context: int
+    concurrency: int
+    input_tokens: int
+    devices: int
+    devices_basis: str  # "given", "minimum" or "none fits"
+    memory: MemoryPlan
+    fits_on_one_device: bool
+    min_devices: int | None
+    tp_sizes: tuple[int, ...] | None  # None: not a tensor-parallel device (CPU, SRAM chips)
+    max_concurrency: int | None
+    max_context: int | None
+    decode: StepBound
+    prefill: StepBound
+    notes: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def weights_bytes(self) -> float:
+        return self.memory.weights
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """The whole model's KV bytes per token, every caching layer, before any sharding."""
+        return kv_bytes_per_token(self.model, self.kv_bytes_per_element)
+
+    @property
+    def kv_bytes_per_sequence(self) -> float:
+        return kv_bytes_per_sequence(self.model, self.context, self.kv_bytes_per_element)
+
+    @property
+    def total_bytes(self) -> float:
+        return self.memory.need_per_device * self.devices
+
+    @property
+    def decode_tokens_per_s_bound(self) -> float:
+        return 1.0 / self.decode.seconds
+
+    @property
+    def aggregate_tokens_per_s_bound(self) -> float:
+        return self.concurrency / self.decode.seconds
+
+    @property
+    def ttft_ms_bound(self) -> float:
+        return self.prefill.seconds * 1000
+
+    def to_dict(self) -> dict[str, Any]:
+        m, d, p = self.memory, self.decode, self.prefill
+        headroom = m.headroom_over_weights
+        return {
+            "model": self.model.name,
+            "model_source": self.model.source,
+            "hardware": self.hardware.name,
+            "hardware_kind": self.hardware.kind,
+            "hardware_source": self.hardware.source,
+            "devices": self.devices,
+            "devices_basis": self.devices_basis,
+            "precision": self.precision.name,
+            "bits_per_weight": self.precision.bits_per_weight,
+            "kv_dtype": self.kv_dtype,
+            "context_tokens": self.context,
+            "concurrency": self.concurrency,
+            "input_tokens": self.input_tokens,
+            "params": self.model.params_total,
+            "params_active": round(self.model.params_active),
+            "weights_bytes": round(m.weights),
+            "weights_bytes_per_device": round(m.weights_per_device),
+            "kv_bytes_per_token": round(self.kv_bytes_per_token),
+            "kv_bytes_per_token_beyond_window": round(kv_bytes_per_token_beyond_windows(self.model, self.kv_bytes_per_element)),
+            "kv_bytes_per_sequence": round(self.kv_bytes_per_sequence),
+            "kv_bytes_total": round(m.kv_per_device * self.devices),
+            "overhead_bytes_per_device": round(m.overhead.total),
+            "total_bytes": round(self.total_bytes),
+            "total_bytes_per_device": round(m.need_per_device),
+            "device_memory_bytes": m.memory_per_device,
+            "usable_bytes_per_device": round(m.usable_per_device),
+            "memory_utilization": m.utilization,
+            "fits": m.fits,
+            "fits_on_one_device": self.fits_on_one_device,
+            "comfortable": m.comfortable,
+            "headroom_over_weights_pct": None if headroom is None else round(100 * headroom, 1),
+            "min_devices": self.min_devices,
+            "valid_tensor_parallel_sizes": list(self.tp_sizes) if self.tp_sizes is not None else None,
+            "max_concurrency": self.max_concurrency,
+            "max_context_tokens": self.max_context,
+            "decode_step_ms_bound": d.seconds * 1000,
+            "decode_tokens_per_s_bound": self.decode_tokens_per_s_bound,
+            "aggregate_tokens_per_s_bound": self.aggregate_tokens_per_s_bound,
+            "decode_bound_by": d.bound_by,
+            "decode_bytes_per_step_per_device": round(d.bytes),
+            "decode_flops_per_step_per_device": d.flops,
+            "ttft_ms_bound": self.ttft_ms_bound,
+            "prefill_bound_by": p.bound_by,
+            "bandwidth_bytes_per_s": self.hardware.bandwidth_bytes_per_s,
+            "compute_flops_per_s": d.compute,
+            "compute_dtype": d.compute_dtype,
+            "notes": list(self.notes),
+        }
+
+    def explain(self) -> list[str]:
+        """Every figure as its formula with the numbers put in."""
+        return ex.explain_lines(self)
+
+    def summary(self) -> list[str]:
+        return ex.summary_lines(self)
+
+
+def resolve_precision(model: ModelSpec, precision: str | Precision | None) -> Precision:
+    if isinstance(precision, Precision):
+        return precision
+    if precision:
+        return get_precision(precision)
+    if model.native_precision in PRECISIONS:
+        return PRECISIONS[model.native_precision]
+    # A GGUF type without a row of ours: its real bits per weight, from the file.
+    bits = model.weight_bytes(None).total * 8 / max(model.params_total, 1)
+    return Precision(model.native_precision, bits, bits, "int8", f"GGUF file type: {bits:.2f} bits per weight in the file", gguf=True)
+
+
+def _check_inputs(hw: Hardware, devices: int | None, context: int, concurrency: int, input_tokens: int, utilization: float) -> None:
+    if context < 1:
+        raise UsageError("--context must be at least 1 token")
+    if concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    if devices is not None and devices < 1:
+        raise UsageError("--devices must be at least 1")
+    if not 1 <= input_tokens <= context:
+        raise UsageError(f"input tokens ({input_tokens}) must be between 1 and the context ({context})")
+    if not 0 < utilization <= 1:
+        raise UsageError("memory utilization must be in (0, 1]")
+    if hw.kind == "cpu" and devices is not None and devices > 1:
+        raise UsageError("--devices: a CPU is planned as one device")
+
+
+def plan(
+    model: ModelSpec | str,
+    hardware: Hardware | str,
+    *,
+    devices: int | None = None,
+    precision: str | Precision | None = None,
+    kv_dtype: str = "fp16",
+    context: int = 4096,
+    concurrency: int = 1,
+    input_tokens: int | None = None,
+    utilization: float = DEFAULT_UTILIZATION,
+) -> PlanResult:
+    """Memory, device count and speed-of-light bounds. Without `devices`, the minimum that fits is used."""
+    spec = load_model(model) if isinstance(model, str) else model
+    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    prompt = context if input_tokens is None else input_tokens
+    _check_inputs(hw, devices, context, concurrency, prompt, utilization)
+    prec = resolve_precision(spec, precision)
+    kvb = kv_dtype_bytes(kv_dtype)
+    fewest = min_devices(spec, hw, prec, kvb, context, concurrency, utilization)
+    n = devices or fewest or 1
+    basis = "given" if devices else ("minimum" if fewest else "none fits")
+    mem = memory_plan(spec, hw, n, prec, kvb, context, concurrency, utilization)
+    one = mem if n == 1 else memory_plan(spec, hw, 1, prec, kvb, context, concurrency, utilization)
+    result = PlanResult(
+        model=spec,
+        hardware=hw,
+        precision=prec,
+        kv_dtype=kv_dtype,
+        kv_bytes_per_element=kvb,
+        context=context,
+        concurrency=concurrency,
+        input_tokens=prompt,
+        devices=n,
+        devices_basis=basis,
+        memory=mem,
+        fits_on_one_device=one.fits,
+        min_devices=fewest,
+        tp_sizes=valid_tp_sizes(spec) if shards_by_heads(hw) else None,
+        max_concurrency=max_concurrency(mem, spec),
+        max_context=max_context(spec, hw, n, prec, kvb, concurrency, utilization),
+        decode=decode_step(spec, hw, n, prec, kvb, context, concurrency),
+        prefill=prefill(spec, hw, n, prec, kvb, prompt),
+        notes=(),
+    )
+    return _with_notes(result)
+
+
+def _with_notes(r: PlanResult) -> PlanResult:
+    return replace(r, notes=tuple(ex.plan_notes(r)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Refusal text for a launcher
+
+
+@dataclass(frozen=True)
+class FitVerdict:
+    fits: bool
+    message: str
+    min_devices: int | None
+    suggestions: tuple[str, ...]
+    plan: PlanResult
+
+
+# Cheaper checkpoints to suggest, best quality first: (precision, how to say it).
+_CHEAPER = (("fp8", "an FP8 checkpoint"), ("int8", "an INT8 (W8A8) checkpoint"), ("awq-int4", "an INT4 AWQ checkpoint"))
+
+
+def check_fit(
+    model: ModelSpec | str,
+    hardware: Hardware | str,
+    devices: int | None = 1,
+    precision: str | Precision | None = None,
+    context: int = 4096,
+    concurrency: int = 1,
+    *,
+    kv_dtype: str = "fp16",
+    utilization: float = DEFAULT_UTILIZATION,
+) -> FitVerdict:
+    """Will it fit as configured? If not, a one-line message saying why and what would."""
+    r = plan(model, hardware, devices=devices or 1, precision=precision, kv_dtype=kv_dtype,
+             context=context, concurrency=concurrency, utilization=utilization)  # fmt: skip
+    if r.memory.fits:
+        return FitVerdict(True, ex.fits_message(r), r.min_devices, (), r)
+    tips = _with_verb(_weights_tips(r) if not r.memory.weights_fit else _kv_tips(r))
+    head = ex.weights_refusal(r) if not r.memory.weights_fit else ex.kv_refusal(r)
+    message = f"{head}: {_join(tips)}" if tips else f"{head}; no cheaper precision or device count in reach fixes it"
+    return FitVerdict(False, message, r.min_devices, tuple(tips), r)
+
+
+def _join(tips: list[str]) -> str:
+    return tips[0] if len(tips) == 1 else ", ".join(tips[:-1]) + ", or " + tips[-1]
+
+
+def _same(r: PlanResult, **changes: Any) -> PlanResult:
+    args: dict[str, Any] = {"devices": r.devices, "precision": r.precision, "kv_dtype": r.kv_dtype, "context": r.context,
+                            "concurrency": r.concurrency, "utilization": r.memory.utilization}  # fmt: skip
+    args.update(changes)
+    return plan(r.model, r.hardware, **args)
+
+
+def _parallel_tip(r: PlanResult) -> list[str]:
+    n = r.min_devices
+    if n is None or n <= r.devices:
+        return []
+    if r.hardware.kind == "sram":
+        return [f"{n} chips"]
+    if r.hardware.kind == "cpu":
+        return []
+    if n > r.hardware.devices_per_node:
+        return [f"{n} GPUs (more than one {r.hardware.devices_per_node}-GPU node: add --pipeline-parallel-size)"]
+    return [f"--tensor-parallel-size {n}"]
+
+
+def _with_verb(tips: list[str]) -> list[str]:
+    """The first tip must read as an instruction: '--tensor-parallel-size 4' -> 'use --tensor-parallel-size 4'."""
+    if tips and not tips[0].startswith(("use ", "lower ", "run ")):
+        return [f"use {tips[0]}", *tips[1:]]
+    return tips
+
+
+def _weights_tips(r: PlanResult) -> list[str]:
+    tips = []
+    for name, words in _CHEAPER:
+        cheaper = PRECISIONS[name]
+        if name == "fp8" and "fp8" not in r.hardware.flops:
+            continue  # no FP8 units: an FP8 checkpoint would run dequantized; INT8 is the better tip
+        if cheaper.bits_per_weight < r.precision.bits_per_weight and _same(r, precision=cheaper).memory.fits:
+            tips.append(f"use {words}")
+            break
+    return tips + _parallel_tip(r)
+
+
+def _kv_tips(r: PlanResult) -> list[str]:
+    tips = []
+    if r.max_context and r.max_context < r.context:
+        tips.append(f"lower --max-model-len to {r.max_context}")
+    if r.max_concurrency and r.max_concurrency < r.concurrency:
+        tips.append(f"run at most {r.max_concurrency} sequences (--max-num-seqs {r.max_concurrency})")
+    if r.kv_bytes_per_element > 1 and _same(r, kv_dtype="fp8").memory.fits:
+        tips.append("use --kv-cache-dtype fp8")
+    return tips + _parallel_tip(r)
+
+
+# ---------------------------------------------------------------------------------------------
+# Efficiency of a measurement
+
+
+def _pct(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or numerator <= 0 or denominator <= 0:
+        return None
+    return 100.0 * numerator / denominator
+
+
+def efficiency(
+    measured_decode_tok_s_per_stream: float | None,
+    measured_ttft_ms: float | None,
+    plan_result: PlanResult,
+    *,
+    measured_aggregate_tok_s: float | None = None,
+) -> dict[str, Any]:
+    """Measurements as a percentage of the speed of light, and a warning for any that beats it.
+
+    decode: measured tok/s ÷ bound × 100. TTFT is a time, so its efficiency is bound ÷ measured × 100:
+    100 % means at the physical limit for both. Undefined figures are None, never 0.
+    """
+    r = plan_result
+    decode = _pct(measured_decode_tok_s_per_stream, r.decode_tokens_per_s_bound)
+    ttft = _pct(r.ttft_ms_bound, measured_ttft_ms)
+    aggregate = _pct(measured_aggregate_tok_s, r.aggregate_tokens_per_s_bound)
+    where = f"{r.devices} × {r.hardware.name}, {r.model.name} in {r.precision.name}"
+    warnings = []
+    if decode is not None and decode > 100:
+        warnings.append(f"measurement beats the bound: decode {measured_decode_tok_s_per_stream:.1f} tok/s per stream > "
+                        f"{r.decode_tokens_per_s_bound:.1f} tok/s possible on {where}: the hardware, model or precision "
+                        "is wrong, or the measurement is")  # fmt: skip
+    if aggregate is not None and aggregate > 100:
+        warnings.append(f"measurement beats the bound: {measured_aggregate_tok_s:.1f} tok/s in aggregate > "
+                        f"{r.aggregate_tokens_per_s_bound:.1f} tok/s possible on {where}")  # fmt: skip
+    if ttft is not None and ttft > 100:
+        warnings.append(f"measurement beats the bound: TTFT {measured_ttft_ms:.1f} ms < {r.ttft_ms_bound:.1f} ms minimum "
+                        f"for {r.input_tokens} prompt tokens on {where}: check the prompt length, prefix caching, "
+                        "or the setup")  # fmt: skip
+    return {
+        "hardware": r.hardware.name,
+        "devices": r.devices,
+        "model": r.model.name,
+        "precision": r.precision.name,
+        "decode_tokens_per_s_bound": r.decode_tokens_per_s_bound,
+        "aggregate_tokens_per_s_bound": r.aggregate_tokens_per_s_bound,
+        "ttft_ms_bound": r.ttft_ms_bound,
+        "decode_pct_of_bound": decode,
+        "aggregate_pct_of_bound": aggregate,
+        "ttft_pct_of_bound": ttft,
+        "decode_bound_by": r.decode.bound_by,
+        # Without a compute figure (a CPU) the TTFT bound only counts reading the weights: loose.
+        "ttft_bound_memory_only": r.prefill.compute is None,
+        "warnings": warnings,
+    }
+
+
+__all__ = ["FitVerdict", "PlanResult", "check_fit", "efficiency", "plan", "resolve_precision"]
