@@ -105,3 +105,34 @@ def test_auth_and_model_errors_are_records(fake: Any, status: int, kind: str) ->
 
         r = run(go())
     assert r.error_kind == kind
+
+
+def test_server_that_closes_after_each_stream_is_not_an_error() -> None:
+    """llama.cpp's server closes the connection after each stream while advertising keep-alive;
+    a back-to-back request on that connection is retried once on a fresh one, and says so."""
+    import asyncio as aio
+
+    body = b"".join(
+        b"data: " + part + b"\n\n"
+        for part in (b'{"id":"x","choices":[{"index":0,"delta":{"content":"hi"}}]}', b"[DONE]")
+    )
+    chunk = hex(len(body))[2:].encode() + b"\r\n" + body + b"\r\n0\r\n\r\n"
+
+    async def handle(reader: aio.StreamReader, writer: aio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nKeep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk)
+        await writer.drain()
+        writer.close()
+
+    async def go() -> list[RequestRecord]:
+        server = await aio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            async with OpenAIClient(f"http://127.0.0.1:{port}/v1", "m", options=RequestOptions(max_tokens=None)) as c:
+                return [await c.send(Prompt(text="x"), RequestRecord(seq=i)) for i in range(5)]
+
+    recs = run(go())
+    assert all(r.ok for r in recs), [r.error_message for r in recs]
+    assert all(r.new_connection for r in recs) and any(r.retried_stale_connection for r in recs)

@@ -123,18 +123,16 @@ class OpenAIClient:
         rec.start_ns = perf_ns()
         try:
             async with asyncio.timeout_at(deadline.first(rec.start_ns)) as tm:
-                async with self.session.post(
-                    self.url, data=payload, headers=self.headers(), trace_request_ctx=rec
-                ) as resp:
-                    rec.headers_ns = perf_ns()
-                    rec.status = resp.status
-                    rec.response_id = resp.headers.get("x-request-id")
-                    if resp.status >= 400:
-                        await self._http_error(resp, rec)
-                    elif reader is not None:
-                        await reader.read(resp, tm, deadline)
-                    else:
-                        await _read_body(resp, rec)
+                try:
+                    await self._exchange(payload, rec, reader, tm, deadline)
+                except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                    if not _stale_keepalive(rec):
+                        raise
+                    # The server had closed the idle keep-alive connection we picked (llama.cpp's
+                    # server does after each stream): it never saw this request. Send it once more
+                    # on a fresh connection; the time lost stays inside this request's latency.
+                    rec.retried_stale_connection = True
+                    await self._exchange(payload, rec, reader, tm, deadline)
         except TimeoutError:
             rec.fail(deadline.kind(), deadline.message())
         except asyncio.CancelledError:
@@ -154,6 +152,19 @@ class OpenAIClient:
                 rec.error_message = self.redact(rec.error_message)
         _check_empty(rec)
         return rec
+
+    async def _exchange(self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline) -> None:
+        assert self.session is not None
+        async with self.session.post(self.url, data=payload, headers=self.headers(), trace_request_ctx=rec) as resp:
+            rec.headers_ns = perf_ns()
+            rec.status = resp.status
+            rec.response_id = resp.headers.get("x-request-id")
+            if resp.status >= 400:
+                await self._http_error(resp, rec)
+            elif reader is not None:
+                await reader.read(resp, tm, deadline)
+            else:
+                await _read_body(resp, rec)
 
     async def _http_error(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
         raw = await resp.read()
@@ -341,6 +352,11 @@ async def _read_body(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
     reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
     rec.text = reasoning + answer
     rec.finish_reason = choice.get("finish_reason")
+
+
+def _stale_keepalive(rec: RequestRecord) -> bool:
+    """A reused connection failed before any response byte, on the first attempt."""
+    return rec.connect_ns is None and rec.headers_ns is None and not rec.retried_stale_connection
 
 
 def _check_empty(rec: RequestRecord) -> None:

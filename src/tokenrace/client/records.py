@@ -41,6 +41,7 @@ class RequestRecord:
     usage: dict[str, Any] | None = None
     server_timing: dict[str, Any] | None = None  # the engine's own clock, when it reports it
     new_connection: bool | None = None
+    retried_stale_connection: bool = False  # a closed keep-alive connection was replaced once
     max_tokens: int | None = None
 
     @property
@@ -67,6 +68,7 @@ class RequestRecord:
             "schedule_lag_ms": d["schedule_lag_ms"],
             "connect_ms": _dur(self.connect_ns),
             "new_connection": self.new_connection,
+            "retried_stale_connection": self.retried_stale_connection,
             "ttft_ms": d["ttft_ms"],
             "ttfa_ms": d["ttfa_ms"],
             "e2e_ms": d["e2e_ms"],
