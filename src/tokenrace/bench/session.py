@@ -52,6 +52,9 @@ class BenchSettings:
     max_error_rate: float | None = None  # None: fail only when every request failed
     engine: dict[str, Any] | None = None  # what launched the server, when tokenrace did
     efficiency: EfficiencySpec | None = None  # hardware + model: report % of the speed of light
+    monitor: bool = False  # sample GPU/system/server metrics into timeseries.jsonl
+    monitor_interval_s: float = 1.0
+    metrics_url: str | None = None  # the server's Prometheus /metrics (default: discovered)
 
 
 @dataclass(slots=True)
@@ -94,6 +97,23 @@ async def build_prompts(spec: PromptSpec, tok: Tokenizer | None, seed: int | Non
         Prompt(p.messages, p.text, out_lengths[i % len(out_lengths)], p.label) for i, p in enumerate(base.prompts)
     )
     return PromptSet(ps, base.name)
+
+
+def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: int) -> Any:
+    if not s.monitor:
+        return None
+    from tokenrace.monitor import monitor_for_bench
+
+    return monitor_for_bench(directory, endpoint.base_url, endpoint.provider, t0, s.monitor_interval_s, s.metrics_url)
+
+
+def _enrich(summary: dict[str, Any], resources: Any, monitor: Any, runner: Runner, t0: int, duration_s: float | None) -> None:
+    """Resources, resource warnings and soak drift (runs of 5 minutes or more)."""
+    try:
+        from tokenrace.monitor import enrich_summary
+    except ImportError:
+        return
+    enrich_summary(summary, resources, monitor, runner.records, t0, duration_s)
 
 
 async def _scrape_metrics(client: OpenAIClient, base_url: str) -> str | None:
@@ -151,6 +171,10 @@ class BenchSession:
             manifest["environment"], manifest["server"] = await _environment(client)
             self.store.write_manifest(manifest)
             runner = Runner(self._send_checked(client, info.models), prompts, s.load, self._finish)
+            monitor = _monitor(s, directory, self.endpoint, t0)
+            if monitor is not None:
+                manifest["monitor"] = {"interval_s": s.monitor_interval_s, "metrics_url": monitor.metrics_url}
+                await monitor.start()
             engine_name = (manifest.get("server") or {}).get("engine")
             metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine_name in ENGINE_HISTOGRAMS else None
             interrupted = False
@@ -162,7 +186,9 @@ class BenchSession:
                 for rec in runner.records:
                     if rec.seq not in self._written:
                         self.store.append(rec)
+                resources = await monitor.stop() if monitor is not None else None
                 summary = self._summary(runner, interrupted)
+                _enrich(summary, resources, monitor, runner, t0, s.load.duration_s)
                 if metrics_before is not None and "server_vs_client" not in summary:
                     after = await _scrape_metrics(client, self.endpoint.base_url)
                     m = summary["metrics"]

@@ -52,6 +52,9 @@ _OPTIONS = [
     click.option("--model-config", help="Model for the bound: catalog name, config.json, model folder or .gguf."),
     click.option("--precision", help="Weights precision for the bound (bf16, fp8, int4, awq, q4_k_m, ...)."),
     click.option("--devices", type=int, help="Devices serving the model (tensor parallel size) for the bound."),
+    click.option("--monitor/--no-monitor", default=False, show_default=True, help="Sample GPU (NVML), system and the server's /metrics into timeseries.jsonl."),
+    click.option("--monitor-interval", default="1s", show_default=True, help="Sampling interval (1s, 500ms)."),
+    click.option("--metrics-url", help="The server's Prometheus /metrics (default: http://host:port/metrics of --url, none for hosted APIs)."),
     click.option("--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s."),
     click.option("--timeout-connect", type=float, default=10.0, show_default=True, help="Seconds."),
     click.option("--timeout-first-byte", type=float, default=120.0, show_default=True, help="Seconds to the first byte of the answer."),
@@ -104,6 +107,9 @@ def settings_from_options(o: dict[str, object]) -> BenchSettings:
         label=o["label"],  # type: ignore[arg-type]
         max_error_rate=o["max_error_rate"],  # type: ignore[arg-type]
         efficiency=_efficiency_spec(o),
+        monitor=bool(o["monitor"]),
+        monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,  # type: ignore[arg-type]
+        metrics_url=o["metrics_url"],  # type: ignore[arg-type]
     )
 
 

@@ -72,6 +72,12 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
             f"{fmt(eff['ttft_ms_bound'], 2)} ms minimum, aggregate {fmt(eff['aggregate_pct_of_bound'])} %"
         )
         lines.extend(f"warning: {w}" for w in eff.get("warnings", []))
+    if summary.get("resources"):
+        from tokenrace.monitor.render import summary_lines
+
+        lines.extend(summary_lines(summary["resources"]))
+    lines.extend(f"warning: {w}" for w in summary.get("resource_warnings") or [])
+    lines.extend(f"drift: {f}" for f in (summary.get("drift") or {}).get("findings") or [])
     if summary.get("goodput"):
         g = summary["goodput"]
         lines.append(f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}")
