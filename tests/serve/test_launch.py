@@ -131,3 +131,30 @@ def _gone(pid: int, within_s: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def _serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tokenrace", "serve", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": "/nonexistent"})
+
+
+def test_refuses_a_model_that_cannot_fit_with_numbers_and_a_suggestion() -> None:
+    pytest.importorskip("tokenrace.plan")
+    p = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--dtype", "bfloat16")
+    assert p.returncode == 2
+    line = p.stderr.strip()
+    assert "61.4 GB" in line and "24 GiB" in line and "AWQ" in line and "--tensor-parallel-size 4" in line and "--force" in line
+
+
+def test_force_skips_the_refusal_and_a_fitting_plan_passes() -> None:
+    pytest.importorskip("tokenrace.plan")
+    forced = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--dtype", "bfloat16", "--force")
+    assert forced.returncode == 4 and "not installed" in forced.stderr  # it got past the fit check
+    ok = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--tensor-parallel-size", "4", "--dtype", "bfloat16", "--dry-run")
+    assert ok.returncode == 0 and "fits on 4" in ok.stderr
+
+
+def test_unknown_model_is_not_refused() -> None:
+    pytest.importorskip("tokenrace.plan")
+    p = _serve("--engine", "vllm", "some-org/unknown-model-xyz", "--hardware", "H100-SXM", "--dry-run")
+    assert p.returncode == 0 and "fit not checked" in p.stderr

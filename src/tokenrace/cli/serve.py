@@ -14,6 +14,7 @@ from tokenrace.cli.common import parse_json_object
 from tokenrace.errors import EngineError, UsageError
 from tokenrace.serve.embedded import EmbeddedOptions, find_llama_server
 from tokenrace.serve.engines import INSTALL, LaunchSpec, build_command, installed
+from tokenrace.serve.fit import check as check_fit
 from tokenrace.serve.launch import start_embedded
 from tokenrace.serve.process import EngineProcess, wait_ready
 
@@ -36,6 +37,7 @@ from tokenrace.serve.process import EngineProcess, wait_ready
 @click.option("--quantization")
 @click.option("--max-num-seqs", type=int)
 @click.option("--gpu-layers", type=int, help="llama.cpp: layers to offload (default all).")
+@click.option("--hardware", help="GPU model for the fit check (a `tokenrace plan` catalog name); default: detected.")
 @click.option("--dry-run", is_flag=True, help="Print the exact command and exit.")
 @click.option("--force", is_flag=True, help="Launch even when the planner says the model does not fit.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for readiness.")
@@ -88,9 +90,14 @@ def _serve_engine(engine: str, model: str | None, o: dict[str, object]) -> None:
     )
     llama = find_llama_server()
     argv = build_command(spec, str(llama) if llama else "llama-server")
+    fit = check_fit(spec, o["hardware"])  # type: ignore[arg-type]
     if o["dry_run"]:
+        click.echo(f"# fit: {fit.message}", err=True)
         click.echo(shlex.join(argv))
         return
+    if fit.fits is False and not o["force"]:
+        raise UsageError(f"refusing to launch: {fit.message} (or pass --force)")
+    click.echo(f"fit: {fit.message}", err=True)
     if not installed(engine, str(llama) if llama else None):
         raise EngineError(f"{engine} is not installed: {INSTALL[engine]}")
     proc = EngineProcess(argv, engine).start()
