@@ -1,0 +1,108 @@
+"""`tokenrace report`: one offline HTML file, checked in a real headless Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.report.cdp import load_page
+from tests.sweep.helpers import bench
+from tokenrace.bench.cost import CostSpec, GpuCost
+from tokenrace.bench.rundata import load
+from tokenrace.bench.runner import Load
+from tokenrace.bench.session import BenchSettings
+from tokenrace.bench.sweep import SweepPlan, run_sweep
+from tokenrace.client.openai import RequestOptions
+from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.report.html import build, resource_series, write
+from tokenrace.testing.fake_server import FakeServerThread
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+try:
+    import plotly  # noqa: F401
+except ImportError:
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("the HTML report needs plotly (pip install plotly)", allow_module_level=True)
+SAMPLE = {  # one line of timeseries.jsonl, in the layout of docs/monitor.md
+    "wall": "2025-01-01T12:00:01+00:00",
+    "gpu": [{"index": 0, "name": "GPU", "util_pct": 90.0, "mem_used_bytes": 7.0e10, "mem_total_bytes": 8.5e10, "throttle": []}],
+    "system": {"cpu_pct": 30.0, "mem_used_bytes": 4.0e10},
+    "server": {"engine": "vllm", "running": 12, "waiting": 3, "kv_cache_usage": 0.41},
+}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    d = tmp_path_factory.mktemp("report")
+    cfg = {"ttft_ms": 15, "itl_ms": 2, "output_tokens": 24, "tokens_per_chunk": 2, "load_itl_ms": 1}
+    with FakeServerThread(cfg) as ok, FakeServerThread({**cfg, "fault": "500", "fault_every": 5}) as flaky:
+        run = bench(ok.base_url, d / "run", label="steady", requests=40, concurrency=4, max_tokens=32).directory
+        with (run / "timeseries.jsonl").open("w") as f:
+            for i in range(20):
+                s = json.loads(json.dumps(SAMPLE))
+                s["t_ms"] = i * 250.0
+                s["gpu"][0]["util_pct"] = 60 + i
+                s["system"]["cpu_pct"] = 20 + (i % 5)
+                s["server"]["running"] = i % 7
+                f.write(json.dumps(s) + "\n")
+        other = bench(flaky.base_url, d / "other", label="flaky", requests=40, concurrency=4, max_tokens=32).directory
+        settings = BenchSettings(endpoint=ResolvedEndpoint(ok.base_url, None, None, "fake"), request=RequestOptions(max_tokens=32),
+                                 load=Load(requests=16), output=d / "sweep", label="ladder")
+        sweep = asyncio.run(run_sweep(settings, SweepPlan(values=(1, 2, 4, 8), stop_early=False))).directory
+    yield {"run": run, "other": other, "sweep": sweep, "dir": d}
+
+
+def figures(text: str) -> int:
+    return text.count("<figure class=\"chart\">")
+
+
+def test_resource_series_flattens_monitor_samples() -> None:
+    samples = [{**SAMPLE, "t_ms": 0.0}, {**SAMPLE, "t_ms": 500.0, "system": {"cpu_pct": 50.0, "mem_used_bytes": 4.0e10}}]
+    series = resource_series(samples)
+    assert series == {"system.cpu_pct": ([0.0, 0.5], [30.0, 50.0])}  # constant series are left out
+    assert resource_series([]) == {}
+
+
+def test_reports_are_self_contained(made: dict[str, Path]) -> None:
+    for inputs in ([made["run"]], [made["sweep"]], [made["run"], made["other"]]):
+        text = build([load(p) for p in inputs], CostSpec(gpu=GpuCost(2.0)))
+        assert "<script src" not in text and "<link" not in text and "@import" not in text
+        assert len(text) > 3_000_000 and "Plotly" in text  # plotly.js is inlined, once
+        assert text.count("Plotly.newPlot") == figures(text) >= 3
+    run_page = build([load(made["run"])])
+    assert "Resources: steady" in run_page and "Tokens per chunk" in run_page and "Manifest" in run_page
+
+
+def test_cli_writes_the_file(made: dict[str, Path]) -> None:
+    out = made["dir"] / "cli" / "report.html"
+    p = subprocess.run([sys.executable, "-m", "tokenrace", "report", str(made["sweep"]), "-o", str(out), "--price", "in=0.1,out=0.2"],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    assert out.is_file() and "self-contained" in p.stdout
+    assert "$/M out tok" in out.read_text()
+
+
+@pytest.mark.chromium
+@pytest.mark.parametrize("kind", ["run", "sweep", "comparison"])
+def test_report_renders_in_chromium_without_errors(made: dict[str, Path], kind: str) -> None:
+    inputs = {"run": [made["run"]], "sweep": [made["sweep"]], "comparison": [made["run"], made["other"]]}[kind]
+    html_file = write([load(p) for p in inputs], made["dir"] / f"{kind}.html", CostSpec(gpu=GpuCost(2.5, 2)))
+    expected = figures(html_file.read_text())
+    shot = ARTIFACTS / f"report-{kind}.png"
+    check = load_page(html_file, shot)
+    assert check.console_errors == []
+    assert check.charts == expected and check.rendered == expected, (check.charts, check.rendered, expected)
+    assert check.traces >= expected
+    assert check.requests == [html_file.resolve().as_uri()]  # nothing else was fetched: works offline
+    assert check.title and check.height > 1500
+    assert shot.stat().st_size > 50_000 and re.match(rb"\x89PNG", shot.read_bytes()[:4])
