@@ -1,0 +1,269 @@
+"""Other tools' per-request results, as tokenrace runs: vLLM `bench serve` and AIPerf.
+
+Each request becomes a RequestRecord (times relative to the first start), and the summary is
+computed by the same `summarize` as our own runs, so every figure keeps its one definition.
+The field mapping is in docs/sweep.md ("Importing vLLM and AIPerf results").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tokenrace import __version__
+from tokenrace.bench.metrics import Windows, summarize
+from tokenrace.bench.rundata import RunData, load_records_file
+from tokenrace.bench.store import MANIFEST, RECORDS, SUMMARY, default_run_dir, write_json
+from tokenrace.client.records import RequestRecord
+from tokenrace.errors import UsageError
+
+NS = 1_000_000_000
+UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": NS, "sec": NS}
+AIPERF_AGGREGATE = "profile_export_aiperf.json"
+
+
+def detect(path: Path) -> str | None:
+    """'vllm' or 'aiperf' from the file's content, or None."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        head = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        head = None
+    if isinstance(head, dict) and isinstance(head.get("metadata"), dict) and "metrics" in head:
+        return "aiperf"
+    doc = head if isinstance(head, dict) else _json_or_none(path)
+    if isinstance(doc, dict) and ("ttfts" in doc or {"duration", "completed", "model_id"} <= set(doc)):
+        return "vllm"
+    return None
+
+
+def _json_or_none(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        return None
+
+
+def import_file(path: Path) -> RunData:
+    kind = detect(path)
+    if kind == "vllm":
+        return from_vllm(_json(path), path)
+    if kind == "aiperf":
+        return from_aiperf(load_records_file(path), path, _aiperf_aggregate(path))
+    raise UsageError(f"{path}: not a vLLM bench serve result (saved with --save-result --save-detailed) "
+                     "nor an AIPerf profile_export.jsonl")
+
+
+def import_to_dir(path: Path, out: Path | None = None) -> Path:
+    """Convert a result file into a new run directory under `out` (default runs/):
+    records.jsonl, summary.json and manifest.json, like a run of our own."""
+    data = import_file(path)
+    directory = default_run_dir(f"{data.manifest['tool'].split()[0]}-{Path(path).stem}", out or "runs")
+    if (directory / RECORDS).exists():
+        raise UsageError(f"{directory} already holds a run")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in data.records()))
+    write_json(directory / SUMMARY, data.summary)
+    write_json(directory / MANIFEST, data.manifest)
+    return directory
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: expected a JSON object")
+    return doc
+
+
+# --- shared -------------------------------------------------------------------------------------
+
+
+def _record(seq: int, phase: str, start_ns: int, ttft_ns: int | None, gaps_ns: Sequence[int], end_ns: int | None,
+            output_tokens: int | None, prompt_tokens: int | None, source: str) -> RequestRecord:
+    rec = RequestRecord(seq=seq, phase=phase, start_ns=start_ns, end_ns=end_ns)
+    if ttft_ns is not None:
+        chunks = [start_ns + ttft_ns]
+        for g in gaps_ns:
+            chunks.append(chunks[-1] + g)
+        rec.first_token_ns = rec.first_answer_ns = chunks[0]
+        rec.chunk_ns = chunks
+        if rec.end_ns is None:
+            rec.end_ns = chunks[-1]
+    rec.output_tokens, rec.output_tokens_source = output_tokens, source if output_tokens is not None else None
+    rec.prompt_tokens, rec.prompt_tokens_source = prompt_tokens, source if prompt_tokens is not None else None
+    if output_tokens is not None and output_tokens == len(rec.chunk_ns):
+        rec.chunk_tokens = [1] * output_tokens  # one token per chunk, as for our own runs
+    return rec
+
+
+def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> RunData:
+    summary = summarize(records, windows)
+    summary["imported"] = {"tool": manifest["tool"], "source_file": str(path)}
+    lines = [r.to_json(0) for r in records]
+    return RunData(path, "run", summary, manifest, _records=lines)
+
+
+def _manifest(tool: str, path: Path, model: str | None, started: str | None, settings: dict[str, Any],
+              extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "tool": tool, "version": None, "command": extra.pop("command", None), "settings": settings,
+        "endpoint": extra.pop("endpoint", None), "provider": extra.pop("provider", None), "model": model,
+        "prompts": {"name": extra.pop("prompts", None), "count": None, "sizing": None},
+        "started_at": started, "finished_at": None, "source_file": str(path),
+        "imported_at": datetime.now(timezone.utc).isoformat(), "imported_by": f"tokenrace {__version__}", **extra,
+    }
+
+
+def _settings(label: str | None, concurrency: int | None, rate: float | None, stream: bool | None, api: str | None,
+              max_tokens: int | None = None, input_tokens: Any = None, output_tokens: Any = None) -> dict[str, Any]:
+    return {
+        "label": label,
+        "load": {"concurrency": concurrency, "rate": rate},
+        "request": {"stream": stream, "api": api, "max_tokens": max_tokens, "extra_body": {}},
+        "prompts": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    }
+
+
+# --- vLLM bench serve --------------------------------------------------------------------------------
+
+
+def from_vllm(doc: dict[str, Any], path: Path) -> RunData:
+    ttfts = doc.get("ttfts")
+    if not isinstance(ttfts, list):
+        raise UsageError(f"{path}: no per-request results; run vllm bench serve with --save-result --save-detailed")
+    n = len(ttfts)
+    col = lambda k, default=None: list(doc.get(k) or [default] * n)  # noqa: E731
+    starts, lats, errors = doc.get("start_times"), col("latencies"), col("errors", "")
+    itls, outs, ins, texts = col("itls", []), col("output_lens"), col("input_lens"), col("generated_texts", "")
+    t0 = min(starts) if starts else 0.0
+    records = []
+    for i in range(n):
+        start = round((starts[i] - t0) * NS) if starts else 0
+        failed = bool(errors[i])
+        latency = lats[i] if lats[i] else None
+        rec = _record(i, "measure", start, None if failed else round(ttfts[i] * NS), [round(g * NS) for g in itls[i] or []],
+                      start + round(latency * NS) if latency and not failed else None,
+                      None if failed else outs[i], ins[i], "vllm")
+        if failed:
+            rec.end_ns = start + round(latency * NS) if latency else None
+            rec.fail("imported", str(errors[i]).strip().splitlines()[-1] if str(errors[i]).strip() else "failed")
+        rec.text = texts[i] or ""
+        records.append(rec)
+    rate = doc.get("request_rate")
+    rate = float(rate) if isinstance(rate, (int, float)) else None
+    run = _run(path, records, Windows(offered_rate=rate), _vllm_manifest(doc, path, rate))
+    if not starts:
+        _window_from_duration(run.summary, doc.get("duration"))
+    return run
+
+
+def _vllm_manifest(doc: dict[str, Any], path: Path, rate: float | None) -> dict[str, Any]:
+    backend = doc.get("backend") or doc.get("endpoint_type")
+    started = None
+    if doc.get("date"):
+        try:
+            started = datetime.strptime(doc["date"], "%Y%m%d-%H%M%S").isoformat()  # local time of the machine that ran it
+        except ValueError:
+            started = str(doc["date"])
+    settings = _settings(doc.get("label"), doc.get("max_concurrency"), rate, True,
+                         "chat" if backend and "chat" in str(backend) else "completions")
+    settings["load"]["burstiness"] = doc.get("burstiness")
+    settings["load"]["requests"] = doc.get("num_prompts")
+    return _manifest("vllm bench serve", path, doc.get("model_id"), started, settings,
+                     {"provider": backend, "vllm_result": {k: doc.get(k) for k in ("duration", "completed", "failed", "output_throughput",
+                                                                                     "request_throughput", "tokenizer_id")}})
+
+
+def _window_from_duration(summary: dict[str, Any], duration: float | None) -> None:
+    """Older vLLM results have no start times: throughput over the benchmark's own duration."""
+    tp = summary["throughput"]
+    if not duration:
+        tp.update(window_s=None, output_tokens_per_s=None, requests_per_s=None)
+        return
+    out = (summary["metrics"]["output_tokens"]["mean"] or 0) * summary["metrics"]["output_tokens"]["count"]
+    tp.update(window_s=round(duration, 6), output_tokens_per_s=round(out / duration, 4),
+              requests_per_s=round(summary["requests"]["succeeded"] / duration, 4))
+    summary["achieved_rate"] = None
+    summary["imported"]["window"] = "duration"
+
+
+# --- AIPerf ------------------------------------------------------------------------------------------
+
+
+def _ns(metric: dict[str, Any] | None) -> int | None:
+    if not isinstance(metric, dict) or metric.get("value") is None:
+        return None
+    scale = UNIT_NS.get(str(metric.get("unit", "ms")).lower())
+    if scale is None:
+        raise UsageError(f"AIPerf: unknown time unit {metric.get('unit')!r}")
+    return round(float(metric["value"]) * scale)
+
+
+def _gaps_ns(metric: dict[str, Any] | None) -> list[int]:
+    if not isinstance(metric, dict) or not isinstance(metric.get("value"), list):
+        return []
+    scale = UNIT_NS.get(str(metric.get("unit", "ms")).lower(), 1_000_000)
+    return [round(float(v) * scale) for v in metric["value"]]
+
+
+def _count(metric: dict[str, Any] | None) -> int | None:
+    return int(metric["value"]) if isinstance(metric, dict) and metric.get("value") is not None else None
+
+
+def from_aiperf(lines: list[dict[str, Any]], path: Path, aggregate: dict[str, Any] | None = None) -> RunData:
+    lines = [x for x in lines if isinstance(x.get("metadata"), dict)]
+    if not lines:
+        raise UsageError(f"{path}: no AIPerf records (one JSON object per line with metadata and metrics)")
+    t0 = min(x["metadata"].get("request_start_ns") or x["metadata"].get("timestamp_ns") or 0 for x in lines)
+    records = [_aiperf_record(i, x, t0) for i, x in enumerate(lines)]
+    return _run(path, records, Windows(), _aiperf_manifest(path, aggregate or {}, t0))
+
+
+def _aiperf_record(seq: int, x: dict[str, Any], t0: int) -> RequestRecord:
+    meta, m, err = x["metadata"], x.get("metrics") or {}, x.get("error")
+    phase = "warmup" if (meta.get("benchmark_phase") or meta.get("credit_phase")) == "warmup" else "measure"
+    start = (meta.get("request_start_ns") or meta.get("timestamp_ns") or t0) - t0
+    latency = _ns(m.get("request_latency"))
+    end = start + latency if latency is not None else (meta["request_end_ns"] - t0 if meta.get("request_end_ns") else None)
+    failed = err is not None
+    rec = _record(seq, phase, start, None if failed else _ns(m.get("time_to_first_token")), _gaps_ns(m.get("inter_chunk_latency")),
+                  end, None if failed else _count(m.get("output_sequence_length") or m.get("output_token_count")),
+                  _count(m.get("input_sequence_length") or m.get("error_isl")), "aiperf")
+    if failed:
+        rec.end_ns = end
+        rec.fail("imported", f"{err.get('type') or 'error'}: {err.get('message') or ''}".strip(), err.get("code"))
+    return rec
+
+
+def _aiperf_aggregate(path: Path) -> dict[str, Any] | None:
+    agg = path.with_name(AIPERF_AGGREGATE)
+    try:
+        doc = orjson.loads(agg.read_bytes()) if agg.is_file() else None
+    except orjson.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _aiperf_manifest(path: Path, agg: dict[str, Any], t0: int) -> dict[str, Any]:
+    cfg = agg.get("input_config") or {}
+    ep, load, prompt = cfg.get("endpoint") or {}, cfg.get("loadgen") or {}, (cfg.get("input") or {}).get("prompt") or {}
+    models = ep.get("model_names") or []
+    started = datetime.fromtimestamp(t0 / NS, timezone.utc).isoformat() if t0 > 1e18 else agg.get("start_time")
+    out_mean = (prompt.get("output_tokens") or {}).get("mean")
+    in_mean = (prompt.get("input_tokens") or {}).get("mean")
+    settings = _settings(None, load.get("concurrency"), load.get("request_rate"), ep.get("streaming"), ep.get("type"),
+                         input_tokens=[in_mean, 0.0] if in_mean else None, output_tokens=[out_mean, 0.0] if out_mean else None)
+    return _manifest("aiperf", path, models[0] if models else None, started, settings,
+                     {"command": cfg.get("cli_command", "").split() or None, "endpoint": ep.get("url"),
+                      "aggregate_file": str(path.with_name(AIPERF_AGGREGATE)) if agg else None})
