@@ -1,0 +1,331 @@
+"""How much latency does the gateway add, and how many requests a second does one core carry?
+
+Three processes: the fake OpenAI server and the load generator share one core, the gateway has the
+other to itself (`os.sched_setaffinity`), so "one core" means exactly that. The load generator is a
+lean open-loop HTTP/1.1 client (Poisson arrivals) that stamps, in `data_received`, the arrival of
+the first token (streams) or of the whole body (non-streaming), and reads the response id from it.
+The fake logs `perf_counter_ns()` when each request arrived and when it wrote the first token;
+CLOCK_MONOTONIC is shared between processes on Linux, so for every request
+
+    path latency = client-measured TTFT (or e2e) - the fake's own delay (first send - arrival)
+
+is the time spent on the wire and in any proxy, both ways. The same rate is run straight at the
+fake and through the gateway; "added" is the difference of the two distributions' percentiles.
+The gateway's CPU time per request (from /proc) gives the one-core ceiling: 1 / CPU per request.
+
+    python benchmarks/gateway_overhead.py                 # 100, 500, 1000 RPS, 20 s each, + ceiling
+    python benchmarks/gateway_overhead.py --quick         # 5 s per rate
+    python benchmarks/gateway_overhead.py --rates 1000 --duration 60 --tokens 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from tokenrace.testing.fake_server import spawn_fake_server  # noqa: E402
+
+KEY = "bench-client-key-0123456789"
+GATEWAY_CORE, OTHER_CORE = 0, 1
+
+
+# --- the load generator (runs in its own process: --loadgen) -----------------------------------------
+
+
+class _Probe(asyncio.Protocol):
+    """One keep-alive connection; one request at a time; stamps the moments that matter."""
+
+    def __init__(self, stream: bool) -> None:
+        self.stream = stream
+        self.transport: asyncio.Transport | None = None
+        self.done: asyncio.Future[None] | None = None
+        self.buf = b""
+        self.first_ns: int | None = None
+        self.end_ns: int | None = None
+        self.response_id: str | None = None
+        self.status = 0
+        self.length: int | None = None
+        self.head_end = -1
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, payload: bytes) -> asyncio.Future[None]:
+        self.buf, self.first_ns, self.end_ns, self.response_id, self.status, self.length, self.head_end = b"", None, None, None, 0, None, -1
+        self.done = asyncio.get_running_loop().create_future()
+        assert self.transport is not None
+        self.transport.write(payload)
+        return self.done
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter_ns()
+        self.buf += data
+        if self.head_end < 0:
+            self.head_end = self.buf.find(b"\r\n\r\n")
+            if self.head_end < 0:
+                return
+            head = self.buf[: self.head_end].decode("latin-1").lower()
+            self.status = int(head[9:12])
+            for line in head.split("\r\n"):
+                if line.startswith("content-length:"):
+                    self.length = int(line.split(":")[1])
+        body = self.buf[self.head_end + 4 :]
+        if self.response_id is None and b'"id":"' in body:
+            start = body.index(b'"id":"') + 6
+            end = body.find(b'"', start)
+            if end > 0:
+                self.response_id = body[start:end].decode()
+        if self.stream:
+            if self.first_ns is None and (b'"content":"w' in body or b'"text":"w' in body):
+                self.first_ns = t
+            if body.endswith(b"0\r\n\r\n") or self.status >= 400 and self.length is not None and len(body) >= self.length:
+                self._finish(t)
+        elif self.length is not None and len(body) >= self.length:
+            self.first_ns = t
+            self._finish(t)
+
+    def _finish(self, t: int) -> None:
+        self.end_ns = t
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+        self.transport = None
+
+
+async def _loadgen(url: str, rate: float, duration_s: float, stream: bool, tokens: int, seed: int) -> list[dict[str, Any]]:
+    host, port = url.split("//")[1].split(":")
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": stream, "max_tokens": tokens}).encode()
+    payload = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    loop = asyncio.get_running_loop()
+    idle: list[_Probe] = []
+    records: list[dict[str, Any]] = []
+
+    async def one(intended_ns: int) -> None:
+        probe = idle.pop() if idle else None
+        if probe is None or probe.transport is None:
+            _, probe = await loop.create_connection(lambda: _Probe(stream), host, int(port))
+        start = time.perf_counter_ns()
+        await probe.send(payload)
+        records.append({"start": start, "intended": intended_ns, "first": probe.first_ns, "end": probe.end_ns, "id": probe.response_id, "status": probe.status})
+        if probe.transport is not None:
+            idle.append(probe)
+
+    # Warm the pool so that connection set-up is not in the measurement.
+    warm = [asyncio.ensure_future(one(time.perf_counter_ns())) for _ in range(min(200, max(20, int(rate * 0.2))))]
+    await asyncio.gather(*warm)
+    records.clear()
+    rng = random.Random(seed)
+    tasks = []
+    t0 = time.perf_counter_ns()
+    next_ns = t0
+    end_ns = t0 + int(duration_s * 1e9)
+    while next_ns < end_ns:
+        delay = (next_ns - time.perf_counter_ns()) / 1e9
+        if delay > 0.0005:
+            await asyncio.sleep(delay - 0.0005)
+        while time.perf_counter_ns() < next_ns:
+            await asyncio.sleep(0)
+        tasks.append(asyncio.ensure_future(one(next_ns)))
+        next_ns += int(rng.expovariate(rate) * 1e9)
+    await asyncio.gather(*tasks)
+    return records
+
+
+def loadgen_main(args: argparse.Namespace) -> None:
+    import gc
+
+    import uvloop
+
+    os.sched_setaffinity(0, {OTHER_CORE})
+    gc.collect()
+    gc.freeze()
+    records = uvloop.run(_loadgen(args.url, args.rate, args.duration, args.stream, args.tokens, args.seed))
+    json.dump(records, sys.stdout)
+
+
+# --- orchestration ----------------------------------------------------------------------------------------
+
+
+def run_loadgen(url: str, rate: float, duration: float, stream: bool, tokens: int) -> list[dict[str, Any]]:
+    argv = [sys.executable, __file__, "--loadgen", "--url", url, "--rate", str(rate), "--duration", str(duration), "--tokens", str(tokens)]
+    if stream:
+        argv.append("--stream")
+    out = subprocess.run(argv, capture_output=True, check=True, timeout=duration + 120)
+    return json.loads(out.stdout)
+
+
+def path_latencies(records: list[dict[str, Any]], log: list[dict[str, Any]], stream: bool) -> tuple[list[float], int]:
+    """Per request: client latency minus the fake's own delay, in ms; and the count of failures."""
+    sent = {}
+    for entry in log:
+        kinds = ("content",) if stream else ("body",)
+        sends = [c["t_ns"] for c in entry["chunks"] if c["kind"] in kinds]
+        if sends:
+            sent[entry["id"]] = (entry["arrival_ns"], sends[0])
+    out, failed = [], 0
+    for r in records:
+        match = sent.get(r["id"])
+        if r["status"] != 200 or r["first"] is None or match is None:
+            failed += 1
+            continue
+        arrival, first_send = match
+        out.append(((r["first"] - r["start"]) - (first_send - arrival)) / 1e6)
+    return out, failed
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gateway_metrics(url: str) -> dict[str, float]:
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("tokenrace_gateway_overhead_seconds_") and ("_sum" in line or "_count" in line):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def start_gateway(fake_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    config = workdir / "gateway.yaml"
+    config.write_text(
+        f"listen: {{host: 127.0.0.1, port: 0}}\n"
+        f"backends:\n  fake: {{url: '{fake_url}/v1', max_in_flight: 4096}}\n"
+        f"routes:\n  - model: m\n    backends: [fake]\n"
+        f"auth:\n  keys: [{{name: bench, key_env: BENCH_KEY}}]\n"
+        f"log: {{level: warning}}\n"
+    )
+    env = {**os.environ, "BENCH_KEY": KEY, "PYTHONPATH": str(ROOT / "src")}
+    argv = [sys.executable, "-m", "tokenrace", "gateway", "--config", str(config), "--cpu", str(GATEWAY_CORE)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode().strip()
+    if not line.startswith("READY "):
+        proc.kill()
+        raise RuntimeError(f"gateway did not start: {line!r}")
+    return proc, line.removeprefix("READY ")
+
+
+def pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def measure(fake: Any, gateway_url: str, gateway_pid: int, rate: float, duration: float, stream: bool, tokens: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"rate": rate, "stream": stream}
+    for mode, url in (("direct", fake.url), ("gateway", gateway_url)):
+        fake.reset()
+        cpu0, m0, t0 = cpu_seconds(gateway_pid), gateway_metrics(gateway_url), time.monotonic()
+        records = run_loadgen(url, rate, duration, stream, tokens)
+        cpu1, m1, elapsed = cpu_seconds(gateway_pid), gateway_metrics(gateway_url), time.monotonic() - t0
+        lat, failed = path_latencies(records, fake.log(wait_idle_s=5), stream)
+        achieved = len(records) / duration
+        row[mode] = {"n": len(records), "failed": failed, "achieved_rps": achieved, "p50": pct(lat, 50), "p99": pct(lat, 99)}
+        if mode == "gateway":
+            n = max(1, len(records))
+            row["gateway_cpu_us_per_request"] = (cpu1 - cpu0) / n * 1e6
+            row["gateway_cpu_busy"] = (cpu1 - cpu0) / elapsed
+            for phase in ("request", "chunk"):
+                s = m1.get(f'tokenrace_gateway_overhead_seconds_sum{{phase="{phase}"}}', 0) - m0.get(f'tokenrace_gateway_overhead_seconds_sum{{phase="{phase}"}}', 0)
+                c = m1.get(f'tokenrace_gateway_overhead_seconds_count{{phase="{phase}"}}', 0) - m0.get(f'tokenrace_gateway_overhead_seconds_count{{phase="{phase}"}}', 0)
+                row[f"own_{phase}_us_mean"] = s / c * 1e6 if c else None
+    d, g = row["direct"], row["gateway"]
+    row["added_p50_ms"] = g["p50"] - d["p50"] if g["p50"] is not None and d["p50"] is not None else None
+    row["added_p99_ms"] = g["p99"] - d["p99"] if g["p99"] is not None and d["p99"] is not None else None
+    return row
+
+
+def show(row: dict[str, Any]) -> None:
+    d, g = row["direct"], row["gateway"]
+    kind = "stream TTFT" if row["stream"] else "non-stream "
+    print(
+        f"{row['rate']:>6.0f} RPS {kind}: added p50 {fmt(row['added_p50_ms'])} ms, p99 {fmt(row['added_p99_ms'])} ms "
+        f"| path direct p50/p99 {fmt(d['p50'])}/{fmt(d['p99'])} ms, via gateway {fmt(g['p50'])}/{fmt(g['p99'])} ms "
+        f"| achieved {g['achieved_rps']:.0f} RPS, failed {d['failed']}+{g['failed']} "
+        f"| gateway CPU {row['gateway_cpu_us_per_request']:.0f} us/req ({row['gateway_cpu_busy'] * 100:.0f}% of its core)",
+        flush=True,
+    )
+
+
+def fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--url", help=argparse.SUPPRESS)
+    p.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
+    p.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--rates", default="100,500,1000")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per rate and mode")
+    p.add_argument("--tokens", type=int, default=16, help="output tokens per request (one SSE event each)")
+    p.add_argument("--ttft-ms", type=float, default=20.0)
+    p.add_argument("--itl-ms", type=float, default=5.0)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--json", type=Path, help="also write the rows here")
+    args = p.parse_args()
+    if args.loadgen:
+        loadgen_main(args)
+        return
+    duration = 5.0 if args.quick else args.duration
+    rates = [float(r) for r in args.rates.split(",")]
+    if os.cpu_count() is None or (os.cpu_count() or 0) < 2:
+        sys.exit("needs 2 cores: one for the gateway alone, one for the fake server and the load generator")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}")
+    print(f"conditions: gateway pinned to core {GATEWAY_CORE}; fake server + load generator on core {OTHER_CORE}; loopback; Poisson arrivals; "
+          f"{args.tokens} output tokens/request, fake TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode", flush=True)
+    fake_cfg = {"ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "output_tokens": args.tokens, "models": ["m"], "spin_ms": 0.0}
+    rows = []
+    with spawn_fake_server(fake_cfg) as fake, tempfile.TemporaryDirectory() as tmp:
+        os.sched_setaffinity(fake.pid, {OTHER_CORE})
+        proc, gateway_url = start_gateway(fake.url, Path(tmp))
+        try:
+            for stream in (True, False):
+                for rate in rates:
+                    row = measure(fake, gateway_url, proc.pid, rate, duration, stream, args.tokens)
+                    show(row)
+                    rows.append(row)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    ceiling = [1e6 / r["gateway_cpu_us_per_request"] for r in rows if r["gateway_cpu_us_per_request"]]
+    streams = [r for r in rows if r["stream"]]
+    if streams:
+        best = max(streams, key=lambda r: r["rate"])
+        print(f"one-core ceiling (1 / gateway CPU per request at {best['rate']:.0f} RPS): streaming {1e6 / best['gateway_cpu_us_per_request']:.0f} RPS", flush=True)
+    whole = [r for r in rows if not r["stream"]]
+    if whole:
+        best = max(whole, key=lambda r: r["rate"])
+        print(f"one-core ceiling (1 / gateway CPU per request at {best['rate']:.0f} RPS): non-streaming {1e6 / best['gateway_cpu_us_per_request']:.0f} RPS", flush=True)
+    del ceiling
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

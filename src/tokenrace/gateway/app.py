@@ -1,0 +1,303 @@
+"""The gateway as an aiohttp application: the proxy routes, /healthz, /metrics, /v1/models, admin.
+
+`Gateway` owns what outlives one configuration (metrics, background tasks, the current `Runtime`)
+and swaps runtimes on reload. `build_app()` returns the Application to run any way you like;
+`server.serve()` runs it with signals (SIGTERM drains, SIGHUP reloads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from tokenrace import __version__
+from tokenrace.client.redact import Redactor
+from tokenrace.gateway import proxy
+from tokenrace.gateway.breaker import STATE_CODES, Transition
+from tokenrace.gateway.canary import Decision
+from tokenrace.gateway.keys import GATEWAY
+from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_config, resolve_secrets
+from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
+from tokenrace.gateway.runtime import Backend, Runtime
+from tokenrace.gateway.shadow import summary as shadow_summary
+
+log = logging.getLogger("tokenrace.gateway")
+MIN_TICK_S = 0.05
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, secrets: Secrets, path: str | Path | None = None, env: Mapping[str, str] | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.env = env
+        self.metrics = GatewayMetrics()
+        self.redact = Redactor(*secrets.values())
+        self.runtime = Runtime(config, secrets, generation=1)
+        self.metrics.watch(self.snapshot)
+        self.draining = False
+        self.active: set[asyncio.Task[Any]] = set()  # handler tasks of proxied requests, for the drain
+        self.started_unix = time.time()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self.last_reload_error: str | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for backend in self.runtime.backends.values():
+            backend.open()
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for backend in self.runtime.backends.values():
+            await backend.close()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a background task, keeping a reference so it is not collected mid-flight."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- reload -----------------------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """Re-read the config file. In-flight requests finish on the old runtime. False if invalid."""
+        if self.path is None:
+            return False
+        env = os.environ if self.env is None else self.env
+        try:
+            config = load_config(self.path, env)
+            secrets = resolve_secrets(config, env)
+        except ConfigError as err:
+            self.last_reload_error = "\n".join(err.problems)
+            self.event("reload_failed", problems=err.problems)
+            return False
+        old = self.runtime
+        new = Runtime(config, secrets, generation=old.generation + 1, previous=old)
+        for backend in new.new_backends(old):
+            backend.open()
+        for secret in secrets.values():
+            self.redact.add(secret)
+        self.runtime = new
+        self.last_reload_error = None
+        for backend in new.retired_backends(old):
+            self.spawn(self._retire(backend, config.drain_s))
+        if (old.config.listen != config.listen):
+            self.event("reload_listen_ignored", note="listen: changes need a restart")
+        self.event("reloaded", generation=new.generation, routes=list(new.routes), backends=list(new.backends))
+        return True
+
+    async def _retire(self, backend: Backend, drain_s: float) -> None:
+        """Close a backend the new config dropped, once its last request ends."""
+        give_up = time.monotonic() + drain_s
+        while backend.in_flight > 0 and time.monotonic() < give_up:
+            await asyncio.sleep(0.1)
+        await backend.close()
+
+    # -- canary and breaker events ------------------------------------------------------------------------
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._tick_interval())
+            try:
+                self.tick(time.monotonic())
+            except Exception:  # a bug here must not stop every later canary decision
+                log.exception("canary tick failed")
+
+    def _tick_interval(self) -> float:
+        intervals = [r.canary.config.eval_interval_s for r in self.runtime.routes.values() if r.canary is not None]
+        return max(MIN_TICK_S, min(intervals, default=1.0))
+
+    def tick(self, now: float) -> None:
+        """Evaluate every canary once (the ticker calls this; tests may call it directly)."""
+        for route in self.runtime.routes.values():
+            canary, target = route.canary, route.canary_target
+            if canary is None or target is None:
+                continue
+            open_reason = next((f"{b.name}: {b.breaker.reason}" for b in target.backends if b.breaker.refresh(now) == "open"), None)
+            decision = canary.tick(now, open_reason)
+            if decision is not None:
+                self.on_decision(route.name, target.label, decision)
+
+    def on_decision(self, route: str, backend: str, decision: Decision) -> None:
+        self.metrics.canary_decisions.labels(route, decision.action).inc()
+        self.event("canary_" + decision.action, route=route, backend=backend, **decision.as_json())
+
+    def on_breaker(self, backend: Backend, transition: Transition | None) -> None:
+        if transition is None:
+            return
+        self.metrics.breaker_transitions.labels(backend.name, transition.new).inc()
+        self.event("breaker_" + transition.new, backend=backend.name, old=transition.old, reason=transition.reason)
+
+    def snapshot(self) -> StateSnapshot:
+        """Live state for the scrape-time gauges."""
+        now, wall = time.monotonic(), time.time()
+        breakers = {}
+        for name, b in self.runtime.backends.items():
+            state = b.breaker.refresh(now)
+            until = b.breaker.open_until
+            breakers[name] = (STATE_CODES[state], wall + (until - now) if state == "open" and until is not None else 0.0)
+        weights = {(r.name, r.canary_target.label): r.canary.weight for r in self.runtime.routes.values() if r.canary is not None and r.canary_target is not None}
+        return StateSnapshot(breakers, weights)
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """One JSON log line, scrubbed of every secret the gateway knows."""
+        line = orjson.dumps({"event": kind, "t": round(time.time(), 3), **fields}, default=str).decode()
+        log.info("%s", self.redact(line))
+
+    # -- state --------------------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        now = time.monotonic()
+        rt = self.runtime
+        backends = {
+            name: {"url": b.public_url(), "in_flight": b.in_flight, "max_in_flight": b.config.max_in_flight, "breaker": b.breaker.snapshot(now)}
+            for name, b in rt.backends.items()
+        }
+        routes = {}
+        for name, route in rt.routes.items():
+            routes[name] = {
+                "targets": route.shares(),
+                "fallback": [t.label for t in route.fallback],
+                "sticky_header": route.sticky_header,
+                "canary": route.canary.snapshot(now) | {"backend": route.canary_target.label} if route.canary is not None and route.canary_target is not None else None,
+                "shadow": shadow_summary(route.shadow) if route.shadow is not None else None,
+            }
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "started_unix": round(self.started_unix, 3),
+            "draining": self.draining,
+            "config": {"path": str(self.path) if self.path else None, "generation": rt.generation, "loaded_unix": round(rt.loaded_unix, 3), "last_reload_error": self.last_reload_error},
+            "backends": backends,
+            "routes": routes,
+        }
+
+
+# --- handlers -----------------------------------------------------------------------------------------
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await proxy.handle(request, "chat")
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await proxy.handle(request, "completions")
+
+
+async def list_models(request: web.Request) -> web.Response:
+    gw: Gateway = request.app[GATEWAY]
+    if gw.runtime.auth.identify(request.headers.get("Authorization")) is None:
+        gw.metrics.rejected.labels("unauthorized").inc()
+        return proxy.Refused(401, "Missing or unknown API key.", "invalid_api_key", "unauthorized").response()
+    return _json(gw.runtime.models_body)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    gw: Gateway = request.app[GATEWAY]
+    if gw.draining:
+        return _json({"status": "draining"}, status=503)
+    now = time.monotonic()
+    open_ = sorted(n for n, b in gw.runtime.backends.items() if b.breaker.refresh(now) == "open")
+    return _json({"status": "ok", "backends": len(gw.runtime.backends), "breakers_open": open_})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    gw: Gateway = request.app[GATEWAY]
+    return web.Response(body=generate_latest(gw.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def admin_state(request: web.Request) -> web.Response:
+    gw: Gateway = request.app[GATEWAY]
+    denied = _admin_denied(gw, request, write=False)
+    if denied is not None:
+        return denied
+    return _json(gw.state())
+
+
+async def admin_canary(request: web.Request) -> web.Response:
+    """POST /admin/canary/{route}/{action} or /admin/canary/{action} (?route= or the only canary)."""
+    gw: Gateway = request.app[GATEWAY]
+    denied = _admin_denied(gw, request, write=True)
+    if denied is not None:
+        return denied
+    action = request.match_info["action"]
+    name = request.match_info.get("route") or request.query.get("route")
+    route = _canary_route(gw, name)
+    if route is None:
+        with_canary = sorted(n for n, r in gw.runtime.routes.items() if r.canary is not None)
+        return proxy.error_json(404, f"No canary route {name!r} (canaries: {', '.join(with_canary) or 'none'}).", "invalid_request_error", "not_found")
+    assert route.canary is not None and route.canary_target is not None
+    try:
+        decision = route.canary.admin(action, time.monotonic())
+    except ValueError as exc:
+        return proxy.error_json(409, str(exc), "invalid_request_error", "conflict")
+    gw.on_decision(route.name, route.canary_target.label, decision)
+    return _json({"route": route.name, "decision": decision.as_json(), "canary": route.canary.snapshot(time.monotonic())})
+
+
+def _canary_route(gw: Gateway, name: str | None) -> Any:
+    routes = gw.runtime.routes
+    if name is not None:
+        route = routes.get(name)
+        return route if route is not None and route.canary is not None else None
+    with_canary = [r for r in routes.values() if r.canary is not None]
+    return with_canary[0] if len(with_canary) == 1 else None
+
+
+def _admin_denied(gw: Gateway, request: web.Request, write: bool) -> web.Response | None:
+    """Admin writes need the admin key; reading state needs it too when one is configured."""
+    auth = gw.runtime.auth
+    if not auth.admin_configured:
+        if not write:
+            return None
+        return proxy.error_json(403, "No admin key is configured (admin: {key_env: ...}).", "permission_error", "admin_disabled")
+    if auth.is_admin(request.headers.get("Authorization")):
+        return None
+    gw.metrics.rejected.labels("admin_unauthorized").inc()
+    return proxy.error_json(401, "Admin endpoints need 'Authorization: Bearer <admin key>'.", "authentication_error", "invalid_admin_key")
+
+
+def _json(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+
+def build_app(gw: Gateway) -> web.Application:
+    app = web.Application(client_max_size=gw.runtime.config.limits.max_body_bytes)
+    app[GATEWAY] = gw
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/admin/state", admin_state)
+    app.router.add_post("/admin/canary/{action:pause|resume|promote|rollback}", admin_canary)
+    app.router.add_post("/admin/canary/{route:.+}/{action:pause|resume|promote|rollback}", admin_canary)
+
+    async def lifecycle(app: web.Application) -> Any:
+        await gw.start()
+        yield
+        await gw.close()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+def from_file(path: str | Path, env: Mapping[str, str] | None = None) -> Gateway:
+    """A Gateway from a YAML file (raises ConfigError)."""
+    environ = os.environ if env is None else env
+    config = load_config(path, environ)
+    return Gateway(config, resolve_secrets(config, environ), path, env)

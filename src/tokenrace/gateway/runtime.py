@@ -1,0 +1,290 @@
+"""The live objects behind a configuration: backends with their pools and breakers, routes, clients.
+
+A `Runtime` is built from one validated config and never changed in place; a reload builds a new
+one (reusing backends and canaries whose settings did not change) and requests that started on the
+old one finish on it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import hmac
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tokenrace import __version__
+from tokenrace.gateway.breaker import Breaker
+from tokenrace.gateway.canary import Canary
+from tokenrace.gateway.config import (
+    BackendConfig,
+    GatewayConfig,
+    RateLimitConfig,
+    RetryConfig,
+    RouteConfig,
+    Secret,
+    Secrets,
+    ShadowConfig,
+    sha256_hex,
+)
+from tokenrace.gateway.ratelimit import TokenBucket
+from tokenrace.gateway.upstream import Pool
+
+ArmName = Literal["baseline", "canary", "fallback"]
+PATHS = {"chat": "/chat/completions", "completions": "/completions"}
+
+
+class Backend:
+    """One upstream deployment: its keep-alive pool, key, breaker and in-flight count."""
+
+    def __init__(self, name: str, config: BackendConfig, secret: Secret | None) -> None:
+        self.name = name
+        self.config = config
+        self.secret = secret
+        self.breaker = Breaker(name, config.breaker)
+        self.in_flight = 0
+        self.pool: Pool | None = None
+        self.heads: dict[str, bytes] = {}
+        base = {"Content-Type": "application/json", "Accept-Encoding": "identity", "User-Agent": f"tokenrace-gateway/{__version__}", **config.headers}
+        if secret is not None:
+            # The key goes only into this backend's own headers; nothing else ever sees it.
+            base["Authorization"] = f"Bearer {secret.reveal()}"
+        self.headers = base
+
+    def same_as(self, other: Backend) -> bool:
+        """Whether `other` can be replaced by this one without a new pool (a reload kept it)."""
+        same_key = (self.secret is None) == (other.secret is None) and (
+            self.secret is None or other.secret is None or hmac.compare_digest(self.secret.reveal(), other.secret.reveal())
+        )
+        return self.config == other.config and same_key
+
+    def open(self) -> None:
+        self.pool = Pool(self.config.url, self.config.timeouts.connect_s, self.config.max_in_flight)
+        self.heads = {name: self.pool.head(path, self.headers) for name, path in PATHS.items()}
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+    def model_for(self, public: str) -> str:
+        return self.config.models.get(public, public)
+
+    def unavailable(self, now: float) -> str | None:
+        """Why this backend cannot take a request now (None: it can). Admits half-open probes."""
+        if self.in_flight >= self.config.max_in_flight:
+            return "saturated"
+        if not self.breaker.allow(now):
+            return "breaker_open"
+        return None
+
+    def public_url(self) -> str:
+        """The base URL without credentials or query, fit for /admin/state."""
+        scheme, _, rest = self.config.url.partition("://")
+        host_path = rest.split("?", 1)[0]
+        return f"{scheme}://{host_path.rsplit('@', 1)[-1]}"
+
+
+@dataclass(slots=True)
+class Target:
+    """A share of a route: one backend or several equal instances (least in flight gets the request)."""
+
+    backends: list[Backend]
+    weight: float
+
+    def pick(self, tried: set[str], now: float) -> tuple[Backend | None, str | None]:
+        """The instance to try: untried before tried, fewest in flight first; and why none could be."""
+        if len(self.backends) == 1:
+            only = self.backends[0]
+            why = only.unavailable(now)
+            return (only, None) if why is None else (None, why)
+        order = sorted(self.backends, key=lambda b: (b.name in tried, b.in_flight, random.random()))
+        reasons: list[str] = []
+        for backend in order:
+            why = backend.unavailable(now)
+            if why is None:
+                return backend, None
+            reasons.append(why)
+        return None, reasons[0] if reasons else "no backend"
+
+    @property
+    def label(self) -> str:
+        return "+".join(b.name for b in self.backends)
+
+
+@dataclass(slots=True)
+class Shadow:
+    backend: Backend
+    config: ShadowConfig
+    in_flight: int = 0
+    recent: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=1000))
+
+
+class Route:
+    """A public model name, its weighted targets, fallbacks, canary and shadow."""
+
+    def __init__(self, config: RouteConfig, backends: dict[str, Backend], retry: RetryConfig, canary: Canary | None) -> None:
+        self.name = config.model
+        self.config = config
+        self.retry = config.retry or retry
+        self.targets = [Target([backends[n] for n in t.names], t.weight) for t in config.backends if t.weight > 0]
+        self.cumulative = _cumulative([t.weight for t in self.targets])
+        self.canary = canary
+        self.canary_target = Target([backends[n] for n in config.canary.names], 1.0) if config.canary is not None else None
+        self.fallback = self._fallback(config, backends)
+        self.shadow = Shadow(backends[config.shadow.backend], config.shadow) if config.shadow is not None else None
+        self.sticky_header = config.sticky_header
+
+    def _fallback(self, config: RouteConfig, backends: dict[str, Backend]) -> list[Target]:
+        if config.fallback is not None:
+            return [Target([backends[n]], 1.0) for n in config.fallback]
+        # Default: the route's other targets, heaviest first (the chosen one is skipped in plan()).
+        return sorted(self.targets, key=lambda t: -t.weight)
+
+    def point(self, sticky: str | None) -> float:
+        """Where in [0, 1) this request falls: a hash of the sticky header pins a user; else random."""
+        if sticky is None:
+            return random.random()
+        digest = hashlib.blake2b(f"{self.name}\x00{sticky}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") / 2**64
+
+    def plan(self, u: float) -> list[tuple[Target, ArmName]]:
+        """The targets to try in order: the chosen one, then the fallbacks.
+
+        The canary takes the lowest `weight` share of [0, 1), so as it widens a pinned user who
+        was on it stays on it. A request the canary fails falls back to the baseline first.
+        """
+        canary_share = self.canary.weight / 100.0 if self.canary is not None else 0.0
+        chain: list[tuple[Target, ArmName]] = []
+        if self.canary_target is not None and u < canary_share:
+            chain.append((self.canary_target, "canary"))
+            v = (u / canary_share) if canary_share > 0 else u
+        else:
+            v = (u - canary_share) / (1.0 - canary_share) if canary_share < 1.0 else u
+        chosen = self.targets[min(bisect.bisect_right(self.cumulative, v), len(self.targets) - 1)]
+        chain.append((chosen, "fallback" if chain else "baseline"))
+        for target in self.fallback:
+            if all(target is not t for t, _ in chain):
+                chain.append((target, "fallback"))
+        return chain
+
+    def shares(self) -> list[dict[str, Any]]:
+        """Each target's current share of traffic (canary included), for /admin/state."""
+        canary_share = self.canary.weight / 100.0 if self.canary is not None else 0.0
+        total = sum(t.weight for t in self.targets)
+        out = [{"backends": [b.name for b in t.backends], "weight": t.weight, "share": round((1 - canary_share) * t.weight / total, 6)} for t in self.targets]
+        if self.canary_target is not None:
+            out.append({"backends": [b.name for b in self.canary_target.backends], "canary": True, "share": round(canary_share, 6)})
+        return out
+
+
+def _cumulative(weights: list[float]) -> list[float]:
+    total = sum(weights)
+    out, acc = [], 0.0
+    for w in weights:
+        acc += w / total
+        out.append(acc)
+    out[-1] = 1.0
+    return out
+
+
+class ClientAuth:
+    """Client keys (looked up by SHA-256 digest) and their rate limits."""
+
+    ANONYMOUS = "anonymous"
+
+    def __init__(self, config: GatewayConfig, secrets: Secrets, now: float) -> None:
+        self.required = config.auth.required
+        self._digests = dict(secrets.client_digests)
+        self._admin = secrets.admin_digest
+        self._seen: dict[str, str] = {}  # presented valid key -> name; only valid keys, so it stays small
+        limits: dict[str, RateLimitConfig | None] = {k.name: k.rate_limit or config.auth.rate_limit for k in config.auth.keys}
+        limits[self.ANONYMOUS] = config.auth.rate_limit
+        self._buckets = {name: TokenBucket(lim, now) for name, lim in limits.items() if lim is not None}
+
+    def identify(self, authorization: str | None) -> str | None:
+        """The client's key name; ANONYMOUS when keys are optional and none was given; None = refuse."""
+        key = _bearer(authorization)
+        if key is None:
+            return None if self.required else self.ANONYMOUS
+        name = self._seen.get(key)
+        if name is not None:
+            return name
+        name = self._digests.get(sha256_hex(key))
+        if name is not None:
+            self._seen[key] = name
+            return name
+        return None
+
+    def throttle(self, client: str, now: float) -> float | None:
+        """None if the client may go on; else seconds until it may."""
+        bucket = self._buckets.get(client)
+        return bucket.take(now) if bucket is not None else None
+
+    def is_admin(self, authorization: str | None) -> bool:
+        key = _bearer(authorization)
+        if key is None or self._admin is None:
+            return False
+        return hmac.compare_digest(sha256_hex(key), self._admin)
+
+    @property
+    def admin_configured(self) -> bool:
+        return self._admin is not None
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, key = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        return None
+    return key.strip()
+
+
+class Runtime:
+    """Everything one configuration needs at run time."""
+
+    def __init__(self, config: GatewayConfig, secrets: Secrets, generation: int, previous: Runtime | None = None) -> None:
+        now = time.monotonic()
+        self.config = config
+        self.secrets = secrets
+        self.generation = generation
+        self.loaded_unix = time.time()
+        self.backends = self._backends(config, secrets, previous)
+        self.routes: dict[str, Route] = {}
+        for rc in config.routes:
+            canary = _kept_canary(rc, previous, now)
+            self.routes[rc.model] = Route(rc, self.backends, config.retry, canary)
+        self.auth = ClientAuth(config, secrets, now)
+        self.models_body: dict[str, Any] = {
+            "object": "list",
+            "data": [{"id": m, "object": "model", "created": 0, "owned_by": "tokenrace-gateway"} for m in self.routes],
+        }
+
+    @staticmethod
+    def _backends(config: GatewayConfig, secrets: Secrets, previous: Runtime | None) -> dict[str, Backend]:
+        out: dict[str, Backend] = {}
+        for name, bc in config.backends.items():
+            fresh = Backend(name, bc, secrets.upstream.get(name))
+            old = previous.backends.get(name) if previous is not None else None
+            out[name] = old if old is not None and fresh.same_as(old) else fresh
+        return out
+
+    def new_backends(self, previous: Runtime | None) -> list[Backend]:
+        old = set(map(id, previous.backends.values())) if previous is not None else set()
+        return [b for b in self.backends.values() if id(b) not in old]
+
+    def retired_backends(self, previous: Runtime) -> list[Backend]:
+        kept = set(map(id, self.backends.values()))
+        return [b for b in previous.backends.values() if id(b) not in kept]
+
+
+def _kept_canary(rc: RouteConfig, previous: Runtime | None, now: float) -> Canary | None:
+    if rc.canary is None:
+        return None
+    old = previous.routes.get(rc.model) if previous is not None else None
+    if old is not None and old.canary is not None and old.config.canary == rc.canary and old.config.backends == rc.backends:
+        return old.canary  # same canary, same baseline: the ramp goes on where it was
+    return Canary(rc.model, rc.canary, now)

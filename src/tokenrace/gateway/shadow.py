@@ -1,0 +1,132 @@
+"""Shadow mode: the same request to a second backend, answer discarded, latency and agreement kept.
+
+The copy leaves at the same moment as the real request (both see the same load), runs as a
+background task with its own in-flight cap, and never touches the client's response. When both
+answers are in, their agreement is scored: the F1 overlap of their words (1.0 = the same words,
+0.0 = nothing in common), a cheap, order-insensitive measure that works for any text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from tokenrace.gateway.stream import StreamTap
+from tokenrace.gateway.upstream import Response, UpstreamError
+
+if TYPE_CHECKING:
+    from tokenrace.gateway.app import Gateway
+    from tokenrace.gateway.proxy import Call
+    from tokenrace.gateway.runtime import Route, Shadow
+
+perf_ns = time.perf_counter_ns
+PRIMARY_WAIT_S = 600.0
+
+
+def agreement(a: str, b: str) -> float:
+    """F1 overlap of the two texts' words (multisets)."""
+    wa, wb = Counter(a.split()), Counter(b.split())
+    total = sum(wa.values()) + sum(wb.values())
+    if total == 0:
+        return 1.0
+    return 2 * sum((wa & wb).values()) / total
+
+
+async def run_shadow(gw: Gateway, route: Route, shadow: Shadow, call: Call, primary: asyncio.Future[str | None]) -> None:
+    backend = shadow.backend
+    m = gw.metrics
+    if backend.unavailable(time.monotonic()) is not None:
+        m.shadow_requests.labels(route.name, backend.name, "skipped_unavailable").inc()
+        return
+    shadow.in_flight += 1
+    backend.in_flight += 1
+    try:
+        outcome, ttft_s, duration_s, text = await _send(call, shadow)
+    finally:
+        shadow.in_flight -= 1
+        backend.in_flight -= 1
+    backend.breaker.record(outcome == "ok", time.monotonic(), outcome)
+    m.shadow_requests.labels(route.name, backend.name, outcome).inc()
+    if ttft_s is not None:
+        m.shadow_ttft.labels(route.name, backend.name).observe(ttft_s)
+    if duration_s is not None:
+        m.shadow_duration.labels(route.name, backend.name).observe(duration_s)
+    try:
+        primary_text = await asyncio.wait_for(asyncio.shield(primary), PRIMARY_WAIT_S)
+    except TimeoutError:
+        primary_text = None
+    score = agreement(primary_text, text) if primary_text is not None and text is not None else None
+    if score is not None:
+        m.shadow_agreement.labels(route.name, backend.name).observe(score)
+    shadow.recent.append({"t": time.time(), "outcome": outcome, "ttft_s": ttft_s, "duration_s": duration_s, "agreement": score})
+
+
+async def _send(call: Call, shadow: Shadow) -> tuple[str, float | None, float | None, str | None]:
+    """(outcome, ttft_s, duration_s, text) of the shadow copy."""
+    backend = shadow.backend
+    pool = backend.pool
+    assert pool is not None
+    extra = b"x-request-id: " + call.request_id.encode("latin-1", "replace") + b"-shadow\r\n"
+    t0 = perf_ns()
+    resp: Response | None = None
+    try:
+        async with asyncio.timeout(backend.config.timeouts.total_s):
+            resp = await pool.request(backend.heads[call.endpoint], extra, call.upstream_body(backend))
+            if resp.status >= 400:
+                await resp.read_all(64 * 1024)
+                return f"http_{resp.status}", None, None, None
+            if call.stream:
+                return await _read_stream(call, resp, t0)
+            body = await resp.read_all()
+            return "ok", None, (perf_ns() - t0) / 1e9, _text(body, call)
+    except TimeoutError:
+        return "timeout", None, None, None
+    except UpstreamError as exc:
+        return exc.kind, None, None, None
+    finally:
+        if resp is not None:
+            resp.close()
+
+
+async def _read_stream(call: Call, resp: Response, t0: int) -> tuple[str, float | None, float | None, str | None]:
+    tap = StreamTap(call.endpoint, keep_text=True)
+    while chunk := await resp.read():
+        tap.feed(chunk, perf_ns())
+    tap.close()
+    ttft = (tap.first_token_ns - t0) / 1e9 if tap.first_token_ns is not None else None
+    outcome = "ok" if tap.done else "truncated"
+    return outcome, ttft, (perf_ns() - t0) / 1e9, tap.text()
+
+
+def _text(body: bytes, call: Call) -> str | None:
+    from tokenrace.gateway.proxy import response_text
+
+    try:
+        obj: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return response_text(obj, call.endpoint) if isinstance(obj, dict) else None
+
+
+def summary(shadow: Shadow) -> dict[str, Any]:
+    """Recent shadow results for /admin/state: counts, p50/p95 latency, mean agreement."""
+    from tokenrace.bench.stats import describe
+
+    recent = list(shadow.recent)
+    ttft = [r["ttft_s"] * 1000 for r in recent if r["ttft_s"] is not None]
+    dur = [r["duration_s"] * 1000 for r in recent if r["duration_s"] is not None]
+    agree = [r["agreement"] for r in recent if r["agreement"] is not None]
+    return {
+        "backend": shadow.backend.name,
+        "share": shadow.config.share,
+        "in_flight": shadow.in_flight,
+        "recent": len(recent),
+        "ok": sum(1 for r in recent if r["outcome"] == "ok"),
+        "ttft_ms": {k: describe(ttft)[k] for k in ("p50", "p95")},
+        "duration_ms": {k: describe(dur)[k] for k in ("p50", "p95")},
+        "agreement_mean": round(sum(agree) / len(agree), 4) if agree else None,
+    }

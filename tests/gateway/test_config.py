@@ -1,0 +1,152 @@
+"""Config validation: clear errors that point to the line and key; secrets never echoed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenrace.gateway.config import ConfigError, parse_config, resolve_secrets
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+backends:
+  vllm:
+    url: http://gpu-box:8000/v1
+  groq:
+    url: https://api.groq.com/openai/v1
+    api_key_env: GROQ_API_KEY
+routes:
+  - model: llama
+    backends:
+      - {backend: vllm, weight: 95}
+      - {backend: groq, weight: 5}
+auth:
+  keys: [{name: app, key_env: APP_KEY}]
+"""
+ENV = {"GROQ_API_KEY": "gsk_abcdefghijklmnop", "APP_KEY": "client-key-123456"}
+
+
+def problems(text: str, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "gateway.yaml", ENV if env is None else env)
+    return info.value.problems
+
+
+def test_a_good_file_validates_with_defaults() -> None:
+    config = parse_config(GOOD, "gateway.yaml", ENV)
+    assert [t.weight for t in config.routes[0].backends] == [95, 5]
+    assert config.retry.attempts == 2 and config.backends["vllm"].breaker.failures == 5
+    assert config.auth.required is True
+
+
+def test_negative_weight_points_to_its_line_and_key() -> None:
+    bad = GOOD.replace("{backend: groq, weight: 5}", "{backend: groq, weight: -1}")
+    assert problems(bad) == ["gateway.yaml:11: routes[0].backends[1].weight: must be >= 0 (got -1)"]
+
+
+def test_a_misspelt_key_gets_a_suggestion() -> None:
+    bad = GOOD.replace("    url: http://gpu-box:8000/v1", "    url: http://gpu-box:8000/v1\n    timeouts: {conect_s: 2}")
+    assert problems(bad) == ["gateway.yaml:4: backends.vllm.timeouts.conect_s: unknown key (did you mean 'connect_s'?)"]
+
+
+def test_unknown_backend_names_the_defined_ones() -> None:
+    bad = GOOD.replace("{backend: groq, weight: 5}", "{backend: grok, weight: 5}")
+    assert problems(bad) == ["gateway.yaml:11: routes[0].backends[1].backend: unknown backend 'grok' (defined: groq, vllm)"]
+
+
+def test_every_problem_is_reported_and_the_first_is_the_message() -> None:
+    bad = GOOD.replace("weight: 95", "weight: lots").replace("https://api.groq.com/openai/v1", "api.groq.com")
+    found = problems(bad)
+    assert len(found) == 2
+    assert any("backends.groq.url: must start with http:// or https://" in p and p.startswith("gateway.yaml:5:") for p in found)
+    assert any(p.startswith("gateway.yaml:10: routes[0].backends[0].weight: must be a number") for p in found)
+    with pytest.raises(ConfigError) as info:
+        parse_config(bad, "gateway.yaml", ENV)
+    assert "(and 1 more" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_duplicate_keys_and_models_are_errors() -> None:
+    dup_key = GOOD.replace("  groq:\n", "  vllm:\n", 1)
+    assert problems(dup_key)[0] == "gateway.yaml:4: backends.vllm: duplicate key (first on line 2)"
+    dup_model = GOOD + ""
+    dup_model = dup_model.replace("auth:", "  - model: llama\n    backends: [vllm]\nauth:")
+    assert problems(dup_model) == ["gateway.yaml:12: routes[1].model: 'llama' is already routed by routes[0]"]
+
+
+def test_missing_environment_variable_points_to_the_key() -> None:
+    assert problems(GOOD, {"APP_KEY": "x"}) == ["gateway.yaml:6: backends.groq.api_key_env: environment variable GROQ_API_KEY is not set"]
+    parse_config(GOOD, "gateway.yaml", {}, check_env=False)  # `check --no-env`
+
+
+def test_auth_is_required_unless_switched_off() -> None:
+    no_auth = GOOD.split("auth:")[0]
+    assert "auth: required: list client keys" in problems(no_auth)[0]
+    parse_config(no_auth + "auth: {required: false}\n", "gateway.yaml", ENV)
+    assert "keys: list at least one client key" in problems(no_auth + "auth: {keys: []}\n")[0]
+
+
+def test_unreadable_yaml_gives_its_line() -> None:
+    assert problems("backends:\n  a: [\n")[0].startswith("gateway.yaml:3: ")
+    assert problems("- just a list\n") == ["gateway.yaml:1: the file must be a mapping with backends: and routes:"]
+
+
+def test_canary_rules() -> None:
+    canary = GOOD.replace("      - {backend: groq, weight: 5}\n", "    canary: {backend: groq, steps: [5, 1]}\n")
+    assert problems(canary) == ["gateway.yaml:11: routes[0].canary.steps: steps must increase"]
+    same = GOOD.replace("      - {backend: groq, weight: 5}\n", "    canary: {backend: vllm}\n")
+    assert problems(same) == ["gateway.yaml:11: routes[0].canary.backend: 'vllm' is also a baseline backend of this route"]
+
+
+def test_a_key_pasted_into_the_file_is_never_echoed() -> None:
+    leaked = GOOD.replace("api_key_env: GROQ_API_KEY", "api_key_env: gsk_live4abcdefghijklmnopqrst")
+    text = "\n".join(problems(leaked))
+    assert "gsk_live" not in text and "***" in text
+    header = GOOD.replace("    api_key_env: GROQ_API_KEY", "    headers: {Authorization: Bearer sk-abcdefghijklmnop}")
+    text = "\n".join(problems(header))
+    assert "sk-abcdefghijklmnop" not in text and "use api_key_env" in text
+
+
+def test_secrets_are_read_from_the_environment_and_hidden() -> None:
+    config = parse_config(GOOD, "gateway.yaml", ENV)
+    secrets = resolve_secrets(config, ENV)
+    assert secrets.upstream["groq"].reveal() == ENV["GROQ_API_KEY"]
+    assert ENV["GROQ_API_KEY"] not in repr(secrets) and ENV["GROQ_API_KEY"] not in str(secrets.upstream["groq"])
+    assert ENV["APP_KEY"] not in repr(secrets)  # client keys are kept as digests only
+
+
+def test_key_digest_instead_of_env() -> None:
+    import hashlib
+
+    digest = hashlib.sha256(b"client-key-123456").hexdigest()
+    text = GOOD.replace("key_env: APP_KEY", f"key_sha256: {digest}")
+    secrets = resolve_secrets(parse_config(text, "g", ENV), ENV)
+    assert secrets.client_digests == {digest: "app"}
+    assert "give exactly one of key_env or key_sha256" in problems(GOOD.replace("key_env: APP_KEY", "key_sha256: null"))[0]
+
+
+def test_the_example_file_is_valid_and_twenty_lines() -> None:
+    path = ROOT / "examples" / "gateway.yaml"
+    lines = [line for line in path.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(lines) <= 20
+    parse_config(path.read_text(), str(path), {}, check_env=False)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tokenrace", "gateway", *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_check_command(tmp_path: Path) -> None:
+    good = run_cli("check", "--no-env", str(ROOT / "examples" / "gateway.yaml"))
+    assert good.returncode == 0, good.stderr
+    assert "OK: 2 backends; 1 route; canary on llama-3.1-8b: groq 5% -> 25% -> 100%" in good.stdout
+    bad_file = tmp_path / "bad.yaml"
+    bad_file.write_text(GOOD.replace("weight: 5}", "weight: -5}"))
+    bad = run_cli("check", "--no-env", str(bad_file))
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == f"{bad_file}:11: routes[0].backends[1].weight: must be >= 0 (got -5)"
+    missing = run_cli("--config", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr and missing.stderr.count("\n") == 1
