@@ -55,6 +55,8 @@ class Devtools:
 
     async def _read(self) -> None:
         async for msg in self.ws:
+            if msg.type != aiohttp.WSMsgType.TEXT:
+                continue
             data = msg.json()
             if "id" in data and data["id"] in self.pending:
                 self.pending.pop(data["id"]).set_result(data)
@@ -105,9 +107,7 @@ def _devtools_port(proc: subprocess.Popen[bytes], timeout_s: float = 30) -> int:
 
 async def _inspect(port: int, url: str, screenshot: Path, width: int, max_height: int | None) -> PageCheck:
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
-            targets = await r.json()
-        page = next(t for t in targets if t["type"] == "page")
+        page = await _page_target(http, port)
         async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
             dt = Devtools(ws)
             for domain in ("Runtime", "Log", "Page", "Network"):
@@ -135,7 +135,7 @@ RENDERED = ("Array.from(document.querySelectorAll('.js-plotly-plot'))"
             ".filter(d => d.querySelector('svg.main-svg') && d._fullData && d._fullData.length).length")
 
 
-async def _settle(dt: Devtools, check: PageCheck, timeout_s: float = 30) -> None:
+async def _settle(dt: Devtools, check: PageCheck, timeout_s: float = 60) -> None:
     """Wait until every chart has drawn and the page height stops changing (plotly lays out over frames)."""
     last = None
     deadline = asyncio.get_running_loop().time() + timeout_s
@@ -147,6 +147,19 @@ async def _settle(dt: Devtools, check: PageCheck, timeout_s: float = 30) -> None
         if check.charts and check.rendered == check.charts and now == last:
             return
         last = now
+
+
+async def _page_target(http: aiohttp.ClientSession, port: int, timeout_s: float = 30) -> dict[str, Any]:
+    """The first page target; on a busy machine it may appear a moment after DevTools starts listening."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
+            pages = [t for t in await r.json() if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
+        if pages:
+            return pages[0]
+        if asyncio.get_running_loop().time() > deadline:
+            raise RuntimeError("chromium opened no page target")
+        await asyncio.sleep(0.2)
 
 
 def _collect(events: list[dict[str, Any]], check: PageCheck) -> None:

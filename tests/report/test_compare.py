@@ -17,9 +17,9 @@ import pytest
 
 from tests.sweep.helpers import bench
 from tokenrace.bench.rundata import load
-from tokenrace.bench.sweep import SweepPlan, run_sweep
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchSettings
+from tokenrace.bench.sweep import SweepPlan, run_sweep
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError

@@ -16,7 +16,17 @@ from click.testing import CliRunner
 
 from tests.sweep.helpers import bench
 from tokenrace.bench.cost import (
-    CostSpec, GpuCost, Price, add_cost, api_cost, cost_of, cost_options, gpu_cost, lookup, parse_price, spec,
+    CostSpec,
+    GpuCost,
+    Price,
+    add_cost,
+    api_cost,
+    cost_of,
+    cost_options,
+    gpu_cost,
+    lookup,
+    parse_price,
+    spec,
     spec_from_options,
 )
 from tokenrace.bench.runner import Load

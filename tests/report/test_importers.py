@@ -95,7 +95,7 @@ def test_aiperf_records_and_config() -> None:
 def test_aiperf_alone_and_in_seconds(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in AIPERF.read_text().splitlines()]
     for x in lines:
-        for name, metric in (x.get("metrics") or {}).items():
+        for metric in (x.get("metrics") or {}).values():
             if metric.get("unit") == "ms":
                 v = metric["value"]
                 metric.update(unit="s", value=[y / 1000 for y in v] if isinstance(v, list) else v / 1000)

@@ -14,7 +14,7 @@ from typing import Any
 from tokenrace.bench.history import Filters, History
 from tokenrace.bench.profile import _run_steps
 from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchSettings, PromptSpec
+from tokenrace.bench.session import BenchSettings
 from tokenrace.bench.sweep import SweepPlan, run_sweep
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint

@@ -40,9 +40,12 @@ class RatioCI:
         return self.low > 1.0 or self.high < 1.0
 
     def to_dict(self) -> dict[str, float | bool | None]:
-        r = lambda v: None if v is None else round(v, 4)  # noqa: E731
-        return {"a": r(self.a), "b": r(self.b), "ratio": r(self.ratio), "ci_low": r(self.low), "ci_high": r(self.high),
-                "significant": self.significant}
+        return {"a": _r4(self.a), "b": _r4(self.b), "ratio": _r4(self.ratio), "ci_low": _r4(self.low),
+                "ci_high": _r4(self.high), "significant": self.significant}
+
+
+def _r4(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
 
 
 def statistic(values: np.ndarray, stat: str) -> float:
@@ -54,8 +57,8 @@ def statistic(values: np.ndarray, stat: str) -> float:
 
 def _stat_rows(samples: np.ndarray, stat: str) -> np.ndarray:
     if stat == "mean":
-        return samples.mean(axis=1)
-    return np.percentile(samples, float(stat.removeprefix("p")), axis=1)
+        return np.asarray(samples.mean(axis=1), dtype=float)
+    return np.asarray(np.percentile(samples, float(stat.removeprefix("p")), axis=1), dtype=float)
 
 
 def _resampled(values: np.ndarray, stat: str, rng: np.random.Generator, n: int) -> np.ndarray:

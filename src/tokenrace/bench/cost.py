@@ -76,7 +76,7 @@ def _table_entries(text: str, where: str) -> list[dict[str, Any]]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{where}: not valid TOML ({exc})") from None
-    entries = doc.get("price", [])
+    entries: list[dict[str, Any]] = doc.get("price", [])
     for e in entries:
         if not {"provider", "model", "input", "output"} <= set(e):
             raise UsageError(f"{where}: every [[price]] needs provider, model, input and output")

@@ -263,7 +263,10 @@ def _run_fields(d: Path) -> dict[str, Any]:
     m, s = read_json(d / MANIFEST), read_json(d / SUMMARY)
     load = (m.get("settings") or {}).get("load") or {}
     met = s.get("metrics") or {}
-    g = lambda name, q: (met.get(name) or {}).get(q)  # noqa: E731
+
+    def g(name: str, q: str) -> Any:
+        return (met.get(name) or {}).get(q)
+
     return {
         "label": (m.get("settings") or {}).get("label"), "endpoint": m.get("endpoint"), "provider": m.get("provider"),
         "model": m.get("model"), "source": m.get("tool"), "version": m.get("version"),

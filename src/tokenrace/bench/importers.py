@@ -143,7 +143,10 @@ def from_vllm(doc: dict[str, Any], path: Path) -> RunData:
     if not isinstance(ttfts, list):
         raise UsageError(f"{path}: no per-request results; run vllm bench serve with --save-result --save-detailed")
     n = len(ttfts)
-    col = lambda k, default=None: list(doc.get(k) or [default] * n)  # noqa: E731
+
+    def col(key: str, default: Any = None) -> list[Any]:
+        return list(doc.get(key) or [default] * n)
+
     starts, lats, errors = doc.get("start_times"), col("latencies"), col("errors", "")
     itls, outs, ins, texts = col("itls", []), col("output_lens"), col("input_lens"), col("generated_texts", "")
     t0 = min(starts) if starts else 0.0
@@ -236,11 +239,11 @@ def _aiperf_record(seq: int, x: dict[str, Any], t0: int) -> RequestRecord:
     start = (meta.get("request_start_ns") or meta.get("timestamp_ns") or t0) - t0
     latency = _ns(m.get("request_latency"))
     end = start + latency if latency is not None else (meta["request_end_ns"] - t0 if meta.get("request_end_ns") else None)
-    failed = err is not None
+    failed = isinstance(err, dict)
     rec = _record(seq, phase, start, None if failed else _ns(m.get("time_to_first_token")), _gaps_ns(m.get("inter_chunk_latency")),
                   end, None if failed else _count(m.get("output_sequence_length") or m.get("output_token_count")),
                   _count(m.get("input_sequence_length") or m.get("error_isl")), "aiperf")
-    if failed:
+    if isinstance(err, dict):
         rec.end_ns = end
         rec.fail("imported", f"{err.get('type') or 'error'}: {err.get('message') or ''}".strip(), err.get("code"))
     return rec

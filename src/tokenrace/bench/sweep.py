@@ -130,8 +130,10 @@ def _pick(m: dict[str, Any], name: str) -> dict[str, Any]:
 def sweep_throughput(summary: dict[str, Any]) -> float | None:
     """The throughput a sweep compares between steps: steady output tokens/s, else over the window."""
     tp = summary["throughput"]
-    steady = tp.get("steady_output_tokens_per_s")
-    return steady if steady is not None else tp.get("output_tokens_per_s")
+    value = tp.get("steady_output_tokens_per_s")
+    if value is None:
+        value = tp.get("output_tokens_per_s")
+    return None if value is None else float(value)
 
 
 def step_row(name: str, r: BenchResult, cost: CostSpec | None = None) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from rich.table import Table
 
 from tokenrace.bench.cost import cost_options, spec_from_options
 from tokenrace.bench.rundata import load
-from tokenrace.cli.common import echo_json
 from tokenrace.cli.sweep import wide_console
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title, to_csv, to_markdown
 from tokenrace.report.tables import fmt

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import click
@@ -15,7 +16,7 @@ from tokenrace.bench.progress import LiveProgress
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchSettings
 from tokenrace.bench.sweep import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, parse_values, run_sweep
-from tokenrace.cli.bench import run_async
+from tokenrace.cli.bench import run_async as _run_async
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
 from tokenrace.errors import UsageError
@@ -39,7 +40,7 @@ EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0)
 @click.option("--max-probes", type=int, default=12, show_default=True, help="--max-goodput: most probes.")
 @cost_options
 @click.pass_context
-def command(ctx: click.Context, **o: Any) -> None:
+def command(ctx: click.Context, /, **o: Any) -> None:
     """Run a series of benchmarks, one run directory per step, and find where throughput stops growing.
 
     Default: a concurrency sweep 1, 2, 4, 8, ... that stops once throughput grows by less than
@@ -48,7 +49,10 @@ def command(ctx: click.Context, **o: Any) -> None:
     embedded model at 1, 2, 4, 8.
     """
     settings = settings_from_options(o)
-    explicit = lambda k: ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE  # noqa: E731
+
+    def explicit(name: str) -> bool:
+        return ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+
     plan = plan_from_options(o, settings, explicit("requests") or explicit("duration"))
     cost = spec_from_options(o)
     if settings.endpoint is None:
@@ -56,6 +60,11 @@ def command(ctx: click.Context, **o: Any) -> None:
     else:
         result = run_async(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
     _report(result, bool(o["as_json"]))
+
+
+def run_async(coro: Coroutine[Any, Any, SweepResult]) -> SweepResult:
+    result: SweepResult = _run_async(coro)  # type: ignore[no-untyped-call]
+    return result
 
 
 def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count: bool) -> SweepPlan:
@@ -91,7 +100,9 @@ def _progress_for(o: dict[str, Any]) -> Any:
     return make
 
 
-def _embedded(settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Any, cost: CostSpec | None) -> SweepResult:
+def _embedded(
+    settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
+) -> SweepResult:
     from tokenrace.bench.profile import embedded_settings
     from tokenrace.serve.embedded import EmbeddedOptions
     from tokenrace.serve.launch import start_embedded

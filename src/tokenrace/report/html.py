@@ -312,7 +312,7 @@ def summary_table(summary: dict[str, Any]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def cards(items: list[tuple[str, str, str | None]]) -> str:
+def cards(items: Sequence[tuple[str, str, str | None]]) -> str:
     out = []
     for label, value, sub in items:
         s = f"<div class='sub'>{html.escape(sub)}</div>" if sub else ""
