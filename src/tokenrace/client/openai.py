@@ -123,16 +123,7 @@ class OpenAIClient:
         rec.start_ns = perf_ns()
         try:
             async with asyncio.timeout_at(deadline.first(rec.start_ns)) as tm:
-                try:
-                    await self._exchange(payload, rec, reader, tm, deadline)
-                except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
-                    if not _stale_keepalive(rec):
-                        raise
-                    # The server had closed the idle keep-alive connection we picked (llama.cpp's
-                    # server does after each stream): it never saw this request. Send it once more
-                    # on a fresh connection; the time lost stays inside this request's latency.
-                    rec.retried_stale_connection = True
-                    await self._exchange(payload, rec, reader, tm, deadline)
+                await self._exchange_fresh(payload, rec, reader, tm, deadline)
         except TimeoutError:
             rec.fail(deadline.kind(), deadline.message())
         except asyncio.CancelledError:
@@ -152,6 +143,24 @@ class OpenAIClient:
                 rec.error_message = self.redact(rec.error_message)
         _check_empty(rec)
         return rec
+
+    async def _exchange_fresh(self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline) -> None:
+        """Send, replacing pooled keep-alive connections the server has already closed.
+
+        llama.cpp's server closes the connection after each stream while advertising keep-alive; a
+        request written on such a connection fails before the server sees it. When a *reused*
+        connection fails before any response byte, send again (each failed try discards one dead
+        pooled connection, so this ends); the time lost stays inside this request's latency.
+        """
+        for _ in range(self._max_connections + 1):
+            try:
+                await self._exchange(payload, rec, reader, tm, deadline)
+                return
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                if rec.connect_ns is not None or rec.headers_ns is not None:
+                    raise
+                rec.retried_stale_connection = True
+        await self._exchange(payload, rec, reader, tm, deadline)
 
     async def _exchange(self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline) -> None:
         assert self.session is not None
@@ -352,11 +361,6 @@ async def _read_body(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
     reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
     rec.text = reasoning + answer
     rec.finish_reason = choice.get("finish_reason")
-
-
-def _stale_keepalive(rec: RequestRecord) -> bool:
-    """A reused connection failed before any response byte, on the first attempt."""
-    return rec.connect_ns is None and rec.headers_ns is None and not rec.retried_stale_connection
 
 
 def _check_empty(rec: RequestRecord) -> None:

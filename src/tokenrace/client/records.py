@@ -41,7 +41,7 @@ class RequestRecord:
     usage: dict[str, Any] | None = None
     server_timing: dict[str, Any] | None = None  # the engine's own clock, when it reports it
     new_connection: bool | None = None
-    retried_stale_connection: bool = False  # a closed keep-alive connection was replaced once
+    retried_stale_connection: bool = False  # closed keep-alive connections were replaced
     max_tokens: int | None = None
 
     @property
