@@ -64,7 +64,6 @@ def test_server_clock_agrees_with_the_client(engine: RunningEngine, tmp_path: Pa
     assert s["requests"]["failed"] == 0
     assert s["token_count_source"]["output_tokens"] in ("usage", "tokenizer")
     svc = s["server_vs_client"]
-    print("server_vs_client", svc)
     ttft, tpot = svc["ttft_ms"], svc["tpot_ms"]
     # The client sees the engine's prompt time plus HTTP and queueing; the engine's clock is the
     # truth the client must not drift from by more than 10 %.
