@@ -171,36 +171,45 @@ class BenchSession:
             manifest["environment"], manifest["server"] = await _environment(client)
             self.store.write_manifest(manifest)
             runner = Runner(self._send_checked(client, info.models), prompts, s.load, self._finish)
-            monitor = _monitor(s, directory, self.endpoint, t0)
-            if monitor is not None:
-                manifest["monitor"] = {"interval_s": s.monitor_interval_s, "metrics_url": monitor.metrics_url}
-                await monitor.start()
-            engine_name = (manifest.get("server") or {}).get("engine")
-            metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine_name in ENGINE_HISTOGRAMS else None
-            interrupted = False
-            try:
-                await runner.run()
-            except asyncio.CancelledError:
-                interrupted = True
-            finally:
-                for rec in runner.records:
-                    if rec.seq not in self._written:
-                        self.store.append(rec)
-                resources = await monitor.stop() if monitor is not None else None
-                summary = self._summary(runner, interrupted)
-                _enrich(summary, resources, monitor, runner, t0, s.load.duration_s)
-                if metrics_before is not None and "server_vs_client" not in summary:
-                    after = await _scrape_metrics(client, self.endpoint.base_url)
-                    m = summary["metrics"]
-                    svc = from_metrics_delta(engine_name, metrics_before, after or "", m["ttft_ms"]["mean"], m["tpot_ms"]["mean"])
-                    if svc is not None:
-                        summary["server_vs_client"] = svc
-                manifest["finished_at"] = datetime.now(timezone.utc).isoformat()
-                manifest["interrupted"] = interrupted
-                self.store.write_manifest(manifest)
-                self.store.write_summary(summary)
-                self.store.close()
-        return BenchResult(directory, summary, manifest, interrupted)
+            summary = await self._measure(client, runner, manifest, t0)
+        return BenchResult(directory, summary, manifest, bool(summary["interrupted"]))
+
+    async def _measure(self, client: OpenAIClient, runner: Runner, manifest: dict[str, Any], t0: int) -> dict[str, Any]:
+        """Run the load with the side instruments around it; whatever happens, write what was measured."""
+        assert self.store is not None
+        monitor = _monitor(self.s, self.store.dir, self.endpoint, t0)
+        if monitor is not None:
+            manifest["monitor"] = {"interval_s": self.s.monitor_interval_s, "metrics_url": monitor.metrics_url}
+            await monitor.start()
+        engine = (manifest.get("server") or {}).get("engine")
+        metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine in ENGINE_HISTOGRAMS else None
+        interrupted = False
+        try:
+            await runner.run()
+        except asyncio.CancelledError:
+            interrupted = True
+        finally:
+            for rec in runner.records:
+                if rec.seq not in self._written:
+                    self.store.append(rec)
+            resources = await monitor.stop() if monitor is not None else None
+            summary = self._summary(runner, interrupted)
+            _enrich(summary, resources, monitor, runner, t0, self.s.load.duration_s)
+            if metrics_before is not None and "server_vs_client" not in summary:
+                await self._engine_clock_from_metrics(client, engine, metrics_before, summary)
+            manifest["finished_at"] = datetime.now(timezone.utc).isoformat()
+            manifest["interrupted"] = interrupted
+            self.store.write_manifest(manifest)
+            self.store.write_summary(summary)
+            self.store.close()
+        return summary
+
+    async def _engine_clock_from_metrics(self, client: OpenAIClient, engine: str, before: str, summary: dict[str, Any]) -> None:
+        after = await _scrape_metrics(client, self.endpoint.base_url)
+        m = summary["metrics"]
+        svc = from_metrics_delta(engine, before, after or "", m["ttft_ms"]["mean"], m["tpot_ms"]["mean"])
+        if svc is not None:
+            summary["server_vs_client"] = svc
 
     def _send_checked(self, client: OpenAIClient, models: list[str]) -> Any:
         first = True
