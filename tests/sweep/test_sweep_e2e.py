@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ from typing import Any
 
 from tokenrace.bench.history import Filters, History
 from tokenrace.bench.profile import _run_steps
+from tokenrace.bench.rundata import load
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchSettings
 from tokenrace.bench.sweep import SweepPlan, run_sweep
@@ -124,3 +126,11 @@ def test_profile_runs_its_steps_through_the_step_runner(quick_server: Any, tmp_p
     prof = json.loads((tmp_path / "p" / "profile.json").read_text())
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
     assert result.steps[1][1].manifest["engine"] == {"engine": "fake"}
+    data = load(tmp_path / "p")  # rendered later from the files, like a sweep
+    assert data.kind == "profile" and [r["throughput_tokens_per_s"] is not None for r in data.summary["steps"]] == [True, True]
+    with History.open() as h:  # the profile's steps were indexed as they were written
+        assert len(h.list(Filters(steps=True))) == 2
+    if importlib.util.find_spec("plotly"):
+        from tokenrace.report.html import build
+
+        assert build([data]).count('<figure class="chart">') >= 4

@@ -186,6 +186,17 @@ class History:
         return Path(rows[0]["path"])
 
 
+def index_quietly(directory: Path) -> bool:
+    """Index a run or sweep directory just written; True when it worked. The history is an index:
+    failing to update it must never lose or stop a measurement (`tokenrace runs --import` fixes it)."""
+    try:
+        with History.open() as h:
+            h.index(directory)
+    except Exception:  # noqa: BLE001 - never fatal to the run that wrote the files
+        return False
+    return True
+
+
 def resolve_run(ref: str | Path) -> Path:
     """A run/sweep directory given by path, or by id or name from the history."""
     p = Path(ref)

@@ -82,4 +82,19 @@ def load_dir(path: Path) -> RunData:
     summary = read_json(path / (SWEEP_FILE if kind == "sweep" else PROFILE_FILE))
     steps = [(row["step"], load_dir(path / row["step"])) for row in summary.get("steps", []) if dir_kind(path / row["step"]) == "run"]
     manifest = steps[0][1].manifest if steps else {}
+    if kind == "profile":
+        summary["steps"] = _profile_rows(steps)
     return RunData(path, kind, summary, manifest, steps)
+
+
+def _profile_rows(steps: list[tuple[str, RunData]]) -> list[dict[str, Any]]:
+    """A profile's step rows rebuilt from its run directories, in the sweep's row layout (older
+    profile.json files lack some keys)."""
+    from tokenrace.bench.session import BenchResult
+    from tokenrace.bench.sweep import step_row
+
+    rows = []
+    for name, run in steps:
+        row = step_row(name, BenchResult(run.path, run.summary, run.manifest))
+        rows.append({**row, "value": row["concurrency"]})
+    return rows

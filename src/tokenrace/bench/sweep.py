@@ -26,6 +26,7 @@ from typing import Any
 from tokenrace import __version__
 from tokenrace.bench import knee as kn
 from tokenrace.bench.cost import CostSpec, cost_of
+from tokenrace.bench.history import index_quietly
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
 from tokenrace.bench.store import default_run_dir, write_json
@@ -103,23 +104,12 @@ class StepRunner:
         progress = self.progress_for(name, load) if self.progress_for else None
         with _entered(progress):
             result = await BenchSession(settings, progress, self.argv).run()
-        _index_quietly(result.directory)
+        index_quietly(result.directory)
         return result
 
 
 def _entered(progress: Progress | None) -> AbstractContextManager[Any]:
     return progress if isinstance(progress, AbstractContextManager) else nullcontext()
-
-
-def _index_quietly(directory: Path) -> None:
-    """The history is an index: failing to update it must never lose or stop a measurement."""
-    try:
-        from tokenrace.bench.history import History
-
-        with History.open() as h:
-            h.index(directory)
-    except Exception:  # noqa: BLE001 - reported by `tokenrace runs --reindex`, never fatal here
-        pass
 
 
 def _pick(m: dict[str, Any], name: str) -> dict[str, Any]:
@@ -210,7 +200,7 @@ class Sweep:
         else:
             await self._goodput()
         summary = self._write(finished=True)
-        _index_quietly(self.parent)
+        index_quietly(self.parent)
         return SweepResult(self.parent, self.state.steps, summary)
 
     # --- step plumbing

@@ -25,6 +25,13 @@ from tokenrace.report.tables import fmt
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0)
 
 
+def _cost_options_unless_shared(fn: Any) -> Any:
+    """--price/--gpu-hour-cost/--gpus, unless the shared bench options already carry them (once they
+    are wired into `bench`): click must not see the same option twice."""
+    probe = bench_options(click.command()(lambda **o: None))
+    return fn if any(p.name == "price" for p in probe.params) else cost_options(fn)
+
+
 @click.command("sweep")
 @bench_options
 @click.option("--concurrencies", help="Concurrency steps [default: 1,2,4,...,256, stopping at saturation].")
@@ -38,7 +45,7 @@ EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0)
 @click.option("--start-rate", type=float, default=1.0, show_default=True, help="--max-goodput: first rate probed (req/s).")
 @click.option("--tolerance", type=float, default=0.10, show_default=True, help="--max-goodput: stop when the bracket is this narrow.")
 @click.option("--max-probes", type=int, default=12, show_default=True, help="--max-goodput: most probes.")
-@cost_options
+@_cost_options_unless_shared
 @click.pass_context
 def command(ctx: click.Context, /, **o: Any) -> None:
     """Run a series of benchmarks, one run directory per step, and find where throughput stops growing.

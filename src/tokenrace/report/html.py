@@ -191,7 +191,7 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
     go = plotly()
     from plotly.subplots import make_subplots
 
-    kind = sweeps[0].summary["sweep"]
+    kind = sweeps[0].summary.get("sweep", "concurrency")  # a profile is a concurrency ramp
     xlabel = {"concurrency": "concurrency", "rate": "offered rate (req/s)", "goodput": "offered rate (req/s)",
               "input_tokens": "prompt tokens (mean)"}[kind]
     fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT (ms)", "TPOT (ms/token)", "output throughput (tok/s)"),
