@@ -225,14 +225,21 @@ def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
         raise UsageError("compare needs at least two runs")
     base = runs[0]
     kinds = {r.kind for r in runs}
+    named = len(runs) > 2  # with several B's, say which pair each warning is about
+
+    def prefix(other: RunData) -> str:
+        return f"{other.name} vs {base.name}: " if named else ""
+
     if kinds == {"run"}:
         comps = [compare_runs(base, other, extra=extra) for other in runs[1:]]
-        return Report(comps, _lift(comps))
+        return Report(comps, [w for c, other in zip(comps, runs[1:]) for w in _lift([c], prefix(other))])
     if kinds <= {"sweep", "profile"}:
         report = Report([])
         for other in runs[1:]:
-            report.comparisons += compare_sweeps(base, other, report.warnings, extra)
-        report.warnings[:0] = _lift(report.comparisons)
+            notes: list[str] = []
+            comps = compare_sweeps(base, other, notes, extra)
+            report.comparisons += comps
+            report.warnings += _lift(comps, prefix(other)) + [prefix(other) + n for n in notes]
         report.knees = {r.name: r.summary.get("knee") for r in runs}
         return report
     raise UsageError("compare runs with runs, or sweeps with sweeps (compare one step of a sweep by its directory)")
@@ -262,13 +269,13 @@ def compare_sweeps(a: RunData, b: RunData, warnings: list[str], extra: ExtraRows
     return out
 
 
-def _lift(comps: list[Comparison]) -> list[str]:
+def _lift(comps: list[Comparison], prefix: str = "") -> list[str]:
     """Condition warnings, each said once."""
     seen: list[str] = []
     for c in comps:
         for w in c.warnings:
-            if w not in seen:
-                seen.append(w)
+            if prefix + w not in seen:
+                seen.append(prefix + w)
     return seen
 
 
