@@ -22,7 +22,9 @@ from tokenrace.cli.options import bench_options, settings_from_options
 from tokenrace.errors import UsageError
 from tokenrace.report.tables import fmt
 
-EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0)
+EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+MAX_EMBEDDED_SLOTS = 32
+CTX_PER_SLOT = 512  # tokens of context each parallel slot gets (llama-server splits -c between slots)
 
 
 def _cost_options_unless_shared(fn: Any) -> Any:
@@ -53,7 +55,7 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     Default: a concurrency sweep 1, 2, 4, 8, ... that stops once throughput grows by less than
     --gain-threshold while p95 latency keeps rising (or on errors above --max-error-rate, default 5 %)
     and marks the knee. Writes sweep.json beside the step directories. Without --url it sweeps the
-    embedded model at 1, 2, 4, 8.
+    embedded model at 1, 2, 4, ... 32.
     """
     settings = settings_from_options(o)
 
@@ -122,13 +124,15 @@ def _embedded(
         settings.load.requests = 8
     model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
     settings.model = None
-    slots = int(min(max(plan.values or (4.0,)), 16))
+    # One slot per request in flight: past its slots llama-server queues (and, busy, may reset connections).
+    slots = int(min(max(plan.values or (4.0,)), MAX_EMBEDDED_SLOTS))
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)
 
     async def go() -> SweepResult:
         from pathlib import Path
 
-        engine = await start_embedded(EmbeddedOptions(model=Path(model) if model else None, parallel=slots))
+        opts = EmbeddedOptions(model=Path(model) if model else None, parallel=slots, ctx_size=max(8192, CTX_PER_SLOT * slots))
+        engine = await start_embedded(opts)
         try:
             return await run_sweep(embedded_settings(engine, settings), plan, _progress_for(o), sys.argv, cost)
         finally:
