@@ -178,7 +178,8 @@ def _collect(events: list[dict[str, Any]], check: PageCheck) -> None:
 
 def load_page(html_file: Path, screenshot: Path, width: int = 1400, max_height: int | None = None) -> PageCheck:
     binary = require_chromium()
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+    # Chromium's helper processes may still be writing the profile as it exits: tolerate that on cleanup.
+    with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:

@@ -108,3 +108,15 @@ def test_report_renders_in_chromium_without_errors(made: dict[str, Path], kind: 
     assert fetched == [html_file.resolve().as_uri()], check
     assert check.title and check.height > 1500, check
     assert shot.stat().st_size > 50_000 and re.match(rb"\x89PNG", shot.read_bytes()[:4])
+
+
+def test_speed_of_light_from_the_planner(made: dict[str, Path]) -> None:
+    pytest.importorskip("tokenrace.plan")
+    from tokenrace.report.html import planner_bound
+
+    run = load(made["run"])
+    bound = planner_bound("H100-SXM", "llama-3.1-8b")(run)
+    assert bound is not None and bound > 100  # tokens/s: aggregate decode bound at the run's concurrency
+    assert planner_bound("H100-SXM")(run) is None  # "fake-model" is no model the planner knows
+    sweep_page = build([load(made["sweep"])], sol=planner_bound("H100-SXM", "llama-3.1-8b"))
+    assert "speed of light (plan)" in sweep_page
