@@ -189,3 +189,28 @@ def test_upstream_keys_go_only_to_their_own_backend_and_nowhere_else(fake: FakeS
     texts.append(caplog.text)
     for secret in (UPSTREAM_KEY, "sk-second-upstream-key-987654321", CLIENT_KEY, ADMIN_KEY):
         assert all(secret not in text for text in texts), secret
+
+
+def test_a_client_that_stops_reading_is_cut_off(fake: FakeServerThread) -> None:
+    gw = start(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"client_write_s": 0.5}))
+    try:
+        host, port = gw.url.removeprefix("http://").split(":")
+        body = json.dumps(chat(fake={"output_tokens": 40000, "itl_ms": 0, "ttft_ms": 0})).encode()
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(
+                f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {CLIENT_KEY}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+            )
+            assert b" 200 " in sock.recv(4096)
+            deadline = time.monotonic() + 10  # not reading: the gateway's buffer for us fills up
+            while time.monotonic() < deadline:
+                _, _, metrics = http("GET", gw.url + "/metrics", key=None)
+                if 'tokenrace_gateway_client_disconnects_total{backend="a",route="m"} 1.0' in metrics.decode():
+                    break
+                time.sleep(0.1)
+            assert 'tokenrace_gateway_client_disconnects_total{backend="a",route="m"} 1.0' in metrics.decode()
+            assert 'tokenrace_gateway_in_flight{backend="a",route="m"} 0.0' in metrics.decode()
+            assert 'tokenrace_gateway_requests_total{backend="a",route="m",status="499"} 1.0' in metrics.decode()
+    finally:
+        gw.stop()

@@ -43,6 +43,7 @@ log = logging.getLogger("tokenrace.gateway")
 SSE_TYPE = "text/event-stream"
 MAX_ERROR_BODY = 64 * 1024
 SLOW_CLIENT_BUFFER = 256 * 1024
+BIG_WRITE = 16 * 1024
 _HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  # bytes queued for a client before a write is bounded by client_write_s
 
 
@@ -528,8 +529,12 @@ class _Attempt:
             if not out:
                 continue
             try:
-                if transport is not None and transport.get_write_buffer_size() > SLOW_CLIENT_BUFFER:
-                    wd.hold()  # the client is behind: bound this write by client_write_s instead
+                if transport is not None and (transport.get_write_buffer_size() or len(out) > BIG_WRITE):
+                    # Bytes still queued for this client (it is behind), or a write large enough to
+                    # fill the socket: this write may wait for the client. Bound the wait by
+                    # client_write_s; upstream limits pause meanwhile. Small writes to a client that
+                    # keeps up (the usual case) never wait, and pay for no timer.
+                    wd.hold()
                     async with asyncio.timeout(write_s):
                         await client.write(out)
                 else:
@@ -580,7 +585,11 @@ class _Attempt:
         log.warning("%s", orjson.dumps({"event": "stream_error", "route": self.call.route.name, "backend": self.backend.name, "code": code, "message": message, "request_id": self.call.request_id}).decode())
 
     def _client_left(self, client: web.StreamResponse) -> Done:
+        """The client closed, or stopped reading for client_write_s: drop its connection for good
+        (never let a clean chunked end follow, which would read as a complete answer)."""
         call = self.call
+        if self.request.transport is not None:
+            self.request.transport.abort()
         self.verdict = "client_closed"
         call._primary_done(None)
         m = call.gw.metrics
