@@ -8,6 +8,12 @@ import pytest
 from tokenrace.testing.fake_server import FakeServerThread
 
 
+@pytest.fixture(autouse=True)
+def _private_history(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs made by tests index into a throwaway history, never the user's."""
+    monkeypatch.setenv("TOKENRACE_HOME", str(tmp_path_factory.mktemp("home")))
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeServerThread]:
     """A fake OpenAI server in a background thread (quick, for behaviour, not for timing)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from tokenrace import __version__
 from tokenrace.bench import prompts as prompt_sets
+from tokenrace.bench.cost import CostSpec, add_cost
 from tokenrace.bench.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.bench.metrics import summarize
 from tokenrace.bench.preflight import check_first, choose_model, list_models
@@ -52,6 +53,7 @@ class BenchSettings:
     max_error_rate: float | None = None  # None: fail only when every request failed
     engine: dict[str, Any] | None = None  # what launched the server, when tokenrace did
     efficiency: EfficiencySpec | None = None  # hardware + model: report % of the speed of light
+    cost: CostSpec | None = None  # --price or --gpu-hour-cost: cost beside speed
     monitor: bool = False  # sample GPU/system/server metrics into timeseries.jsonl
     monitor_interval_s: float = 1.0
     metrics_url: str | None = None  # the server's Prometheus /metrics (default: discovered)
@@ -194,6 +196,7 @@ class BenchSession:
                     self.store.append(rec)
             resources = await monitor.stop() if monitor is not None else None
             summary = self._summary(runner, interrupted)
+            add_cost(summary, manifest, self.s.cost)
             _enrich(summary, resources, monitor, runner, t0, self.s.load.duration_s)
             if metrics_before is not None and "server_vs_client" not in summary:
                 await self._engine_clock_from_metrics(client, engine, metrics_before, summary)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from tokenrace.bench.history import index_quietly
 from tokenrace.bench.progress import LiveProgress
 from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings
 from tokenrace.cli.common import echo_json
@@ -41,6 +42,7 @@ def command(ctx: click.Context, **o: object) -> None:
     progress = LiveProgress(settings.load.requests, enabled=not o["as_json"])
     with progress:
         result = run_async(BenchSession(settings, progress, sys.argv).run())
+    index_quietly(result.directory)
     report(result, bool(o["as_json"]))
 
 

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from tokenrace.bench.cost import cost_options, spec_from_options
 from tokenrace.bench.efficiency import EfficiencySpec
 from tokenrace.bench.metrics import parse_slo
 from tokenrace.bench.runner import Load
@@ -68,10 +69,10 @@ _OPTIONS = [
 
 
 def bench_options(fn: F) -> F:
-    """Apply the shared options (in --help order)."""
+    """Apply the shared options (in --help order), then the cost options."""
     for opt in reversed(_OPTIONS):
         fn = opt(fn)
-    return fn
+    return cost_options(fn)
 
 
 def settings_from_options(o: dict[str, object]) -> BenchSettings:
@@ -107,6 +108,7 @@ def settings_from_options(o: dict[str, object]) -> BenchSettings:
         label=o["label"],  # type: ignore[arg-type]
         max_error_rate=o["max_error_rate"],  # type: ignore[arg-type]
         efficiency=_efficiency_spec(o),
+        cost=spec_from_options(o),
         monitor=bool(o["monitor"]),
         monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,  # type: ignore[arg-type]
         metrics_url=o["metrics_url"],  # type: ignore[arg-type]

@@ -72,6 +72,10 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
             f"{fmt(eff['ttft_ms_bound'], 2)} ms minimum, aggregate {fmt(eff['aggregate_pct_of_bound'])} %"
         )
         lines.extend(f"warning: {w}" for w in eff.get("warnings", []))
+    if summary.get("cost"):
+        from tokenrace.bench.cost import cost_lines
+
+        lines.extend(cost_lines(summary["cost"]))
     if summary.get("resources"):
         from tokenrace.monitor.render import summary_lines
 
