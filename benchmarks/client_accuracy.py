@@ -94,11 +94,15 @@ def main() -> None:
     scenario("B: 32 streams, TTFT 100 ms, ITL 5 ms, 100 tok", 32, 100, 5, 100, 320, a.loop)
     if a.quick:
         return
-    print("# max chunk rate with TTFT bias p50 under 1 ms (ITL 1 ms, 200 tokens)")
-    for streams in (16, 32, 64, 96, 128, 192, 256):
+    print("# highest chunk rate with the bias of every chunk under 1 ms at p50 (ITL 1 ms, 200 tokens)")
+    best = None
+    for streams in (16, 24, 32, 48, 64, 96):
         row = scenario(f"C: {streams} streams, ITL 1 ms", streams, 20, 1, 200, streams * 2, a.loop)
-        if row["ttft_bias_p50_ms"] >= 1.0:
+        if row["chunk_bias_p50_ms"] >= 1.0 or row["ttft_bias_p50_ms"] >= 1.0:
             break
+        best = row
+    if best is not None:
+        print(f"# sustained: {best['chunks_per_s']:,.0f} chunks/s ({best['scenario']})")
 
 
 if __name__ == "__main__":

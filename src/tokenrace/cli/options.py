@@ -43,6 +43,7 @@ _OPTIONS = [
     click.option("--requests", type=int, help="Measured requests (default 100 unless --duration)."),
     click.option("--duration", help="Stop sending after this long (90s, 5m)."),
     click.option("--warmup", type=int, default=0, show_default=True, help="Warm-up requests, recorded but not in the statistics."),
+    click.option("--keep-awake/--no-keep-awake", default=True, show_default=True, help="Wake the client every 200 µs so an idle CPU does not delay arrival stamps."),
     click.option("--cold/--no-cold", default=True, show_default=True, help="Send one request alone first and report it as the cold figures."),
     click.option("--prompt", help="One prompt text for every request."),
     click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), help="JSONL: {\"messages\": [...]} or {\"prompt\": ...}, optional max_tokens."),
@@ -95,7 +96,7 @@ def settings_from_options(o: dict[str, object]) -> BenchSettings:
         load=Load(
             concurrency=o["concurrency"], rate=o["rate"], arrival=o["arrival"], burstiness=o["burstiness"],  # type: ignore[arg-type]
             max_concurrency=o["max_concurrency"], requests=requests, duration_s=duration,  # type: ignore[arg-type]
-            warmup=o["warmup"], cold=o["cold"], seed=o["seed"],  # type: ignore[arg-type]
+            warmup=o["warmup"], cold=o["cold"], seed=o["seed"], keep_awake=bool(o["keep_awake"]),  # type: ignore[arg-type]
         ),
         prompts=PromptSpec(
             text=o["prompt"], file=o["prompts_file"],  # type: ignore[arg-type]
