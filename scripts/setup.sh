@@ -60,9 +60,10 @@ install() {
 install
 if ! has_server; then
   # A llama-cpp-python wheel built earlier without the server (another project, other flags) was
-  # reused from pip's cache: build ours once more, bypassing the cache.
+  # reused from pip's cache: drop it and build ours, which pip then caches for the next install.
   echo "==> the cached llama-cpp-python wheel has no llama-server; rebuilding it"
-  install --no-cache-dir --force-reinstall --no-deps llama-cpp-python
+  .venv/bin/python -m pip cache remove llama_cpp_python >/dev/null 2>&1 || true
+  install --force-reinstall --no-deps llama-cpp-python
 fi
 has_server || { echo "llama-server is still missing after the build; see .venv/install.log" >&2; exit 1; }
 
