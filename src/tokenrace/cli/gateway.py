@@ -28,6 +28,8 @@ def command(ctx: click.Context, config_path: Path | None, host: str | None, port
         return
     if config_path is None:
         raise UsageError("tokenrace gateway needs --config FILE (or: tokenrace gateway check FILE)")
+    # Canary statistics use numpy; its BLAS thread pool would only spin on the gateway's cores.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from tokenrace.gateway.app import from_file
     from tokenrace.gateway.server import run
 

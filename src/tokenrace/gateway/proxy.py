@@ -43,7 +43,8 @@ log = logging.getLogger("tokenrace.gateway")
 SSE_TYPE = "text/event-stream"
 MAX_ERROR_BODY = 64 * 1024
 SLOW_CLIENT_BUFFER = 256 * 1024
-BIG_WRITE = 16 * 1024
+HIGH_WATER = 64 * 1024  # bytes queued for a client before upstream reading pauses
+LOW_WATER = 16 * 1024  # ... and resumes
 _HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  # bytes queued for a client before a write is bounded by client_write_s
 
 
@@ -485,6 +486,8 @@ class _Attempt:
             status=200,
             headers={"Content-Type": resp.headers.get("content-type", SSE_TYPE), "Cache-Control": "no-cache", "x-request-id": call.request_id, "x-tokenrace-backend": self.backend.name},
         )
+        if self.request.version >= (1, 1):
+            client.enable_chunked_encoding()  # explicit, so that _Sink frames its writes the same way
         t = perf_ns()
         try:
             await client.prepare(self.request)
@@ -496,65 +499,28 @@ class _Attempt:
         return await self._pump(resp, client, tap)
 
     async def _pump(self, resp: Response, client: web.StreamResponse, tap: StreamTap) -> Done:
-        """Forward the rest of the stream; end it with an error event if the backend fails."""
-        call, wd = self.call, self.wd
-        assert wd is not None
-        read = resp.read
+        """Forward the rest of the stream; end it with an error event if the backend fails.
+
+        Push mode: each upstream read is tapped and written to the client transport inside the
+        upstream protocol's callback (`_sink`), so no task wakes up per chunk. This task waits only
+        for the end, an upstream error or timeout, or a client that fell behind (then it waits for
+        the client, at most client_write_s, with upstream reading paused).
+        """
         transport = self.request.transport
-        chunk_overhead = call.gw.metrics.chunk_overhead
-        write_s = call.rt.config.limits.client_write_s
-        failure: tuple[str, str] | None = None
-        sample = 0
-        while True:
-            wd.reading()
-            try:
-                chunk = await read()
-            except asyncio.CancelledError:
-                limit = wd.expired()
-                if limit is None:
-                    if not self._shutting_down():
-                        raise
-                    failure = ("gateway_shutdown", "the gateway is shutting down")
-                    break
-                failure = ("timeout_" + limit, f"the backend sent nothing within the {limit.replace('_', '-')} limit")
-                break
-            except UpstreamError as exc:
-                failure = ("disconnect", str(exc))
-                break
-            if not chunk:
-                tap.close()
-                break
-            t = perf_ns()
-            out = tap.feed(chunk, t)
-            if not out:
-                continue
-            try:
-                if transport is not None and (transport.get_write_buffer_size() or len(out) > BIG_WRITE):
-                    # Bytes still queued for this client (it is behind), or a write large enough to
-                    # fill the socket: this write may wait for the client. Bound the wait by
-                    # client_write_s; upstream limits pause meanwhile. Small writes to a client that
-                    # keeps up (the usual case) never wait, and pay for no timer.
-                    wd.hold()
-                    async with asyncio.timeout(write_s):
-                        await client.write(out)
-                else:
-                    await client.write(out)
-            except (ConnectionError, aiohttp.ClientConnectionResetError, TimeoutError):
-                return self._client_left(client)
-            except asyncio.CancelledError:
-                limit = wd.expired()
-                if limit is None:
-                    if not self._shutting_down():
-                        raise
-                    failure = ("gateway_shutdown", "the gateway is shutting down")
-                    break
-                failure = ("timeout_" + limit, f"the {limit.replace('_', '-')} limit passed")
-                break
-            sample += 1
-            if sample & 7 == 0:  # every 8th chunk: the histogram's own cost stays off most chunks
-                chunk_overhead.observe((perf_ns() - t) / 1e9)
-        if failure is None and not tap.done:
-            failure = ("truncated", "the backend ended the stream without [DONE]")
+        if transport is None or transport.is_closing():
+            return self._client_left(client)
+        wd = self.wd
+        assert wd is not None
+        sink = _Sink(self, transport, client.chunked, tap)
+        resp.stream_into(sink)
+        failure = await self._wait_out(resp, sink, transport)
+        sink.stopped = True  # whatever still arrives is not the client's any more
+        if failure == "client_left":
+            return self._client_left(client)
+        if failure is None:
+            tap.close()
+            if not tap.done:
+                failure = ("truncated", "the backend ended the stream without [DONE]")
         if failure is not None:
             await self._end_with_error(client, tap, failure[1], failure[0])
         else:
@@ -564,6 +530,37 @@ class _Attempt:
                 return self._client_left(client)
         self._finish(tap, failure)
         return Done(client)
+
+    async def _wait_out(self, resp: Response, sink: _Sink, transport: asyncio.BaseTransport) -> tuple[str, str] | str | None:
+        """Wait for the stream to end. None: ended; "client_left"; or (error code, message)."""
+        wd = self.wd
+        assert wd is not None
+        write_s = self.call.rt.config.limits.client_write_s
+        while True:
+            try:
+                if await resp.wait_sink() == "done":
+                    return None
+                if sink.client_gone:
+                    return "client_left"
+                wd.hold()  # the client is behind: wait for it, not for the backend
+                async with asyncio.timeout(write_s):
+                    while transport.get_write_buffer_size() > LOW_WATER and not transport.is_closing():  # type: ignore[attr-defined]
+                        await asyncio.sleep(0.005)
+                if transport.is_closing():
+                    return "client_left"
+                wd.reading()
+                resp.resume()
+            except TimeoutError:
+                return "client_left"
+            except asyncio.CancelledError:
+                limit = wd.expired()
+                if limit is None:
+                    if not self._shutting_down():
+                        raise
+                    return ("gateway_shutdown", "the gateway is shutting down")
+                return ("timeout_" + limit, f"the backend sent nothing within the {limit.replace('_', '-')} limit")
+            except UpstreamError as exc:
+                return ("disconnect", str(exc))
 
     def _shutting_down(self) -> bool:
         """A cancel from the drain (not from a timeout): absorb it so the stream can be closed cleanly."""
@@ -621,6 +618,45 @@ class _Attempt:
             self.verdict = "stream_upstream_error"
         m.child(m.requests, route, name, "200").inc()
         call._primary_done(tap.text() if tap.keep_text else None)
+
+
+class _Sink:
+    """Called by the upstream protocol with each read: tap it, write it to the client at once."""
+
+    __slots__ = ("attempt", "transport", "chunked", "tap", "read", "observe", "stopped", "client_gone", "sent")
+
+    def __init__(self, attempt: _Attempt, transport: Any, chunked: bool, tap: StreamTap) -> None:
+        assert attempt.wd is not None
+        self.attempt = attempt
+        self.transport = transport
+        self.chunked = chunked
+        self.tap = tap
+        self.read = attempt.wd.reading
+        self.observe = attempt.call.gw.metrics.chunk_overhead.observe
+        self.stopped = False
+        self.client_gone = False
+        self.sent = 0
+
+    def __call__(self, piece: bytes) -> bool:
+        """Returns False to pause upstream reading: the client is behind, gone, or we stopped."""
+        if self.stopped:
+            return False
+        self.read()  # bytes came: the idle limit starts over
+        t = perf_ns()
+        out = self.tap.feed(piece, t)
+        if not out:
+            return True
+        transport = self.transport
+        if transport.is_closing():
+            self.client_gone = True
+            return False
+        # aiohttp framed the head and the first chunk; the rest goes straight to the transport
+        # (public API), framed the same way: chunked for HTTP/1.1, raw for HTTP/1.0.
+        transport.write(b"%x\r\n%b\r\n" % (len(out), out) if self.chunked else out)
+        self.sent += 1
+        if self.sent & 7 == 0:  # every 8th chunk: the histogram's own cost stays off most chunks
+            self.observe((perf_ns() - t) / 1e9)
+        return transport.get_write_buffer_size() <= HIGH_WATER
 
 
 def _count_tokens(m: GatewayMetrics, route: str, backend: str, usage: dict[str, Any] | None, counted: tuple[int | None, str] | None) -> None:

@@ -73,6 +73,14 @@ class StreamTap:
         """
         if not chunk.endswith(b"\n\n") or b"\r" in chunk:
             return None
+        if chunk.count(b"\n") == 2:  # one event (what backends write): no split, no list
+            if chunk[:5] != b"data:":
+                return None
+            self._offset += len(chunk)
+            data = chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
+            if self._inspect(data, now_ns) and self.strip_usage:
+                return b""
+            return chunk
         parts = chunk[:-2].split(b"\n\n")
         for part in parts:
             if part[:5] != b"data:" or b"\n" in part:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import Literal, TypeAlias, cast
 from urllib.parse import urlsplit
 
 Kind: TypeAlias = Literal["connect", "disconnect"]
+Sink: TypeAlias = Callable[[bytes], bool]  # takes body bytes; False asks to pause reading
 MAX_HEAD = 64 * 1024
 PAUSE_AT = 1024 * 1024  # body bytes buffered for a slow reader before upstream reading pauses
 IDLE_KEEPALIVE_S = 30.0
@@ -141,6 +143,22 @@ class Response:
                 self.close()
                 return b"".join(parts)[:limit]
 
+    def stream_into(self, sink: Sink) -> None:
+        """From now on, hand body bytes to `sink` as they arrive, inside the protocol callback.
+
+        No task wakes up per read: the caller waits in `wait_sink()` only for the end, an error, or
+        the sink asking for a pause (it returned False: its consumer is behind).
+        """
+        self._conn.set_sink(sink)
+
+    async def wait_sink(self) -> Literal["done", "paused"]:
+        """Wait until the body ended ("done") or the sink asked to pause ("paused"); raises UpstreamError."""
+        return await self._conn.wait_sink()
+
+    def resume(self) -> None:
+        """The sink's consumer caught up: read on."""
+        self._conn.resume_sink()
+
     def close(self) -> None:
         """Done with the response: an unfinished connection is dropped, a finished one reused."""
         self._conn.finish()
@@ -168,6 +186,8 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._head_future: asyncio.Future[Response] | None = None
         self._error: UpstreamError | None = None
+        self._sink: Sink | None = None
+        self._sink_paused = False
 
     # -- asyncio.Protocol ----------------------------------------------------------------------------
 
@@ -210,6 +230,8 @@ class Connection(asyncio.Protocol):
         self._body.clear()
         self._body_size = 0
         self._error = None
+        self._sink = None
+        self._sink_paused = False
         fut = self._head_future = asyncio.get_running_loop().create_future()
         self.transport.write(payload)
         try:
@@ -279,7 +301,8 @@ class Connection(asyncio.Protocol):
                     self._keep_alive = False  # more bytes than promised: do not trust this connection
         else:
             self._push(data)
-        self._wake()
+        if self._sink is None or self._state == "done":
+            self._wake()  # in push mode the reader waits only for the end (or an error, or a pause)
 
     def _feed_chunked(self, data: bytes) -> None:
         buf = self._buf + data if self._buf else data
@@ -326,6 +349,11 @@ class Connection(asyncio.Protocol):
     def _push(self, piece: bytes) -> None:
         if not piece:
             return
+        sink = self._sink
+        if sink is not None:
+            if not sink(piece):
+                self._pause_for_sink()
+            return
         self._body.append(piece)
         self._body_size += len(piece)
         if self._body_size > PAUSE_AT and not self._paused and self.transport is not None:
@@ -344,6 +372,43 @@ class Connection(asyncio.Protocol):
             self._head_future = None
             fut.set_exception(self._error)
         self._wake()
+
+    # -- push mode (see Response.stream_into) -----------------------------------------------------------
+
+    def set_sink(self, sink: Sink) -> None:
+        self._sink = sink
+        if self._body:
+            pending = self._take_body()
+            if not sink(pending):
+                self._pause_for_sink()
+
+    def _pause_for_sink(self) -> None:
+        if not self._sink_paused:
+            self._sink_paused = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            self._wake()
+
+    def resume_sink(self) -> None:
+        if self._sink_paused:
+            self._sink_paused = False
+            if self.transport is not None and not self.lost:
+                self.transport.resume_reading()
+
+    async def wait_sink(self) -> Literal["done", "paused"]:
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._state == "done":
+                self.finish()
+                return "done"
+            if self._sink_paused:
+                return "paused"
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
 
     async def read_body(self) -> bytes:
         while True:
