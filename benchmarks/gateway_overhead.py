@@ -11,11 +11,18 @@ CLOCK_MONOTONIC is shared between processes on Linux, so for every request
 
 is the time spent on the wire and in any proxy, both ways. The same rate is run straight at the
 fake and through the gateway; "added" is the difference of the two distributions' percentiles.
-The gateway's CPU time per request (from /proc) gives the one-core ceiling: 1 / CPU per request.
+The gateway's CPU time per request (from /proc) gives the one-core ceiling: 1 / CPU per request;
+a closed-loop run with many requests in flight then shows what was really served, and whether the
+gateway's core or the load side was the limit.
 
-    python benchmarks/gateway_overhead.py                 # 100, 500, 1000 RPS, 20 s each, + ceiling
+By default a nice-19 spinner runs on each core (`--keep-awake`): on a VM an idle vCPU halts and
+waking it costs hundreds of microseconds per process hop, which would be charged to the proxy's
+extra hops at low rates. `--no-keep-awake` measures without them.
+
+    python benchmarks/gateway_overhead.py                 # 100, 500, 1000 RPS, 20 s each, ceiling, saturation
     python benchmarks/gateway_overhead.py --quick         # 5 s per rate
     python benchmarks/gateway_overhead.py --rates 1000 --duration 60 --tokens 16
+    python benchmarks/gateway_overhead.py --soak 30       # the long soak: memory over 30 minutes
 """
 
 from __future__ import annotations
@@ -111,7 +118,7 @@ class _Probe(asyncio.Protocol):
         self.transport = None
 
 
-async def _loadgen(url: str, rate: float, duration_s: float, stream: bool, tokens: int, seed: int) -> list[dict[str, Any]]:
+async def _loadgen(url: str, rate: float, duration_s: float, stream: bool, tokens: int, seed: int, concurrency: int = 0) -> list[dict[str, Any]]:
     host, port = url.split("//")[1].split(":")
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": stream, "max_tokens": tokens}).encode()
     payload = (
@@ -136,6 +143,8 @@ async def _loadgen(url: str, rate: float, duration_s: float, stream: bool, token
     warm = [asyncio.ensure_future(one(time.perf_counter_ns())) for _ in range(min(200, max(20, int(rate * 0.2))))]
     await asyncio.gather(*warm)
     records.clear()
+    if concurrency:
+        return await _closed_loop(one, concurrency, duration_s, records)
     rng = random.Random(seed)
     tasks = []
     t0 = time.perf_counter_ns()
@@ -153,6 +162,18 @@ async def _loadgen(url: str, rate: float, duration_s: float, stream: bool, token
     return records
 
 
+async def _closed_loop(one: Any, concurrency: int, duration_s: float, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`concurrency` workers, each sending its next request when the last one ended."""
+    end_ns = time.perf_counter_ns() + int(duration_s * 1e9)
+
+    async def worker() -> None:
+        while time.perf_counter_ns() < end_ns:
+            await one(time.perf_counter_ns())
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return records
+
+
 def loadgen_main(args: argparse.Namespace) -> None:
     import gc
 
@@ -161,15 +182,15 @@ def loadgen_main(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {OTHER_CORE})
     gc.collect()
     gc.freeze()
-    records = uvloop.run(_loadgen(args.url, args.rate, args.duration, args.stream, args.tokens, args.seed))
+    records = uvloop.run(_loadgen(args.url, args.rate, args.duration, args.stream, args.tokens, args.seed, args.concurrency))
     json.dump(records, sys.stdout)
 
 
 # --- orchestration ----------------------------------------------------------------------------------------
 
 
-def run_loadgen(url: str, rate: float, duration: float, stream: bool, tokens: int) -> list[dict[str, Any]]:
-    argv = [sys.executable, __file__, "--loadgen", "--url", url, "--rate", str(rate), "--duration", str(duration), "--tokens", str(tokens)]
+def run_loadgen(url: str, rate: float, duration: float, stream: bool, tokens: int, concurrency: int = 0) -> list[dict[str, Any]]:
+    argv = [sys.executable, __file__, "--loadgen", "--url", url, "--rate", str(rate), "--duration", str(duration), "--tokens", str(tokens), "--concurrency", str(concurrency)]
     if stream:
         argv.append("--stream")
     out = subprocess.run(argv, capture_output=True, check=True, timeout=duration + 120)
@@ -275,56 +296,147 @@ def fmt(x: float | None) -> str:
 
 
 def main() -> None:
+    args = parse_args()
+    if args.loadgen:
+        loadgen_main(args)
+        return
+    if (os.cpu_count() or 0) < 2:
+        sys.exit("needs 2 cores: one for the gateway alone, one for the fake server and the load generator")
+    fake_cfg = {"ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "output_tokens": args.tokens, "models": ["m"], "spin_ms": 0.0}
+    with spawn_fake_server(fake_cfg) as fake, tempfile.TemporaryDirectory() as tmp, keep_awake(args.keep_awake):
+        os.sched_setaffinity(fake.pid, {OTHER_CORE})
+        proc, gateway_url = start_gateway(fake.url, Path(tmp))
+        try:
+            if args.soak is not None:
+                soak(fake, gateway_url, proc.pid, args.soak * 60, args.tokens)
+                return
+            rows = overhead(args, fake, gateway_url, proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     p.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
     p.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--concurrency", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--rates", default="100,500,1000")
     p.add_argument("--duration", type=float, default=20.0, help="seconds per rate and mode")
     p.add_argument("--tokens", type=int, default=16, help="output tokens per request (one SSE event each)")
     p.add_argument("--ttft-ms", type=float, default=20.0)
     p.add_argument("--itl-ms", type=float, default=5.0)
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--quick", action="store_true", help="5 s per rate and mode")
+    p.add_argument("--saturate", type=int, default=256, metavar="N", help="closed loop with N in flight to find the most RPS (0: skip)")
+    p.add_argument("--keep-awake", action=argparse.BooleanOptionalAction, default=True,
+                   help="run a nice-19 spinner on each core so that idle vCPUs do not halt between requests")
+    p.add_argument("--soak", type=float, metavar="MINUTES", help="instead: mixed traffic for this long, printing the gateway's memory")
     p.add_argument("--json", type=Path, help="also write the rows here")
-    args = p.parse_args()
-    if args.loadgen:
-        loadgen_main(args)
-        return
+    return p.parse_args()
+
+
+def overhead(args: argparse.Namespace, fake: Any, gateway_url: str, pid: int) -> list[dict[str, Any]]:
     duration = 5.0 if args.quick else args.duration
     rates = [float(r) for r in args.rates.split(",")]
-    if os.cpu_count() is None or (os.cpu_count() or 0) < 2:
-        sys.exit("needs 2 cores: one for the gateway alone, one for the fake server and the load generator")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"load average before {os.getloadavg()[0]:.2f}; other busy processes: {busy_processes()}")
     print(f"conditions: gateway pinned to core {GATEWAY_CORE}; fake server + load generator on core {OTHER_CORE}; loopback; Poisson arrivals; "
-          f"{args.tokens} output tokens/request, fake TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode", flush=True)
-    fake_cfg = {"ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "output_tokens": args.tokens, "models": ["m"], "spin_ms": 0.0}
+          f"{args.tokens} output tokens/request, fake TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode; "
+          f"keep-awake spinners {'on' if args.keep_awake else 'off'}", flush=True)
     rows = []
-    with spawn_fake_server(fake_cfg) as fake, tempfile.TemporaryDirectory() as tmp:
-        os.sched_setaffinity(fake.pid, {OTHER_CORE})
-        proc, gateway_url = start_gateway(fake.url, Path(tmp))
-        try:
-            for stream in (True, False):
-                for rate in rates:
-                    row = measure(fake, gateway_url, proc.pid, rate, duration, stream, args.tokens)
-                    show(row)
-                    rows.append(row)
-        finally:
-            proc.terminate()
-            proc.wait(30)
-    ceiling = [1e6 / r["gateway_cpu_us_per_request"] for r in rows if r["gateway_cpu_us_per_request"]]
-    streams = [r for r in rows if r["stream"]]
-    if streams:
-        best = max(streams, key=lambda r: r["rate"])
-        print(f"one-core ceiling (1 / gateway CPU per request at {best['rate']:.0f} RPS): streaming {1e6 / best['gateway_cpu_us_per_request']:.0f} RPS", flush=True)
-    whole = [r for r in rows if not r["stream"]]
-    if whole:
-        best = max(whole, key=lambda r: r["rate"])
-        print(f"one-core ceiling (1 / gateway CPU per request at {best['rate']:.0f} RPS): non-streaming {1e6 / best['gateway_cpu_us_per_request']:.0f} RPS", flush=True)
-    del ceiling
-    if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=2))
+    for stream in (True, False):
+        for rate in rates:
+            row = measure(fake, gateway_url, pid, rate, duration, stream, args.tokens)
+            show(row)
+            rows.append(row)
+    for stream in (True, False):
+        best = max((r for r in rows if r["stream"] == stream), key=lambda r: r["rate"])
+        kind = "streaming" if stream else "non-streaming"
+        print(f"one-core ceiling, {kind}: {1e6 / best['gateway_cpu_us_per_request']:.0f} RPS (1 / {best['gateway_cpu_us_per_request']:.0f} us of gateway CPU per request at {best['rate']:.0f} RPS)", flush=True)
+    if args.saturate:
+        for stream in (True, False):
+            rows.append(saturate(gateway_url, pid, args.saturate, duration, stream, args.tokens))
+    print(f"load average after {os.getloadavg()[0]:.2f}")
+    return rows
+
+
+def saturate(gateway_url: str, pid: int, concurrency: int, duration: float, stream: bool, tokens: int) -> dict[str, Any]:
+    """Closed loop with many requests in flight: the most the gateway served, and whether it was the limit."""
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    records = run_loadgen(gateway_url, 0, duration, stream, tokens, concurrency)
+    cpu1 = cpu_seconds(pid)
+    ok = sum(1 for r in records if r["status"] == 200 and r["end"] is not None)
+    busy = (cpu1 - cpu0) / max(1e-9, time.monotonic() - t0)
+    kind = "streaming" if stream else "non-streaming"
+    limit = "the gateway's core was the limit" if busy > 0.9 else "the load side (fake + generator on one core) saturated first"
+    print(f"saturation, {kind}, {concurrency} in flight: {ok / duration:.0f} RPS served, gateway core {busy * 100:.0f}% busy ({limit})", flush=True)
+    return {"saturate": concurrency, "stream": stream, "rps": ok / duration, "gateway_busy": busy}
+
+
+def busy_processes() -> str:
+    """Other processes using CPU right now (this machine is shared): name and %CPU."""
+    try:
+        out = subprocess.run(["ps", "-eo", "pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True, timeout=5).stdout.splitlines()[1:6]
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    busy = [line.split(None, 1) for line in out if line.strip()]
+    return ", ".join(f"{name.strip()} {pcpu}%" for pcpu, name in busy if float(pcpu) >= 20) or "none"
+
+
+class keep_awake:
+    """Nice-19 busy loops, one per core, for the duration of the measurement.
+
+    On a virtual machine an idle vCPU halts, and waking it for the next packet costs hundreds of
+    microseconds, once per process hop; a proxy adds two hops each way, so on an idle VM the
+    measured overhead is mostly the hypervisor's. The spinners keep the vCPUs running and, at nice
+    19, yield to any normal process that wakes. Pass --no-keep-awake to see the other figure.
+    """
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> keep_awake:
+        if self.on:
+            for core in range(os.cpu_count() or 1):
+                spin = "import os; os.sched_setaffinity(0, {%d}); os.nice(19)\nwhile True: pass" % core
+                self.procs.append(subprocess.Popen([sys.executable, "-c", spin]))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+def soak(fake: Any, gateway_url: str, pid: int, seconds: float, tokens: int) -> None:
+    """Mixed traffic for `seconds`; the gateway's resident memory every 10 s and its slope."""
+    print(f"soak: {seconds / 60:g} min of streaming traffic at 300 RPS through the gateway (pid {pid})", flush=True)
+    samples: list[tuple[float, float]] = []
+    start = time.monotonic()
+    chunk_s = 10.0
+    while time.monotonic() - start < seconds:
+        run_loadgen(gateway_url, 300, chunk_s, True, tokens)
+        fake.reset()
+        rss = rss_mib(pid)
+        samples.append((time.monotonic() - start, rss))
+        print(f"  t={samples[-1][0]:6.0f} s  RSS {rss:6.1f} MiB", flush=True)
+    if len(samples) >= 4:
+        tail = samples[len(samples) // 3 :]
+        slope = np.polyfit([t for t, _ in tail], [r for _, r in tail], 1)[0] * 60
+        print(f"soak: RSS {samples[0][1]:.1f} -> {samples[-1][1]:.1f} MiB; slope after warm-up {slope:+.3f} MiB/min", flush=True)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 if __name__ == "__main__":

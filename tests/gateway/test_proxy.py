@@ -298,3 +298,39 @@ def test_shadow_copies_are_compared_and_never_reach_the_client(fakes: tuple[Fake
         while time.monotonic() < deadline and metric(gw2, "tokenrace_gateway_shadow_agreement_count") < 1:
             time.sleep(0.05)
         assert abs(metric(gw2, "tokenrace_gateway_shadow_agreement_sum") - 2 * 4 / 12) < 1e-9  # 4 of 8 words shared
+
+
+def test_http_1_0_clients_get_a_stream_ended_by_close(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+    a, _ = fakes
+    gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
+    body = orjson.dumps(chat())
+    host, port = gw.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            f"POST /v1/chat/completions HTTP/1.0\r\nAuthorization: Bearer test-client-key-0123456789\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+        raw = b""
+        while chunk := sock.recv(65536):
+            raw += chunk
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200") and b"chunked" not in head.lower()
+    assert sse_events(payload)[-1] == "[DONE]" and len(sse_events(payload)) == 10
+
+
+def test_request_log_lines_when_asked(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any, caplog: Any) -> None:
+    import logging
+
+    a, _ = fakes
+    caplog.set_level(logging.INFO, logger="tokenrace.gateway")
+    gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}], log={"requests": True})
+    post(gw, chat(), headers={"x-request-id": "req-42"})
+    lines = [json.loads(r.getMessage()) for r in caplog.records if '"event":"request"' in r.getMessage()]
+    assert lines and lines[-1]["request_id"] == "req-42" and lines[-1]["status"] == 200 and lines[-1]["client"] == "tester" and lines[-1]["backend"] == "a"
+
+
+def test_healthz(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+    a, _ = fakes
+    gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
+    status, _, raw = http("GET", gw.url + "/healthz", key=None)
+    assert status == 200 and json.loads(raw) == {"status": "ok", "backends": 1, "breakers_open": []}

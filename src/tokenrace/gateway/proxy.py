@@ -125,7 +125,13 @@ async def _handle(request: web.Request, endpoint: Endpoint, gw: Gateway, t0: int
         return refused.response()
     gw.metrics.child(gw.metrics.client_requests, client).inc()
     call = Call(gw, rt, route, endpoint, body, raw, t0, _request_id(request))
-    return await call.run(request)
+    response = await call.run(request)
+    if rt.config.log.requests:  # one line per request, off by default (it costs on the hot path)
+        gw.event(
+            "request", request_id=call.request_id, client=client, route=route.name, stream=call.stream,
+            backend=response.headers.get("x-tokenrace-backend"), status=response.status, duration_ms=round((perf_ns() - t0) / 1e6, 3),
+        )
+    return response
 
 
 def _client(rt: Runtime, request: web.Request, gw: Gateway) -> str:
