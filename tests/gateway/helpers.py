@@ -71,7 +71,12 @@ class GatewayThread:
         assert self._loop is not None
         done = threading.Event()
         out: list[Any] = []
-        self._loop.call_soon_threadsafe(lambda: (out.append(fn(*args)), done.set()))
+
+        def run() -> None:
+            out.append(fn(*args))
+            done.set()
+
+        self._loop.call_soon_threadsafe(run)
         done.wait(10)
         return out[0] if out else None
 
@@ -138,5 +143,5 @@ def sse_events(raw: bytes) -> list[str]:
     return [e.data for e in parse_all(raw)]
 
 
-def chat(model: str = "m", stream: bool = True, **extra: Any) -> dict[str, Any]:
+def chat(model: str = "m", stream: Any = True, **extra: Any) -> dict[str, Any]:
     return {"model": model, "messages": [{"role": "user", "content": "hello there"}], "stream": stream, **extra}

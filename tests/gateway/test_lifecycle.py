@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,7 +18,7 @@ from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ADMIN_KEY, chat, config_text, http, spawn_gateway, sse_events
 
-SLOW_STREAM = {"fake": {"itl_ms": 50, "output_tokens": 30}}  # about 1.5 s
+SLOW_STREAM: dict[str, Any] = {"fake": {"itl_ms": 50, "output_tokens": 30}}  # about 1.5 s
 
 
 @pytest.fixture(scope="module")

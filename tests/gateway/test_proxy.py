@@ -241,7 +241,7 @@ def test_a_stalled_stream_hits_the_idle_limit(fakes: tuple[FakeServerThread, Fak
 
 def test_no_first_byte_in_time_is_504_or_falls_back_when_timeouts_retry(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
     a, b = fakes
-    slow = {"fake": {"ttft_ms": 3000, "role_chunk": False}}
+    slow: dict[str, Any] = {"fake": {"ttft_ms": 3000, "role_chunk": False}}
     routes = [{"model": "m", "backends": ["a"], "fallback": ["b"]}]
     gw = gateway({"a": backend(a, timeouts={"first_byte_s": 0.3}), "b": backend(b)}, routes, retry=FAST_RETRY)
     status, _, raw = post(gw, chat(stream=False, **slow))

@@ -26,6 +26,7 @@ from tokenrace.errors import UsageError
 from tokenrace.gateway.yamlpos import Path, YamlError, format_path, line_of, load_with_lines
 
 RetryKind = Literal["connect", "disconnect", "429", "5xx", "timeout"]
+DEFAULT_RETRY_ON: tuple[RetryKind, ...] = ("connect", "disconnect", "429", "5xx")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -174,7 +175,7 @@ class RetryConfig(_Model):
     backoff_ms: float = Field(default=50.0, ge=0)
     max_backoff_ms: float = Field(default=2000.0, ge=0)
     retry_after_max_s: float = Field(default=5.0, ge=0)
-    on: list[RetryKind] = Field(default_factory=lambda: ["connect", "disconnect", "429", "5xx"])
+    on: list[RetryKind] = Field(default_factory=lambda: list(DEFAULT_RETRY_ON))
 
 
 class RouteConfig(_Model):

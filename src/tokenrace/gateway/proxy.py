@@ -43,6 +43,7 @@ log = logging.getLogger("tokenrace.gateway")
 SSE_TYPE = "text/event-stream"
 MAX_ERROR_BODY = 64 * 1024
 SLOW_CLIENT_BUFFER = 256 * 1024
+CLIENT_LEFT = ("client_left", "the client left or stopped reading")
 HIGH_WATER = 64 * 1024  # bytes queued for a client before upstream reading pauses
 LOW_WATER = 16 * 1024  # ... and resumes
 _HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  # bytes queued for a client before a write is bounded by client_write_s
@@ -267,7 +268,7 @@ class Call:
         retry = self.route.retry
         if failure.retry_after_s is not None and failure.retry_after_s > retry.retry_after_max_s:
             return None
-        base = min(retry.max_backoff_ms, retry.backoff_ms * 2**attempt) / 1000.0
+        base = min(retry.max_backoff_ms, retry.backoff_ms * 2.0**attempt) / 1000.0
         wait = base / 2 + random.random() * base / 2  # "equal jitter": spread retries, keep a floor
         return max(wait, failure.retry_after_s or 0.0)
 
@@ -521,7 +522,7 @@ class _Attempt:
         resp.stream_into(sink)
         failure = await self._wait_out(resp, sink, transport)
         sink.stopped = True  # whatever still arrives is not the client's any more
-        if failure == "client_left":
+        if failure is not None and failure[0] == "client_left":
             return self._client_left(client)
         if failure is None:
             tap.close()
@@ -537,8 +538,8 @@ class _Attempt:
         self._finish(tap, failure)
         return Done(client)
 
-    async def _wait_out(self, resp: Response, sink: _Sink, transport: asyncio.BaseTransport) -> tuple[str, str] | str | None:
-        """Wait for the stream to end. None: ended; "client_left"; or (error code, message)."""
+    async def _wait_out(self, resp: Response, sink: _Sink, transport: asyncio.BaseTransport) -> tuple[str, str] | None:
+        """Wait for the stream to end. None: it ended; else (code, message), code "client_left" included."""
         wd = self.wd
         assert wd is not None
         write_s = self.call.rt.config.limits.client_write_s
@@ -547,17 +548,17 @@ class _Attempt:
                 if await resp.wait_sink() == "done":
                     return None
                 if sink.client_gone:
-                    return "client_left"
+                    return CLIENT_LEFT
                 wd.hold()  # the client is behind: wait for it, not for the backend
                 async with asyncio.timeout(write_s):
                     while transport.get_write_buffer_size() > LOW_WATER and not transport.is_closing():  # type: ignore[attr-defined]
                         await asyncio.sleep(0.005)
                 if transport.is_closing():
-                    return "client_left"
+                    return CLIENT_LEFT
                 wd.reading()
                 resp.resume()
             except TimeoutError:
-                return "client_left"
+                return CLIENT_LEFT
             except asyncio.CancelledError:
                 limit = wd.expired()
                 if limit is None:
@@ -662,7 +663,7 @@ class _Sink:
         self.sent += 1
         if self.sent & 7 == 0:  # every 8th chunk: the histogram's own cost stays off most chunks
             self.observe((perf_ns() - t) / 1e9)
-        return transport.get_write_buffer_size() <= HIGH_WATER
+        return bool(transport.get_write_buffer_size() <= HIGH_WATER)
 
 
 def _count_tokens(m: GatewayMetrics, route: str, backend: str, usage: dict[str, Any] | None, counted: tuple[int | None, str] | None) -> None:

@@ -232,7 +232,8 @@ class Connection(asyncio.Protocol):
         self._error = None
         self._sink = None
         self._sink_paused = False
-        fut = self._head_future = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._head_future = fut
         self.transport.write(payload)
         try:
             return await fut
