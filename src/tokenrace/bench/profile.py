@@ -61,7 +61,7 @@ async def _run_steps(
     runner = StepRunner(embedded_settings(engine, template), parent, progress_for)
     results: list[tuple[str, BenchResult]] = []
     for name, load in steps:
-        result = await runner.run(name, dataclasses.replace(load, seed=template.load.seed))
+        result = await runner.run(name, dataclasses.replace(load, seed=template.load.seed, keep_awake=template.load.keep_awake))
         results.append((name, result))
         if result.interrupted:
             break
