@@ -259,17 +259,19 @@ def measure(fake: Any, gateway_url: str, gateway_pid: int, rate: float, duration
     row: dict[str, Any] = {"rate": rate, "stream": stream}
     for mode, url in (("direct", fake.url), ("gateway", gateway_url)):
         fake.reset()
-        cpu0, m0, t0 = cpu_seconds(gateway_pid), gateway_metrics(gateway_url), time.monotonic()
+        others = Others([gateway_pid, fake.pid])
+        cpu0, m0 = cpu_seconds(gateway_pid), gateway_metrics(gateway_url)
         records = run_loadgen(url, rate, duration, stream, tokens)
-        cpu1, m1, elapsed = cpu_seconds(gateway_pid), gateway_metrics(gateway_url), time.monotonic() - t0
+        cpu1, m1 = cpu_seconds(gateway_pid), gateway_metrics(gateway_url)
         lat, failed = path_latencies(records, fake.log(wait_idle_s=5), stream)
         achieved = len(records) / duration
-        row[mode] = {"n": len(records), "failed": failed, "achieved_rps": achieved, "p50": pct(lat, 50), "p99": pct(lat, 99)}
+        row[mode] = {"n": len(records), "failed": failed, "achieved_rps": achieved, "p50": pct(lat, 50), "p99": pct(lat, 99),
+                     "others_cores": others.cores()}
         if mode == "gateway":
             n = max(1, len(records))
             row["gateway_cpu_us_per_request"] = (cpu1 - cpu0) / n * 1e6
-            row["gateway_cpu_busy"] = (cpu1 - cpu0) / elapsed
-            for phase in ("request", "chunk"):
+            row["gateway_cpu_busy"] = (cpu1 - cpu0) / duration  # the warm-up requests are in it too
+            for phase in ("request", "first_chunk", "chunk"):
                 s = m1.get(f'tokenrace_gateway_overhead_seconds_sum{{phase="{phase}"}}', 0) - m0.get(f'tokenrace_gateway_overhead_seconds_sum{{phase="{phase}"}}', 0)
                 c = m1.get(f'tokenrace_gateway_overhead_seconds_count{{phase="{phase}"}}', 0) - m0.get(f'tokenrace_gateway_overhead_seconds_count{{phase="{phase}"}}', 0)
                 row[f"own_{phase}_us_mean"] = s / c * 1e6 if c else None
@@ -279,6 +281,50 @@ def measure(fake: Any, gateway_url: str, gateway_pid: int, rate: float, duration
     return row
 
 
+class Others:
+    """CPU used by everything but this benchmark's own processes since construction, in cores.
+
+    The machine is shared: a figure measured while another process had the gateway's core is not
+    the gateway's. Busy time comes from /proc/stat (the `nice` column, where the keep-awake spinners
+    run, is left out); ours is the gateway's and the fake's /proc times plus our children's.
+    """
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.t0 = time.monotonic()
+        self.busy0 = machine_busy_s()
+        self.ours0 = self._ours()
+
+    def _ours(self) -> float:
+        children = os.times()
+        return sum(cpu_seconds(p) for p in self.pids) + children.children_user + children.children_system + children.user + children.system
+
+    def cores(self) -> float:
+        elapsed = max(1e-9, time.monotonic() - self.t0)
+        return max(0.0, (machine_busy_s() - self.busy0) - (self._ours() - self.ours0)) / elapsed
+
+
+def machine_busy_s() -> float:
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    user, _nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_quiet(limit_s: float, pids: list[int]) -> float:
+    """Wait (up to limit_s) until other processes use under 0.1 core for 3 s; returns their last use."""
+    deadline = time.monotonic() + limit_s
+    calm = 0
+    use = 0.0
+    while time.monotonic() < deadline:
+        probe = Others(pids)
+        time.sleep(1.0)
+        use = probe.cores()
+        calm = calm + 1 if use < 0.1 else 0
+        if calm >= 3:
+            break
+    return use
+
+
 def show(row: dict[str, Any]) -> None:
     d, g = row["direct"], row["gateway"]
     kind = "stream TTFT" if row["stream"] else "non-stream "
@@ -286,6 +332,7 @@ def show(row: dict[str, Any]) -> None:
         f"{row['rate']:>6.0f} RPS {kind}: added p50 {fmt(row['added_p50_ms'])} ms, p99 {fmt(row['added_p99_ms'])} ms "
         f"| path direct p50/p99 {fmt(d['p50'])}/{fmt(d['p99'])} ms, via gateway {fmt(g['p50'])}/{fmt(g['p99'])} ms "
         f"| achieved {g['achieved_rps']:.0f} RPS, failed {d['failed']}+{g['failed']} "
+        f"| others used {d['others_cores']:.2f}/{g['others_cores']:.2f} cores "
         f"| gateway CPU {row['gateway_cpu_us_per_request']:.0f} us/req ({row['gateway_cpu_busy'] * 100:.0f}% of its core)",
         flush=True,
     )
@@ -336,6 +383,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--keep-awake", action=argparse.BooleanOptionalAction, default=True,
                    help="run a nice-19 spinner on each core so that idle vCPUs do not halt between requests")
     p.add_argument("--soak", type=float, metavar="MINUTES", help="instead: mixed traffic for this long, printing the gateway's memory")
+    p.add_argument("--wait-quiet", type=float, default=120.0, metavar="S",
+                   help="before each rate, wait up to S seconds for other processes to leave the CPUs (0: do not wait)")
     p.add_argument("--json", type=Path, help="also write the rows here")
     return p.parse_args()
 
@@ -351,6 +400,8 @@ def overhead(args: argparse.Namespace, fake: Any, gateway_url: str, pid: int) ->
     rows = []
     for stream in (True, False):
         for rate in rates:
+            if args.wait_quiet:
+                wait_quiet(args.wait_quiet, [pid, fake.pid])
             row = measure(fake, gateway_url, pid, rate, duration, stream, args.tokens)
             show(row)
             rows.append(row)
