@@ -27,7 +27,7 @@ from tokenrace.serve.process import EngineProcess, wait_ready
 @click.option("--fake-config", help="JSON settings for --fake, e.g. '{\"ttft_ms\": 100, \"itl_ms\": 10}'.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, help="Default: a free port (embedded, fake) or 8000.")
-@click.option("--threads", type=int, help="CPU threads (embedded).")
+@click.option("--threads", type=int, help="CPU threads (embedded; default: cores - 1, leaving one for the client and HTTP).")
 @click.option("--ctx-size", type=int, default=8192, show_default=True, help="Context size in tokens (embedded).")
 @click.option("--parallel", type=int, default=4, show_default=True, help="Parallel slots (llama.cpp).")
 @click.option("--tensor-parallel-size", type=int, default=1, show_default=True)
