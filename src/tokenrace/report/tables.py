@@ -92,8 +92,16 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else x * 100
 
 
+def stdout_console() -> Console:
+    """Rich's console on stdout; 120 columns when stdout is a file or a pipe (rich's default of 80
+    would cut the per-step table)."""
+    import sys
+
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
 def print_summary(summary: dict[str, Any], console: Console | None = None, title: str | None = None) -> None:
-    console = console or Console()
+    console = console or stdout_console()
     console.print(summary_table(summary, title))
     for line in headline_lines(summary):
         console.print(line, highlight=False)
@@ -119,7 +127,7 @@ def profile_table(summary: dict[str, Any]) -> Table:
 
 
 def print_profile(summary: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or stdout_console()
     eng = summary.get("engine") or {}
     mf = eng.get("model_file") or {}
     console.print(
