@@ -388,7 +388,7 @@ def retry_after_s(value: str | None) -> float | None:
 class _Attempt:
     """One request to one backend, and (if it succeeds) the response to the client."""
 
-    __slots__ = ("call", "request", "backend", "arm", "verdict", "ttft_s", "tpot_s", "committed", "wd")
+    __slots__ = ("call", "request", "backend", "arm", "verdict", "ttft_s", "tpot_s", "wd")
 
     def __init__(self, call: Call, request: web.Request, backend: Backend, arm: ArmName) -> None:
         self.call = call
@@ -398,7 +398,6 @@ class _Attempt:
         self.verdict = "ok"
         self.ttft_s: float | None = None
         self.tpot_s: float | None = None
-        self.committed = False
         self.wd: Watchdog | None = None
 
     async def run(self) -> Done | Failure:
@@ -502,7 +501,6 @@ class _Attempt:
         except (ConnectionError, aiohttp.ClientConnectionResetError):
             return self._client_left(client)
         call.gw.metrics.first_chunk_overhead.observe((perf_ns() - t + tap_ns) / 1e9)
-        self.committed = True
         return await self._pump(resp, client, tap)
 
     async def _pump(self, resp: Response, client: web.StreamResponse, tap: StreamTap) -> Done:
