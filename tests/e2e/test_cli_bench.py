@@ -104,13 +104,14 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
         proc = subprocess.Popen([sys.executable, "-m", "tokenrace", "bench", "--url", srv.url, "--requests", "100000",
                                  "--concurrency", "4", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 30
-        while time.time() < deadline and (not (out / "records.jsonl").exists() or (out / "records.jsonl").stat().st_size < 5000):
+        records = out / "records.jsonl"
+        while time.time() < deadline and (not records.exists() or records.read_text().count("\n") < 12):
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["requests"]["succeeded"] > 5
+    assert summary["interrupted"] is True and summary["requests"]["succeeded"] >= 10
     lines = (out / "records.jsonl").read_text().splitlines()
     assert len(lines) >= summary["requests"]["total"] + 1
     assert json.loads((out / "manifest.json").read_text())["interrupted"] is True
