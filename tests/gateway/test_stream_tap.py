@@ -122,3 +122,28 @@ def test_error_event_shape() -> None:
     done = StreamTap("completions")
     body = orjson.loads(parse_all(error_event(done, "x", "truncated", "gw-2"))[0].data)
     assert body["id"] == "gw-2" and body["choices"][0]["text"] == "" and body["usage"]["completion_tokens"] == 0
+
+
+PIECES = ['"', "\\", "a", " ", "\n", "é", "{", "}", ":", ",", '"content":"', '"finish_reason":null', "[DONE]", '"usage":{', '"text":""']
+texts = st.lists(st.sampled_from(PIECES), max_size=8).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["content", "reasoning_content", "none", "tool"]), texts), min_size=1, max_size=6), st.booleans())
+def test_skimmed_events_count_exactly_as_parsed_ones(deltas: list[tuple[str, str]], chat: bool) -> None:
+    meta = ResponseMeta("id-1", 1, "m", "chat" if chat else "completions")
+    events = [sse(role_chunk(meta))] if chat else []
+    for field, text in deltas:
+        if not chat:
+            events.append(sse(text_chunk(meta, text, None)))
+        elif field == "none":
+            events.append(sse(delta_chunk(meta, {"content": None}, None)))
+        elif field == "tool":
+            events.append(sse(delta_chunk(meta, {"content": None, "tool_calls": [{"index": 0, "function": {"arguments": text}}]}, None)))
+        else:
+            events.append(sse(delta_chunk(meta, {field: text}, None)))
+    events.append(DONE)
+    fast, slow = StreamTap(meta.endpoint), StreamTap(meta.endpoint, keep_text=True)  # keep_text forces the full parse
+    for i, event in enumerate(events):
+        assert fast.feed(event, i) == slow.feed(event, i) == event
+    assert (fast.content_chunks, fast.first_token_ns, fast.last_token_ns, fast.finish_reason) == (slow.content_chunks, slow.first_token_ns, slow.last_token_ns, slow.finish_reason)

@@ -207,6 +207,21 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
+        sink = self._sink
+        if sink is not None and self._framing == "chunked" and self._chunk_phase == "size" and not self._buf and self._state == "body":
+            # The hot path of a stream: one whole HTTP chunk (one SSE event, as servers write them)
+            # goes to the sink without the general decoder's loop.
+            eol = data.find(b"\r\n")
+            if 0 < eol < 9:
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = 0
+                end = eol + 2 + size
+                if size and len(data) == end + 2 and data[end:] == b"\r\n":
+                    if not sink(data[eol + 2 : end]):
+                        self._pause_for_sink()
+                    return
         if self._state == "head":
             self._buf += data
             self._parse_head()
