@@ -456,6 +456,7 @@ class Connection(asyncio.Protocol):
         if not self.busy:
             return
         self.busy = False
+        self._sink = None  # an idle connection must not keep the finished request's objects alive
         if self._state == "done" and self._keep_alive and self._error is None and not self._body:
             self._state = "idle"
             self.pool.put_back(self)
