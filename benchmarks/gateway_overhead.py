@@ -15,9 +15,9 @@ The gateway's CPU time per request (from /proc) gives the one-core ceiling: 1 / 
 a closed-loop run with many requests in flight then shows what was really served, and whether the
 gateway's core or the load side was the limit.
 
-By default a nice-19 spinner runs on each core (`--keep-awake`): on a VM an idle vCPU halts and
-waking it costs hundreds of microseconds per process hop, which would be charged to the proxy's
-extra hops at low rates. `--no-keep-awake` measures without them.
+`--keep-awake` runs a SCHED_IDLE spinner on each core: on a VM an idle vCPU halts and waking it
+costs hundreds of microseconds per process hop, which is charged to the proxy's extra hops at low
+rates. Off by default: the spinners also slow the gateway down at higher rates (see keep_awake).
 
     python benchmarks/gateway_overhead.py                 # 100, 500, 1000 RPS, 20 s each, ceiling, saturation
     python benchmarks/gateway_overhead.py --quick         # 5 s per rate
@@ -297,8 +297,8 @@ class Others:
     """CPU used by everything but this benchmark's own processes since construction, in cores.
 
     The machine is shared: a figure measured while another process had the gateway's core is not
-    the gateway's. Busy time comes from /proc/stat (the `nice` column, where the keep-awake spinners
-    run, is left out); ours is the gateway's and the fake's /proc times plus our children's.
+    the gateway's. Busy time comes from /proc/stat; ours is the gateway's, the fake's and the
+    keep-awake spinners' /proc times plus our finished children's (the load generators).
     """
 
     def __init__(self, pids: list[int]) -> None:
@@ -309,7 +309,8 @@ class Others:
 
     def _ours(self) -> float:
         children = os.times()
-        return sum(cpu_seconds(p) for p in self.pids) + children.children_user + children.children_system + children.user + children.system
+        pids = self.pids + keep_awake.pids
+        return sum(cpu_seconds(p) for p in pids) + children.children_user + children.children_system + children.user + children.system
 
     def cores(self) -> float:
         elapsed = max(1e-9, time.monotonic() - self.t0)
@@ -397,8 +398,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--quick", action="store_true", help="5 s per rate and mode")
     p.add_argument("--saturate", type=int, default=256, metavar="N", help="closed loop with N in flight to find the most RPS (0: skip)")
-    p.add_argument("--keep-awake", action=argparse.BooleanOptionalAction, default=True,
-                   help="run a nice-19 spinner on each core so that idle vCPUs do not halt between requests")
+    p.add_argument("--keep-awake", action="store_true",
+                   help="run a SCHED_IDLE spinner on each core so that idle vCPUs do not halt between requests (see keep_awake)")
     p.add_argument("--soak", type=float, metavar="MINUTES", help="instead: mixed traffic for this long, printing the gateway's memory")
     p.add_argument("--tries", type=int, default=3, help="measure a disturbed row again, up to this many times in all")
     p.add_argument("--max-others", type=float, default=0.1, metavar="CORES", help="a row is disturbed when other processes used more")
@@ -415,7 +416,7 @@ def overhead(args: argparse.Namespace, fake: Any, gateway_url: str, pid: int) ->
           f"load average before {os.getloadavg()[0]:.2f}; other busy processes: {busy_processes()}")
     print(f"conditions: gateway pinned to core {GATEWAY_CORE}; fake server + load generator on core {OTHER_CORE}; loopback; Poisson arrivals; "
           f"{args.tokens} output tokens/request, fake TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode; "
-          f"keep-awake spinners {'on' if args.keep_awake else 'off'}", flush=True)
+          f"keep-awake spinners {'on' if args.keep_awake else 'off'}; the gateway's CPU is read from /proc", flush=True)
     rows = []
     for stream in (True, False):
         for rate in rates:
@@ -476,13 +477,20 @@ def busy_processes() -> str:
 
 
 class keep_awake:
-    """Nice-19 busy loops, one per core, for the duration of the measurement.
+    """Busy loops under SCHED_IDLE, one per core, for the duration of the measurement.
 
     On a virtual machine an idle vCPU halts, and waking it for the next packet costs hundreds of
     microseconds, once per process hop; a proxy adds two hops each way, so on an idle VM the
-    measured overhead is mostly the hypervisor's. The spinners keep the vCPUs running and, at nice
-    19, yield to any normal process that wakes. Pass --no-keep-awake to see the other figure.
+    measured overhead is mostly the hypervisor's. The spinners keep the vCPUs running. SCHED_IDLE,
+    not nice 19: the scheduler preempts a SCHED_IDLE task at once when a normal one wakes, where a
+    nice-19 spinner was measured to delay the gateway's wake-ups under load.
+
+    Off by default: measured here, the spinners also cost the gateway CPU (the spinner shares its
+    core's caches: 905 vs 677 us per streaming request at 500 RPS) and so raise the added latency
+    from 500 RPS up; they help only at low rates, where the cores would otherwise halt.
     """
+
+    pids: list[int] = []  # the spinners now running, so that Others does not count them
 
     def __init__(self, on: bool) -> None:
         self.on = on
@@ -491,11 +499,13 @@ class keep_awake:
     def __enter__(self) -> keep_awake:
         if self.on:
             for core in range(os.cpu_count() or 1):
-                spin = "import os; os.sched_setaffinity(0, {%d}); os.nice(19)\nwhile True: pass" % core
+                spin = "import os; os.sched_setaffinity(0, {%d}); os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True: pass" % core
                 self.procs.append(subprocess.Popen([sys.executable, "-c", spin]))
+            keep_awake.pids = [p.pid for p in self.procs]
         return self
 
     def __exit__(self, *exc: object) -> None:
+        keep_awake.pids = []
         for proc in self.procs:
             proc.kill()
             proc.wait()

@@ -8,8 +8,8 @@ through the gateway; the gateway's cost is the difference of the medians.
 
 On a virtual machine an idle vCPU halts between requests, and waking it costs hundreds of
 microseconds per process hop; the gateway adds two hops each way, so on an idle VM that cost would
-be charged to it. A nice-19 spinner per core keeps the vCPUs awake (and yields to any normal
-process), as on a machine that is serving traffic.
+be charged to it. A spinner per core under SCHED_IDLE keeps the vCPUs awake (the scheduler
+preempts it at once for any normal process), as on a machine that is serving traffic.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ REQUESTS = 150
 
 @contextmanager
 def vcpus_awake() -> Iterator[None]:
-    spin = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.nice(19)\nwhile True: pass"
+    spin = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True: pass"
     procs = [subprocess.Popen([sys.executable, "-c", spin, str(core)]) for core in sorted(os.sched_getaffinity(0))]
     try:
         yield
