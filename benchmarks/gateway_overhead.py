@@ -1,28 +1,39 @@
 """How much latency does the gateway add, and how many requests a second does one core carry?
 
-Three processes: the fake OpenAI server and the load generator share one core, the gateway has the
-other to itself (`os.sched_setaffinity`), so "one core" means exactly that. The load generator is a
-lean open-loop HTTP/1.1 client (Poisson arrivals) that stamps, in `data_received`, the arrival of
-the first token (streams) or of the whole body (non-streaming), and reads the response id from it.
-The fake logs `perf_counter_ns()` when each request arrived and when it wrote the first token;
-CLOCK_MONOTONIC is shared between processes on Linux, so for every request
+Two processes, one core each. The gateway has core 0 to itself (`--cpu 0`), so "one core" means
+exactly that. Core 1 runs the *instrument*: one uvloop process that is both the load generator
+and the fake OpenAI backend (a lean streaming server written for this measurement). One process,
+not two, because two busy processes on one core take turns in scheduler slices of milliseconds,
+and that noise, not the gateway, filled the p99 when the tokenrace fake server and a separate
+generator shared the core (they also saturated it at 1000 streaming RPS).
 
-    path latency = client-measured TTFT (or e2e) - the fake's own delay (first send - arrival)
+For every request the instrument stamps, with `perf_counter_ns()`: when the client wrote it
+(`start`), when the backend had read all of it (`arrival`), when the backend wrote the first token
+(or the whole non-streaming body) (`sent`), and when the client read that token (or the last byte
+of the body) (`first`). Then
 
-is the time spent on the wire and in any proxy, both ways. The same rate is run straight at the
-fake and through the gateway; "added" is the difference of the two distributions' percentiles.
-The gateway's CPU time per request (from /proc) gives the one-core ceiling: 1 / CPU per request;
-a closed-loop run with many requests in flight then shows what was really served, and whether the
-gateway's core or the load side was the limit.
+    path latency = (arrival - start) + (first - sent)
 
-`--keep-awake` runs a SCHED_IDLE spinner on each core: on a VM an idle vCPU halts and waking it
-costs hundreds of microseconds per process hop, which is charged to the proxy's extra hops at low
-rates. Off by default: the spinners also slow the gateway down at higher rates (see keep_awake).
+is the time spent on the wire and in anything in between, both ways, with the backend's own
+thinking time taken out exactly. The same Poisson schedule is run straight at the backend and
+through the gateway; "added" is the difference of the two distributions' percentiles. The
+gateway's CPU time per request (from /proc) gives the one-core ceiling; a closed loop with many
+requests in flight then shows what one core really serves.
+
+`--poll-idle` holds /dev/cpu_dma_latency at 0 while measuring (root only), as cyclictest and the
+`latency-performance` tuned profile do: idle vCPUs then poll instead of halting, and a wake-up no
+longer costs a VM exit. Rows say which way they were measured.
 
     python benchmarks/gateway_overhead.py                 # 100, 500, 1000 RPS, 20 s each, ceiling, saturation
     python benchmarks/gateway_overhead.py --quick         # 5 s per rate
-    python benchmarks/gateway_overhead.py --rates 1000 --duration 60 --tokens 16
+    python benchmarks/gateway_overhead.py --rates 1000 --duration 60 --tokens 16 --poll-idle
     python benchmarks/gateway_overhead.py --soak 30       # the long soak: memory over 30 minutes
+
+A null proxy (a process on the gateway's core that only copies bytes, one upstream connection per
+client connection) runs the same schedule too: it is the cost of any extra process hop on this
+machine, so "gateway minus null proxy" is the gateway's own share. A busy-loop probe before the
+runs reports how often each vCPU stops for more than 200 us (the host's doing, not ours).
+GW_PROBE=script.py runs the gateway as `python script.py gateway ...` (a profiler wrapper).
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import json
 import os
 import platform
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,284 +54,371 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from tokenrace.testing.fake_server import spawn_fake_server  # noqa: E402
-
 KEY = "bench-client-key-0123456789"
-GATEWAY_CORE, OTHER_CORE = 0, 1
+GATEWAY_CORE, LOAD_CORE = 0, 1
 
 
-# --- the load generator (runs in its own process: --loadgen) -----------------------------------------
+# --- the instrument, part 1: a lean OpenAI-compatible backend ------------------------------------------
 
 
-class _Probe(asyncio.Protocol):
-    """One keep-alive connection; one request at a time; stamps the moments that matter."""
+class Backend(asyncio.Protocol):
+    """Chat completions, streamed (chunked SSE, one event per token) or not; keep-alive.
+
+    Every request's body carries `"user": "<n>"`, the generator's request number; `stamps[n]` gets
+    the backend's two moments (arrival, first token written).
+    """
+
+    ttft_s = 0.02
+    itl_s = 0.005
+    tokens = 16
+    stamps: dict[int, list[int]] = {}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        self.buf = b""
+        self.loop = asyncio.get_running_loop()
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter_ns()
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buf[:end].lower()
+        at = head.find(b"content-length:")
+        length = int(head[at + 15 : head.find(b"\r\n", at) if head.find(b"\r\n", at) > 0 else None]) if at >= 0 else 0
+        if len(self.buf) < end + 4 + length:
+            return
+        body = orjson.loads(self.buf[end + 4 : end + 4 + length])
+        self.buf = self.buf[end + 4 + length :]
+        n = int(body.get("user", "-1"))
+        stamp = [t, 0]
+        self.stamps[n] = stamp
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if body.get("stream"):
+            self.loop.call_later(self.ttft_s, self._event, n, 0, usage, stamp)
+        else:
+            self.loop.call_later(self.ttft_s + self.itl_s * (self.tokens - 1), self._whole, n, stamp)
+
+    def _whole(self, n: int, stamp: list[int]) -> None:
+        body = orjson.dumps({
+            "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 1, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "w " * self.tokens}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": self.tokens, "total_tokens": 5 + self.tokens},
+        })
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        stamp[1] = time.perf_counter_ns()
+        self.transport.write(head + body)
+
+    def _event(self, n: int, i: int, usage: bool, stamp: list[int]) -> None:
+        if self.transport.is_closing():
+            return
+        base = b'{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,' % n
+        if i < self.tokens:
+            role = b'"role":"assistant",' if i == 0 else b""
+            out = _chunk(b"data: " + base + b'"delta":{' + role + b'"content":"w "},"finish_reason":null}]}\n\n')
+            if i == 0:
+                out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + out
+                stamp[1] = time.perf_counter_ns()
+            self.transport.write(out)
+            self.loop.call_later(self.itl_s, self._event, n, i + 1, usage, stamp)
+            return
+        out = _chunk(b"data: " + base + b'"delta":{},"finish_reason":"length"}]}\n\n')
+        if usage:
+            out += _chunk(b'data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+                          b'"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}\n\n' % (n, self.tokens, 5 + self.tokens))
+        self.transport.write(out + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+# --- the instrument, part 2: the load generator --------------------------------------------------------
+
+
+class Probe(asyncio.Protocol):
+    """One keep-alive client connection, one request at a time; stamps the first token's arrival."""
 
     def __init__(self, stream: bool) -> None:
         self.stream = stream
         self.transport: asyncio.Transport | None = None
-        self.done: asyncio.Future[None] | None = None
-        self.buf = b""
-        self.first_ns: int | None = None
-        self.end_ns: int | None = None
-        self.response_id: str | None = None
-        self.status = 0
-        self.length: int | None = None
-        self.head_end = -1
-        self.received = 0
-        self.tail = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def send(self, payload: bytes) -> asyncio.Future[None]:
-        self.buf, self.first_ns, self.end_ns, self.response_id, self.status, self.length, self.head_end = b"", None, None, None, 0, None, -1
-        self.received = 0
-        self.tail = b""
-        self.done = asyncio.get_running_loop().create_future()
+        self.head, self.status, self.length, self.received, self.tail = b"", 0, -1, 0, b""
+        self.first_ns: int | None = None
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         assert self.transport is not None
         self.transport.write(payload)
         return self.done
 
     def data_received(self, data: bytes) -> None:
         t = time.perf_counter_ns()
-        if self.head_end < 0:
-            self.buf += data
-            self.head_end = self.buf.find(b"\r\n\r\n")
-            if self.head_end < 0:
+        if self.status == 0:
+            self.head += data
+            end = self.head.find(b"\r\n\r\n")
+            if end < 0:
                 return
-            head = self.buf[: self.head_end].decode("latin-1").lower()
+            head = self.head[:end].lower()
             self.status = int(head[9:12])
-            for line in head.split("\r\n"):
-                if line.startswith("content-length:"):
-                    self.length = int(line.split(":")[1])
-            data = self.buf[self.head_end + 4 :]
-            self.buf = b""
-        # Cheap on purpose (this process shares a core with the fake server): look only at new bytes.
-        if self.response_id is None:
-            at = data.find(b'"id":"')
+            at = head.find(b"content-length:")
             if at >= 0:
-                end = data.find(b'"', at + 6)
-                if end > 0:
-                    self.response_id = data[at + 6 : end].decode()
-        if self.stream:
-            if self.first_ns is None and (data.find(b'"content":"w') >= 0 or data.find(b'"text":"w') >= 0):
-                self.first_ns = t
-            self.tail = (self.tail + data)[-5:]  # the terminating chunk may straddle two reads
-            if self.tail == b"0\r\n\r\n" or (self.status >= 400 and self.length is not None):
-                self._finish(t)
-        else:
+                stop = head.find(b"\r\n", at)
+                self.length = int(head[at + 15 : stop if stop > 0 else None])
+            data = self.head[end + 4 :]
+        if self.length >= 0:  # a non-streaming body (or an error): done when all of it is here
             self.received += len(data)
-            if self.length is not None and self.received >= self.length:
-                self.first_ns = t
-                self._finish(t)
+            if self.received >= self.length:
+                self.first_ns = t if self.status == 200 else None
+                self._end()
+            return
+        if self.first_ns is None and data.find(b'"content":"w') >= 0:
+            self.first_ns = t
+        self.tail = (self.tail + data)[-5:]  # the terminating chunk may straddle two reads
+        if self.tail == b"0\r\n\r\n":
+            self._end()
 
-    def _finish(self, t: int) -> None:
-        self.end_ns = t
-        if self.done is not None and not self.done.done():
+    def _end(self) -> None:
+        if not self.done.done():
             self.done.set_result(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.done is not None and not self.done.done():
-            self.done.set_result(None)
         self.transport = None
+        if hasattr(self, "done") and not self.done.done():
+            self.done.set_result(None)
 
 
-async def _loadgen(url: str, rate: float, duration_s: float, stream: bool, tokens: int, seed: int, concurrency: int = 0) -> list[dict[str, Any]]:
-    host, port = url.split("//")[1].split(":")
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": stream, "max_tokens": tokens}).encode()
-    payload = (
-        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {KEY}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
+class Generator:
+    def __init__(self) -> None:
+        self.counter = 0
+        self.pools: dict[tuple[str, bool], list[Probe]] = {}
+
+    async def run(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        host, port = cmd["url"].split("//")[1].split(":")
+        stream = bool(cmd["stream"])
+        idle = self.pools.setdefault((cmd["url"], stream), [])
+        loop = asyncio.get_running_loop()
+        prefix = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {KEY}\r\n"
+                  f"Content-Type: application/json\r\n").encode()
+        records: list[tuple[int, int, int | None, int]] = []  # n, start, first, status
+
+        async def one() -> None:
+            self.counter += 1
+            n = self.counter
+            body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": stream,
+                                 "max_tokens": Backend.tokens, "user": str(n)})
+            probe = idle.pop() if idle else None
+            if probe is None or probe.transport is None:
+                _, probe = await loop.create_connection(lambda: Probe(stream), host, int(port))
+            start = time.perf_counter_ns()
+            await probe.send(prefix + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            records.append((n, start, probe.first_ns, probe.status))
+            if probe.transport is not None:
+                idle.append(probe)
+
+        warm = max(20, min(400, int(cmd["rate"] * 0.3))) if cmd["rate"] else cmd["concurrency"]
+        await asyncio.gather(*(one() for _ in range(warm)))  # connections (here and upstream) opened before measuring
+        records.clear()
+        Backend.stamps.clear()
+        t0 = time.monotonic()
+        window = [time.perf_counter_ns(), 0]
+        if cmd["concurrency"]:
+            await self._closed(one, cmd["concurrency"], cmd["duration"])
+        else:
+            await self._open(one, cmd["rate"], cmd["duration"], cmd.get("seed", 0))
+        elapsed = time.monotonic() - t0
+        window[1] = time.perf_counter_ns()
+        return {**self._result(records, elapsed), "window_ns": window}
+
+    @staticmethod
+    async def _open(one: Any, rate: float, duration: float, seed: int) -> None:
+        """Poisson arrivals; the schedule never waits for the server."""
+        rng = random.Random(seed)
+        tasks = []
+        next_ns = time.perf_counter_ns()
+        end_ns = next_ns + int(duration * 1e9)
+        while next_ns < end_ns:
+            delay = (next_ns - time.perf_counter_ns()) / 1e9
+            if delay > 0.0012:  # uvloop's timers have millisecond resolution: sleep most of the gap, yield the rest
+                await asyncio.sleep(delay - 0.0012)
+            while time.perf_counter_ns() < next_ns:
+                await asyncio.sleep(0)
+            tasks.append(asyncio.ensure_future(one()))
+            next_ns += int(rng.expovariate(rate) * 1e9)
+        await asyncio.gather(*tasks)
+
+    @staticmethod
+    async def _closed(one: Any, concurrency: int, duration: float) -> None:
+        end = time.monotonic() + duration
+
+        async def worker() -> None:
+            while time.monotonic() < end:
+                await one()
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+    @staticmethod
+    def _result(records: list[tuple[int, int, int | None, int]], elapsed: float) -> dict[str, Any]:
+        path, failed = [], 0
+        for n, start, first, status in records:
+            stamp = Backend.stamps.get(n)
+            if status != 200 or first is None or stamp is None or not stamp[1]:
+                failed += 1
+                continue
+            arrival, sent = stamp
+            path.append(((arrival - start) + (first - sent)) / 1e6)
+        return {"n": len(records), "failed": failed, "elapsed_s": elapsed, "path_ms": path}
+
+
+async def instrument_main(args: argparse.Namespace) -> None:
+    """Serve as the backend; run the generator for each command read from stdin (one JSON line)."""
+    Backend.ttft_s, Backend.itl_s, Backend.tokens = args.ttft_ms / 1000, args.itl_ms / 1000, args.tokens
     loop = asyncio.get_running_loop()
-    idle: list[_Probe] = []
-    records: list[dict[str, Any]] = []
-
-    async def one(intended_ns: int) -> None:
-        probe = idle.pop() if idle else None
-        if probe is None or probe.transport is None:
-            _, probe = await loop.create_connection(lambda: _Probe(stream), host, int(port))
-        start = time.perf_counter_ns()
-        await probe.send(payload)
-        records.append({"start": start, "intended": intended_ns, "first": probe.first_ns, "end": probe.end_ns, "id": probe.response_id, "status": probe.status})
-        if probe.transport is not None:
-            idle.append(probe)
-
-    # Warm the pool so that connection set-up is not in the measurement.
-    warm = [asyncio.ensure_future(one(time.perf_counter_ns())) for _ in range(min(200, max(20, int(rate * 0.2))))]
-    await asyncio.gather(*warm)
-    records.clear()
-    if concurrency:
-        return await _closed_loop(one, concurrency, duration_s, records)
-    rng = random.Random(seed)
-    tasks = []
-    t0 = time.perf_counter_ns()
-    next_ns = t0
-    end_ns = t0 + int(duration_s * 1e9)
-    while next_ns < end_ns:
-        delay = (next_ns - time.perf_counter_ns()) / 1e9
-        if delay > 0.0005:
-            await asyncio.sleep(delay - 0.0005)
-        while time.perf_counter_ns() < next_ns:
-            await asyncio.sleep(0)
-        tasks.append(asyncio.ensure_future(one(next_ns)))
-        next_ns += int(rng.expovariate(rate) * 1e9)
-    await asyncio.gather(*tasks)
-    return records
+    server = await loop.create_server(Backend, "127.0.0.1", 0, backlog=4096)
+    print(f"LISTEN {server.sockets[0].getsockname()[1]}", flush=True)
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    generator = Generator()
+    while line := await reader.readline():
+        result = await generator.run(json.loads(line))
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
 
 
-async def _closed_loop(one: Any, concurrency: int, duration_s: float, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`concurrency` workers, each sending its next request when the last one ended."""
-    end_ns = time.perf_counter_ns() + int(duration_s * 1e9)
+class Instrument:
+    """The instrument process, pinned to its core, driven over a pipe."""
 
-    async def worker() -> None:
-        while time.perf_counter_ns() < end_ns:
-            await one(time.perf_counter_ns())
+    def __init__(self, args: argparse.Namespace) -> None:
+        argv = [sys.executable, __file__, "--instrument", "--tokens", str(args.tokens), "--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("LISTEN "):
+            raise RuntimeError(f"instrument did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{int(line.split()[1])}"
+        self.pid = self.proc.pid
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return records
+    def run(self, url: str, stream: bool, rate: float = 0, duration: float = 5, concurrency: int = 0) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        cmd = {"url": url, "stream": stream, "rate": rate, "duration": duration, "concurrency": concurrency}
+        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
 
 
-def loadgen_main(args: argparse.Namespace) -> None:
+def instrument_process(args: argparse.Namespace) -> None:
     import gc
 
     import uvloop
 
-    os.sched_setaffinity(0, {OTHER_CORE})
+    os.sched_setaffinity(0, {LOAD_CORE})
     gc.collect()
     gc.freeze()
-    records = uvloop.run(_loadgen(args.url, args.rate, args.duration, args.stream, args.tokens, args.seed, args.concurrency))
-    json.dump(records, sys.stdout)
+    uvloop.run(instrument_main(args))
+
+
+# --- the null proxy: the least any proxy can cost on this machine ------------------------------------------
+
+
+class _Pipe(asyncio.Protocol):
+    """One side of a null-proxy connection: copies what it reads to its peer, unread."""
+
+    def __init__(self, upstream_port: int = 0, peer: asyncio.Transport | None = None) -> None:
+        self.upstream_port = upstream_port
+        self.peer = peer
+        self.pending: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        if self.upstream_port:  # a client side: open its own upstream connection
+            asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        _, up = await loop.create_connection(lambda: _Pipe(peer=self.transport), "127.0.0.1", self.upstream_port)
+        self.peer = up.transport
+        for data in self.pending:
+            self.peer.write(data)
+        self.pending.clear()
+
+    def data_received(self, data: bytes) -> None:
+        if self.peer is None:
+            self.pending.append(data)
+        else:
+            self.peer.write(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is not None:
+            self.peer.close()
+
+
+async def null_proxy_main(upstream_port: int) -> None:
+    """Each client connection gets its own upstream connection; bytes are copied both ways, unread."""
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _Pipe(upstream_port), "127.0.0.1", 0, backlog=4096)
+    print(f"READY http://127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+def null_proxy_process(upstream_port: int) -> None:
+    import uvloop
+
+    os.sched_setaffinity(0, {GATEWAY_CORE})
+    uvloop.run(null_proxy_main(upstream_port))
 
 
 # --- orchestration ----------------------------------------------------------------------------------------
 
 
-def run_loadgen(url: str, rate: float, duration: float, stream: bool, tokens: int, concurrency: int = 0) -> list[dict[str, Any]]:
-    argv = [sys.executable, __file__, "--loadgen", "--url", url, "--rate", str(rate), "--duration", str(duration), "--tokens", str(tokens), "--concurrency", str(concurrency)]
-    if stream:
-        argv.append("--stream")
-    out = subprocess.run(argv, capture_output=True, check=True, timeout=duration + 120)
-    return json.loads(out.stdout)
-
-
-def path_latencies(records: list[dict[str, Any]], log: list[dict[str, Any]], stream: bool) -> tuple[list[float], int]:
-    """Per request: client latency minus the fake's own delay, in ms; and the count of failures."""
-    sent = {}
-    for entry in log:
-        kinds = ("content",) if stream else ("body",)
-        sends = [c["t_ns"] for c in entry["chunks"] if c["kind"] in kinds]
-        if sends:
-            sent[entry["id"]] = (entry["arrival_ns"], sends[0])
-    out, failed = [], 0
-    for r in records:
-        match = sent.get(r["id"])
-        if r["status"] != 200 or r["first"] is None or match is None:
-            failed += 1
-            continue
-        arrival, first_send = match
-        out.append(((r["first"] - r["start"]) - (first_send - arrival)) / 1e6)
-    return out, failed
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def gateway_metrics(url: str) -> dict[str, float]:
-    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("tokenrace_gateway_overhead_seconds_") and ("_sum" in line or "_count" in line):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
-def start_gateway(fake_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_gateway(backend_url: str, workdir: Path, null: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     config = workdir / "gateway.yaml"
     config.write_text(
         f"listen: {{host: 127.0.0.1, port: 0}}\n"
-        f"backends:\n  fake: {{url: '{fake_url}/v1', max_in_flight: 4096}}\n"
+        f"backends:\n  fake: {{url: '{backend_url}/v1', max_in_flight: 4096}}\n"
         f"routes:\n  - model: m\n    backends: [fake]\n"
         f"auth:\n  keys: [{{name: bench, key_env: BENCH_KEY}}]\n"
         f"log: {{level: warning}}\n"
     )
     env = {**os.environ, "BENCH_KEY": KEY, "PYTHONPATH": str(ROOT / "src")}
-    argv = [sys.executable, "-m", "tokenrace", "gateway", "--config", str(config), "--cpu", str(GATEWAY_CORE)]
+    if null:
+        argv = [sys.executable, __file__, "--null-proxy", backend_url.rsplit(":", 1)[1]]
+    else:
+        argv = [sys.executable, *(os.environ["GW_PROBE"].split() if os.environ.get("GW_PROBE") else ["-m", "tokenrace"]), "gateway", "--config", str(config), "--cpu", str(GATEWAY_CORE)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode().strip()
+    while line and not line.startswith("READY "):  # a wrapper (GW_PROBE, e.g. a profiler) may print first
+        line = proc.stdout.readline().decode().strip()
     if not line.startswith("READY "):
         proc.kill()
         raise RuntimeError(f"gateway did not start: {line!r}")
     return proc, line.removeprefix("READY ")
 
 
-def pct(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
+def own_overhead(url: str) -> dict[tuple[str, str], float]:
+    """The gateway's tokenrace_gateway_overhead_seconds histogram: (phase, "sum"|"count") -> value."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("tokenrace_gateway_overhead_seconds_sum") or line.startswith("tokenrace_gateway_overhead_seconds_count"):
+            name, value = line.rsplit(" ", 1)
+            out[(name.split('phase="')[1].split('"')[0], name.split("{")[0].rsplit("_", 1)[1])] = float(value)
+    return out
 
 
-def measure(fake: Any, gateway_url: str, gateway_pid: int, rate: float, duration: float, stream: bool, tokens: int) -> dict[str, Any]:
-    row: dict[str, Any] = {"rate": rate, "stream": stream}
-    for mode, url in (("direct", fake.url), ("gateway", gateway_url)):
-        fake.reset()
-        others = Others([gateway_pid, fake.pid])
-        cpu0, m0 = cpu_seconds(gateway_pid), gateway_metrics(gateway_url)
-        load0 = cpu_seconds(fake.pid) + children_cpu_s()
-        records = run_loadgen(url, rate, duration, stream, tokens)
-        cpu1, m1 = cpu_seconds(gateway_pid), gateway_metrics(gateway_url)
-        load_busy = (cpu_seconds(fake.pid) + children_cpu_s() - load0) / duration
-        lat, failed = path_latencies(records, fake.log(wait_idle_s=5), stream)
-        achieved = len(records) / duration
-        row[mode] = {"n": len(records), "failed": failed, "achieved_rps": achieved, "p50": pct(lat, 50), "p99": pct(lat, 99),
-                     "others_cores": others.cores(), "load_side_busy": load_busy}
-        if mode == "gateway":
-            n = max(1, len(records))
-            row["gateway_cpu_us_per_request"] = (cpu1 - cpu0) / n * 1e6
-            row["gateway_cpu_busy"] = (cpu1 - cpu0) / duration  # the warm-up requests are in it too
-            for phase in ("request", "first_chunk", "chunk"):
-                s = m1.get(f'tokenrace_gateway_overhead_seconds_sum{{phase="{phase}"}}', 0) - m0.get(f'tokenrace_gateway_overhead_seconds_sum{{phase="{phase}"}}', 0)
-                c = m1.get(f'tokenrace_gateway_overhead_seconds_count{{phase="{phase}"}}', 0) - m0.get(f'tokenrace_gateway_overhead_seconds_count{{phase="{phase}"}}', 0)
-                row[f"own_{phase}_us_mean"] = s / c * 1e6 if c else None
-    d, g = row["direct"], row["gateway"]
-    row["added_p50_ms"] = g["p50"] - d["p50"] if g["p50"] is not None and d["p50"] is not None else None
-    row["added_p99_ms"] = g["p99"] - d["p99"] if g["p99"] is not None and d["p99"] is not None else None
-    return row
-
-
-class Others:
-    """CPU used by everything but this benchmark's own processes since construction, in cores.
-
-    The machine is shared: a figure measured while another process had the gateway's core is not
-    the gateway's. Busy time comes from /proc/stat; ours is the gateway's, the fake's and the
-    keep-awake spinners' /proc times plus our finished children's (the load generators).
-    """
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
-        self.t0 = time.monotonic()
-        self.busy0 = machine_busy_s()
-        self.ours0 = self._ours()
-
-    def _ours(self) -> float:
-        children = os.times()
-        pids = self.pids + keep_awake.pids
-        return sum(cpu_seconds(p) for p in pids) + children.children_user + children.children_system + children.user + children.system
-
-    def cores(self) -> float:
-        elapsed = max(1e-9, time.monotonic() - self.t0)
-        return max(0.0, (machine_busy_s() - self.busy0) - (self._ours() - self.ours0)) / elapsed
-
-
-def children_cpu_s() -> float:
-    t = os.times()
-    return t.children_user + t.children_system
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy_s() -> float:
@@ -328,120 +427,99 @@ def machine_busy_s() -> float:
     return (user + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
-def wait_quiet(limit_s: float, pids: list[int]) -> float:
-    """Wait (up to limit_s) until other processes use under 0.1 core for 3 s; returns their last use."""
+class Others:
+    """CPU used by everything but the gateway and the instrument since construction, in cores."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.t0 = time.monotonic()
+        self.busy0 = machine_busy_s()
+        self.ours0 = self._ours()
+
+    def _ours(self) -> float:
+        t = os.times()
+        return sum(cpu_seconds(p) for p in self.pids) + t.user + t.system
+
+    def cores(self) -> float:
+        elapsed = max(1e-9, time.monotonic() - self.t0)
+        return max(0.0, (machine_busy_s() - self.busy0) - (self._ours() - self.ours0)) / elapsed
+
+
+def wait_quiet(limit_s: float, pids: list[int]) -> None:
+    """Wait (up to limit_s) until other processes use under 0.1 core for 3 s in a row."""
     deadline = time.monotonic() + limit_s
     calm = 0
-    use = 0.0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and calm < 3:
         probe = Others(pids)
         time.sleep(1.0)
-        use = probe.cores()
-        calm = calm + 1 if use < 0.1 else 0
-        if calm >= 3:
-            break
-    return use
+        calm = calm + 1 if probe.cores() < 0.1 else 0
 
 
-def show(row: dict[str, Any]) -> None:
-    d, g = row["direct"], row["gateway"]
-    kind = "stream TTFT" if row["stream"] else "non-stream "
-    print(
-        f"{row['rate']:>6.0f} RPS {kind}: added p50 {fmt(row['added_p50_ms'])} ms, p99 {fmt(row['added_p99_ms'])} ms "
-        f"| path direct p50/p99 {fmt(d['p50'])}/{fmt(d['p99'])} ms, via gateway {fmt(g['p50'])}/{fmt(g['p99'])} ms "
-        f"| achieved {g['achieved_rps']:.0f} RPS, failed {d['failed']}+{g['failed']} "
-        f"| load side {d['load_side_busy'] * 100:.0f}/{g['load_side_busy'] * 100:.0f}% of its core, others {d['others_cores']:.2f}/{g['others_cores']:.2f} cores "
-        f"| gateway CPU {row['gateway_cpu_us_per_request']:.0f} us/req ({row['gateway_cpu_busy'] * 100:.0f}% of its core)",
-        flush=True,
-    )
+def pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
 
 
-def fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
+Targets = dict[str, tuple[str, int | None]]  # mode -> (base URL, pid of the proxy or None)
 
 
-def main() -> None:
-    args = parse_args()
-    if args.loadgen:
-        loadgen_main(args)
-        return
-    if (os.cpu_count() or 0) < 2:
-        sys.exit("needs 2 cores: one for the gateway alone, one for the fake server and the load generator")
-    fake_cfg = {"ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "output_tokens": args.tokens, "models": ["m"], "spin_ms": 0.0}
-    with spawn_fake_server(fake_cfg) as fake, tempfile.TemporaryDirectory() as tmp, keep_awake(args.keep_awake):
-        os.sched_setaffinity(fake.pid, {OTHER_CORE})
-        proc, gateway_url = start_gateway(fake.url, Path(tmp))
-        try:
-            if args.soak is not None:
-                soak(fake, gateway_url, proc.pid, args.soak * 60, args.tokens)
-                return
-            rows = overhead(args, fake, gateway_url, proc.pid)
-        finally:
-            proc.terminate()
-            proc.wait(30)
-    if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=2))
+ROUND_S = 2.5
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--loadgen", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--url", help=argparse.SUPPRESS)
-    p.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
-    p.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--concurrency", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--rates", default="100,500,1000")
-    p.add_argument("--duration", type=float, default=20.0, help="seconds per rate and mode")
-    p.add_argument("--tokens", type=int, default=16, help="output tokens per request (one SSE event each)")
-    p.add_argument("--ttft-ms", type=float, default=20.0)
-    p.add_argument("--itl-ms", type=float, default=5.0)
-    p.add_argument("--quick", action="store_true", help="5 s per rate and mode")
-    p.add_argument("--saturate", type=int, default=256, metavar="N", help="closed loop with N in flight to find the most RPS (0: skip)")
-    p.add_argument("--keep-awake", action="store_true",
-                   help="run a SCHED_IDLE spinner on each core so that idle vCPUs do not halt between requests (see keep_awake)")
-    p.add_argument("--soak", type=float, metavar="MINUTES", help="instead: mixed traffic for this long, printing the gateway's memory")
-    p.add_argument("--tries", type=int, default=3, help="measure a disturbed row again, up to this many times in all")
-    p.add_argument("--max-others", type=float, default=0.1, metavar="CORES", help="a row is disturbed when other processes used more")
-    p.add_argument("--wait-quiet", type=float, default=120.0, metavar="S",
-                   help="before each rate, wait up to S seconds for other processes to leave the CPUs (0: do not wait)")
-    p.add_argument("--json", type=Path, help="also write the rows here")
-    return p.parse_args()
+def measure(inst: Instrument, targets: Targets, rate: float, duration: float, stream: bool) -> dict[str, Any]:
+    """One rate: the same Poisson schedule straight at the backend, through the null proxy and through
+    the gateway, in interleaved rounds of ROUND_S (the order rotating) so that the machine's drift
+    touches every mode alike; the rounds' latencies are pooled."""
+    pids = [inst.pid] + [pid for _, pid in targets.values() if pid is not None]
+    modes = list(targets)
+    acc: dict[str, dict[str, Any]] = {m: {"path": [], "n": 0, "failed": 0, "elapsed": 0.0, "cpu": 0.0, "load": 0.0, "others": 0.0, "own0": {}, "own1": {}} for m in modes}
+    rounds = max(1, round(duration / ROUND_S))
+    for r in range(rounds):
+        for mode in modes[r % len(modes):] + modes[: r % len(modes)]:
+            url, pid = targets[mode]
+            a = acc[mode]
+            others = Others(pids)
+            cpu0, load0 = cpu_seconds(pid) if pid else 0.0, cpu_seconds(inst.pid)
+            own0 = own_overhead(url) if mode == "gateway" else {}
+            result = inst.run(url, stream, rate=rate, duration=duration / rounds)
+            if mode == "gateway":
+                own1 = own_overhead(url)
+                for key, value in own1.items():
+                    a["own1"][key] = a["own1"].get(key, 0.0) + value - own0.get(key, 0.0)
+            a["path"] += result["path_ms"]
+            a["n"] += result["n"]
+            a["failed"] += result["failed"]
+            a["elapsed"] += result["elapsed_s"]
+            a["cpu"] += (cpu_seconds(pid) - cpu0) if pid else 0.0  # includes the warm-up requests, a few percent
+            a["load"] += cpu_seconds(inst.pid) - load0
+            a["others"] = max(a["others"], others.cores())
+    row: dict[str, Any] = {"rate": rate, "stream": stream, "rounds": rounds}
+    for mode, a in acc.items():
+        lat, elapsed = a["path"], a["elapsed"]
+        row[mode] = {"n": a["n"], "failed": a["failed"], "achieved_rps": a["n"] / elapsed,
+                     "p50": pct(lat, 50), "p90": pct(lat, 90), "p99": pct(lat, 99), "p999": pct(lat, 99.9), "max": max(lat) if lat else None,
+                     "others_cores": a["others"], "instrument_busy": a["load"] / elapsed,
+                     "proxy_cpu_us_per_request": a["cpu"] / max(1, a["n"]) * 1e6 if targets[mode][1] else None,
+                     "proxy_busy": a["cpu"] / elapsed if targets[mode][1] else None}
+        for phase in {k[0] for k in a["own1"]}:  # the gateway's own histogram: mean time in each phase
+            n = a["own1"][(phase, "count")]
+            row[mode][f"own_{phase}_us"] = a["own1"][(phase, "sum")] / n * 1e6 if n else None
+    for base in ("direct", "null"):
+        if base in row and "gateway" in row:
+            for q in ("p50", "p90", "p99"):
+                g, d = row["gateway"][q], row[base][q]
+                row[f"added_over_{base}_{q}_ms"] = g - d if g is not None and d is not None else None
+    return row
 
 
-def overhead(args: argparse.Namespace, fake: Any, gateway_url: str, pid: int) -> list[dict[str, Any]]:
-    duration = 5.0 if args.quick else args.duration
-    rates = [float(r) for r in args.rates.split(",")]
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"load average before {os.getloadavg()[0]:.2f}; other busy processes: {busy_processes()}")
-    print(f"conditions: gateway pinned to core {GATEWAY_CORE}; fake server + load generator on core {OTHER_CORE}; loopback; Poisson arrivals; "
-          f"{args.tokens} output tokens/request, fake TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode; "
-          f"keep-awake spinners {'on' if args.keep_awake else 'off'}; the gateway's CPU is read from /proc", flush=True)
-    rows = []
-    for stream in (True, False):
-        for rate in rates:
-            row = cleanest(args, fake, gateway_url, pid, rate, duration, stream)
-            show(row)
-            rows.append(row)
-    for stream in (True, False):
-        best = max((r for r in rows if r["stream"] == stream), key=lambda r: r["rate"])
-        kind = "streaming" if stream else "non-streaming"
-        print(f"one-core ceiling, {kind}: {1e6 / best['gateway_cpu_us_per_request']:.0f} RPS (1 / {best['gateway_cpu_us_per_request']:.0f} us of gateway CPU per request at {best['rate']:.0f} RPS)", flush=True)
-    if args.saturate:
-        for stream in (True, False):
-            rows.append(saturate(gateway_url, pid, args.saturate, duration, stream, args.tokens))
-    print(f"load average after {os.getloadavg()[0]:.2f}")
-    return rows
-
-
-def cleanest(args: argparse.Namespace, fake: Any, gateway_url: str, pid: int, rate: float, duration: float, stream: bool) -> dict[str, Any]:
+def cleanest(args: argparse.Namespace, inst: Instrument, targets: Targets, rate: float, duration: float, stream: bool) -> dict[str, Any]:
     """Measure a row; while other processes took more than --max-others cores meanwhile, wait and
     measure again (up to --tries times); keep the least disturbed row."""
     rows = []
+    pids = [inst.pid] + [pid for _, pid in targets.values() if pid is not None]
     for _ in range(max(1, args.tries)):
         if args.wait_quiet:
-            wait_quiet(args.wait_quiet, [pid, fake.pid])
-        row = measure(fake, gateway_url, pid, rate, duration, stream, args.tokens)
+            wait_quiet(args.wait_quiet, pids)
+        row = measure(inst, targets, rate, duration, stream)
         rows.append(row)
         if disturbance(row) <= args.max_others:
             break
@@ -450,79 +528,121 @@ def cleanest(args: argparse.Namespace, fake: Any, gateway_url: str, pid: int, ra
 
 
 def disturbance(row: dict[str, Any]) -> float:
-    return max(row["direct"]["others_cores"], row["gateway"]["others_cores"])
+    return max(v["others_cores"] for v in row.values() if isinstance(v, dict))
 
 
-def saturate(gateway_url: str, pid: int, concurrency: int, duration: float, stream: bool, tokens: int) -> dict[str, Any]:
-    """Closed loop with many requests in flight: the most the gateway served, and whether it was the limit."""
-    cpu0, t0 = cpu_seconds(pid), time.monotonic()
-    records = run_loadgen(gateway_url, 0, duration, stream, tokens, concurrency)
-    cpu1 = cpu_seconds(pid)
-    ok = sum(1 for r in records if r["status"] == 200 and r["end"] is not None)
-    busy = (cpu1 - cpu0) / max(1e-9, time.monotonic() - t0)
+def show(row: dict[str, Any]) -> None:
+    kind = "stream TTFT" if row["stream"] else "non-stream "
+    paths = " | ".join(f"{mode} {fmt(v['p50'])}/{fmt(v['p90'])}/{fmt(v['p99'])}/{fmt(v['p999'])}" for mode, v in row.items() if isinstance(v, dict))
+    print(f"{row['rate']:>6.0f} RPS {kind} path p50/p90/p99/p99.9 ms: {paths}", flush=True)
+    g = row.get("gateway")
+    if g is None:
+        return
+    added = " ; ".join(
+        f"over {base} p50 {fmt(row[f'added_over_{base}_p50_ms'])}, p90 {fmt(row[f'added_over_{base}_p90_ms'])}, p99 {fmt(row[f'added_over_{base}_p99_ms'])} ms"
+        for base in ("direct", "null") if f"added_over_{base}_p99_ms" in row
+    )
+    failed = "+".join(str(v["failed"]) for v in row.values() if isinstance(v, dict))
+    print(f"{'':>22}gateway adds {added} | achieved {g['achieved_rps']:.0f} RPS, failed {failed} | gateway CPU {g['proxy_cpu_us_per_request']:.0f} us/req "
+          f"({g['proxy_busy'] * 100:.0f}% of its core; own phases {own(g)}), instrument {g['instrument_busy'] * 100:.0f}% | others {disturbance(row):.2f} cores", flush=True)
+
+
+def own(g: dict[str, Any]) -> str:
+    return ", ".join(f"{k[4:-3]} {v:.0f}" for k, v in sorted(g.items()) if k.startswith("own_") and v is not None) + " us"
+
+
+def fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def saturate(inst: Instrument, gateway_url: str, pid: int, concurrency: int, duration: float, stream: bool) -> dict[str, Any]:
+    """Closed loop with many requests in flight: the most the gateway served, and what was the limit."""
+    cpu0, load0, t0 = cpu_seconds(pid), cpu_seconds(inst.pid), time.monotonic()
+    result = inst.run(gateway_url, stream, duration=duration, concurrency=concurrency)
+    wall = time.monotonic() - t0  # the warm-up's CPU is in the /proc figures, so its time is in the divisor too
+    elapsed = result["elapsed_s"]
+    busy, load = (cpu_seconds(pid) - cpu0) / wall, (cpu_seconds(inst.pid) - load0) / wall
+    ok = result["n"] - result["failed"]
     kind = "streaming" if stream else "non-streaming"
-    limit = "the gateway's core was the limit" if busy > 0.9 else "the load side (fake + generator on one core) saturated first"
-    print(f"saturation, {kind}, {concurrency} in flight: {ok / duration:.0f} RPS served, gateway core {busy * 100:.0f}% busy ({limit})", flush=True)
-    return {"saturate": concurrency, "stream": stream, "rps": ok / duration, "gateway_busy": busy}
+    limit = "the gateway's core was the limit" if busy > 0.9 else "the instrument's core saturated first" if load > 0.9 else "neither core was full"
+    print(f"saturation, {kind}, {concurrency} in flight: {ok / elapsed:.0f} RPS served, gateway core {busy * 100:.0f}% busy, "
+          f"instrument core {load * 100:.0f}% ({limit}); path p50/p99 {fmt(pct(result['path_ms'], 50))}/{fmt(pct(result['path_ms'], 99))} ms", flush=True)
+    return {"saturate": concurrency, "stream": stream, "rps": ok / elapsed, "gateway_busy": busy, "instrument_busy": load}
 
 
-def busy_processes() -> str:
-    """Other processes using CPU right now (this machine is shared): name and %CPU."""
-    try:
-        out = subprocess.run(["ps", "-eo", "pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True, timeout=5).stdout.splitlines()[1:6]
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    busy = [line.split(None, 1) for line in out if line.strip()]
-    return ", ".join(f"{name.strip()} {pcpu}%" for pcpu, name in busy if float(pcpu) >= 20) or "none"
+def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> list[dict[str, Any]]:
+    duration = 5.0 if args.quick else args.duration
+    rates = [float(r) for r in args.rates.split(",")]
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average before {os.getloadavg()[0]:.2f}")
+    print(f"vCPU stalls (a busy loop's gaps over 200 us, 3 s per core, before measuring): {stalls()}")
+    print(f"conditions: gateway and null proxy pinned to core {GATEWAY_CORE}; instrument (backend + generator, one uvloop process) on core {LOAD_CORE}; "
+          f"loopback; Poisson arrivals; {args.tokens} output tokens/request (one SSE event each), backend TTFT {args.ttft_ms:g} ms, "
+          f"ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode; idle vCPUs {'poll (cpu_dma_latency 0)' if args.poll_idle else 'halt (default)'}", flush=True)
+    rows = []
+    for stream in (True, False):
+        for rate in rates:
+            row = cleanest(args, inst, targets, rate, duration, stream)
+            row["poll_idle"] = args.poll_idle
+            show(row)
+            rows.append(row)
+    url, pid = targets["gateway"]
+    assert pid is not None
+    for stream in (True, False):
+        best = max((r for r in rows if r["stream"] == stream), key=lambda r: r["rate"])
+        kind = "streaming" if stream else "non-streaming"
+        us = best["gateway"]["proxy_cpu_us_per_request"]
+        print(f"one-core ceiling, {kind}: {1e6 / us:.0f} RPS (1 / {us:.0f} us of gateway CPU per request at {best['rate']:.0f} RPS)", flush=True)
+    if args.saturate:
+        for stream in (True, False):
+            rows.append(saturate(inst, url, pid, args.saturate, duration, stream))
+    print(f"load average after {os.getloadavg()[0]:.2f}")
+    return rows
 
 
-class keep_awake:
-    """Busy loops under SCHED_IDLE, one per core, for the duration of the measurement.
+def stalls(seconds: float = 3.0) -> str:
+    """How often each vCPU stops running a busy loop for more than 200 us (the host's, or the kernel's, doing)."""
+    code = (
+        "import os,sys,time\nos.sched_setaffinity(0,{int(sys.argv[1])})\nend=time.perf_counter_ns()+int(float(sys.argv[2])*1e9)\n"
+        "last=time.perf_counter_ns();g=[]\nwhile last<end:\n t=time.perf_counter_ns()\n if t-last>200000: g.append(t-last)\n last=t\n"
+        "print(len(g),sum(x>1e6 for x in g),sum(g)/1e6,max(g,default=0)/1e6)"
+    )
+    out = []
+    for core in (GATEWAY_CORE, LOAD_CORE):
+        n, over_ms, lost, worst = subprocess.run([sys.executable, "-c", code, str(core), str(seconds)], capture_output=True, text=True, check=True).stdout.split()
+        out.append(f"core {core}: {int(n) / seconds:.0f}/s ({int(over_ms) / seconds:.1f}/s over 1 ms), {float(lost) / seconds / 10:.2f}% of the time lost, longest {float(worst):.1f} ms")
+    return "; ".join(out)
 
-    On a virtual machine an idle vCPU halts, and waking it for the next packet costs hundreds of
-    microseconds, once per process hop; a proxy adds two hops each way, so on an idle VM the
-    measured overhead is mostly the hypervisor's. The spinners keep the vCPUs running. SCHED_IDLE,
-    not nice 19: the scheduler preempts a SCHED_IDLE task at once when a normal one wakes, where a
-    nice-19 spinner was measured to delay the gateway's wake-ups under load.
 
-    Off by default: measured here, the spinners also cost the gateway CPU (the spinner shares its
-    core's caches: 905 vs 677 us per streaming request at 500 RPS) and so raise the added latency
-    from 500 RPS up; they help only at low rates, where the cores would otherwise halt.
-    """
-
-    pids: list[int] = []  # the spinners now running, so that Others does not count them
+class poll_idle:
+    """Hold /dev/cpu_dma_latency at 0 (idle CPUs poll rather than halt) while the block runs."""
 
     def __init__(self, on: bool) -> None:
         self.on = on
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.fd: int | None = None
 
-    def __enter__(self) -> keep_awake:
+    def __enter__(self) -> poll_idle:
         if self.on:
-            for core in range(os.cpu_count() or 1):
-                spin = "import os; os.sched_setaffinity(0, {%d}); os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True: pass" % core
-                self.procs.append(subprocess.Popen([sys.executable, "-c", spin]))
-            keep_awake.pids = [p.pid for p in self.procs]
+            try:
+                self.fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+                os.write(self.fd, struct.pack("i", 0))
+            except OSError as exc:
+                sys.exit(f"--poll-idle: cannot hold /dev/cpu_dma_latency ({exc.strerror}); it needs root")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        keep_awake.pids = []
-        for proc in self.procs:
-            proc.kill()
-            proc.wait()
+        if self.fd is not None:
+            os.close(self.fd)
 
 
-def soak(fake: Any, gateway_url: str, pid: int, seconds: float, tokens: int) -> None:
-    """Mixed traffic for `seconds`; the gateway's resident memory every 10 s and its slope."""
+def soak(inst: Instrument, gateway_url: str, pid: int, seconds: float) -> None:
+    """Streaming traffic at 300 RPS for `seconds`; the gateway's resident memory every 10 s and its slope."""
     print(f"soak: {seconds / 60:g} min of streaming traffic at 300 RPS through the gateway (pid {pid})", flush=True)
     samples: list[tuple[float, float]] = []
     start = time.monotonic()
-    chunk_s = 10.0
     while time.monotonic() - start < seconds:
-        run_loadgen(gateway_url, 300, chunk_s, True, tokens)
-        fake.reset()
-        rss = rss_mib(pid)
-        samples.append((time.monotonic() - start, rss))
-        print(f"  t={samples[-1][0]:6.0f} s  RSS {rss:6.1f} MiB", flush=True)
+        inst.run(gateway_url, True, rate=300, duration=10)
+        samples.append((time.monotonic() - start, rss_mib(pid)))
+        print(f"  t={samples[-1][0]:6.0f} s  RSS {samples[-1][1]:6.1f} MiB", flush=True)
     if len(samples) >= 4:
         tail = samples[len(samples) // 3 :]
         slope = np.polyfit([t for t, _ in tail], [r for _, r in tail], 1)[0] * 60
@@ -534,6 +654,62 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--instrument", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--null-proxy", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    p.add_argument("--no-null", action="store_true", help="skip the null proxy (a process that only copies bytes: the cost of any proxy hop here)")
+    p.add_argument("--rates", default="100,500,1000")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per rate and mode")
+    p.add_argument("--tokens", type=int, default=16, help="output tokens per request (one SSE event each)")
+    p.add_argument("--ttft-ms", type=float, default=20.0)
+    p.add_argument("--itl-ms", type=float, default=5.0)
+    p.add_argument("--quick", action="store_true", help="5 s per rate and mode")
+    p.add_argument("--saturate", type=int, default=1024, metavar="N", help="closed loop with N in flight to find the most RPS (0: skip)")
+    p.add_argument("--poll-idle", action="store_true", help="hold /dev/cpu_dma_latency at 0 while measuring (root)")
+    p.add_argument("--soak", type=float, metavar="MINUTES", help="instead: streaming traffic for this long, printing the gateway's memory")
+    p.add_argument("--tries", type=int, default=3, help="measure a disturbed row again, up to this many times in all")
+    p.add_argument("--max-others", type=float, default=0.1, metavar="CORES", help="a row is disturbed when other processes used more")
+    p.add_argument("--wait-quiet", type=float, default=120.0, metavar="S", help="before each row, wait up to this long for the machine to be quiet")
+    p.add_argument("--json", type=Path, help="also write the rows here")
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.instrument:
+        instrument_process(args)
+        return
+    if args.null_proxy:
+        null_proxy_process(args.null_proxy)
+        return
+    if (os.cpu_count() or 0) < 2:
+        sys.exit("needs 2 cores: one for the gateway alone, one for the instrument")
+    inst = Instrument(args)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp, poll_idle(args.poll_idle):
+            gateway, gateway_url = start_gateway(inst.url, Path(tmp))
+            procs.append(gateway)
+            if args.soak is not None:
+                soak(inst, gateway_url, gateway.pid, args.soak * 60)
+                return
+            targets: Targets = {"direct": (inst.url, None)}
+            if not args.no_null:
+                null, null_url = start_gateway(inst.url, Path(tmp), null=True)
+                procs.append(null)
+                targets["null"] = (null_url, null.pid)
+            targets["gateway"] = (gateway_url, gateway.pid)
+            rows = overhead(args, inst, targets)
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(30)
+        inst.close()
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2))
 
 
 if __name__ == "__main__":
