@@ -1,0 +1,107 @@
+"""What does aiohttp's server side cost per request, against a bare asyncio protocol?
+
+The gateway's server side is aiohttp; its upstream side is a lean asyncio protocol
+(gateway/upstream.py). This measures what replacing the server side could save: two servers on
+core 0 answer the same canned non-streaming chat completion, one an aiohttp handler (read the
+body, return a Response), one a bare uvloop protocol (find the head's end, read Content-Length
+bytes, write the answer). The load is benchmarks/gateway_overhead.py's instrument on core 1
+(open-loop Poisson); each server's CPU per request comes from /proc. Each server is measured twice,
+interleaved.
+
+    python benchmarks/http_server_cost.py
+    python benchmarks/http_server_cost.py --rates 1000,3000 --duration 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gateway_overhead as bench  # noqa: E402
+
+ANSWER = (b'{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+          b'"message":{"role":"assistant","content":"w w w"},"finish_reason":"stop"}]}')
+
+
+class Bare(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buf[:end].lower()
+        at = head.find(b"content-length:")
+        stop = head.find(b"\r\n", at)
+        length = int(head[at + 15 : stop if stop > 0 else None]) if at >= 0 else 0
+        if len(self.buf) < end + 4 + length:
+            return
+        self.buf = self.buf[end + 4 + length :]
+        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER))
+
+
+async def serve(kind: str) -> None:
+    loop = asyncio.get_running_loop()
+    if kind == "aiohttp":
+        from aiohttp import web
+
+        async def handler(request: web.Request) -> web.Response:
+            await request.read()
+            return web.Response(body=ANSWER, content_type="application/json")
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = runner.addresses[0][1]
+    else:
+        server = await loop.create_server(Bare, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+    print(f"READY http://127.0.0.1:{port}", flush=True)
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--serve", choices=["bare", "aiohttp"], help=argparse.SUPPRESS)
+    p.add_argument("--rates", default="1000,3000")
+    p.add_argument("--duration", type=float, default=5.0)
+    args = p.parse_args()
+    if args.serve:
+        import uvloop
+
+        os.sched_setaffinity(0, {bench.GATEWAY_CORE})
+        uvloop.run(serve(args.serve))
+        return
+    inst = bench.Instrument(argparse.Namespace(tokens=16, ttft_ms=20.0, itl_ms=5.0))
+    print(f"servers on core {bench.GATEWAY_CORE}, instrument on core {bench.LOAD_CORE}; non-streaming; {args.duration:g} s per rate")
+    try:
+        for kind in ("bare", "aiohttp", "bare", "aiohttp"):
+            proc = subprocess.Popen([sys.executable, __file__, "--serve", kind], stdout=subprocess.PIPE)
+            assert proc.stdout is not None
+            url = proc.stdout.readline().decode().split()[1]
+            try:
+                for rate in (float(r) for r in args.rates.split(",")):
+                    cpu0 = bench.cpu_seconds(proc.pid)
+                    result = inst.run(url, False, rate=rate, duration=args.duration)
+                    used = bench.cpu_seconds(proc.pid) - cpu0
+                    print(f"{kind:8s} {rate:6.0f} RPS: {result['n']} requests, {used / max(1, result['n']) * 1e6:.0f} us of CPU per request", flush=True)
+            finally:
+                proc.kill()
+                proc.wait()
+    finally:
+        inst.close()
+
+
+if __name__ == "__main__":
+    main()
