@@ -87,9 +87,7 @@ class Backend(asyncio.Protocol):
         end = self.buf.find(b"\r\n\r\n")
         if end < 0:
             return
-        head = self.buf[:end].lower()
-        at = head.find(b"content-length:")
-        length = int(head[at + 15 : head.find(b"\r\n", at) if head.find(b"\r\n", at) > 0 else None]) if at >= 0 else 0
+        length = content_length(self.buf[:end]) or 0
         if len(self.buf) < end + 4 + length:
             return
         body = orjson.loads(self.buf[end + 4 : end + 4 + length])
@@ -133,6 +131,16 @@ class Backend(asyncio.Protocol):
         self.transport.write(out + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
 
 
+def content_length(head: bytes) -> int | None:
+    """The Content-Length of an HTTP head (bytes before the blank line), None when absent."""
+    head = head.lower()
+    at = head.find(b"content-length:")
+    if at < 0:
+        return None
+    stop = head.find(b"\r\n", at)
+    return int(head[at + 15 : stop if stop > 0 else None])
+
+
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
@@ -165,12 +173,10 @@ class Probe(asyncio.Protocol):
             end = self.head.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head = self.head[:end].lower()
-            self.status = int(head[9:12])
-            at = head.find(b"content-length:")
-            if at >= 0:
-                stop = head.find(b"\r\n", at)
-                self.length = int(head[at + 15 : stop if stop > 0 else None])
+            self.status = int(self.head[9:12])
+            length = content_length(self.head[:end])
+            if length is not None:
+                self.length = length
             data = self.head[end + 4 :]
         if self.length >= 0:  # a non-streaming body (or an error): done when all of it is here
             self.received += len(data)

@@ -39,10 +39,7 @@ class Bare(asyncio.Protocol):
         end = self.buf.find(b"\r\n\r\n")
         if end < 0:
             return
-        head = self.buf[:end].lower()
-        at = head.find(b"content-length:")
-        stop = head.find(b"\r\n", at)
-        length = int(head[at + 15 : stop if stop > 0 else None]) if at >= 0 else 0
+        length = bench.content_length(self.buf[:end]) or 0
         if len(self.buf) < end + 4 + length:
             return
         self.buf = self.buf[end + 4 + length :]
