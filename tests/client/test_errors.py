@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from tests.conftest import run
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.transport import Timeouts
+from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import FakeServerThread
 
 
@@ -72,6 +74,15 @@ def test_connection_refused() -> None:
 def test_dns_failure() -> None:
     r = run(_one("http://no-such-host.invalid/v1", timeouts=Timeouts(connect=5)))
     assert r.error_kind == "dns"
+
+
+def test_connect_timeout() -> None:
+    with blackhole() as port:
+        t = time.monotonic()
+        r = run(_one(f"http://127.0.0.1:{port}/v1", timeouts=Timeouts(connect=0.3)))
+        elapsed = time.monotonic() - t
+    assert r.error_kind == "timeout_connect" and r.ok is False
+    assert 0.25 <= elapsed < 5, elapsed  # the connect limit fired, not a later one
 
 
 def test_idle_timeout(fake: Any) -> None:

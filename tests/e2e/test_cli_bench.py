@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import spawn_fake_server
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789abcdef"
@@ -82,6 +83,15 @@ def test_unknown_model_lists_offered(server: Any, tmp_path: Path) -> None:
 def test_wrong_url_says_what_was_tried(tmp_path: Path) -> None:
     p = tokenrace("bench", "--url", "http://127.0.0.1:9/v1", "--requests", "2", "-o", str(tmp_path / "r"))
     assert p.returncode == 3 and "http://127.0.0.1:9/v1/models" in p.stderr
+
+
+def test_a_host_whose_connects_hang_fails_within_the_connect_limit(tmp_path: Path) -> None:
+    with blackhole() as port:
+        t = time.monotonic()
+        p = tokenrace("bench", "--url", f"http://127.0.0.1:{port}", "--requests", "2", "--timeout-connect", "0.5", "-o", str(tmp_path / "r"))
+        elapsed = time.monotonic() - t
+    assert p.returncode == 3 and "connect timed out after 0.5 s" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert elapsed < 30  # the connect limit, not the 15 s model-list limit or a kernel's SYN retries
 
 
 def test_bad_flag_values_are_one_line(tmp_path: Path) -> None:

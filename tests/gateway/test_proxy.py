@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ADMIN_KEY, GatewayThread, chat, http, sse_events
@@ -153,6 +154,22 @@ def test_connection_refused_falls_back_and_all_failing_passes_the_last_error(fak
     failing = gateway({"a": backend(a, headers={"x-fake-fault": "500"})}, [{"model": "m", "backends": ["a"]}], retry=FAST_RETRY)
     status, headers, raw = post(failing, chat())
     assert status == 500 and "Injected fault" in raw.decode() and headers["x-tokenrace-backend"] == "a"
+
+
+def test_a_backend_whose_connects_hang_times_out_and_falls_back(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+    _, b = fakes
+    with blackhole() as port:
+        hung = {"url": f"http://127.0.0.1:{port}/v1", "timeouts": {"connect_s": 0.3}}
+        gw = gateway({"hung": hung, "b": backend(b)}, [{"model": "m", "backends": ["hung"], "fallback": ["b"]}], retry=FAST_RETRY)
+        t = time.monotonic()
+        status, headers, _ = post(gw, chat())
+        assert status == 200 and headers["x-tokenrace-backend"] == "b"
+        assert 0.5 <= time.monotonic() - t < 10  # two attempts of 0.3 s each, then the fallback
+        assert metric(gw, "tokenrace_gateway_upstream_attempts_total", backend="hung", outcome="connect") == 2
+        alone = gateway({"hung": hung}, [{"model": "m", "backends": ["hung"]}], retry=FAST_RETRY)
+        status, _, raw = post(alone, chat())
+    error = orjson.loads(raw)["error"]
+    assert status == 502 and error["code"] == "upstream_unavailable" and "connect timed out after 0.3 s" in error["message"]
 
 
 def test_a_connection_dropped_before_any_byte_is_retried(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:

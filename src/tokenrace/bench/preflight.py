@@ -15,6 +15,9 @@ from tokenrace.client.redact import Redactor
 from tokenrace.errors import PreflightError
 
 
+MODELS_TIMEOUT_S = 15.0
+
+
 @dataclass(slots=True)
 class ServerInfo:
     models: list[str]
@@ -26,13 +29,14 @@ async def list_models(
     session: aiohttp.ClientSession, base_url: str, headers: dict[str, str], key_source: str | None, redact: Redactor
 ) -> ServerInfo:
     url = f"{base_url}/models"
+    connect_s = session.timeout.sock_connect  # the run's --timeout-connect holds here too
     try:
-        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as r:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=MODELS_TIMEOUT_S, sock_connect=connect_s)) as r:
             raw = await r.read()
             status = r.status
             resp_headers = {k.lower(): v for k, v in r.headers.items() if k.lower() in ("server", "x-powered-by")}
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise PreflightError(redact(f"cannot reach {url}: {exc or type(exc).__name__}; check --url (a base URL such as http://localhost:8000/v1)")) from None
+        raise PreflightError(redact(f"cannot reach {url}: {_reason(exc, connect_s)}; check --url (a base URL such as http://localhost:8000/v1)")) from None
     if status in (401, 403):
         raise PreflightError(_auth_message(status, key_source, raw, redact))
     if status == 404:
@@ -46,6 +50,14 @@ async def list_models(
     except (orjson.JSONDecodeError, AttributeError, TypeError):
         raise PreflightError(f"GET {url} did not answer with an OpenAI model list; is this an OpenAI-compatible base URL?") from None
     return ServerInfo(models, answer, resp_headers)
+
+
+def _reason(exc: BaseException, connect_s: float | None) -> str:
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return f"connect timed out after {connect_s:g} s" if connect_s else "connect timed out"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {MODELS_TIMEOUT_S:g} s"
+    return str(exc) or type(exc).__name__
 
 
 def _auth_message(status: int, key_source: str | None, raw: bytes, redact: Redactor) -> str:

@@ -124,6 +124,8 @@ class OpenAIClient:
         try:
             async with asyncio.timeout_at(deadline.first(rec.start_ns)) as tm:
                 await self._exchange_fresh(payload, rec, reader, tm, deadline)
+        except aiohttp.ConnectionTimeoutError as exc:  # a TimeoutError too: the connect limit, not ours
+            rec.fail(*_classify(exc))
         except TimeoutError:
             rec.fail(deadline.kind(), deadline.message())
         except asyncio.CancelledError:
