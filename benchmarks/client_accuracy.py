@@ -26,6 +26,9 @@ from tokenrace.client.openai import OpenAIClient, RequestOptions
 from tokenrace.client.records import RequestRecord
 from tokenrace.testing.fake_server import spawn_fake_server
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import stalls  # noqa: E402
+
 
 async def drive(base_url: str, streams: int, requests: int) -> tuple[list[RequestRecord], float]:
     opts = RequestOptions(max_tokens=None)
@@ -90,6 +93,7 @@ def main() -> None:
     ap.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     a = ap.parse_args()
     print(f"# {platform.node()} {platform.processor() or platform.machine()} cores={os.cpu_count()} python={sys.version.split()[0]} loop={a.loop}")
+    print(f"# vCPU stalls (a busy loop's gaps over 200 us, 3 s per core): {stalls()}")
     scenario("A: 8 streams, TTFT 100 ms, ITL 10 ms, 50 tok", 8, 100, 10, 50, 200, a.loop)
     scenario("B: 32 streams, TTFT 100 ms, ITL 5 ms, 100 tok", 32, 100, 5, 100, 320, a.loop)
     if a.quick:

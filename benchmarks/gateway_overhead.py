@@ -57,6 +57,9 @@ import numpy as np
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import stalls  # noqa: E402
 KEY = "bench-client-key-0123456789"
 GATEWAY_CORE, LOAD_CORE = 0, 1
 
@@ -580,7 +583,7 @@ def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> li
     duration = 5.0 if args.quick else args.duration
     rates = [float(r) for r in args.rates.split(",")]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average before {os.getloadavg()[0]:.2f}")
-    print(f"vCPU stalls (a busy loop's gaps over 200 us, 3 s per core, before measuring): {stalls()}")
+    print(f"vCPU stalls (a busy loop's gaps over 200 us, 3 s per core, before measuring): {stalls([GATEWAY_CORE, LOAD_CORE])}")
     print(f"conditions: gateway and null proxy pinned to core {GATEWAY_CORE}; instrument (backend + generator, one uvloop process) on core {LOAD_CORE}; "
           f"loopback; Poisson arrivals; {args.tokens} output tokens/request (one SSE event each), backend TTFT {args.ttft_ms:g} ms, "
           f"ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode; idle vCPUs {'poll (cpu_dma_latency 0)' if args.poll_idle else 'halt (default)'}", flush=True)
@@ -605,20 +608,6 @@ def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> li
     return rows
 
 
-def stalls(seconds: float = 3.0) -> str:
-    """How often each vCPU stops running a busy loop for more than 200 us (the host's, or the kernel's, doing)."""
-    code = (
-        "import os,sys,time\nos.sched_setaffinity(0,{int(sys.argv[1])})\nend=time.perf_counter_ns()+int(float(sys.argv[2])*1e9)\n"
-        "last=time.perf_counter_ns();g=[]\nwhile last<end:\n t=time.perf_counter_ns()\n if t-last>200000: g.append(t-last)\n last=t\n"
-        "print(len(g),sum(x>1e6 for x in g),sum(g)/1e6,max(g,default=0)/1e6)"
-    )
-    out = []
-    for core in (GATEWAY_CORE, LOAD_CORE):
-        n, over_ms, lost, worst = subprocess.run([sys.executable, "-c", code, str(core), str(seconds)], capture_output=True, text=True, check=True).stdout.split()
-        out.append(f"core {core}: {int(n) / seconds:.0f}/s ({int(over_ms) / seconds:.1f}/s over 1 ms), {float(lost) / seconds / 10:.2f}% of the time lost, longest {float(worst):.1f} ms")
-    return "; ".join(out)
-
-
 class poll_idle:
     """Hold /dev/cpu_dma_latency at 0 (idle CPUs poll rather than halt) while the block runs."""
 
@@ -641,12 +630,15 @@ class poll_idle:
 
 
 def soak(inst: Instrument, gateway_url: str, pid: int, seconds: float) -> None:
-    """Streaming traffic at 300 RPS for `seconds`; the gateway's resident memory every 10 s and its slope."""
-    print(f"soak: {seconds / 60:g} min of streaming traffic at 300 RPS through the gateway (pid {pid})", flush=True)
+    """300 RPS for `seconds`, streaming and non-streaming in turn (10 s each); the gateway's resident
+    memory every 10 s, and its slope after the first third."""
+    print(f"soak: {seconds / 60:g} min at 300 RPS through the gateway (pid {pid}), streaming and non-streaming in turn", flush=True)
     samples: list[tuple[float, float]] = []
     start = time.monotonic()
+    stream = True
     while time.monotonic() - start < seconds:
-        inst.run(gateway_url, True, rate=300, duration=10)
+        inst.run(gateway_url, stream, rate=300, duration=10)
+        stream = not stream
         samples.append((time.monotonic() - start, rss_mib(pid)))
         print(f"  t={samples[-1][0]:6.0f} s  RSS {samples[-1][1]:6.1f} MiB", flush=True)
     if len(samples) >= 4:
