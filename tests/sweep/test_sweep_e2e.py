@@ -6,8 +6,10 @@ import asyncio
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -134,3 +136,25 @@ def test_profile_runs_its_steps_through_the_step_runner(quick_server: Any, tmp_p
         from tokenrace.report.html import build
 
         assert build([data]).count('<figure class="chart">') >= 4
+
+
+def test_ctrl_c_keeps_the_steps_measured_so_far(knee_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenrace", "sweep", "--url", knee_server.url, "--requests", "60", "--concurrencies", "1,2,4", "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TOKENRACE_HOME": str(tokenrace_home)}, stdin=subprocess.DEVNULL,
+    )
+    records = out / "c2" / "records.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and (not records.exists() or records.read_text().count("\n") < 8):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    s = json.loads((out / "sweep.json").read_text())
+    assert s["stop_reason"] == "interrupted" and [r["step"] for r in s["steps"]] == ["c1", "c2"]
+    assert json.loads((out / "c1" / "summary.json").read_text())["requests"]["succeeded"] == 60
+    partial = json.loads((out / "c2" / "summary.json").read_text())
+    assert partial["interrupted"] is True and 8 <= partial["requests"]["succeeded"] < 60
+    assert not (out / "c4").exists()
