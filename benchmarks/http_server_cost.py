@@ -1,10 +1,11 @@
 """What does aiohttp's server side cost per request, against a bare asyncio protocol?
 
 The gateway's server side is aiohttp; its upstream side is a lean asyncio protocol
-(gateway/upstream.py). This measures what replacing the server side could save: two servers on
-core 0 answer the same canned non-streaming chat completion, one an aiohttp handler (read the
-body, return a Response), one a bare uvloop protocol (find the head's end, read Content-Length
-bytes, write the answer). The load is benchmarks/gateway_overhead.py's instrument on core 1
+(gateway/upstream.py). This measures what replacing the server side could save: three servers on
+core 0 answer the same canned non-streaming chat completion: an aiohttp handler (read the body,
+return a Response), the same on aiohttp's low-level `web.Server` (no Application, router or
+middlewares), and a bare uvloop protocol (find the head's end, read Content-Length bytes, write
+the answer). The load is benchmarks/gateway_overhead.py's instrument on core 1
 (open-loop Poisson); each server's CPU per request comes from /proc. Each server is measured twice,
 interleaved.
 
@@ -61,6 +62,15 @@ async def serve(kind: str) -> None:
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         port = runner.addresses[0][1]
+    elif kind == "aiohttp-lowlevel":  # aiohttp's protocol and request objects, no Application, router or middlewares
+        from aiohttp import web
+
+        async def handle(request: web.BaseRequest) -> web.Response:
+            await request.read()
+            return web.Response(body=ANSWER, content_type="application/json")
+
+        server = await loop.create_server(web.Server(handle, access_log=None), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
     else:
         server = await loop.create_server(Bare, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
@@ -70,7 +80,7 @@ async def serve(kind: str) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--serve", choices=["bare", "aiohttp"], help=argparse.SUPPRESS)
+    p.add_argument("--serve", choices=["bare", "aiohttp", "aiohttp-lowlevel"], help=argparse.SUPPRESS)
     p.add_argument("--rates", default="1000,3000")
     p.add_argument("--duration", type=float, default=5.0)
     args = p.parse_args()
@@ -83,7 +93,7 @@ def main() -> None:
     inst = bench.Instrument(argparse.Namespace(tokens=16, ttft_ms=20.0, itl_ms=5.0))
     print(f"servers on core {bench.GATEWAY_CORE}, instrument on core {bench.LOAD_CORE}; non-streaming; {args.duration:g} s per rate")
     try:
-        for kind in ("bare", "aiohttp", "bare", "aiohttp"):
+        for kind in ("bare", "aiohttp", "aiohttp-lowlevel") * 2:
             proc = subprocess.Popen([sys.executable, __file__, "--serve", kind], stdout=subprocess.PIPE)
             assert proc.stdout is not None
             url = proc.stdout.readline().decode().split()[1]
@@ -92,7 +102,7 @@ def main() -> None:
                     cpu0 = bench.cpu_seconds(proc.pid)
                     result = inst.run(url, False, rate=rate, duration=args.duration)
                     used = bench.cpu_seconds(proc.pid) - cpu0
-                    print(f"{kind:8s} {rate:6.0f} RPS: {result['n']} requests, {used / max(1, result['n']) * 1e6:.0f} us of CPU per request", flush=True)
+                    print(f"{kind:16s} {rate:6.0f} RPS: {result['n']} requests, {used / max(1, result['n']) * 1e6:.0f} us of CPU per request", flush=True)
             finally:
                 proc.kill()
                 proc.wait()
