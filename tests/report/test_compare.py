@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import pytest
 
 from tests.sweep.helpers import bench
@@ -23,7 +25,8 @@ from tokenrace.bench.sweep import SweepPlan, run_sweep
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
-from tokenrace.report.compare import compare
+from tokenrace.bench.rundata import RunData
+from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
 from tokenrace.testing.fake_server import FakeServerThread
 
 
@@ -63,7 +66,7 @@ def test_a_doubled_ttft_is_significant_and_decode_is_not(runs: dict[str, Path]) 
     # Decoding is programmed the same on both servers: TPOT within ~15 % whatever the verdict says.
     assert 0.85 < by["tpot_ms.p50"].change < 1.15
     assert by["error_rate"].kind == "difference" and by["error_rate"].significant is False
-    assert by["throughput.output_tokens_per_s"].ci_low is None  # one value per run: no interval
+    assert by["throughput.output_tokens_per_s"].ci_low is None  # ~15 request lengths long: too short for a block interval
     assert r.warnings == []  # same model, prompts, lengths, load, streaming and version
 
 
@@ -114,3 +117,47 @@ def test_sweeps_are_compared_step_by_step(servers: tuple[FakeServerThread, FakeS
     assert set(r.knees) == {"sa", "sb"}
     with pytest.raises(UsageError, match="runs with runs"):
         compare([load(a), load(a / "c1")])
+
+
+# --- throughput's interval: a block bootstrap over time slices ------------------------------------------
+
+
+def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) -> RunData:
+    """One request at a time, back to back; each streams `tokens` chunks evenly over its e2e time."""
+    rng = np.random.default_rng(seed)
+    records, t = [], 0.0
+    for i in range(requests):
+        e2e = float(e2e_ms * rng.uniform(0.7, 1.3))
+        offsets = list(np.linspace(e2e * 0.2, e2e, tokens))
+        records.append({"seq": i, "phase": "measure", "start_ms": t, "e2e_ms": e2e, "chunk_offsets_ms": offsets,
+                        "chunk_tokens": None, "output_tokens": tokens, "error_kind": None})
+        t += e2e
+    summary = {"throughput": {"output_tokens_per_s": tokens * requests / (t / 1000)}}
+    return RunData(Path(f"synthetic-{seed}"), "run", summary, {}, [], records)
+
+
+def throughput(a: RunData, b: RunData) -> Any:
+    return throughput_row(a, b)
+
+
+def test_throughput_blocks_average_to_the_runs_throughput() -> None:
+    run = synthetic_run(tokens=20, requests=400, seed=1)
+    blocks = token_blocks(run)
+    assert blocks is not None and len(blocks) == MAX_BLOCKS
+    assert abs(blocks.mean() - run.summary["throughput"]["output_tokens_per_s"]) < 1e-6 * blocks.mean()
+
+
+def test_throughput_interval_separates_a_real_difference_and_not_noise() -> None:
+    same = throughput(synthetic_run(20, 400, seed=1), synthetic_run(20, 400, seed=2))
+    assert same.ci_low is not None and same.ci_low < 1 < same.ci_high and same.significant is False
+    assert same.verdict == "within noise"
+    faster = throughput(synthetic_run(20, 400, seed=1), synthetic_run(30, 400, seed=2))
+    assert 1.4 < faster.change < 1.6 and faster.significant is True and faster.ci_low > 1.3
+    assert faster.verdict == "B better"
+
+
+def test_a_run_too_short_for_blocks_gets_no_throughput_interval() -> None:
+    short = synthetic_run(20, MIN_BLOCKS * 2 - 1, seed=1)  # fewer than MIN_BLOCKS slices of 2 request lengths
+    assert token_blocks(short) is None
+    row = throughput(short, synthetic_run(20, 400, seed=2))
+    assert row.ci_low is None and row.change is not None and "no CI" in row.verdict

@@ -67,5 +67,5 @@ def print_report(report: Report, console: Console) -> None:
         for name, knee in report.knees.items():
             k = "not reached" if not knee else f"{knee['step']} ({fmt(knee.get('throughput_tokens_per_s'))} tok/s)"
             console.print(f"knee of {name}: {k}", highlight=False)
-    console.print("B/A: ratio of B's statistic to A's; CI: 95 % percentile bootstrap over requests; "
+    console.print("B/A: ratio of B's statistic to A's; CI: 95 % percentile bootstrap over requests (throughput: over time slices); "
                   "significant when the CI excludes 1 (error rate: 0 pp).", style="dim", highlight=False)

@@ -21,6 +21,8 @@ from tokenrace.errors import UsageError
 LATENCIES = (("ttft_ms", "TTFT", "ms"), ("tpot_ms", "TPOT", "ms"), ("itl_chunk_ms", "ITL", "ms"), ("e2e_ms", "E2E", "ms"))
 STATS = ("p50", "p95")
 OUTPUT_GAP = 0.10  # warn when measured mean prompt/output lengths differ by more than this
+# Throughput's interval: a block bootstrap over time slices of the run (see token_blocks).
+MAX_BLOCKS, MIN_BLOCKS, BLOCK_E2E = 30, 10, 2.0
 
 
 @dataclass(slots=True)
@@ -60,7 +62,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "method": {"ci": "percentile bootstrap of the ratio B/A over requests", "resamples": bs.RESAMPLES,
+            "method": {"ci": "percentile bootstrap of the ratio B/A over requests (throughput: over time blocks)", "resamples": bs.RESAMPLES,
                        "confidence": bs.CONFIDENCE, "seed": bs.SEED},
             "warnings": self.warnings,
             "knees": self.knees,
@@ -100,9 +102,49 @@ def throughput_row(a: RunData, b: RunData) -> Row:
     ta = a.summary["throughput"].get("output_tokens_per_s")
     tb = b.summary["throughput"].get("output_tokens_per_s")
     ratio = tb / ta if ta and tb is not None else None
-    # One figure per run: there are no per-request values to resample, so no interval.
-    return Row("throughput.output_tokens_per_s", "throughput", "tok/s", ta, tb, ratio, None, None, None,
-               _verdict(ratio, None, lower_is_better=False))
+    low = high = sig = None
+    blocks_a, blocks_b = token_blocks(a), token_blocks(b)
+    if ratio is not None and blocks_a is not None and blocks_b is not None:
+        ci = bs.ratio_ci(blocks_a, blocks_b, "mean")
+        low, high, sig = ci.low, ci.high, ci.significant
+    return Row("throughput.output_tokens_per_s", "throughput", "tok/s", ta, tb, ratio, low, high, sig,
+               _verdict(ratio, sig, lower_is_better=False))
+
+
+def token_blocks(run: RunData) -> np.ndarray | None:
+    """Output tokens per second in each of up to MAX_BLOCKS equal slices of the measured window.
+
+    Tokens are placed at the arrival of their chunk (a whole non-streamed answer at its end); the
+    window is the summary's (first send to last end), so the blocks' mean is the run's throughput.
+    Each slice lasts at least BLOCK_E2E median request durations, so that neighbouring slices share
+    few requests and can be resampled as roughly independent (a block bootstrap). None when fewer
+    than MIN_BLOCKS such slices fit: the run is too short for an interval.
+    """
+    measured, ok = run.measured(), run.measured_ok()
+    ends = [r["start_ms"] + r["e2e_ms"] for r in measured if r.get("start_ms") is not None and r.get("e2e_ms") is not None]
+    e2e = [r["e2e_ms"] for r in ok if r.get("e2e_ms") is not None]
+    if not ends or not e2e:
+        return None
+    t0, t1 = min(r["start_ms"] for r in measured if r.get("start_ms") is not None), max(ends)
+    n = min(MAX_BLOCKS, int((t1 - t0) / (BLOCK_E2E * float(np.median(e2e))))) if np.median(e2e) > 0 else 0
+    if n < MIN_BLOCKS:
+        return None
+    times: list[float] = []
+    tokens: list[float] = []
+    for r in ok:
+        count = r.get("output_tokens")
+        if not count:
+            continue
+        offsets = r.get("chunk_offsets_ms") or []
+        if not offsets:
+            times.append(r["start_ms"] + r["e2e_ms"])
+            tokens.append(float(count))
+            continue
+        per = r.get("chunk_tokens") or [count / len(offsets)] * len(offsets)
+        times += [r["start_ms"] + o for o in offsets]
+        tokens += [float(k) for k in per]
+    counts, _ = np.histogram(times, bins=n, range=(t0, t1), weights=tokens)
+    return np.asarray(counts / ((t1 - t0) / n / 1000), dtype=float)
 
 
 def error_row(a: RunData, b: RunData) -> Row:
