@@ -1,7 +1,9 @@
 """How much latency does the gateway add, and how many requests a second does one core carry?
 
-Two processes, one core each. The gateway has core 0 to itself (`--cpu 0`), so "one core" means
-exactly that. Core 1 runs the *instrument*: one uvloop process that is both the load generator
+Two processes, one core each. The gateway has one core to itself (`--cpu N`), so "one core" means
+exactly that: by default the quieter of cores 0 and 1 in a 3 s stall probe (on this kind of VM one
+vCPU, often the one taking the device interrupts, is stopped several times as often as the other;
+`--gateway-core` chooses). The other core runs the *instrument*: one uvloop process that is both the load generator
 and the fake OpenAI backend (a lean streaming server written for this measurement). One process,
 not two, because two busy processes on one core take turns in scheduler slices of milliseconds,
 and that noise, not the gateway, filled the p99 when the tokenrace fake server and a separate
@@ -59,9 +61,9 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import stalls  # noqa: E402
+from machine import describe_stalls, stall_stats  # noqa: E402
 KEY = "bench-client-key-0123456789"
-GATEWAY_CORE, LOAD_CORE = 0, 1
+GATEWAY_CORE, LOAD_CORE = 0, 1  # set by main() from --gateway-core (default: the quieter core)
 
 
 # --- the instrument, part 1: a lean OpenAI-compatible backend ------------------------------------------
@@ -304,7 +306,7 @@ class Instrument:
     """The instrument process, pinned to its core, driven over a pipe."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        argv = [sys.executable, __file__, "--instrument", "--tokens", str(args.tokens), "--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)]
+        argv = [sys.executable, __file__, "--instrument", "--load-core", str(LOAD_CORE), "--tokens", str(args.tokens), "--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()
@@ -330,7 +332,7 @@ def instrument_process(args: argparse.Namespace) -> None:
 
     import uvloop
 
-    os.sched_setaffinity(0, {LOAD_CORE})
+    os.sched_setaffinity(0, {args.load_core})
     gc.collect()
     gc.freeze()
     uvloop.run(instrument_main(args))
@@ -379,10 +381,10 @@ async def null_proxy_main(upstream_port: int) -> None:
     await asyncio.Event().wait()
 
 
-def null_proxy_process(upstream_port: int) -> None:
+def null_proxy_process(upstream_port: int, core: int) -> None:
     import uvloop
 
-    os.sched_setaffinity(0, {GATEWAY_CORE})
+    os.sched_setaffinity(0, {core})
     uvloop.run(null_proxy_main(upstream_port))
 
 
@@ -400,7 +402,7 @@ def start_gateway(backend_url: str, workdir: Path, null: bool = False) -> tuple[
     )
     env = {**os.environ, "BENCH_KEY": KEY, "PYTHONPATH": str(ROOT / "src")}
     if null:
-        argv = [sys.executable, __file__, "--null-proxy", backend_url.rsplit(":", 1)[1]]
+        argv = [sys.executable, __file__, "--null-proxy", backend_url.rsplit(":", 1)[1], "--gateway-core", str(GATEWAY_CORE)]
     else:
         argv = [sys.executable, *(os.environ["GW_PROBE"].split() if os.environ.get("GW_PROBE") else ["-m", "tokenrace"]), "gateway", "--config", str(config), "--cpu", str(GATEWAY_CORE)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -583,7 +585,7 @@ def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> li
     duration = 5.0 if args.quick else args.duration
     rates = [float(r) for r in args.rates.split(",")]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average before {os.getloadavg()[0]:.2f}")
-    print(f"vCPU stalls (a busy loop's gaps over 200 us, 3 s per core, before measuring): {stalls([GATEWAY_CORE, LOAD_CORE])}")
+    print(f"vCPU stalls (a busy loop's gaps over 200 us, 3 s per core, before measuring): {describe_stalls(args.stalls)}")
     print(f"conditions: gateway and null proxy pinned to core {GATEWAY_CORE}; instrument (backend + generator, one uvloop process) on core {LOAD_CORE}; "
           f"loopback; Poisson arrivals; {args.tokens} output tokens/request (one SSE event each), backend TTFT {args.ttft_ms:g} ms, "
           f"ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode; idle vCPUs {'poll (cpu_dma_latency 0)' if args.poll_idle else 'halt (default)'}", flush=True)
@@ -606,6 +608,19 @@ def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> li
             rows.append(saturate(inst, url, pid, args.saturate, duration, stream))
     print(f"load average after {os.getloadavg()[0]:.2f}")
     return rows
+
+
+def choose_cores(args: argparse.Namespace) -> None:
+    """The gateway gets the quieter of cores 0 and 1 unless told: on this kind of VM one vCPU (often
+    the one that takes the device interrupts) is stopped several times as often as the other, and
+    the gateway, whose requests cross cores, feels that where the in-process instrument does not."""
+    global GATEWAY_CORE, LOAD_CORE
+    args.stalls = stall_stats([0, 1])
+    if args.gateway_core is None:
+        args.gateway_core = min((0, 1), key=lambda c: args.stalls[c]["lost_pct"])
+    if args.load_core is None:
+        args.load_core = 1 if args.gateway_core == 0 else 0
+    GATEWAY_CORE, LOAD_CORE = args.gateway_core, args.load_core
 
 
 class poll_idle:
@@ -658,6 +673,8 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--instrument", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--null-proxy", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    p.add_argument("--gateway-core", type=int, help="core for the gateway and the null proxy (default: the one that lost less time to stalls in a 3 s probe)")
+    p.add_argument("--load-core", type=int, help="core for the instrument (default: the other one)")
     p.add_argument("--no-null", action="store_true", help="skip the null proxy (a process that only copies bytes: the cost of any proxy hop here)")
     p.add_argument("--rates", default="100,500,1000")
     p.add_argument("--duration", type=float, default=20.0, help="seconds per rate and mode")
@@ -681,10 +698,11 @@ def main() -> None:
         instrument_process(args)
         return
     if args.null_proxy:
-        null_proxy_process(args.null_proxy)
+        null_proxy_process(args.null_proxy, args.gateway_core)
         return
     if (os.cpu_count() or 0) < 2:
         sys.exit("needs 2 cores: one for the gateway alone, one for the instrument")
+    choose_cores(args)
     inst = Instrument(args)
     procs: list[subprocess.Popen[bytes]] = []
     try:

@@ -28,15 +28,26 @@ print(len(gaps), sum(g > 1e6 for g in gaps), sum(gaps) / 1e6, max(gaps, default=
 """
 
 
-def stalls(cores: list[int] | None = None, seconds: float = 3.0) -> str:
-    """One line: per core, stalls over 200 us and over 1 ms per second, the share of time lost, the longest."""
-    out = []
+def stall_stats(cores: list[int] | None = None, seconds: float = 3.0) -> dict[int, dict[str, float]]:
+    """Per core: stalls over 200 us per second, over 1 ms per second, the share of time lost, the longest (ms)."""
+    out = {}
     for core in cores if cores is not None else sorted(os.sched_getaffinity(0)):
         n, over_ms, lost_ms, worst_ms = subprocess.run(
             [sys.executable, "-c", _PROBE, str(core), str(seconds)], capture_output=True, text=True, check=True
         ).stdout.split()
-        out.append(
-            f"core {core}: {int(n) / seconds:.0f}/s ({int(over_ms) / seconds:.1f}/s over 1 ms), "
-            f"{float(lost_ms) / seconds / 10:.2f}% of the time lost, longest {float(worst_ms):.1f} ms"
-        )
-    return "; ".join(out)
+        out[core] = {"per_s": int(n) / seconds, "over_1ms_per_s": int(over_ms) / seconds,
+                     "lost_pct": float(lost_ms) / seconds / 10, "longest_ms": float(worst_ms)}
+    return out
+
+
+def describe_stalls(stats: dict[int, dict[str, float]]) -> str:
+    return "; ".join(
+        f"core {core}: {s['per_s']:.0f}/s ({s['over_1ms_per_s']:.1f}/s over 1 ms), {s['lost_pct']:.2f}% of the time lost, "
+        f"longest {s['longest_ms']:.1f} ms"
+        for core, s in stats.items()
+    )
+
+
+def stalls(cores: list[int] | None = None, seconds: float = 3.0) -> str:
+    """One line: per core, stalls over 200 us and over 1 ms per second, the share of time lost, the longest."""
+    return describe_stalls(stall_stats(cores, seconds))
