@@ -5,6 +5,7 @@ import pytest
 from tokenrace.client.providers import normalize_base_url, resolve_endpoint, server_root
 from tokenrace.client.redact import Redactor, redact_argv
 from tokenrace.errors import UsageError
+from tests.conftest import fake_key
 
 
 @pytest.mark.parametrize("url,base", [
@@ -28,11 +29,11 @@ def test_server_root() -> None:
 
 
 def test_precedence_and_key_source(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GROQ_API_KEY", "gsk_abcdefghijklmnop")
+    monkeypatch.setenv("GROQ_API_KEY", fake_key("gsk_"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-other")
     e = resolve_endpoint(None, None, "groq")
     assert e is not None and e.base_url == "https://api.groq.com/openai/v1"
-    assert e.api_key == "gsk_abcdefghijklmnop" and e.key_source == "GROQ_API_KEY"
+    assert e.api_key == fake_key("gsk_") and e.key_source == "GROQ_API_KEY"
     e = resolve_endpoint("http://x:1", "k-flag", "groq")
     assert e is not None and e.base_url == "http://x:1/v1" and e.key_source == "--api-key"
     monkeypatch.delenv("GROQ_API_KEY")
@@ -47,5 +48,5 @@ def test_precedence_and_key_source(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_redaction() -> None:
     r = Redactor("my-secret-value")
-    assert r("failed with my-secret-value and Bearer abcdefghijk123 and sk-ABCDEFGHIJKLMNOP") == "failed with *** and Bearer *** and ***"
+    assert r(f"failed with my-secret-value and Bearer abcdefghijk123 and {fake_key('sk-')}") == "failed with *** and Bearer *** and ***"
     assert redact_argv(["bench", "--api-key", "s3cret", "--api-key=s3cret", "--url", "u"]) == ["bench", "--api-key", "***", "--api-key=***", "--url", "u"]

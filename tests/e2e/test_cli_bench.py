@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import fake_key
 from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import spawn_fake_server
 
-SECRET = "sk-test-DO-NOT-LEAK-0123456789abcdef"
+SECRET = fake_key("sk-", "donotleak")
 
 
 def tokenrace(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -68,11 +69,11 @@ def test_key_from_env_and_json_output(server: Any, tmp_path: Path) -> None:
 
 def test_wrong_key_is_one_actionable_line(server: Any, tmp_path: Path) -> None:
     p = tokenrace("bench", "--provider", "groq", "--url", server.url, "--requests", "3", "-o", str(tmp_path / "r2"),
-                  env={"GROQ_API_KEY": "sk-wrong-key-0123456789abcdefgh", "OPENAI_API_KEY": ""})
+                  env={"GROQ_API_KEY": fake_key("sk-", "wrong"), "OPENAI_API_KEY": ""})
     assert p.returncode == 3
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "GROQ_API_KEY" in lines[0] and "401" in lines[0]
-    assert "sk-wrong-key" not in p.stderr
+    assert fake_key("sk-", "wrong") not in p.stderr
 
 
 def test_unknown_model_lists_offered(server: Any, tmp_path: Path) -> None:

@@ -17,13 +17,14 @@ from typing import Any
 
 import yaml
 
+from tests.conftest import fake_key
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_KEY = "test-client-key-0123456789"
 ADMIN_KEY = "test-admin-key-0123456789"
-UPSTREAM_KEY = "sk-upstream-secret-0123456789"
+UPSTREAM_KEY = fake_key("sk-", "upstream")
 ENV = {"GW_CLIENT_KEY": CLIENT_KEY, "GW_ADMIN_KEY": ADMIN_KEY, "GW_UPSTREAM_KEY": UPSTREAM_KEY}
 AUTH = {"keys": [{"name": "tester", "key_env": "GW_CLIENT_KEY"}]}
 

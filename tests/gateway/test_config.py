@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import fake_key
 from tokenrace.gateway.config import ConfigError, parse_config, resolve_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ routes:
 auth:
   keys: [{name: app, key_env: APP_KEY}]
 """
-ENV = {"GROQ_API_KEY": "gsk_abcdefghijklmnop", "APP_KEY": "client-key-123456"}
+ENV = {"GROQ_API_KEY": fake_key("gsk_"), "APP_KEY": "client-key-123456"}
 
 
 def problems(text: str, env: dict[str, str] | None = None) -> list[str]:
@@ -102,12 +103,14 @@ def test_canary_rules() -> None:
 
 
 def test_a_key_pasted_into_the_file_is_never_echoed() -> None:
-    leaked = GOOD.replace("api_key_env: GROQ_API_KEY", "api_key_env: gsk_live4abcdefghijklmnopqrst")
+    pasted = fake_key("gsk_", "pasted")
+    leaked = GOOD.replace("api_key_env: GROQ_API_KEY", f"api_key_env: {pasted}")
     text = "\n".join(problems(leaked))
-    assert "gsk_live" not in text and "***" in text
-    header = GOOD.replace("    api_key_env: GROQ_API_KEY", "    headers: {Authorization: Bearer sk-abcdefghijklmnop}")
+    assert pasted not in text and "***" in text
+    in_header = fake_key("sk-", "header")
+    header = GOOD.replace("    api_key_env: GROQ_API_KEY", f"    headers: {{Authorization: Bearer {in_header}}}")
     text = "\n".join(problems(header))
-    assert "sk-abcdefghijklmnop" not in text and "use api_key_env" in text
+    assert in_header not in text and "use api_key_env" in text
 
 
 def test_secrets_are_read_from_the_environment_and_hidden() -> None:

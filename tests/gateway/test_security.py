@@ -17,7 +17,11 @@ from aiohttp import web
 
 from tokenrace.testing.fake_server import FakeServerThread
 
+from tests.conftest import fake_key
+
 from .helpers import ADMIN_KEY, CLIENT_KEY, UPSTREAM_KEY, GatewayThread, chat, config_text, http
+
+SECOND_KEY = fake_key("sk-", "second")
 
 
 class CaptureServer:
@@ -160,7 +164,7 @@ def test_admin_needs_the_admin_key(fake: FakeServerThread) -> None:
 
 def test_upstream_keys_go_only_to_their_own_backend_and_nowhere_else(fake: FakeServerThread, caplog: pytest.LogCaptureFixture) -> None:
     one, two = CaptureServer(), CaptureServer()
-    env = {"GW_CLIENT_KEY": CLIENT_KEY, "GW_ADMIN_KEY": ADMIN_KEY, "KEY_ONE": UPSTREAM_KEY, "KEY_TWO": "sk-second-upstream-key-987654321"}
+    env = {"GW_CLIENT_KEY": CLIENT_KEY, "GW_ADMIN_KEY": ADMIN_KEY, "KEY_ONE": UPSTREAM_KEY, "KEY_TWO": SECOND_KEY}
     backends: dict[str, Any] = {
         "one": {"url": one.url, "api_key_env": "KEY_ONE"},
         "two": {"url": two.url, "api_key_env": "KEY_TWO"},
@@ -184,10 +188,10 @@ def test_upstream_keys_go_only_to_their_own_backend_and_nowhere_else(fake: FakeS
         texts.append(http("GET", gw.url + "/admin/state", key=ADMIN_KEY)[2].decode())
     finally:
         gw.stop()
-    assert one.headers[0]["Authorization"] == f"Bearer {UPSTREAM_KEY}" and two.headers[0]["Authorization"] == "Bearer sk-second-upstream-key-987654321"
+    assert one.headers[0]["Authorization"] == f"Bearer {UPSTREAM_KEY}" and two.headers[0]["Authorization"] == f"Bearer {SECOND_KEY}"
     assert all(CLIENT_KEY not in json.dumps(h) for h in one.headers + two.headers)  # the client's key stays at the gateway
     texts.append(caplog.text)
-    for secret in (UPSTREAM_KEY, "sk-second-upstream-key-987654321", CLIENT_KEY, ADMIN_KEY):
+    for secret in (UPSTREAM_KEY, SECOND_KEY, CLIENT_KEY, ADMIN_KEY):
         assert all(secret not in text for text in texts), secret
 
 
