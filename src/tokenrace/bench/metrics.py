@@ -73,6 +73,11 @@ def _meets(r: RequestRecord, slo: dict[str, float]) -> bool:
     return True
 
 
+def tokens_per_chunk(chunk_tokens: list[int] | None, output_tokens: float, chunks: int) -> list[float]:
+    """Tokens each chunk carried: counted per chunk when a tokenizer gave them, else the output spread evenly."""
+    return [float(k) for k in chunk_tokens] if chunk_tokens else [output_tokens / chunks] * chunks
+
+
 def _steady_tokens_per_s(records: Sequence[RequestRecord], w: Windows) -> float | None:
     """Output tokens that arrived inside the steady window, per second of it."""
     if w.steady_start_ns is None or w.steady_end_ns is None or w.steady_end_ns <= w.steady_start_ns:
@@ -81,7 +86,7 @@ def _steady_tokens_per_s(records: Sequence[RequestRecord], w: Windows) -> float 
     for r in records:
         if r.output_tokens is None or not r.chunk_ns:
             continue
-        per = r.chunk_tokens or [r.output_tokens / len(r.chunk_ns)] * len(r.chunk_ns)
+        per = tokens_per_chunk(r.chunk_tokens, r.output_tokens, len(r.chunk_ns))
         total += sum(k for t, k in zip(r.chunk_ns, per) if w.steady_start_ns <= t <= w.steady_end_ns)
     return round(total / ((w.steady_end_ns - w.steady_start_ns) / 1e9), 4)
 

@@ -42,11 +42,10 @@ monotonic = time.monotonic
 log = logging.getLogger("tokenrace.gateway")
 SSE_TYPE = "text/event-stream"
 MAX_ERROR_BODY = 64 * 1024
-SLOW_CLIENT_BUFFER = 256 * 1024
 CLIENT_LEFT = ("client_left", "the client left or stopped reading")
-HIGH_WATER = 64 * 1024  # bytes queued for a client before upstream reading pauses
+HIGH_WATER = 64 * 1024  # bytes queued for a client before upstream reading pauses (then client_write_s bounds the wait)
 LOW_WATER = 16 * 1024  # ... and resumes
-_HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  # bytes queued for a client before a write is bounded by client_write_s
+_HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  # backend headers passed on with errors
 
 
 # --- answers the gateway gives itself ---------------------------------------------------------
@@ -514,8 +513,6 @@ class _Attempt:
         transport = self.request.transport
         if transport is None or transport.is_closing():
             return self._client_left(client)
-        wd = self.wd
-        assert wd is not None
         sink = _Sink(self, transport, client.chunked, tap)
         resp.stream_into(sink)
         failure = await self._wait_out(resp, sink, transport)
@@ -628,11 +625,10 @@ class _Attempt:
 class _Sink:
     """Called by the upstream protocol with each read: tap it, write it to the client at once."""
 
-    __slots__ = ("attempt", "transport", "chunked", "tap", "read", "observe", "stopped", "client_gone", "sent")
+    __slots__ = ("transport", "chunked", "tap", "read", "observe", "stopped", "client_gone", "sent")
 
     def __init__(self, attempt: _Attempt, transport: Any, chunked: bool, tap: StreamTap) -> None:
         assert attempt.wd is not None
-        self.attempt = attempt
         self.transport = transport
         self.chunked = chunked
         self.tap = tap

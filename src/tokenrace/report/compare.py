@@ -14,6 +14,7 @@ import numpy as np
 
 from tokenrace.bench import bootstrap as bs
 from tokenrace.bench.cost import CostSpec, cost_of
+from tokenrace.bench.metrics import tokens_per_chunk
 from tokenrace.bench.rundata import RunData
 from tokenrace.errors import UsageError
 
@@ -62,7 +63,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "method": {"ci": "percentile bootstrap of the ratio B/A over requests (throughput: over time blocks)", "resamples": bs.RESAMPLES,
+            "method": {"ci": "percentile bootstrap of the ratio B/A over requests (throughput: over time slices)", "resamples": bs.RESAMPLES,
                        "confidence": bs.CONFIDENCE, "seed": bs.SEED},
             "warnings": self.warnings,
             "knees": self.knees,
@@ -121,30 +122,31 @@ def token_blocks(run: RunData) -> np.ndarray | None:
     than MIN_BLOCKS such slices fit: the run is too short for an interval.
     """
     measured, ok = run.measured(), run.measured_ok()
-    ends = [r["start_ms"] + r["e2e_ms"] for r in measured if r.get("start_ms") is not None and r.get("e2e_ms") is not None]
+    timed = [r for r in measured if r.get("start_ms") is not None and r.get("e2e_ms") is not None]
     e2e = [r["e2e_ms"] for r in ok if r.get("e2e_ms") is not None]
-    if not ends or not e2e:
+    if not timed or not e2e or np.median(e2e) <= 0:
         return None
-    t0, t1 = min(r["start_ms"] for r in measured if r.get("start_ms") is not None), max(ends)
-    n = min(MAX_BLOCKS, int((t1 - t0) / (BLOCK_E2E * float(np.median(e2e))))) if np.median(e2e) > 0 else 0
+    t0, t1 = min(r["start_ms"] for r in timed), max(r["start_ms"] + r["e2e_ms"] for r in timed)
+    n = min(MAX_BLOCKS, int((t1 - t0) / (BLOCK_E2E * float(np.median(e2e)))))
     if n < MIN_BLOCKS:
         return None
+    times, tokens = _token_arrivals(ok)
+    counts, _ = np.histogram(times, bins=n, range=(t0, t1), weights=tokens)
+    return np.asarray(counts / ((t1 - t0) / n / 1000), dtype=float)
+
+
+def _token_arrivals(ok: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """(ms, tokens) of every chunk of the succeeded requests; a non-streamed answer counts at its end."""
     times: list[float] = []
     tokens: list[float] = []
     for r in ok:
         count = r.get("output_tokens")
         if not count:
             continue
-        offsets = r.get("chunk_offsets_ms") or []
-        if not offsets:
-            times.append(r["start_ms"] + r["e2e_ms"])
-            tokens.append(float(count))
-            continue
-        per = r.get("chunk_tokens") or [count / len(offsets)] * len(offsets)
+        offsets = r.get("chunk_offsets_ms") or [r["e2e_ms"]]
         times += [r["start_ms"] + o for o in offsets]
-        tokens += [float(k) for k in per]
-    counts, _ = np.histogram(times, bins=n, range=(t0, t1), weights=tokens)
-    return np.asarray(counts / ((t1 - t0) / n / 1000), dtype=float)
+        tokens += tokens_per_chunk(r.get("chunk_tokens"), count, len(offsets))
+    return times, tokens
 
 
 def error_row(a: RunData, b: RunData) -> Row:
