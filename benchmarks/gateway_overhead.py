@@ -391,7 +391,7 @@ def null_proxy_process(upstream_port: int, core: int) -> None:
 # --- orchestration ----------------------------------------------------------------------------------------
 
 
-def start_gateway(backend_url: str, workdir: Path, null: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+def start_gateway(backend_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     config = workdir / "gateway.yaml"
     config.write_text(
         f"listen: {{host: 127.0.0.1, port: 0}}\n"
@@ -400,11 +400,17 @@ def start_gateway(backend_url: str, workdir: Path, null: bool = False) -> tuple[
         f"auth:\n  keys: [{{name: bench, key_env: BENCH_KEY}}]\n"
         f"log: {{level: warning}}\n"
     )
+    runner = os.environ["GW_PROBE"].split() if os.environ.get("GW_PROBE") else ["-m", "tokenrace"]
     env = {**os.environ, "BENCH_KEY": KEY, "PYTHONPATH": str(ROOT / "src")}
-    if null:
-        argv = [sys.executable, __file__, "--null-proxy", backend_url.rsplit(":", 1)[1], "--gateway-core", str(GATEWAY_CORE)]
-    else:
-        argv = [sys.executable, *(os.environ["GW_PROBE"].split() if os.environ.get("GW_PROBE") else ["-m", "tokenrace"]), "gateway", "--config", str(config), "--cpu", str(GATEWAY_CORE)]
+    return spawn_ready([sys.executable, *runner, "gateway", "--config", str(config), "--cpu", str(GATEWAY_CORE)], env)
+
+
+def start_null_proxy(backend_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    return spawn_ready([sys.executable, __file__, "--null-proxy", backend_url.rsplit(":", 1)[1], "--gateway-core", str(GATEWAY_CORE)])
+
+
+def spawn_ready(argv: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a server that prints `READY <url>` on stdout; return it and the URL."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode().strip()
@@ -412,7 +418,7 @@ def start_gateway(backend_url: str, workdir: Path, null: bool = False) -> tuple[
         line = proc.stdout.readline().decode().strip()
     if not line.startswith("READY "):
         proc.kill()
-        raise RuntimeError(f"gateway did not start: {line!r}")
+        raise RuntimeError(f"{argv[1:4]} did not start: {line!r}")
     return proc, line.removeprefix("READY ")
 
 
@@ -480,7 +486,7 @@ def measure(inst: Instrument, targets: Targets, rate: float, duration: float, st
     """One rate: the same Poisson schedule straight at the backend, through the null proxy and through
     the gateway, in interleaved rounds of ROUND_S (the order rotating) so that the machine's drift
     touches every mode alike; the rounds' latencies are pooled."""
-    pids = [inst.pid] + [pid for _, pid in targets.values() if pid is not None]
+    pids = our_pids(inst, targets)
     modes = list(targets)
     acc: dict[str, dict[str, Any]] = {m: {"path": [], "n": 0, "failed": 0, "elapsed": 0.0, "cpu": 0.0, "load": 0.0, "others": 0.0, "own0": {}, "own1": {}} for m in modes}
     rounds = max(1, round(duration / ROUND_S))
@@ -526,7 +532,7 @@ def cleanest(args: argparse.Namespace, inst: Instrument, targets: Targets, rate:
     """Measure a row; while other processes took more than --max-others cores meanwhile, wait and
     measure again (up to --tries times); keep the least disturbed row."""
     rows = []
-    pids = [inst.pid] + [pid for _, pid in targets.values() if pid is not None]
+    pids = our_pids(inst, targets)
     for _ in range(max(1, args.tries)):
         if args.wait_quiet:
             wait_quiet(args.wait_quiet, pids)
@@ -536,6 +542,10 @@ def cleanest(args: argparse.Namespace, inst: Instrument, targets: Targets, rate:
             break
         print(f"  (disturbed: other processes used {disturbance(row):.2f} cores; measuring again)", flush=True)
     return min(rows, key=disturbance)
+
+
+def our_pids(inst: Instrument, targets: Targets) -> list[int]:
+    return [inst.pid] + [pid for _, pid in targets.values() if pid is not None]
 
 
 def disturbance(row: dict[str, Any]) -> float:
@@ -714,7 +724,7 @@ def main() -> None:
                 return
             targets: Targets = {"direct": (inst.url, None)}
             if not args.no_null:
-                null, null_url = start_gateway(inst.url, Path(tmp), null=True)
+                null, null_url = start_null_proxy(inst.url)
                 procs.append(null)
                 targets["null"] = (null_url, null.pid)
             targets["gateway"] = (gateway_url, gateway.pid)
