@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -25,6 +26,12 @@ def fake_key(prefix: str, name: str = "test") -> str:
     """A key-shaped test value (e.g. `fake_key("gsk_")`), built at run time so that no string a
     secret scanner would take for a real key is committed. It matches the redactor's patterns."""
     return f"{prefix}notarealkey{name}{'0' * 8}"
+
+
+def sigint_default() -> None:
+    """preexec_fn for a child a test will interrupt: a shell without job control starts background
+    jobs with SIGINT ignored, children inherit that, and Python then installs no Ctrl-C handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run(coro):  # type: ignore[no-untyped-def]

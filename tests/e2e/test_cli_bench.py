@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import fake_key
+from tests.conftest import fake_key, sigint_default
 from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import spawn_fake_server
 
@@ -113,7 +113,8 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
     out = tmp_path / "r"
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 5, "output_tokens": 20}) as srv:
         proc = subprocess.Popen([sys.executable, "-m", "tokenrace", "bench", "--url", srv.url, "--requests", "100000",
-                                 "--concurrency", "4", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                 "--concurrency", "4", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_default)
         deadline = time.time() + 30
         records = out / "records.jsonl"
         while time.time() < deadline and (not records.exists() or records.read_text().count("\n") < 12):

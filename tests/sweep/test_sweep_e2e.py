@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from tests.conftest import sigint_default
 from tokenrace.bench.history import Filters, History
 from tokenrace.bench.profile import _run_steps
 from tokenrace.bench.rundata import load
@@ -143,6 +144,7 @@ def test_ctrl_c_keeps_the_steps_measured_so_far(knee_server: Any, tmp_path: Path
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenrace", "sweep", "--url", knee_server.url, "--requests", "60", "--concurrencies", "1,2,4", "-o", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TOKENRACE_HOME": str(tokenrace_home)}, stdin=subprocess.DEVNULL,
+        preexec_fn=sigint_default,
     )
     records = out / "c2" / "records.jsonl"
     deadline = time.monotonic() + 90
