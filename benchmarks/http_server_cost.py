@@ -1,11 +1,11 @@
-"""What does aiohttp's server side cost per request, against a bare asyncio protocol?
+"""What does an HTTP server side cost per request: aiohttp's, the gateway's own, a bare protocol?
 
-The gateway's server side is aiohttp; its upstream side is a lean asyncio protocol
-(gateway/upstream.py). This measures what replacing the server side could save: three servers on
-core 0 answer the same canned non-streaming chat completion: an aiohttp handler (read the body,
-return a Response), the same on aiohttp's low-level `web.Server` (no Application, router or
-middlewares), and a bare uvloop protocol (find the head's end, read Content-Length bytes, write
-the answer). The load is benchmarks/gateway_overhead.py's instrument on core 1
+This is the measurement behind the gateway's own server side (gateway/http.py, in place of
+aiohttp's). Four servers on core 0 answer the same canned non-streaming chat completion: an
+aiohttp handler (read the body, return a Response), the same on aiohttp's low-level `web.Server`
+(no Application, router or middlewares), the gateway's `http.Server` (parse and check the head,
+read the body, run a handler task, write a Reply), and a bare uvloop protocol (find the head's
+end, read Content-Length bytes, write the answer: no task, no checks; the floor). The load is benchmarks/gateway_overhead.py's instrument on core 1
 (open-loop Poisson); each server's CPU per request comes from /proc. Each server is measured twice,
 interleaved.
 
@@ -71,6 +71,17 @@ async def serve(kind: str) -> None:
 
         server = await loop.create_server(web.Server(handle, access_log=None), "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
+    elif kind == "tokenrace":  # the gateway's own server side (gateway/http.py), a task per request
+
+        from tokenrace.gateway.http import Reply, Request, Server
+
+        class Limits:
+            max_body_bytes, client_idle_s, client_body_s = 1 << 20, 75.0, 30.0
+
+        async def answer(request: Request) -> Reply:
+            return Reply(200, ANSWER)
+
+        port = await Server(answer, Limits).listen("127.0.0.1", 0)
     else:
         server = await loop.create_server(Bare, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
@@ -78,9 +89,12 @@ async def serve(kind: str) -> None:
     await asyncio.Event().wait()
 
 
+KINDS = ("bare", "tokenrace", "aiohttp", "aiohttp-lowlevel")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--serve", choices=["bare", "aiohttp", "aiohttp-lowlevel"], help=argparse.SUPPRESS)
+    p.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
     p.add_argument("--rates", default="1000,3000")
     p.add_argument("--duration", type=float, default=5.0)
     args = p.parse_args()
@@ -93,7 +107,7 @@ def main() -> None:
     inst = bench.Instrument(argparse.Namespace(tokens=16, ttft_ms=20.0, itl_ms=5.0))
     print(f"servers on core {bench.GATEWAY_CORE}, instrument on core {bench.LOAD_CORE}; non-streaming; {args.duration:g} s per rate")
     try:
-        for kind in ("bare", "aiohttp", "aiohttp-lowlevel") * 2:
+        for kind in KINDS * 2:
             proc = subprocess.Popen([sys.executable, __file__, "--serve", kind], stdout=subprocess.PIPE)
             assert proc.stdout is not None
             url = proc.stdout.readline().decode().split()[1]

@@ -98,12 +98,12 @@ class GatewayThread:
         from tokenrace.gateway.server import drain, start
 
         self._stop = asyncio.Event()
-        runner, self.url = await start(self.gw, "127.0.0.1", 0)
+        server, self.url = await start(self.gw, "127.0.0.1", 0)
         self._ready.set()
         try:
             await self._stop.wait()
         finally:
-            await drain(self.gw, runner)
+            await drain(self.gw, server)
 
 
 def spawn_gateway(config_path: Path, env: Mapping[str, str] | None = None, cpu: int | None = None) -> tuple[subprocess.Popen[bytes], str]:

@@ -218,3 +218,23 @@ def test_a_client_that_stops_reading_is_cut_off(fake: FakeServerThread) -> None:
             assert 'tokenrace_gateway_requests_total{backend="a",route="m",status="499"} 1.0' in metrics.decode()
     finally:
         gw.stop()
+
+
+def test_unknown_paths_get_404_wrong_methods_405_and_head_works(fake: FakeServerThread) -> None:
+    routes = [{"model": "org/m", "backends": ["a"], "canary": {"backend": "b"}}]
+    gw = start(config_text({"a": {"url": fake.base_url}, "b": {"url": fake.base_url}}, routes))
+    try:
+        status, headers, raw = http("GET", gw.url + "/v1/chat/completions")
+        assert status == 405 and headers["Allow"] == "POST" and json.loads(raw)["error"]["code"] == "method_not_allowed"
+        status, headers, _ = http("POST", gw.url + "/healthz", b"{}")
+        assert status == 405 and headers["Allow"] == "GET, HEAD"
+        status, _, raw = http("GET", gw.url + "/v2/anything")
+        assert status == 404 and json.loads(raw)["error"]["code"] == "not_found"
+        status, headers, raw = http("HEAD", gw.url + "/healthz")
+        assert status == 200 and raw == b"" and int(headers["Content-Length"]) > 0
+        status, _, raw = http("POST", gw.url + "/admin/canary/org%2Fm/pause", key=ADMIN_KEY)  # a route name with a slash
+        assert status == 200 and json.loads(raw)["route"] == "org/m"
+        assert http("POST", gw.url + "/admin/canary/org/m/resume", key=ADMIN_KEY)[0] == 200
+        assert http("POST", gw.url + "/admin/canary/org/m/explode", key=ADMIN_KEY)[0] == 404
+    finally:
+        gw.stop()

@@ -1,7 +1,7 @@
-"""The gateway as an aiohttp application: the proxy routes, /healthz, /metrics, /v1/models, admin.
+"""The gateway's endpoints: the proxied completions, /healthz, /metrics, /v1/models, admin.
 
 `Gateway` owns what outlives one configuration (metrics, background tasks, the current `Runtime`)
-and swaps runtimes on reload. `build_app()` returns the Application to run any way you like;
+and swaps runtimes on reload. `build_handler()` returns the request handler for `http.Server`;
 `server.serve()` runs it with signals (SIGTERM drains, SIGHUP reloads).
 """
 
@@ -11,12 +11,12 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tokenrace import __version__
@@ -24,7 +24,7 @@ from tokenrace.client.redact import Redactor
 from tokenrace.gateway import proxy
 from tokenrace.gateway.breaker import STATE_CODES, Transition
 from tokenrace.gateway.canary import Decision
-from tokenrace.gateway.keys import GATEWAY
+from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply, json_reply
 from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_config, resolve_secrets
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Runtime
@@ -190,63 +190,49 @@ class Gateway:
 # --- handlers -----------------------------------------------------------------------------------------
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await proxy.handle(request, "chat")
-
-
-async def completions(request: web.Request) -> web.StreamResponse:
-    return await proxy.handle(request, "completions")
-
-
-async def list_models(request: web.Request) -> web.Response:
-    gw: Gateway = request.app[GATEWAY]
-    if gw.runtime.auth.identify(request.headers.get("Authorization")) is None:
+def list_models(gw: Gateway, request: Request) -> Reply:
+    if gw.runtime.auth.identify(request.headers.get("authorization")) is None:
         gw.metrics.rejected.labels("unauthorized").inc()
-        return proxy.Refused(401, "Missing or unknown API key.", "invalid_api_key", "unauthorized").response()
-    return _json(gw.runtime.models_body)
+        return proxy.Refused(401, "Missing or unknown API key.", "invalid_api_key", "unauthorized").reply()
+    return json_reply(gw.runtime.models_body)
 
 
-async def healthz(request: web.Request) -> web.Response:
-    gw: Gateway = request.app[GATEWAY]
+def healthz(gw: Gateway, request: Request) -> Reply:
     if gw.draining:
-        return _json({"status": "draining"}, status=503)
+        return json_reply({"status": "draining"}, status=503)
     now = time.monotonic()
     open_ = sorted(n for n, b in gw.runtime.backends.items() if b.breaker.refresh(now) == "open")
-    return _json({"status": "ok", "backends": len(gw.runtime.backends), "breakers_open": open_})
+    return json_reply({"status": "ok", "backends": len(gw.runtime.backends), "breakers_open": open_})
 
 
-async def metrics(request: web.Request) -> web.Response:
-    gw: Gateway = request.app[GATEWAY]
-    return web.Response(body=generate_latest(gw.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+def metrics(gw: Gateway, request: Request) -> Reply:
+    return Reply(200, generate_latest(gw.metrics.registry), content_type=CONTENT_TYPE_LATEST)
 
 
-async def admin_state(request: web.Request) -> web.Response:
-    gw: Gateway = request.app[GATEWAY]
+def admin_state(gw: Gateway, request: Request) -> Reply:
     denied = _admin_denied(gw, request, write=False)
     if denied is not None:
         return denied
-    return _json(gw.state())
+    return json_reply(gw.state())
 
 
-async def admin_canary(request: web.Request) -> web.Response:
+def admin_canary(gw: Gateway, request: Request, name: str | None, action: str) -> Reply:
     """POST /admin/canary/{route}/{action} or /admin/canary/{action} (?route= or the only canary)."""
-    gw: Gateway = request.app[GATEWAY]
     denied = _admin_denied(gw, request, write=True)
     if denied is not None:
         return denied
-    action = request.match_info["action"]
-    name = request.match_info.get("route") or request.query.get("route")
+    name = name or request.query.get("route")
     route = _canary_route(gw, name)
     if route is None:
         with_canary = sorted(n for n, r in gw.runtime.routes.items() if r.canary is not None)
-        return proxy.error_json(404, f"No canary route {name!r} (canaries: {', '.join(with_canary) or 'none'}).", "invalid_request_error", "not_found")
+        return error_reply(404, f"No canary route {name!r} (canaries: {', '.join(with_canary) or 'none'}).", "invalid_request_error", "not_found")
     assert route.canary is not None and route.canary_target is not None
     try:
         decision = route.canary.admin(action, time.monotonic())
     except ValueError as exc:
-        return proxy.error_json(409, str(exc), "invalid_request_error", "conflict")
+        return error_reply(409, str(exc), "invalid_request_error", "conflict")
     gw.on_decision(route.name, route.canary_target.label, decision)
-    return _json({"route": route.name, "decision": decision.as_json(), "canary": route.canary.snapshot(time.monotonic())})
+    return json_reply({"route": route.name, "decision": decision.as_json(), "canary": route.canary.snapshot(time.monotonic())})
 
 
 def _canary_route(gw: Gateway, name: str | None) -> Any:
@@ -258,42 +244,54 @@ def _canary_route(gw: Gateway, name: str | None) -> Any:
     return with_canary[0] if len(with_canary) == 1 else None
 
 
-def _admin_denied(gw: Gateway, request: web.Request, write: bool) -> web.Response | None:
+def _admin_denied(gw: Gateway, request: Request, write: bool) -> Reply | None:
     """Admin writes need the admin key; reading state needs it too when one is configured."""
     auth = gw.runtime.auth
     if not auth.admin_configured:
         if not write:
             return None
-        return proxy.error_json(403, "No admin key is configured (admin: {key_env: ...}).", "permission_error", "admin_disabled")
-    if auth.is_admin(request.headers.get("Authorization")):
+        return error_reply(403, "No admin key is configured (admin: {key_env: ...}).", "permission_error", "admin_disabled")
+    if auth.is_admin(request.headers.get("authorization")):
         return None
     gw.metrics.rejected.labels("admin_unauthorized").inc()
-    return proxy.error_json(401, "Admin endpoints need 'Authorization: Bearer <admin key>'.", "authentication_error", "invalid_admin_key")
+    return error_reply(401, "Admin endpoints need 'Authorization: Bearer <admin key>'.", "authentication_error", "invalid_admin_key")
 
 
-def _json(obj: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+_GET: dict[str, Callable[[Gateway, Request], Reply]] = {"/v1/models": list_models, "/healthz": healthz, "/metrics": metrics, "/admin/state": admin_state}
+_POST = ("/v1/chat/completions", "/v1/completions")
+CANARY_PREFIX = "/admin/canary/"
+CANARY_ACTIONS = ("pause", "resume", "promote", "rollback")
 
 
-def build_app(gw: Gateway) -> web.Application:
-    app = web.Application(client_max_size=gw.runtime.config.limits.max_body_bytes)
-    app[GATEWAY] = gw
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_get("/v1/models", list_models)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/admin/state", admin_state)
-    app.router.add_post("/admin/canary/{action:pause|resume|promote|rollback}", admin_canary)
-    app.router.add_post("/admin/canary/{route:.+}/{action:pause|resume|promote|rollback}", admin_canary)
+def build_handler(gw: Gateway) -> Handler:
+    """The request handler for `http.Server`: the two proxied endpoints, then the gateway's own."""
 
-    async def lifecycle(app: web.Application) -> Any:
-        await gw.start()
-        yield
-        await gw.close()
+    async def dispatch(request: Request) -> Reply | Stream | None:
+        method, path = request.method, request.path
+        if method == "POST":
+            if path == "/v1/chat/completions":
+                return await proxy.handle(gw, request, "chat")
+            if path == "/v1/completions":
+                return await proxy.handle(gw, request, "completions")
+            if path.startswith(CANARY_PREFIX):
+                rest = unquote(path[len(CANARY_PREFIX) :])
+                name, _, action = rest.rpartition("/")
+                if action in CANARY_ACTIONS:
+                    return admin_canary(gw, request, name or None, action)
+        elif method in ("GET", "HEAD"):
+            page = _GET.get(path)
+            if page is not None:
+                return page(gw, request)
+        return _no_route(method, path)
 
-    app.cleanup_ctx.append(lifecycle)
-    return app
+    return dispatch
+
+
+def _no_route(method: str, path: str) -> Reply:
+    allow = "GET, HEAD" if path in _GET else "POST" if path in _POST else None
+    if allow is not None:
+        return error_reply(405, f"{method} is not allowed on {path}.", "invalid_request_error", "method_not_allowed", {"Allow": allow})
+    return error_reply(404, f"Nothing is served at {method} {path[:200]}.", "invalid_request_error", "not_found")
 
 
 def from_file(path: str | Path, env: Mapping[str, str] | None = None) -> Gateway:

@@ -21,13 +21,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
-from aiohttp import web
 
 from tokenrace.client.openai import error_message_from_body
 from tokenrace.gateway.canary import Sample
-from tokenrace.gateway.keys import GATEWAY
+from tokenrace.gateway.http import Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime, Target
 from tokenrace.gateway.stream import Endpoint, StreamTap, error_event
@@ -51,11 +49,6 @@ _HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  #
 # --- answers the gateway gives itself ---------------------------------------------------------
 
 
-def error_json(status: int, message: str, type_: str, code: str, headers: dict[str, str] | None = None) -> web.Response:
-    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
-    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json", headers=headers)
-
-
 class Refused(Exception):
     """A request the gateway answers itself, before any backend: 4xx with an OpenAI error body."""
 
@@ -63,9 +56,9 @@ class Refused(Exception):
         super().__init__(message)
         self.status, self.code, self.reason, self.headers = status, code, reason, headers
 
-    def response(self) -> web.Response:
+    def reply(self) -> Reply:
         type_ = {401: "authentication_error", 429: "rate_limit_error"}.get(self.status, "invalid_request_error")
-        return error_json(self.status, str(self), type_, self.code, self.headers)
+        return error_reply(self.status, str(self), type_, self.code, self.headers)
 
 
 # --- outcomes of one attempt --------------------------------------------------------------------
@@ -88,18 +81,17 @@ class Done:
 
     __slots__ = ("response",)
 
-    def __init__(self, response: web.StreamResponse) -> None:
+    def __init__(self, response: Reply | Stream | None) -> None:  # None: the client's connection was dropped
         self.response = response
 
 
 # --- the call -------------------------------------------------------------------------------------
 
 
-async def handle(request: web.Request, endpoint: Endpoint) -> web.StreamResponse:
+async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | Stream | None:
     t0 = perf_ns()
-    gw = request.app[GATEWAY]
     if gw.draining:
-        return error_json(503, "The gateway is shutting down; retry on another instance.", "server_error", "gateway_shutdown", {"Connection": "close", "Retry-After": "1"})
+        return error_reply(503, "The gateway is shutting down; retry on another instance.", "server_error", "gateway_shutdown", {"Connection": "close", "Retry-After": "1"})
     task = asyncio.current_task()
     assert task is not None
     gw.active.add(task)
@@ -109,33 +101,34 @@ async def handle(request: web.Request, endpoint: Endpoint) -> web.StreamResponse
         if not gw.draining or task.cancelling() > 1:
             raise
         task.uncancel()  # the drain ran out while this request waited for its backend
-        return error_json(503, "The gateway shut down before a backend answered.", "server_error", "gateway_shutdown", {"Connection": "close"})
+        return error_reply(503, "The gateway shut down before a backend answered.", "server_error", "gateway_shutdown", {"Connection": "close"})
     finally:
         gw.active.discard(task)
 
 
-async def _handle(request: web.Request, endpoint: Endpoint, gw: Gateway, t0: int) -> web.StreamResponse:
+async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) -> Reply | Stream | None:
     rt = gw.runtime
     try:
-        client = _client(rt, request, gw)
-        body, raw = await _read_body(request, rt)
+        client = _client(rt, request)
+        body = _json_body(request.body)
         route = _route(rt, body)
     except Refused as refused:
         gw.metrics.child(gw.metrics.rejected, refused.reason).inc()
-        return refused.response()
+        return refused.reply()
     gw.metrics.child(gw.metrics.client_requests, client).inc()
-    call = Call(gw, rt, route, endpoint, body, raw, t0, _request_id(request))
+    call = Call(gw, rt, route, endpoint, body, request.body, t0, _request_id(request))
     response = await call.run(request)
     if rt.config.log.requests:  # one line per request, off by default (it costs on the hot path)
+        status, backend = (response.status, response.headers.get("x-tokenrace-backend")) if response is not None else (499, None)
         gw.event(
             "request", request_id=call.request_id, client=client, route=route.name, stream=call.stream,
-            backend=response.headers.get("x-tokenrace-backend"), status=response.status, duration_ms=round((perf_ns() - t0) / 1e6, 3),
+            backend=backend, status=status, duration_ms=round((perf_ns() - t0) / 1e6, 3),
         )
     return response
 
 
-def _client(rt: Runtime, request: web.Request, gw: Gateway) -> str:
-    client = rt.auth.identify(request.headers.get("Authorization"))
+def _client(rt: Runtime, request: Request) -> str:
+    client = rt.auth.identify(request.headers.get("authorization"))
     if client is None:
         raise Refused(401, "Missing or unknown API key. Send 'Authorization: Bearer <key>'.", "invalid_api_key", "unauthorized")
     wait = rt.auth.throttle(client, monotonic())
@@ -145,28 +138,15 @@ def _client(rt: Runtime, request: web.Request, gw: Gateway) -> str:
     return client
 
 
-async def _read_body(request: web.Request, rt: Runtime) -> tuple[dict[str, Any], bytes]:
-    limits = rt.config.limits
-    length = request.content_length
-    if length is not None and length > limits.max_body_bytes:
-        raise Refused(413, f"Request body of {length} bytes is over the limit of {limits.max_body_bytes}.", "body_too_large", "too_large")
-    try:
-        if request.content.is_eof():
-            raw = await request.read()  # already here (the usual case): no timer needed
-        else:
-            async with asyncio.timeout(limits.client_body_s):
-                raw = await request.read()
-    except TimeoutError:
-        raise Refused(408, f"The request body did not arrive within {limits.client_body_s:g} s.", "body_timeout", "slow_client") from None
-    except web.HTTPRequestEntityTooLarge:
-        raise Refused(413, f"Request body is over the limit of {limits.max_body_bytes} bytes.", "body_too_large", "too_large") from None
+def _json_body(raw: bytes) -> dict[str, Any]:
+    """The request's JSON object (the server has already held its size and time to the limits)."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise Refused(400, f"The body is not valid JSON: {exc}", "invalid_json", "bad_request") from None
     if not isinstance(body, dict):
         raise Refused(400, "The body must be a JSON object.", "invalid_body", "bad_request")
-    return body, raw
+    return body
 
 
 def _route(rt: Runtime, body: dict[str, Any]) -> Route:
@@ -187,7 +167,7 @@ _ID_PREFIX = f"gw-{uuid.uuid4().hex[:12]}-"
 _ids = itertools.count(1)
 
 
-def _request_id(request: web.Request) -> str:
+def _request_id(request: Request) -> str:
     given = request.headers.get("x-request-id")
     if given and len(given) <= 128 and given.isprintable():
         return given
@@ -215,9 +195,9 @@ class Call:
 
     # -- the order of attempts ---------------------------------------------------------------------
 
-    async def run(self, request: web.Request) -> web.StreamResponse:
+    async def run(self, request: Request) -> Reply | Stream | None:
         route = self.route
-        sticky = request.headers.get(route.sticky_header) if route.sticky_header else None
+        sticky = request.headers.get(route.sticky_header.lower()) if route.sticky_header else None
         chain = route.plan(route.point(sticky))
         self._maybe_shadow()
         failures: list[tuple[str, Failure]] = []
@@ -232,7 +212,7 @@ class Call:
         return self._give_up(request, failures)
 
     async def _try_target(
-        self, request: web.Request, target: Target, arm: ArmName, failures: list[tuple[str, Failure]], previous: str | None
+        self, request: Request, target: Target, arm: ArmName, failures: list[tuple[str, Failure]], previous: str | None
     ) -> tuple[Done | Failure | None, str | None]:
         """Up to `attempts` tries on one target. Returns Done, a final Failure, or None to move on."""
         retry = self.route.retry
@@ -271,7 +251,7 @@ class Call:
         wait = base / 2 + random.random() * base / 2  # "equal jitter": spread retries, keep a floor
         return max(wait, failure.retry_after_s or 0.0)
 
-    def _give_up(self, request: web.Request, failures: list[tuple[str, Failure]]) -> web.StreamResponse:
+    def _give_up(self, request: Request, failures: list[tuple[str, Failure]]) -> Reply:
         """Every try failed before a byte reached the client: pass the last backend error on."""
         m = self.gw.metrics
         name, last = failures[-1] if failures else ("none", Failure("unavailable", "no backend"))
@@ -281,18 +261,18 @@ class Call:
             headers["x-request-id"] = self.request_id
             headers["x-tokenrace-backend"] = name
             m.child(m.requests, self.route.name, name, str(last.status)).inc()
-            return web.Response(body=last.body, status=last.status, headers=headers)
+            return Reply(last.status, last.body, headers, content_type=None)
         status, code = _status_for(last.kind)
         tried = "; ".join(f"{n}: {f.message}" for n, f in failures[-4:])
         m.child(m.requests, self.route.name, "none", str(status)).inc()
         headers = {"x-request-id": self.request_id}
         if status == 503:
             headers["Retry-After"] = "1"
-        return error_json(status, f"No backend could serve `{self.route.name}` ({tried}).", "upstream_error", code, headers)
+        return error_reply(status, f"No backend could serve `{self.route.name}` ({tried}).", "upstream_error", code, headers)
 
     # -- one attempt ---------------------------------------------------------------------------------
 
-    async def _attempt(self, request: web.Request, backend: Backend, arm: ArmName) -> Done | Failure:
+    async def _attempt(self, request: Request, backend: Backend, arm: ArmName) -> Done | Failure:
         flight = self.gw.metrics.in_flight
         key = (self.route.name, backend.name)
         backend.in_flight += 1
@@ -389,7 +369,7 @@ class _Attempt:
 
     __slots__ = ("call", "request", "backend", "arm", "verdict", "ttft_s", "tpot_s", "wd")
 
-    def __init__(self, call: Call, request: web.Request, backend: Backend, arm: ArmName) -> None:
+    def __init__(self, call: Call, request: Request, backend: Backend, arm: ArmName) -> None:
         self.call = call
         self.request = request
         self.backend = backend
@@ -448,7 +428,7 @@ class _Attempt:
         # Any other 4xx is the request's fault, not the backend's: pass it on as it is.
         self.verdict = "client_error"
         self.call._primary_done(None)
-        out = web.Response(body=body, status=resp.status, headers={**headers, "x-request-id": self.call.request_id, "x-tokenrace-backend": self.backend.name})
+        out = Reply(resp.status, body, {**headers, "x-request-id": self.call.request_id, "x-tokenrace-backend": self.backend.name}, content_type=None)
         m = self.call.gw.metrics
         m.child(m.requests, self.call.route.name, self.backend.name, str(resp.status)).inc()
         return Done(out)
@@ -460,10 +440,10 @@ class _Attempt:
         now = perf_ns()
         usage, text = _usage_and_text(body, call.endpoint, call.primary_text is not None)
         call._primary_done(text)
-        out = web.Response(
-            body=body,
-            status=resp.status,
-            headers={"Content-Type": resp.headers.get("content-type", "application/json"), "x-request-id": call.request_id, "x-tokenrace-backend": self.backend.name},
+        out = Reply(
+            resp.status,
+            body,
+            {"Content-Type": resp.headers.get("content-type", "application/json"), "x-request-id": call.request_id, "x-tokenrace-backend": self.backend.name},
         )
         m = call.gw.metrics
         pair = m.pair(call.route.name, self.backend.name)
@@ -487,22 +467,18 @@ class _Attempt:
             t = perf_ns()
             out = tap.feed(chunk, t)
             tap_ns = perf_ns() - t
-        client = web.StreamResponse(
-            status=200,
-            headers={"Content-Type": resp.headers.get("content-type", SSE_TYPE), "Cache-Control": "no-cache", "x-request-id": call.request_id, "x-tokenrace-backend": self.backend.name},
-        )
-        if self.request.version >= (1, 1):
-            client.enable_chunked_encoding()  # explicit, so that _Sink frames its writes the same way
         t = perf_ns()
-        try:
-            await client.prepare(self.request)
-            await client.write(out)
-        except (ConnectionError, aiohttp.ClientConnectionResetError):
-            return self._client_left(client)
+        transport = self.request.transport
+        if transport is None or transport.is_closing():
+            return self._client_left(None)
+        client = self.request.start_stream(
+            200, {"Content-Type": resp.headers.get("content-type", SSE_TYPE), "Cache-Control": "no-cache", "x-request-id": call.request_id, "x-tokenrace-backend": self.backend.name}
+        )
+        client.write(out)
         call.gw.metrics.first_chunk_overhead.observe((perf_ns() - t + tap_ns) / 1e9)
         return await self._pump(resp, client, tap)
 
-    async def _pump(self, resp: Response, client: web.StreamResponse, tap: StreamTap) -> Done:
+    async def _pump(self, resp: Response, client: Stream, tap: StreamTap) -> Done:
         """Forward the rest of the stream; end it with an error event if the backend fails.
 
         Push mode: each upstream read is tapped and written to the client transport inside the
@@ -526,10 +502,7 @@ class _Attempt:
         if failure is not None:
             await self._end_with_error(client, tap, failure[1], failure[0])
         else:
-            try:
-                await client.write_eof()
-            except (ConnectionError, aiohttp.ClientConnectionResetError):
-                return self._client_left(client)
+            client.end()
         self._finish(tap, failure)
         return Done(client)
 
@@ -572,18 +545,15 @@ class _Attempt:
         task.uncancel()
         return True
 
-    async def _end_with_error(self, client: web.StreamResponse, tap: StreamTap, message: str, code: str) -> None:
+    async def _end_with_error(self, client: Stream, tap: StreamTap, message: str, code: str) -> None:
         """The contract for a stream that breaks after bytes reached the client (docs/gateway.md)."""
         text = message if code == "gateway_shutdown" else f"backend '{self.backend.name}' failed mid-stream: {message}"
-        try:
-            await client.write(error_event(tap, text, code, self.call.request_id))
-            await client.write_eof()
-        except (ConnectionError, aiohttp.ClientConnectionResetError, RuntimeError):
-            pass  # the client left too; nothing more to tell it
+        client.write(error_event(tap, text, code, self.call.request_id))  # a no-op if the client left too
+        client.end()
         self.verdict = "shutdown" if code == "gateway_shutdown" else code if code.startswith("timeout") else "stream_" + code
         log.warning("%s", orjson.dumps({"event": "stream_error", "route": self.call.route.name, "backend": self.backend.name, "code": code, "message": message, "request_id": self.call.request_id}).decode())
 
-    def _client_left(self, client: web.StreamResponse) -> Done:
+    def _client_left(self, client: Stream | None) -> Done:
         """The client closed, or stopped reading for client_write_s: drop its connection for good
         (never let a clean chunked end follow, which would read as a complete answer)."""
         call = self.call
@@ -651,8 +621,7 @@ class _Sink:
         if transport.is_closing():
             self.client_gone = True
             return False
-        # aiohttp framed the head and the first chunk; the rest goes straight to the transport
-        # (public API), framed the same way: chunked for HTTP/1.1, raw for HTTP/1.0.
+        # Framed as http.Stream.write does (chunked for HTTP/1.1, raw for 1.0), without its checks.
         transport.write(b"%x\r\n%b\r\n" % (len(out), out) if self.chunked else out)
         self.sent += 1
         if self.sent & 7 == 0:  # every 8th chunk: the histogram's own cost stays off most chunks

@@ -13,36 +13,32 @@ import gc
 import signal
 import time
 from collections.abc import Callable
-from aiohttp import web
+from tokenrace.gateway.app import Gateway, build_handler
+from tokenrace.gateway.http import Server
 
-from tokenrace.gateway.app import Gateway, build_app
 
-async def start(gw: Gateway, host: str | None = None, port: int | None = None) -> tuple[web.AppRunner, str]:
-    """Listen (port 0 picks a free one). Returns the runner and the base URL `http://host:port`."""
+async def start(gw: Gateway, host: str | None = None, port: int | None = None) -> tuple[Server, str]:
+    """Start the gateway and listen (port 0 picks a free one). Returns the server and the base URL `http://host:port`."""
     config = gw.runtime.config
-    runner = web.AppRunner(
-        build_app(gw),
-        access_log=None,
-        handle_signals=False,
-        keepalive_timeout=config.limits.client_idle_s,  # also closes connections that never finish their headers
-        shutdown_timeout=1.0,  # drain() waits drain_s itself; this only bounds the final close
-    )
-    await runner.setup()
+    await gw.start()
+    server = Server(build_handler(gw), lambda: gw.runtime.config.limits, lambda reason: gw.metrics.rejected.labels(reason).inc())
     bind_host = host if host is not None else config.listen.host
     bind_port = port if port is not None else config.listen.port
-    await web.TCPSite(runner, bind_host, bind_port, backlog=1024).start()
-    bound = runner.addresses[0][1]
+    try:
+        bound = await server.listen(bind_host, bind_port)
+    except BaseException:
+        await gw.close()
+        raise
     url_host = f"[{bind_host}]" if ":" in bind_host else bind_host
-    return runner, f"http://{url_host}:{bound}"
+    return server, f"http://{url_host}:{bound}"
 
 
-async def drain(gw: Gateway, runner: web.AppRunner) -> None:
+async def drain(gw: Gateway, server: Server) -> None:
     """Stop listening, let in-flight requests finish for up to drain_s, end the rest, close."""
-    gw.draining = True
+    gw.draining = server.draining = True
     drain_s = gw.runtime.config.drain_s
     gw.event("draining", in_flight=len(gw.active), drain_s=drain_s)
-    for site in list(runner.sites):
-        await site.stop()
+    server.stop_listening()
     deadline = time.monotonic() + drain_s
     while gw.active and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
@@ -51,7 +47,8 @@ async def drain(gw: Gateway, runner: web.AppRunner) -> None:
         task.cancel()  # a stream ends with an error event (gateway_shutdown); a waiting request gets 503
     if left:
         await asyncio.wait(left, timeout=5)
-    await runner.cleanup()
+    await server.close()
+    await gw.close()
     gw.event("stopped", cut_short=len(left))
 
 
@@ -70,7 +67,7 @@ async def serve(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, gw.reload)
-    runner, url = await start(gw, host, port)
+    server, url = await start(gw, host, port)
     try:
         if freeze_gc:
             quiet_gc()
@@ -80,7 +77,7 @@ async def serve(
         await stop.wait()
     finally:
         loop.remove_signal_handler(signal.SIGHUP)
-        await drain(gw, runner)
+        await drain(gw, server)
 
 
 def quiet_gc() -> None:
