@@ -184,6 +184,7 @@ class Connection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False
+        self._eof = False  # the client will send nothing more
 
     # -- transport events ---------------------------------------------------------------------------
 
@@ -205,7 +206,8 @@ class Connection(asyncio.Protocol):
         self.server.connections.discard(self)
 
     def eof_received(self) -> bool:
-        # The client sends nothing more; an answer being prepared may still go out.
+        # The client sends nothing more; an answer being prepared may still go out, then we close.
+        self._eof = True
         return self.state == "busy"
 
     def data_received(self, data: bytes) -> None:
@@ -307,7 +309,7 @@ class Connection(asyncio.Protocol):
         else:
             stream = answer if answer is not None else request.stream
             keep = stream is not None and stream.keep_alive and stream.ended
-        if not keep:
+        if not keep or (self._eof and not self.buf):
             self.close()
             return
         self.state = "head"
@@ -375,6 +377,9 @@ def parse_head(head: bytes, conn: Connection) -> tuple[Request, int]:
         raise BadRequest(505, "Only HTTP/1.0 and HTTP/1.1 are served.", "http_version")
     else:
         raise BadRequest(400, "Malformed request line.", "bad_request_line")
+    if target[:7].lower() == b"http://" or target[:8].lower() == b"https://":
+        slash = target.find(b"/", target.find(b"//") + 2)  # absolute-form: servers must accept it; the path is what counts
+        target = target[slash:] if slash >= 0 else b"/"
     if not _TOKEN.fullmatch(method_b) or target[:1] != b"/" or _BAD_VALUE.search(target):
         raise BadRequest(400, "Malformed request line.", "bad_request_line")
     headers: dict[str, str] = {}
