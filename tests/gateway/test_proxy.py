@@ -342,7 +342,9 @@ def test_request_log_lines_when_asked(fakes: tuple[FakeServerThread, FakeServerT
     caplog.set_level(logging.INFO, logger="tokenrace.gateway")
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}], log={"requests": True})
     post(gw, chat(), headers={"x-request-id": "req-42"})
-    lines = [json.loads(r.getMessage()) for r in caplog.records if '"event":"request"' in r.getMessage()]
+    deadline = time.monotonic() + 5  # the line is written once the answer is out, so it may come just after the client has it
+    while time.monotonic() < deadline and not (lines := [json.loads(r.getMessage()) for r in caplog.records if '"event":"request"' in r.getMessage()]):
+        time.sleep(0.01)
     assert lines and lines[-1]["request_id"] == "req-42" and lines[-1]["status"] == 200 and lines[-1]["client"] == "tester" and lines[-1]["backend"] == "a"
 
 
