@@ -613,11 +613,34 @@ def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> li
         kind = "streaming" if stream else "non-streaming"
         us = best["gateway"]["proxy_cpu_us_per_request"]
         print(f"one-core ceiling, {kind}: {1e6 / us:.0f} RPS (1 / {us:.0f} us of gateway CPU per request at {best['rate']:.0f} RPS)", flush=True)
+    for line in verdict(rows):
+        print(line, flush=True)
     if args.saturate:
         for stream in (True, False):
             rows.append(saturate(inst, url, pid, args.saturate, duration, stream))
     print(f"load average after {os.getloadavg()[0]:.2f}")
     return rows
+
+
+TARGET_RATE, TARGET_P99_MS = 1000, 1.0  # the issue's target: at most 1 ms added at p99 at 1000 RPS on one core
+
+
+def verdict(rows: list[dict[str, Any]]) -> list[str]:
+    """The target, met or not, with the null proxy's own p99 beside it (the floor of any proxy hop here)."""
+    lines = []
+    for row in rows:
+        if row["rate"] != TARGET_RATE:
+            continue
+        added = row.get("added_over_direct_p99_ms")
+        if added is None:
+            continue
+        kind = "streaming TTFT" if row["stream"] else "non-streaming"
+        null, direct = row.get("null"), row["direct"]
+        floor = null["p99"] - direct["p99"] if null and null["p99"] is not None and direct["p99"] is not None else None
+        met = "MET" if added <= TARGET_P99_MS else "NOT MET"
+        beside = f"; the null proxy alone adds {floor:+.3f} ms at p99 here" if floor is not None else ""
+        lines.append(f"target (<= {TARGET_P99_MS:g} ms added at p99 at {TARGET_RATE} RPS), {kind}: {met}, gateway adds {added:+.3f} ms{beside}")
+    return lines
 
 
 def choose_cores(args: argparse.Namespace) -> None:
