@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrace.gateway.http import BadRequest, Reply, Request, Server, Stream, dechunk
+from tokenrace.gateway.http import BadRequest, Dechunker, Reply, Request, Server, Stream, dechunk
 
 
 @dataclass
@@ -357,6 +357,21 @@ def test_dechunk_round_trips_and_every_strict_prefix_is_incomplete(body: bytes, 
     assert dechunk(wire + after, 10_000) == (body, after)
     for end in range(len(wire)):
         assert dechunk(wire[:end], 10_000) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.lists(st.integers(0, 300), max_size=6), st.lists(st.integers(1, 40), min_size=1, max_size=30))
+def test_dechunker_fed_in_pieces_agrees_with_one_feed(body: bytes, cuts: list[int], steps: list[int]) -> None:
+    """As the server uses it: the buffer grows by pieces and the decoder resumes where it stopped."""
+    wire = chunked(body, cuts) + b"NEXT"
+    decoder, buf, pos, end = Dechunker(10_000), bytearray(), 0, None
+    for step in steps * (len(wire) // sum(steps) + 1):
+        buf += wire[pos : pos + step]
+        pos += step
+        end = decoder.feed(buf)
+        if end is not None:
+            break
+    assert end is not None and decoder.body() == body and bytes(buf[end:]) + wire[pos:] == b"NEXT"
 
 
 def test_dechunk_refuses_bad_framing_and_bodies_over_the_limit() -> None:

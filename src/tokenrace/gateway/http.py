@@ -177,10 +177,14 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        self.buf = b""
+        # What has arrived and is not consumed yet. A bytearray, so that a request sent in many small
+        # pieces costs time linear in its size (appending to bytes would copy it all each time).
+        self.buf = bytearray()
         self.state = "head"  # head | body | busy | closing | closed
         self.request: Request | None = None  # the request whose body is being read
-        self.need = -1  # body bytes expected; -1: chunked
+        self.need = -1  # body bytes expected; -1: chunked (then `chunks` decodes it)
+        self.chunks: Dechunker | None = None
+        self._scanned = 0  # how far the head's end has been looked for already
         self.task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False
@@ -201,7 +205,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.state = "closed"
-        self.buf = b""
+        self.buf.clear()
         self._disarm()
         self.server.connections.discard(self)
 
@@ -213,7 +217,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.state == "closing":
             return  # lingering: drop it
-        self.buf = self.buf + data if self.buf else data
+        self.buf += data
         if self.state == "busy":  # pipelined: wait for the current answer; do not buffer without bound
             if not self._paused and len(self.buf) > MAX_HEAD + self.server.limits().max_body_bytes:
                 self._paused = True
@@ -233,25 +237,28 @@ class Connection(asyncio.Protocol):
 
     def _take_head(self) -> bool:
         buf = self.buf
-        if buf[:1] in (b"\r", b"\n"):
-            buf = self.buf = buf.lstrip(b"\r\n")  # empty lines before a request line are allowed
-        end = buf.find(b"\r\n\r\n")
+        while buf[:2] == b"\r\n":
+            del buf[:2]  # empty lines before a request line are allowed
+        end = buf.find(b"\r\n\r\n", self._scanned)
         if end < 0 or end > MAX_HEAD:
             if len(buf) > MAX_HEAD:
                 self._refuse(BadRequest(431, f"The request head is over {MAX_HEAD} bytes.", "head_too_large"), (1, 1))
+            self._scanned = max(0, len(buf) - 3)
             return False
+        self._scanned = 0
         try:
-            request, length = parse_head(buf[:end], self)
+            request, length = parse_head(bytes(buf[:end]), self)
         except BadRequest as exc:
             self._refuse(exc, (1, 1))
             return False
-        self.buf = buf[end + 4 :]
+        del buf[: end + 4]
         self._disarm()
         limits = self.server.limits()
         if length > limits.max_body_bytes:
             self._refuse(BadRequest(413, f"Request body of {length} bytes is over the limit of {limits.max_body_bytes}.", "body_too_large", "too_large"), request.version)
             return False
         self.request, self.need, self.state = request, length, "body"
+        self.chunks = Dechunker(limits.max_body_bytes) if length < 0 else None
         if length != 0 and not self.buf and request.version >= (1, 1) and request.headers.get("expect", "").lower() == "100-continue":
             self.transport.write(_CONTINUE)  # type: ignore[union-attr]
         return True
@@ -259,19 +266,22 @@ class Connection(asyncio.Protocol):
     def _take_body(self) -> bool:
         request = self.request
         assert request is not None
-        if self.need >= 0:
+        if self.chunks is None:
             if len(self.buf) < self.need:
                 return self._wait_body()
-            request.body, self.buf = self.buf[: self.need], self.buf[self.need :]
+            request.body = bytes(self.buf[: self.need])
+            del self.buf[: self.need]
         else:
             try:
-                got = dechunk(self.buf, self.server.limits().max_body_bytes)
+                end = self.chunks.feed(self.buf)
             except BadRequest as exc:
                 self._refuse(exc, request.version)
                 return False
-            if got is None:
+            if end is None:
                 return self._wait_body()
-            request.body, self.buf = got
+            request.body = self.chunks.body()
+            del self.buf[:end]
+            self.chunks = None
         self._disarm()
         return True
 
@@ -329,7 +339,7 @@ class Connection(asyncio.Protocol):
         assert transport is not None
         transport.write(_head(reply.status, version, reply.headers, False, len(reply.body)) + reply.body)
         self.state = "closing"
-        self.buf = b""
+        self.buf.clear()
         self._disarm()
         if transport.can_write_eof():
             transport.write_eof()  # our answer is complete; what the client still sends is dropped
@@ -420,41 +430,70 @@ def _body_length(headers: dict[str, str]) -> int:
     return int(length)
 
 
+class Dechunker:
+    """Decodes a chunked body from the start of a growing buffer, keeping its place between calls, so
+    that a body sent in many small chunks costs time linear in its size."""
+
+    __slots__ = ("limit", "pos", "parts", "total", "scanned")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.scanned = 0  # how far the trailer's end has been looked for already
+        self.pos = 0  # where the next chunk's size line starts
+        self.parts: list[bytes] = []
+        self.total = 0
+
+    def feed(self, buf: bytes | bytearray) -> int | None:
+        """The offset just past the body (and its trailer) once complete, else None (feed again with more)."""
+        while True:
+            pos = self.pos
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                if len(buf) - pos > 1024:
+                    raise BadRequest(400, "Bad chunk size line in the request body.", "bad_chunk")
+                return None
+            size = _chunk_size(bytes(buf[pos:eol]))
+            start = eol + 2
+            if size == 0:
+                return self._trailer_end(buf, start)
+            if self.total + size > self.limit:
+                raise BadRequest(413, f"Request body is over the limit of {self.limit} bytes.", "body_too_large", "too_large")
+            if len(buf) < start + size + 2:
+                return None
+            if buf[start + size : start + size + 2] != b"\r\n":
+                raise BadRequest(400, "Bad chunk framing in the request body.", "bad_chunk")
+            self.parts.append(bytes(buf[start : start + size]))
+            self.total += size
+            self.pos = start + size + 2
+
+    def _trailer_end(self, buf: bytes | bytearray, start: int) -> int | None:
+        """After the last chunk: a blank line, or trailer fields ending with one (dropped)."""
+        if buf[start : start + 2] == b"\r\n":
+            return start + 2
+        end = buf.find(b"\r\n\r\n", max(start, self.scanned))
+        if end < 0:
+            if len(buf) - start > MAX_HEAD:
+                raise BadRequest(431, f"The request trailer is over {MAX_HEAD} bytes.", "head_too_large")
+            self.scanned = max(start, len(buf) - 3)
+            return None
+        return end + 4
+
+    def body(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def _chunk_size(line: bytes) -> int:
+    text = line.split(b";", 1)[0].strip()
+    if not text or len(text) > 15 or text.strip(b"0123456789abcdefABCDEF"):
+        raise BadRequest(400, "Bad chunk size in the request body.", "bad_chunk")
+    return int(text, 16)
+
+
 def dechunk(buf: bytes, limit: int) -> tuple[bytes, bytes] | None:
     """A whole chunked body from the start of `buf`: (body, the bytes after it), or None if incomplete."""
-    parts: list[bytes] = []
-    size_total = 0
-    pos = 0
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            if len(buf) - pos > 1024:
-                raise BadRequest(400, "Bad chunk size line in the request body.", "bad_chunk")
-            return None
-        size_text = buf[pos:eol].split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise BadRequest(400, "Bad chunk size in the request body.", "bad_chunk") from None
-        if size < 0 or size_text[:1] in (b"+", b"-") or size_text.startswith((b"0x", b"0X")):
-            raise BadRequest(400, "Bad chunk size in the request body.", "bad_chunk")
-        size_total += size
-        if size_total > limit:
-            raise BadRequest(413, f"Request body is over the limit of {limit} bytes.", "body_too_large", "too_large")
-        start = eol + 2
-        if size == 0:
-            end = buf.find(b"\r\n\r\n", eol)  # trailer fields end with a blank line
-            if buf[start : start + 2] == b"\r\n":
-                return b"".join(parts), buf[start + 2 :]
-            if end < 0:
-                return None
-            return b"".join(parts), buf[end + 4 :]
-        if len(buf) < start + size + 2:
-            return None
-        if buf[start + size : start + size + 2] != b"\r\n":
-            raise BadRequest(400, "Bad chunk framing in the request body.", "bad_chunk")
-        parts.append(buf[start : start + size])
-        pos = start + size + 2
+    decoder = Dechunker(limit)
+    end = decoder.feed(buf)
+    return None if end is None else (decoder.body(), buf[end:])
 
 
 def _wants_keep_alive(version: tuple[int, int], connection: str | None) -> bool:
