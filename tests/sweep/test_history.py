@@ -59,6 +59,12 @@ def test_index_list_filter_resolve(quick_server: Any, tmp_path: Path) -> None:
         assert h.list(Filters(until="2000-01-01")) == []
         assert h.resolve(ra["id"][:6]) == a.directory.resolve()
         assert h.resolve("b") == b.directory.resolve()
+        # A directory named like another run's id prefix: the exact name wins (the id is a hash of
+        # the path, so before this rule "b" above failed whenever run a's id happened to start with b).
+        c = bench(quick_server.base_url, tmp_path / "runs" / ra["id"][:3], label="gamma")
+        h.import_tree(tmp_path / "runs")
+        assert h.resolve(ra["id"][:3]) == c.directory.resolve()
+        assert h.resolve(ra["id"]) == a.directory.resolve()
         with pytest.raises(UsageError, match="no run directory"):
             h.resolve("nothing-like-this")
         with pytest.raises(UsageError, match="--since"):

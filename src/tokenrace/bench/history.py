@@ -175,12 +175,15 @@ class History:
         return dict(row) if row else None
 
     def resolve(self, ref: str) -> Path:
-        """An id, a unique id prefix, or a directory name (the newest with that name)."""
-        rows = self.conn.execute("SELECT id, path FROM runs WHERE id LIKE ? ORDER BY started_at DESC", (ref + "%",)).fetchall()
-        if len(rows) > 1:
-            raise UsageError(f"{ref!r} matches {len(rows)} runs; give more of the id")
+        """An id, a directory name (the newest with that name), or a unique id prefix, in that order:
+        an exact match wins over a prefix (a directory named "b" is not the run whose id starts with b)."""
+        rows = self.conn.execute("SELECT id, path FROM runs WHERE id = ?", (ref,)).fetchall()
         if not rows:
             rows = self.conn.execute("SELECT id, path FROM runs WHERE name = ? ORDER BY started_at DESC LIMIT 1", (ref,)).fetchall()
+        if not rows:
+            rows = self.conn.execute("SELECT id, path FROM runs WHERE id LIKE ? ORDER BY started_at DESC", (ref + "%",)).fetchall()
+            if len(rows) > 1:
+                raise UsageError(f"{ref!r} matches {len(rows)} runs; give more of the id")
         if not rows:
             raise UsageError(f"no run directory or history entry {ref!r} (see `tokenrace runs`)")
         return Path(rows[0]["path"])
