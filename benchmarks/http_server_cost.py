@@ -5,9 +5,10 @@ aiohttp's). Four servers on core 0 answer the same canned non-streaming chat com
 aiohttp handler (read the body, return a Response), the same on aiohttp's low-level `web.Server`
 (no Application, router or middlewares), the gateway's `http.Server` (parse and check the head,
 read the body, run a handler task, write a Reply), and a bare uvloop protocol (find the head's
-end, read Content-Length bytes, write the answer: no task, no checks; the floor). The load is benchmarks/gateway_overhead.py's instrument on core 1
-(open-loop Poisson); each server's CPU per request comes from /proc. Each server is measured twice,
-interleaved.
+end, read Content-Length bytes, write the answer: no task, no checks; the floor). The load is
+benchmarks/gateway_overhead.py's instrument on core 1 (open-loop Poisson). Printed: each server's
+CPU time per request in µs (user + system, from /proc, over the requests it answered). Each server
+is measured twice, interleaved.
 
     python benchmarks/http_server_cost.py
     python benchmarks/http_server_cost.py --rates 1000,3000 --duration 5

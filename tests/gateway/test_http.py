@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrace.gateway.http import BadRequest, Dechunker, Reply, Request, Server, Stream, dechunk
+from tokenrace.gateway.http import BadRequest, Dechunker, Reply, Request, Server, Stream
 
 
 @dataclass
@@ -339,6 +339,13 @@ def test_any_head_gets_an_answer_or_a_close_and_never_a_500(srv: ServerThread, p
 
 
 # --- the chunked decoder, pure ------------------------------------------------------------------
+
+
+def dechunk(buf: bytes, limit: int) -> tuple[bytes, bytes] | None:
+    """One feed of a whole buffer: (body, the bytes after it), or None if incomplete."""
+    decoder = Dechunker(limit)
+    end = decoder.feed(buf)
+    return None if end is None else (decoder.body(), buf[end:])
 
 
 def chunked(body: bytes, cuts: list[int]) -> bytes:

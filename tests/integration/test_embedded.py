@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import require_embedded
+from tests.integration.conftest import embedded_engine, require_embedded
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchSession, BenchSettings, PromptSpec
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
-from tokenrace.serve.embedded import EmbeddedOptions
-from tokenrace.serve.launch import RunningEngine, start_embedded
+from tokenrace.serve.launch import RunningEngine
 
 pytestmark = pytest.mark.embedded
 
@@ -30,12 +29,8 @@ LONG_PROMPT = " ".join(["Describe how a memory-bound decode step differs from a 
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[RunningEngine]:
-    require_embedded()
-    eng = asyncio.run(start_embedded(EmbeddedOptions(parallel=2, ctx_size=4096)))
-    try:
+    with embedded_engine(parallel=2, ctx_size=4096) as eng:
         yield eng
-    finally:
-        eng.stop()
 
 
 def _bench(engine: RunningEngine, out: Path, **load: Any) -> Any:

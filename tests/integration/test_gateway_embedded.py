@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -13,21 +12,16 @@ from typing import Any
 import pytest
 
 from tests.gateway.helpers import CLIENT_KEY, GatewayThread, config_text, http, sse_events
-from tests.integration.conftest import require_embedded
-from tokenrace.serve.embedded import EmbeddedOptions
-from tokenrace.serve.launch import RunningEngine, start_embedded
+from tests.integration.conftest import embedded_engine
+from tokenrace.serve.launch import RunningEngine
 
 pytestmark = pytest.mark.embedded
 
 
 @pytest.fixture
 def engine() -> Iterator[RunningEngine]:
-    require_embedded()
-    eng = asyncio.run(start_embedded(EmbeddedOptions(parallel=1, ctx_size=2048)))
-    try:
+    with embedded_engine(parallel=1, ctx_size=2048) as eng:  # its own: the test may kill it
         yield eng
-    finally:
-        eng.stop()
 
 
 def gateway_for(engine: RunningEngine) -> GatewayThread:

@@ -29,6 +29,7 @@ from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_c
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Runtime
 from tokenrace.gateway.shadow import summary as shadow_summary
+from tokenrace.gateway.stream import Endpoint
 
 log = logging.getLogger("tokenrace.gateway")
 MIN_TICK_S = 0.05
@@ -258,7 +259,7 @@ def _admin_denied(gw: Gateway, request: Request, write: bool) -> Reply | None:
 
 
 _GET: dict[str, Callable[[Gateway, Request], Reply]] = {"/v1/models": list_models, "/healthz": healthz, "/metrics": metrics, "/admin/state": admin_state}
-_POST = ("/v1/chat/completions", "/v1/completions")
+_POST: dict[str, Endpoint] = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
 CANARY_PREFIX = "/admin/canary/"
 CANARY_ACTIONS = ("pause", "resume", "promote", "rollback")
 
@@ -269,10 +270,9 @@ def build_handler(gw: Gateway) -> Handler:
     async def dispatch(request: Request) -> Reply | Stream | None:
         method, path = request.method, request.path
         if method == "POST":
-            if path == "/v1/chat/completions":
-                return await proxy.handle(gw, request, "chat")
-            if path == "/v1/completions":
-                return await proxy.handle(gw, request, "completions")
+            endpoint = _POST.get(path)
+            if endpoint is not None:
+                return await proxy.handle(gw, request, endpoint)
             if path.startswith(CANARY_PREFIX):
                 rest = unquote(path[len(CANARY_PREFIX) :])
                 name, _, action = rest.rpartition("/")

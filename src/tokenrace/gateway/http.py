@@ -185,7 +185,7 @@ class Connection(asyncio.Protocol):
         self.need = -1  # body bytes expected; -1: chunked (then `chunks` decodes it)
         self.chunks: Dechunker | None = None
         self._scanned = 0  # how far the head's end has been looked for already
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None  # the loop holds tasks weakly: this keeps the running one alive
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False
         self._eof = False  # the client will send nothing more
@@ -314,8 +314,7 @@ class Connection(asyncio.Protocol):
             return
         if isinstance(answer, Reply):
             keep = request.keep_alive and not self.server.draining and answer.headers.get("Connection") != "close"
-            body = answer.body if request.method != "HEAD" else b""
-            transport.write(_head(answer.status, request.version, answer.headers, keep, len(answer.body)) + body)
+            transport.write(_whole(answer, request.version, keep, with_body=request.method != "HEAD"))
         else:
             stream = answer if answer is not None else request.stream
             keep = stream is not None and stream.keep_alive and stream.ended
@@ -333,11 +332,9 @@ class Connection(asyncio.Protocol):
     def _refuse(self, exc: BadRequest, version: tuple[int, int]) -> None:
         """Answer an unreadable or unacceptable request ourselves, then linger and close."""
         self.server.on_refused(exc.reason)
-        type_ = "invalid_request_error"
-        reply = error_reply(exc.status, str(exc), type_, exc.code)
         transport = self.transport
         assert transport is not None
-        transport.write(_head(reply.status, version, reply.headers, False, len(reply.body)) + reply.body)
+        transport.write(_whole(error_reply(exc.status, str(exc), "invalid_request_error", exc.code), version, keep_alive=False))
         self.state = "closing"
         self.buf.clear()
         self._disarm()
@@ -489,13 +486,6 @@ def _chunk_size(line: bytes) -> int:
     return int(text, 16)
 
 
-def dechunk(buf: bytes, limit: int) -> tuple[bytes, bytes] | None:
-    """A whole chunked body from the start of `buf`: (body, the bytes after it), or None if incomplete."""
-    decoder = Dechunker(limit)
-    end = decoder.feed(buf)
-    return None if end is None else (decoder.body(), buf[end:])
-
-
 def _wants_keep_alive(version: tuple[int, int], connection: str | None) -> bool:
     tokens = connection.lower() if connection else ""
     if version >= (1, 1):
@@ -514,6 +504,12 @@ def _date() -> bytes:
     if _date_cache[0] != now:
         _date_cache[0], _date_cache[1] = now, formatdate(now, usegmt=True).encode()
     return _date_cache[1]  # type: ignore[no-any-return]
+
+
+def _whole(reply: Reply, version: tuple[int, int], keep_alive: bool, with_body: bool = True) -> bytes:
+    """A whole answer's bytes; HEAD gets the length of the body it does not get."""
+    head = _head(reply.status, version, reply.headers, keep_alive, len(reply.body))
+    return head + reply.body if with_body else head
 
 
 def _head(status: int, version: tuple[int, int], headers: dict[str, str], keep_alive: bool, length: int | None = None, chunked: bool = False) -> bytes:

@@ -489,7 +489,7 @@ class _Attempt:
         transport = self.request.transport
         if transport is None or transport.is_closing():
             return self._client_left(client)
-        sink = _Sink(self, transport, client.chunked, tap)
+        sink = _Sink(self, client, tap)
         resp.stream_into(sink)
         failure = await self._wait_out(resp, sink, transport)
         sink.stopped = True  # whatever still arrives is not the client's any more
@@ -595,12 +595,12 @@ class _Attempt:
 class _Sink:
     """Called by the upstream protocol with each read: tap it, write it to the client at once."""
 
-    __slots__ = ("transport", "chunked", "tap", "read", "observe", "stopped", "client_gone", "sent")
+    __slots__ = ("transport", "write", "tap", "read", "observe", "stopped", "client_gone", "sent")
 
-    def __init__(self, attempt: _Attempt, transport: Any, chunked: bool, tap: StreamTap) -> None:
+    def __init__(self, attempt: _Attempt, client: Stream, tap: StreamTap) -> None:
         assert attempt.wd is not None
-        self.transport = transport
-        self.chunked = chunked
+        self.transport = client.transport
+        self.write = client.write
         self.tap = tap
         self.read = attempt.wd.reading
         self.observe = attempt.call.gw.metrics.chunk_overhead.observe
@@ -621,8 +621,7 @@ class _Sink:
         if transport.is_closing():
             self.client_gone = True
             return False
-        # Framed as http.Stream.write does (chunked for HTTP/1.1, raw for 1.0), without its checks.
-        transport.write(b"%x\r\n%b\r\n" % (len(out), out) if self.chunked else out)
+        self.write(out)
         self.sent += 1
         if self.sent & 7 == 0:  # every 8th chunk: the histogram's own cost stays off most chunks
             self.observe((perf_ns() - t) / 1e9)
