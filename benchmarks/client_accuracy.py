@@ -27,12 +27,13 @@ from tokenrace.client.records import RequestRecord
 from tokenrace.testing.fake_server import spawn_fake_server
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import stalls  # noqa: E402
+from machine import stalls
 
 
 async def drive(base_url: str, streams: int, requests: int) -> tuple[list[RequestRecord], float]:
     opts = RequestOptions(max_tokens=None)
     async with OpenAIClient(base_url, "fake-model", options=opts, max_connections=streams) as client:
+
         async def finish(rec: RequestRecord, prompt: object) -> None:
             return None
 
@@ -50,7 +51,7 @@ def biases(records: list[RequestRecord], log: list[dict]) -> tuple[list[float], 
         if not s or len(s) != len(r.chunk_ns):
             continue
         ttft.append((r.chunk_ns[0] - s[0]) / 1e6)
-        every.extend((c - t) / 1e6 for c, t in zip(r.chunk_ns, s))
+        every.extend((c - t) / 1e6 for c, t in zip(r.chunk_ns, s, strict=False))
     return ttft, every
 
 
@@ -92,7 +93,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     a = ap.parse_args()
-    print(f"# {platform.node()} {platform.processor() or platform.machine()} cores={os.cpu_count()} python={sys.version.split()[0]} loop={a.loop}")
+    print(
+        f"# {platform.node()} {platform.processor() or platform.machine()} cores={os.cpu_count()} python={sys.version.split()[0]} loop={a.loop}"
+    )
     print(f"# vCPU stalls (a busy loop's gaps over 200 us, 3 s per core): {stalls()}")
     scenario("A: 8 streams, TTFT 100 ms, ITL 10 ms, 50 tok", 8, 100, 10, 50, 200, a.loop)
     scenario("B: 32 streams, TTFT 100 ms, ITL 5 ms, 100 tok", 32, 100, 5, 100, 320, a.loop)

@@ -62,6 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import describe_stalls, stall_stats  # noqa: E402
+
 KEY = "bench-client-key-0123456789"
 GATEWAY_CORE, LOAD_CORE = 0, 1  # set by main() from --gateway-core (default: the quieter core)
 
@@ -107,11 +108,22 @@ class Backend(asyncio.Protocol):
             self.loop.call_later(self.ttft_s + self.itl_s * (self.tokens - 1), self._whole, n, stamp)
 
     def _whole(self, n: int, stamp: list[int]) -> None:
-        body = orjson.dumps({
-            "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 1, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "w " * self.tokens}, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": self.tokens, "total_tokens": 5 + self.tokens},
-        })
+        body = orjson.dumps(
+            {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "w " * self.tokens},
+                        "finish_reason": "length",
+                    }
+                ],
+                "usage": {"prompt_tokens": 5, "completion_tokens": self.tokens, "total_tokens": 5 + self.tokens},
+            }
+        )
         head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
         stamp[1] = time.perf_counter_ns()
         self.transport.write(head + body)
@@ -119,7 +131,9 @@ class Backend(asyncio.Protocol):
     def _event(self, n: int, i: int, usage: bool, stamp: list[int]) -> None:
         if self.transport.is_closing():
             return
-        base = b'{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,' % n
+        base = (
+            b'{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,' % n
+        )
         if i < self.tokens:
             role = b'"role":"assistant",' if i == 0 else b""
             out = _chunk(b"data: " + base + b'"delta":{' + role + b'"content":"w "},"finish_reason":null}]}\n\n')
@@ -131,8 +145,11 @@ class Backend(asyncio.Protocol):
             return
         out = _chunk(b"data: " + base + b'"delta":{},"finish_reason":"length"}]}\n\n')
         if usage:
-            out += _chunk(b'data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
-                          b'"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}\n\n' % (n, self.tokens, 5 + self.tokens))
+            out += _chunk(
+                b'data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+                b'"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}\n\n'
+                % (n, self.tokens, 5 + self.tokens)
+            )
         self.transport.write(out + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
 
 
@@ -215,15 +232,24 @@ class Generator:
         stream = bool(cmd["stream"])
         idle = self.pools.setdefault((cmd["url"], stream), [])
         loop = asyncio.get_running_loop()
-        prefix = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {KEY}\r\n"
-                  f"Content-Type: application/json\r\n").encode()
+        prefix = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Type: application/json\r\n"
+        ).encode()
         records: list[tuple[int, int, int | None, int]] = []  # n, start, first, status
 
         async def one() -> None:
             self.counter += 1
             n = self.counter
-            body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hello"}], "stream": stream,
-                                 "max_tokens": Backend.tokens, "user": str(n)})
+            body = orjson.dumps(
+                {
+                    "model": "m",
+                    "messages": [{"role": "user", "content": "hello"}],
+                    "stream": stream,
+                    "max_tokens": Backend.tokens,
+                    "user": str(n),
+                }
+            )
             probe = idle.pop() if idle else None
             if probe is None or probe.transport is None:
                 _, probe = await loop.create_connection(lambda: Probe(stream), host, int(port))
@@ -306,7 +332,19 @@ class Instrument:
     """The instrument process, pinned to its core, driven over a pipe."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        argv = [sys.executable, __file__, "--instrument", "--load-core", str(LOAD_CORE), "--tokens", str(args.tokens), "--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)]
+        argv = [
+            sys.executable,
+            __file__,
+            "--instrument",
+            "--load-core",
+            str(LOAD_CORE),
+            "--tokens",
+            str(args.tokens),
+            "--ttft-ms",
+            str(args.ttft_ms),
+            "--itl-ms",
+            str(args.itl_ms),
+        ]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()
@@ -406,7 +444,9 @@ def start_gateway(backend_url: str, workdir: Path) -> tuple[subprocess.Popen[byt
 
 
 def start_null_proxy(backend_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    return spawn_ready([sys.executable, __file__, "--null-proxy", backend_url.rsplit(":", 1)[1], "--gateway-core", str(GATEWAY_CORE)])
+    return spawn_ready(
+        [sys.executable, __file__, "--null-proxy", backend_url.rsplit(":", 1)[1], "--gateway-core", str(GATEWAY_CORE)]
+    )
 
 
 def spawn_ready(argv: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
@@ -427,7 +467,9 @@ def own_overhead(url: str) -> dict[tuple[str, str], float]:
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
     out = {}
     for line in text.splitlines():
-        if line.startswith("tokenrace_gateway_overhead_seconds_sum") or line.startswith("tokenrace_gateway_overhead_seconds_count"):
+        if line.startswith("tokenrace_gateway_overhead_seconds_sum") or line.startswith(
+            "tokenrace_gateway_overhead_seconds_count"
+        ):
             name, value = line.rsplit(" ", 1)
             out[(name.split('phase="')[1].split('"')[0], name.split("{")[0].rsplit("_", 1)[1])] = float(value)
     return out
@@ -488,10 +530,23 @@ def measure(inst: Instrument, targets: Targets, rate: float, duration: float, st
     touches every mode alike; the rounds' latencies are pooled."""
     pids = our_pids(inst, targets)
     modes = list(targets)
-    acc: dict[str, dict[str, Any]] = {m: {"path": [], "n": 0, "failed": 0, "elapsed": 0.0, "cpu": 0.0, "load": 0.0, "others": 0.0, "own0": {}, "own1": {}} for m in modes}
+    acc: dict[str, dict[str, Any]] = {
+        m: {
+            "path": [],
+            "n": 0,
+            "failed": 0,
+            "elapsed": 0.0,
+            "cpu": 0.0,
+            "load": 0.0,
+            "others": 0.0,
+            "own0": {},
+            "own1": {},
+        }
+        for m in modes
+    }
     rounds = max(1, round(duration / ROUND_S))
     for r in range(rounds):
-        for mode in modes[r % len(modes):] + modes[: r % len(modes)]:
+        for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
             url, pid = targets[mode]
             a = acc[mode]
             others = Others(pids)
@@ -512,11 +567,20 @@ def measure(inst: Instrument, targets: Targets, rate: float, duration: float, st
     row: dict[str, Any] = {"rate": rate, "stream": stream, "rounds": rounds}
     for mode, a in acc.items():
         lat, elapsed = a["path"], a["elapsed"]
-        row[mode] = {"n": a["n"], "failed": a["failed"], "achieved_rps": a["n"] / elapsed,
-                     "p50": pct(lat, 50), "p90": pct(lat, 90), "p99": pct(lat, 99), "p999": pct(lat, 99.9), "max": max(lat) if lat else None,
-                     "others_cores": a["others"], "instrument_busy": a["load"] / elapsed,
-                     "proxy_cpu_us_per_request": a["cpu"] / max(1, a["n"]) * 1e6 if targets[mode][1] else None,
-                     "proxy_busy": a["cpu"] / elapsed if targets[mode][1] else None}
+        row[mode] = {
+            "n": a["n"],
+            "failed": a["failed"],
+            "achieved_rps": a["n"] / elapsed,
+            "p50": pct(lat, 50),
+            "p90": pct(lat, 90),
+            "p99": pct(lat, 99),
+            "p999": pct(lat, 99.9),
+            "max": max(lat) if lat else None,
+            "others_cores": a["others"],
+            "instrument_busy": a["load"] / elapsed,
+            "proxy_cpu_us_per_request": a["cpu"] / max(1, a["n"]) * 1e6 if targets[mode][1] else None,
+            "proxy_busy": a["cpu"] / elapsed if targets[mode][1] else None,
+        }
         for phase in {k[0] for k in a["own1"]}:  # the gateway's own histogram: mean time in each phase
             n = a["own1"][(phase, "count")]
             row[mode][f"own_{phase}_us"] = a["own1"][(phase, "sum")] / n * 1e6 if n else None
@@ -528,7 +592,9 @@ def measure(inst: Instrument, targets: Targets, rate: float, duration: float, st
     return row
 
 
-def cleanest(args: argparse.Namespace, inst: Instrument, targets: Targets, rate: float, duration: float, stream: bool) -> dict[str, Any]:
+def cleanest(
+    args: argparse.Namespace, inst: Instrument, targets: Targets, rate: float, duration: float, stream: bool
+) -> dict[str, Any]:
     """Measure a row; while other processes took more than --max-others cores meanwhile, wait and
     measure again (up to --tries times); keep the least disturbed row."""
     rows = []
@@ -554,29 +620,41 @@ def disturbance(row: dict[str, Any]) -> float:
 
 def show(row: dict[str, Any]) -> None:
     kind = "stream TTFT" if row["stream"] else "non-stream "
-    paths = " | ".join(f"{mode} {fmt(v['p50'])}/{fmt(v['p90'])}/{fmt(v['p99'])}/{fmt(v['p999'])}" for mode, v in row.items() if isinstance(v, dict))
+    paths = " | ".join(
+        f"{mode} {fmt(v['p50'])}/{fmt(v['p90'])}/{fmt(v['p99'])}/{fmt(v['p999'])}"
+        for mode, v in row.items()
+        if isinstance(v, dict)
+    )
     print(f"{row['rate']:>6.0f} RPS {kind} path p50/p90/p99/p99.9 ms: {paths}", flush=True)
     g = row.get("gateway")
     if g is None:
         return
     added = " ; ".join(
         f"over {base} p50 {fmt(row[f'added_over_{base}_p50_ms'])}, p90 {fmt(row[f'added_over_{base}_p90_ms'])}, p99 {fmt(row[f'added_over_{base}_p99_ms'])} ms"
-        for base in ("direct", "null") if f"added_over_{base}_p99_ms" in row
+        for base in ("direct", "null")
+        if f"added_over_{base}_p99_ms" in row
     )
     failed = "+".join(str(v["failed"]) for v in row.values() if isinstance(v, dict))
-    print(f"{'':>22}gateway adds {added} | achieved {g['achieved_rps']:.0f} RPS, failed {failed} | gateway CPU {g['proxy_cpu_us_per_request']:.0f} us/req "
-          f"({g['proxy_busy'] * 100:.0f}% of its core; own phases {own(g)}), instrument {g['instrument_busy'] * 100:.0f}% | others {disturbance(row):.2f} cores", flush=True)
+    print(
+        f"{'':>22}gateway adds {added} | achieved {g['achieved_rps']:.0f} RPS, failed {failed} | gateway CPU {g['proxy_cpu_us_per_request']:.0f} us/req "
+        f"({g['proxy_busy'] * 100:.0f}% of its core; own phases {own(g)}), instrument {g['instrument_busy'] * 100:.0f}% | others {disturbance(row):.2f} cores",
+        flush=True,
+    )
 
 
 def own(g: dict[str, Any]) -> str:
-    return ", ".join(f"{k[4:-3]} {v:.0f}" for k, v in sorted(g.items()) if k.startswith("own_") and v is not None) + " us"
+    return (
+        ", ".join(f"{k[4:-3]} {v:.0f}" for k, v in sorted(g.items()) if k.startswith("own_") and v is not None) + " us"
+    )
 
 
 def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def saturate(inst: Instrument, gateway_url: str, pid: int, concurrency: int, duration: float, stream: bool) -> dict[str, Any]:
+def saturate(
+    inst: Instrument, gateway_url: str, pid: int, concurrency: int, duration: float, stream: bool
+) -> dict[str, Any]:
     """Closed loop with many requests in flight: the most the gateway served, and what was the limit."""
     cpu0, load0, t0 = cpu_seconds(pid), cpu_seconds(inst.pid), time.monotonic()
     result = inst.run(gateway_url, stream, duration=duration, concurrency=concurrency)
@@ -585,20 +663,42 @@ def saturate(inst: Instrument, gateway_url: str, pid: int, concurrency: int, dur
     busy, load = (cpu_seconds(pid) - cpu0) / wall, (cpu_seconds(inst.pid) - load0) / wall
     ok = result["n"] - result["failed"]
     kind = "streaming" if stream else "non-streaming"
-    limit = "the gateway's core was the limit" if busy > 0.9 else "the instrument's core saturated first" if load > 0.9 else "neither core was full"
-    print(f"saturation, {kind}, {concurrency} in flight: {ok / elapsed:.0f} RPS served, gateway core {busy * 100:.0f}% busy, "
-          f"instrument core {load * 100:.0f}% ({limit}); path p50/p99 {fmt(pct(result['path_ms'], 50))}/{fmt(pct(result['path_ms'], 99))} ms", flush=True)
-    return {"saturate": concurrency, "stream": stream, "rps": ok / elapsed, "gateway_busy": busy, "instrument_busy": load}
+    limit = (
+        "the gateway's core was the limit"
+        if busy > 0.9
+        else "the instrument's core saturated first"
+        if load > 0.9
+        else "neither core was full"
+    )
+    print(
+        f"saturation, {kind}, {concurrency} in flight: {ok / elapsed:.0f} RPS served, gateway core {busy * 100:.0f}% busy, "
+        f"instrument core {load * 100:.0f}% ({limit}); path p50/p99 {fmt(pct(result['path_ms'], 50))}/{fmt(pct(result['path_ms'], 99))} ms",
+        flush=True,
+    )
+    return {
+        "saturate": concurrency,
+        "stream": stream,
+        "rps": ok / elapsed,
+        "gateway_busy": busy,
+        "instrument_busy": load,
+    }
 
 
 def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> list[dict[str, Any]]:
     duration = 5.0 if args.quick else args.duration
     rates = [float(r) for r in args.rates.split(",")]
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average before {os.getloadavg()[0]:.2f}")
-    print(f"vCPU stalls (a busy loop's gaps over 200 us, 3 s per core, before measuring): {describe_stalls(args.stalls)}")
-    print(f"conditions: gateway and null proxy pinned to core {GATEWAY_CORE}; instrument (backend + generator, one uvloop process) on core {LOAD_CORE}; "
-          f"loopback; Poisson arrivals; {args.tokens} output tokens/request (one SSE event each), backend TTFT {args.ttft_ms:g} ms, "
-          f"ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode; idle vCPUs {'poll (cpu_dma_latency 0)' if args.poll_idle else 'halt (default)'}", flush=True)
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load average before {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"vCPU stalls (a busy loop's gaps over 200 us, 3 s per core, before measuring): {describe_stalls(args.stalls)}"
+    )
+    print(
+        f"conditions: gateway and null proxy pinned to core {GATEWAY_CORE}; instrument (backend + generator, one uvloop process) on core {LOAD_CORE}; "
+        f"loopback; Poisson arrivals; {args.tokens} output tokens/request (one SSE event each), backend TTFT {args.ttft_ms:g} ms, "
+        f"ITL {args.itl_ms:g} ms; {duration:g} s per rate and mode; idle vCPUs {'poll (cpu_dma_latency 0)' if args.poll_idle else 'halt (default)'}",
+        flush=True,
+    )
     rows = []
     for stream in (True, False):
         for rate in rates:
@@ -612,7 +712,10 @@ def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> li
         best = max((r for r in rows if r["stream"] == stream), key=lambda r: r["rate"])
         kind = "streaming" if stream else "non-streaming"
         us = best["gateway"]["proxy_cpu_us_per_request"]
-        print(f"one-core ceiling, {kind}: {1e6 / us:.0f} RPS (1 / {us:.0f} us of gateway CPU per request at {best['rate']:.0f} RPS)", flush=True)
+        print(
+            f"one-core ceiling, {kind}: {1e6 / us:.0f} RPS (1 / {us:.0f} us of gateway CPU per request at {best['rate']:.0f} RPS)",
+            flush=True,
+        )
     for line in verdict(rows):
         print(line, flush=True)
     if args.saturate:
@@ -639,7 +742,9 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
         floor = null["p99"] - direct["p99"] if null and null["p99"] is not None and direct["p99"] is not None else None
         met = "MET" if added <= TARGET_P99_MS else "NOT MET"
         beside = f"; the null proxy alone adds {floor:+.3f} ms at p99 here" if floor is not None else ""
-        lines.append(f"target (<= {TARGET_P99_MS:g} ms added at p99 at {TARGET_RATE} RPS), {kind}: {met}, gateway adds {added:+.3f} ms{beside}")
+        lines.append(
+            f"target (<= {TARGET_P99_MS:g} ms added at p99 at {TARGET_RATE} RPS), {kind}: {met}, gateway adds {added:+.3f} ms{beside}"
+        )
     return lines
 
 
@@ -680,7 +785,10 @@ class poll_idle:
 def soak(inst: Instrument, gateway_url: str, pid: int, seconds: float) -> None:
     """300 RPS for `seconds`, streaming and non-streaming in turn (10 s each); the gateway's resident
     memory every 10 s, and its slope after the first third."""
-    print(f"soak: {seconds / 60:g} min at 300 RPS through the gateway (pid {pid}), streaming and non-streaming in turn", flush=True)
+    print(
+        f"soak: {seconds / 60:g} min at 300 RPS through the gateway (pid {pid}), streaming and non-streaming in turn",
+        flush=True,
+    )
     samples: list[tuple[float, float]] = []
     start = time.monotonic()
     stream = True
@@ -692,7 +800,10 @@ def soak(inst: Instrument, gateway_url: str, pid: int, seconds: float) -> None:
     if len(samples) >= 4:
         tail = samples[len(samples) // 3 :]
         slope = np.polyfit([t for t, _ in tail], [r for _, r in tail], 1)[0] * 60
-        print(f"soak: RSS {samples[0][1]:.1f} -> {samples[-1][1]:.1f} MiB; slope after warm-up {slope:+.3f} MiB/min", flush=True)
+        print(
+            f"soak: RSS {samples[0][1]:.1f} -> {samples[-1][1]:.1f} MiB; slope after warm-up {slope:+.3f} MiB/min",
+            flush=True,
+        )
 
 
 def rss_mib(pid: int) -> float:
@@ -706,21 +817,52 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--instrument", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--null-proxy", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    p.add_argument("--gateway-core", type=int, help="core for the gateway and the null proxy (default: the one that lost less time to stalls in a 3 s probe)")
+    p.add_argument(
+        "--gateway-core",
+        type=int,
+        help="core for the gateway and the null proxy (default: the one that lost less time to stalls in a 3 s probe)",
+    )
     p.add_argument("--load-core", type=int, help="core for the instrument (default: the other one)")
-    p.add_argument("--no-null", action="store_true", help="skip the null proxy (a process that only copies bytes: the cost of any proxy hop here)")
+    p.add_argument(
+        "--no-null",
+        action="store_true",
+        help="skip the null proxy (a process that only copies bytes: the cost of any proxy hop here)",
+    )
     p.add_argument("--rates", default="100,500,1000")
     p.add_argument("--duration", type=float, default=20.0, help="seconds per rate and mode")
     p.add_argument("--tokens", type=int, default=16, help="output tokens per request (one SSE event each)")
     p.add_argument("--ttft-ms", type=float, default=20.0)
     p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--quick", action="store_true", help="5 s per rate and mode")
-    p.add_argument("--saturate", type=int, default=1024, metavar="N", help="closed loop with N in flight to find the most RPS (0: skip)")
+    p.add_argument(
+        "--saturate",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="closed loop with N in flight to find the most RPS (0: skip)",
+    )
     p.add_argument("--poll-idle", action="store_true", help="hold /dev/cpu_dma_latency at 0 while measuring (root)")
-    p.add_argument("--soak", type=float, metavar="MINUTES", help="instead: streaming traffic for this long, printing the gateway's memory")
+    p.add_argument(
+        "--soak",
+        type=float,
+        metavar="MINUTES",
+        help="instead: streaming traffic for this long, printing the gateway's memory",
+    )
     p.add_argument("--tries", type=int, default=3, help="measure a disturbed row again, up to this many times in all")
-    p.add_argument("--max-others", type=float, default=0.1, metavar="CORES", help="a row is disturbed when other processes used more")
-    p.add_argument("--wait-quiet", type=float, default=120.0, metavar="S", help="before each row, wait up to this long for the machine to be quiet")
+    p.add_argument(
+        "--max-others",
+        type=float,
+        default=0.1,
+        metavar="CORES",
+        help="a row is disturbed when other processes used more",
+    )
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="before each row, wait up to this long for the machine to be quiet",
+    )
     p.add_argument("--json", type=Path, help="also write the rows here")
     return p.parse_args()
 

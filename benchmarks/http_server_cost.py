@@ -25,10 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import gateway_overhead as bench  # noqa: E402
+import gateway_overhead as bench
 
-ANSWER = (b'{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
-          b'"message":{"role":"assistant","content":"w w w"},"finish_reason":"stop"}]}')
+ANSWER = (
+    b'{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+    b'"message":{"role":"assistant","content":"w w w"},"finish_reason":"stop"}]}'
+)
 
 
 class Bare(asyncio.Protocol):
@@ -45,7 +47,9 @@ class Bare(asyncio.Protocol):
         if len(self.buf) < end + 4 + length:
             return
         self.buf = self.buf[end + 4 + length :]
-        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER))
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+        )
 
 
 async def serve(kind: str) -> None:
@@ -73,7 +77,6 @@ async def serve(kind: str) -> None:
         server = await loop.create_server(web.Server(handle, access_log=None), "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
     elif kind == "tokenrace":  # the gateway's own server side (gateway/http.py), a task per request
-
         from tokenrace.gateway.http import Reply, Request, Server
 
         class Limits:
@@ -106,7 +109,9 @@ def main() -> None:
         uvloop.run(serve(args.serve))
         return
     inst = bench.Instrument(argparse.Namespace(tokens=16, ttft_ms=20.0, itl_ms=5.0))
-    print(f"servers on core {bench.GATEWAY_CORE}, instrument on core {bench.LOAD_CORE}; non-streaming; {args.duration:g} s per rate")
+    print(
+        f"servers on core {bench.GATEWAY_CORE}, instrument on core {bench.LOAD_CORE}; non-streaming; {args.duration:g} s per rate"
+    )
     try:
         for kind in KINDS * 2:
             proc = subprocess.Popen([sys.executable, __file__, "--serve", kind], stdout=subprocess.PIPE)
@@ -117,7 +122,10 @@ def main() -> None:
                     cpu0 = bench.cpu_seconds(proc.pid)
                     result = inst.run(url, False, rate=rate, duration=args.duration)
                     used = bench.cpu_seconds(proc.pid) - cpu0
-                    print(f"{kind:16s} {rate:6.0f} RPS: {result['n']} requests, {used / max(1, result['n']) * 1e6:.0f} us of CPU per request", flush=True)
+                    print(
+                        f"{kind:16s} {rate:6.0f} RPS: {result['n']} requests, {used / max(1, result['n']) * 1e6:.0f} us of CPU per request",
+                        flush=True,
+                    )
             finally:
                 proc.kill()
                 proc.wait()

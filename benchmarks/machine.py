@@ -35,8 +35,12 @@ def stall_stats(cores: list[int] | None = None, seconds: float = 3.0) -> dict[in
         n, over_ms, lost_ms, worst_ms = subprocess.run(
             [sys.executable, "-c", _PROBE, str(core), str(seconds)], capture_output=True, text=True, check=True
         ).stdout.split()
-        out[core] = {"per_s": int(n) / seconds, "over_1ms_per_s": int(over_ms) / seconds,
-                     "lost_pct": float(lost_ms) / seconds / 10, "longest_ms": float(worst_ms)}
+        out[core] = {
+            "per_s": int(n) / seconds,
+            "over_1ms_per_s": int(over_ms) / seconds,
+            "lost_pct": float(lost_ms) / seconds / 10,
+            "longest_ms": float(worst_ms),
+        }
     return out
 
 

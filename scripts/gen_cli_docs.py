@@ -11,8 +11,20 @@ from tokenrace.cli import cli
 
 def main() -> None:
     runner = CliRunner()
-    out = ["# Command line", "", "Generated from `--help` by `python scripts/gen_cli_docs.py`; do not edit by hand.", ""]
-    out += ["## tokenrace", "", "```", runner.invoke(cli, ["--help"], prog_name="tokenrace", terminal_width=100).output.rstrip(), "```", ""]
+    out = [
+        "# Command line",
+        "",
+        "Generated from `--help` by `python scripts/gen_cli_docs.py`; do not edit by hand.",
+        "",
+    ]
+    out += [
+        "## tokenrace",
+        "",
+        "```",
+        runner.invoke(cli, ["--help"], prog_name="tokenrace", terminal_width=100).output.rstrip(),
+        "```",
+        "",
+    ]
     for name in cli.list_commands(None):  # type: ignore[arg-type]
         cmd = cli.get_command(None, name)  # type: ignore[arg-type]
         sub = getattr(cmd, "commands", None) or {}

@@ -23,7 +23,15 @@ def test_every_summary_metric_is_defined_in_metrics_md() -> None:
     s = summarize([], Windows(), slo={"ttft_ms": 1})
     for name in s["metrics"]:
         assert f"`{name}`" in text, name
-    for key in ("error_rate", "errors_by_kind", "offered_rate", "achieved_rate", "max_in_flight", "token_count_source", "server_vs_client"):
+    for key in (
+        "error_rate",
+        "errors_by_kind",
+        "offered_rate",
+        "achieved_rate",
+        "max_in_flight",
+        "token_count_source",
+        "server_vs_client",
+    ):
         assert key in text, key
     for key in s["throughput"]:
         assert f"throughput.{key}" in text, key

@@ -26,14 +26,22 @@ def _summary(prompt: int, output: int, tpot_ms: float, ttft_ms: float, tok_s: fl
 
 def test_percent_of_bound_for_a_plausible_h100_run() -> None:
     # Llama 3.1 8B bf16 on one H100 SXM: ~16 GB read per step at 3.35 TB/s -> ~200 tok/s bound.
-    eff = efficiency_of(_summary(512, 256, tpot_ms=7.0, ttft_ms=40.0, tok_s=140.0), EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"), 1)
+    eff = efficiency_of(
+        _summary(512, 256, tpot_ms=7.0, ttft_ms=40.0, tok_s=140.0),
+        EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"),
+        1,
+    )
     assert eff is not None and not eff.get("error")
     assert 150 < eff["decode_tokens_per_s_bound"] < 250
     assert 50 < eff["decode_pct_of_bound"] < 100 and eff["warnings"] == []
 
 
 def test_a_measurement_beating_the_bound_warns() -> None:
-    eff = efficiency_of(_summary(512, 256, tpot_ms=1.0, ttft_ms=40.0, tok_s=1000.0), EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"), 1)
+    eff = efficiency_of(
+        _summary(512, 256, tpot_ms=1.0, ttft_ms=40.0, tok_s=1000.0),
+        EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"),
+        1,
+    )
     assert eff is not None and eff["decode_pct_of_bound"] > 100
     assert any("beats the bound" in w for w in eff["warnings"])
 
@@ -45,9 +53,29 @@ def test_unknown_names_give_an_error_entry_not_a_crash() -> None:
 
 def test_bench_cli_reports_efficiency(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 16}) as srv:
-        p = subprocess.run([sys.executable, "-m", "tokenrace", "bench", "--url", srv.url, "--requests", "5",
-                            "--hardware", "H100-SXM", "--model-config", "llama-3.1-8b", "--precision", "bf16", "-o", str(tmp_path / "r")],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tokenrace",
+                "bench",
+                "--url",
+                srv.url,
+                "--requests",
+                "5",
+                "--hardware",
+                "H100-SXM",
+                "--model-config",
+                "llama-3.1-8b",
+                "--precision",
+                "bf16",
+                "-o",
+                str(tmp_path / "r"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert p.returncode == 0, p.stderr
     eff = json.loads((tmp_path / "r" / "summary.json").read_text())["efficiency"]
     assert eff["hardware"] and eff["decode_pct_of_bound"] is not None
@@ -55,6 +83,10 @@ def test_bench_cli_reports_efficiency(tmp_path: Path) -> None:
 
 
 def test_hardware_without_model_is_a_usage_error() -> None:
-    p = subprocess.run([sys.executable, "-m", "tokenrace", "bench", "--url", "http://127.0.0.1:9", "--hardware", "H100-SXM"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "tokenrace", "bench", "--url", "http://127.0.0.1:9", "--hardware", "H100-SXM"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and "--model-config" in p.stderr

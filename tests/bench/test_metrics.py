@@ -9,7 +9,9 @@ from tokenrace.errors import UsageError
 MS = 1_000_000
 
 
-def rec(seq: int, start_ms: float, chunks_ms: list[float], tokens: list[int] | None, out: int | None, **kw: object) -> RequestRecord:
+def rec(
+    seq: int, start_ms: float, chunks_ms: list[float], tokens: list[int] | None, out: int | None, **kw: object
+) -> RequestRecord:
     r = RequestRecord(seq=seq, start_ns=int(start_ms * MS))
     r.chunk_ns = [int((start_ms + c) * MS) for c in chunks_ms]
     r.first_token_ns = r.chunk_ns[0] if r.chunk_ns else None

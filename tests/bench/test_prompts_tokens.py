@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders
-
 from tests.conftest import run
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
 from tokenrace.bench import prompts
 from tokenrace.bench.tokens import HFTokenizer, fill_token_counts, load_tokenizer
 from tokenrace.client.records import RequestRecord
@@ -67,17 +67,23 @@ def test_usage_wins_over_the_tokenizer(tokenizer_json: Path) -> None:
 
 def test_prompt_file(tmp_path: Path) -> None:
     f = tmp_path / "p.jsonl"
-    f.write_text("\n".join([
-        json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}),
-        json.dumps({"prompt": "plain"}),
-        json.dumps("bare string"),
-    ]))
+    f.write_text(
+        "\n".join(
+            [
+                json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}),
+                json.dumps({"prompt": "plain"}),
+                json.dumps("bare string"),
+            ]
+        )
+    )
     ps = prompts.from_jsonl(f)
     assert [p.max_tokens for p in ps.prompts] == [5, None, None]
     assert ps.pick(4).as_text() == "plain"
 
 
-@pytest.mark.parametrize("line,msg", [("{bad", "not JSON"), ('{"x": 1}', "expected"), ('{"prompt": "a", "max_tokens": 0}', "max_tokens")])
+@pytest.mark.parametrize(
+    "line,msg", [("{bad", "not JSON"), ('{"x": 1}', "expected"), ('{"prompt": "a", "max_tokens": 0}', "max_tokens")]
+)
 def test_prompt_file_errors_name_the_line(tmp_path: Path, line: str, msg: str) -> None:
     f = tmp_path / "p.jsonl"
     f.write_text('{"prompt": "ok"}\n' + line + "\n")

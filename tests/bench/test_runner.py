@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import numpy as np
-
 from tests.conftest import run
+
 from tokenrace.bench.metrics import summarize
 from tokenrace.bench.prompts import single
 from tokenrace.bench.runner import Load, Runner
@@ -16,6 +15,7 @@ from tokenrace.testing.fake_server import FakeServerThread
 
 async def _run(base_url: str, load: Load) -> Runner:
     async with OpenAIClient(base_url, "fake-model", options=RequestOptions(max_tokens=None)) as c:
+
         async def finish(rec: RequestRecord, prompt: Prompt) -> None:
             return None
 
@@ -79,6 +79,7 @@ def test_cancellation_keeps_finished_records() -> None:
     async def go() -> Runner:
         with FakeServerThread({"ttft_ms": 50, "itl_ms": 5, "output_tokens": 10}) as srv:
             async with OpenAIClient(srv.base_url, "fake-model", options=RequestOptions(max_tokens=None)) as c:
+
                 async def finish(rec: RequestRecord, prompt: Prompt) -> None:
                     return None
 

@@ -14,8 +14,15 @@ FIX = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 
 # A llama.cpp server's `timings` object, as recorded from llama-server (b5xxx+) on a chat stream.
 LLAMACPP_TIMINGS = {
-    "cache_n": 0, "prompt_n": 211, "prompt_ms": 142.35, "prompt_per_token_ms": 0.6746, "prompt_per_second": 1482.2,
-    "predicted_n": 48, "predicted_ms": 470.0, "predicted_per_token_ms": 9.79, "predicted_per_second": 102.1,
+    "cache_n": 0,
+    "prompt_n": 211,
+    "prompt_ms": 142.35,
+    "prompt_per_token_ms": 0.6746,
+    "prompt_per_second": 1482.2,
+    "predicted_n": 48,
+    "predicted_ms": 470.0,
+    "predicted_per_token_ms": 9.79,
+    "predicted_per_second": 102.1,
 }
 
 
@@ -49,7 +56,12 @@ def test_server_vs_client_from_responses() -> None:
 def test_metrics_delta_over_a_run(engine: str, prefix: str) -> None:
     before = (FIX / f"{engine}.txt").read_text()
     # 100 requests during the run: TTFT sum +12.5 s (mean 125 ms), TPOT sum +1.2 s (mean 12 ms).
-    after = _bump(_bump(before, f"{prefix}:time_to_first_token_seconds", 12.5, 100), f"{prefix}:time_per_output_token_seconds", 1.2, 100)
+    after = _bump(
+        _bump(before, f"{prefix}:time_to_first_token_seconds", 12.5, 100),
+        f"{prefix}:time_per_output_token_seconds",
+        1.2,
+        100,
+    )
     assert histogram_mean_delta(before, after, f"{prefix}:time_to_first_token_seconds") == pytest.approx(0.125)
     svc = from_metrics_delta(engine, before, after, client_ttft_mean_ms=131.25, client_tpot_mean_ms=12.0)
     assert svc is not None

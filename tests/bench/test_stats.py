@@ -25,7 +25,9 @@ def test_order_and_bounds(values: list[float]) -> None:
     d = describe(values)
     assert d["count"] == len(values)
     eps = 1e-3
-    assert d["min"] - eps <= d["p50"] <= d["p90"] + eps <= d["p95"] + 2 * eps <= d["p99"] + 3 * eps <= d["max"] + 4 * eps
+    assert (
+        d["min"] - eps <= d["p50"] <= d["p90"] + eps <= d["p95"] + 2 * eps <= d["p99"] + 3 * eps <= d["max"] + 4 * eps
+    )
     assert abs(d["mean"] - float(np.mean(values))) <= 1e-3 + 1e-9 * abs(float(np.mean(values)))
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from tests.conftest import run
+
 from tokenrace.bench.tokens import fill_token_counts
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
@@ -36,7 +36,9 @@ async def _send(base_url: str, n: int, overrides: dict[str, Any] | None = None, 
         return list(recs)
 
 
-def _sent(log: list[dict[str, Any]], rid: str | None, kinds: tuple[str, ...] = ("content", "reasoning")) -> list[dict[str, Any]]:
+def _sent(
+    log: list[dict[str, Any]], rid: str | None, kinds: tuple[str, ...] = ("content", "reasoning")
+) -> list[dict[str, Any]]:
     entry = next(e for e in log if e["id"] == rid)
     return [c for c in entry["chunks"] if c["kind"] in kinds]
 
@@ -49,7 +51,7 @@ def test_ttft_ignores_role_chunk_and_matches_send_log(server: Any) -> None:
         assert r.ok, r.error_message
         sent = _sent(log, r.response_id)
         assert len(r.chunk_ns) == len(sent) == 12
-        biases = [(c - s["t_ns"]) / 1e6 for c, s in zip(r.chunk_ns, sent)]
+        biases = [(c - s["t_ns"]) / 1e6 for c, s in zip(r.chunk_ns, sent, strict=False)]
         assert 0 <= min(biases) and float(np.median(biases)) < 5.0
         role = _sent(log, r.response_id, ("role",))[0]
         assert r.first_token_ns > role["t_ns"] + 40e6  # the role chunk came ~60 ms earlier

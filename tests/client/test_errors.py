@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import pytest
-
 from tests.conftest import run
+
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.transport import Timeouts
@@ -16,7 +16,9 @@ from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import FakeServerThread
 
 
-async def _one(base_url: str, fake: dict[str, Any] | None = None, timeouts: Timeouts | None = None, **opts: Any) -> RequestRecord:
+async def _one(
+    base_url: str, fake: dict[str, Any] | None = None, timeouts: Timeouts | None = None, **opts: Any
+) -> RequestRecord:
     options = RequestOptions(max_tokens=None, extra_body={"fake": fake} if fake else {}, **opts)
     async with OpenAIClient(base_url, "fake-model", options=options, timeouts=timeouts) as c:
         return await c.send(Prompt(text="hi there"), RequestRecord(seq=0))
@@ -110,6 +112,7 @@ def test_auth_and_model_errors_are_records(fake: Any, status: int, kind: str) ->
         with FakeServerThread({"api_key": "expected-key"}) as srv:
             r = run(_one(srv.base_url))
     else:
+
         async def go() -> RequestRecord:
             async with OpenAIClient(fake.base_url, "no-such-model", options=RequestOptions()) as c:
                 return await c.send(Prompt(text="x"), RequestRecord(seq=0))
@@ -131,9 +134,14 @@ def test_server_that_closes_after_each_stream_is_not_an_error() -> None:
 
     async def handle(reader: aio.StreamReader, writer: aio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        length = int(
+            next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        )
         await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nKeep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nKeep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + chunk
+        )
         await writer.drain()
         writer.close()
 

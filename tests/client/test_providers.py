@@ -1,20 +1,23 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import fake_key
 
 from tokenrace.client.providers import normalize_base_url, resolve_endpoint, server_root
 from tokenrace.client.redact import Redactor, redact_argv
 from tokenrace.errors import UsageError
-from tests.conftest import fake_key
 
 
-@pytest.mark.parametrize("url,base", [
-    ("http://localhost:8000/v1", "http://localhost:8000/v1"),
-    ("http://localhost:8000", "http://localhost:8000/v1"),
-    ("http://localhost:8000/", "http://localhost:8000/v1"),
-    ("https://api.groq.com/openai/v1", "https://api.groq.com/openai/v1"),
-    ("http://h:1/v1/chat/completions", "http://h:1/v1"),
-])
+@pytest.mark.parametrize(
+    "url,base",
+    [
+        ("http://localhost:8000/v1", "http://localhost:8000/v1"),
+        ("http://localhost:8000", "http://localhost:8000/v1"),
+        ("http://localhost:8000/", "http://localhost:8000/v1"),
+        ("https://api.groq.com/openai/v1", "https://api.groq.com/openai/v1"),
+        ("http://h:1/v1/chat/completions", "http://h:1/v1"),
+    ],
+)
 def test_base_urls_like_the_openai_sdk(url: str, base: str) -> None:
     assert normalize_base_url(url) == base
 
@@ -48,5 +51,15 @@ def test_precedence_and_key_source(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_redaction() -> None:
     r = Redactor("my-secret-value")
-    assert r(f"failed with my-secret-value and Bearer abcdefghijk123 and {fake_key('sk-')}") == "failed with *** and Bearer *** and ***"
-    assert redact_argv(["bench", "--api-key", "s3cret", "--api-key=s3cret", "--url", "u"]) == ["bench", "--api-key", "***", "--api-key=***", "--url", "u"]
+    assert (
+        r(f"failed with my-secret-value and Bearer abcdefghijk123 and {fake_key('sk-')}")
+        == "failed with *** and Bearer *** and ***"
+    )
+    assert redact_argv(["bench", "--api-key", "s3cret", "--api-key=s3cret", "--url", "u"]) == [
+        "bench",
+        "--api-key",
+        "***",
+        "--api-key=***",
+        "--url",
+        "u",
+    ]

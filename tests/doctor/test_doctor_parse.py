@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenrace.doctor import parse
+
 from .scenarios import FIXTURES
 
 

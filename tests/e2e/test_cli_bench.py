@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.conftest import fake_key, sigint_default
+
 from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import spawn_fake_server
 
@@ -23,8 +23,12 @@ SECRET = fake_key("sk-", "donotleak")
 
 def tokenrace(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "tokenrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -40,12 +44,24 @@ def _files_text(d: Path) -> str:
 
 def test_bench_writes_three_files(server: Any, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    p = tokenrace("bench", "--url", server.url, "--api-key", SECRET, "--concurrency", "8", "--requests", "40", "-o", str(out))
+    p = tokenrace(
+        "bench", "--url", server.url, "--api-key", SECRET, "--concurrency", "8", "--requests", "40", "-o", str(out)
+    )
     assert p.returncode == 0, p.stderr
     assert sorted(x.name for x in out.iterdir()) == ["manifest.json", "records.jsonl", "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"] == {"total": 40, "succeeded": 40, "failed": 0}
-    for name in ("ttft_ms", "tpot_ms", "itl_chunk_ms", "itl_token_ms", "e2e_ms", "output_tokens", "prompt_tokens", "tokens_per_chunk", "schedule_lag_ms"):
+    for name in (
+        "ttft_ms",
+        "tpot_ms",
+        "itl_chunk_ms",
+        "itl_token_ms",
+        "e2e_ms",
+        "output_tokens",
+        "prompt_tokens",
+        "tokens_per_chunk",
+        "schedule_lag_ms",
+    ):
         assert set(summary["metrics"][name]) == {"count", "mean", "std", "min", "p50", "p90", "p95", "p99", "max"}
     assert summary["max_in_flight"] == 8 and summary["cold"]["ttft_ms"] is not None
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
@@ -60,16 +76,35 @@ def test_bench_writes_three_files(server: Any, tmp_path: Path) -> None:
 
 
 def test_key_from_env_and_json_output(server: Any, tmp_path: Path) -> None:
-    p = tokenrace("bench", "--url", server.base_url, "--requests", "5", "--json", "-o", str(tmp_path / "r"),
-                  env={"OPENAI_API_KEY": SECRET})
+    p = tokenrace(
+        "bench",
+        "--url",
+        server.base_url,
+        "--requests",
+        "5",
+        "--json",
+        "-o",
+        str(tmp_path / "r"),
+        env={"OPENAI_API_KEY": SECRET},
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["requests"]["succeeded"] == 5
     assert SECRET not in _files_text(tmp_path / "r") + p.stdout + p.stderr
 
 
 def test_wrong_key_is_one_actionable_line(server: Any, tmp_path: Path) -> None:
-    p = tokenrace("bench", "--provider", "groq", "--url", server.url, "--requests", "3", "-o", str(tmp_path / "r2"),
-                  env={"GROQ_API_KEY": fake_key("sk-", "wrong"), "OPENAI_API_KEY": ""})
+    p = tokenrace(
+        "bench",
+        "--provider",
+        "groq",
+        "--url",
+        server.url,
+        "--requests",
+        "3",
+        "-o",
+        str(tmp_path / "r2"),
+        env={"GROQ_API_KEY": fake_key("sk-", "wrong"), "OPENAI_API_KEY": ""},
+    )
     assert p.returncode == 3
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "GROQ_API_KEY" in lines[0] and "401" in lines[0]
@@ -77,7 +112,19 @@ def test_wrong_key_is_one_actionable_line(server: Any, tmp_path: Path) -> None:
 
 
 def test_unknown_model_lists_offered(server: Any, tmp_path: Path) -> None:
-    p = tokenrace("bench", "--url", server.url, "--api-key", SECRET, "--model", "gpt-9", "--requests", "2", "-o", str(tmp_path / "r"))
+    p = tokenrace(
+        "bench",
+        "--url",
+        server.url,
+        "--api-key",
+        SECRET,
+        "--model",
+        "gpt-9",
+        "--requests",
+        "2",
+        "-o",
+        str(tmp_path / "r"),
+    )
     assert p.returncode == 3 and "fake-model" in p.stderr and "gpt-9" in p.stderr
 
 
@@ -89,7 +136,17 @@ def test_wrong_url_says_what_was_tried(tmp_path: Path) -> None:
 def test_a_host_whose_connects_hang_fails_within_the_connect_limit(tmp_path: Path) -> None:
     with blackhole() as port:
         t = time.monotonic()
-        p = tokenrace("bench", "--url", f"http://127.0.0.1:{port}", "--requests", "2", "--timeout-connect", "0.5", "-o", str(tmp_path / "r"))
+        p = tokenrace(
+            "bench",
+            "--url",
+            f"http://127.0.0.1:{port}",
+            "--requests",
+            "2",
+            "--timeout-connect",
+            "0.5",
+            "-o",
+            str(tmp_path / "r"),
+        )
         elapsed = time.monotonic() - t
     assert p.returncode == 3 and "connect timed out after 0.5 s" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert elapsed < 30  # the connect limit, not the 15 s model-list limit or a kernel's SYN retries
@@ -103,7 +160,18 @@ def test_bad_flag_values_are_one_line(tmp_path: Path) -> None:
 
 def test_error_rate_exit_code(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "fault": "500", "fault_every": 2}) as srv:
-        p = tokenrace("bench", "--url", srv.url, "--requests", "10", "--no-cold", "--max-error-rate", "0.2", "-o", str(tmp_path / "r"))
+        p = tokenrace(
+            "bench",
+            "--url",
+            srv.url,
+            "--requests",
+            "10",
+            "--no-cold",
+            "--max-error-rate",
+            "0.2",
+            "-o",
+            str(tmp_path / "r"),
+        )
     assert p.returncode == 1
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["errors_by_kind"] == {"http_500": 5} and s["error_rate"] == 0.5
@@ -112,9 +180,26 @@ def test_error_rate_exit_code(tmp_path: Path) -> None:
 def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
     out = tmp_path / "r"
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 5, "output_tokens": 20}) as srv:
-        proc = subprocess.Popen([sys.executable, "-m", "tokenrace", "bench", "--url", srv.url, "--requests", "100000",
-                                 "--concurrency", "4", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=sigint_default)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tokenrace",
+                "bench",
+                "--url",
+                srv.url,
+                "--requests",
+                "100000",
+                "--concurrency",
+                "4",
+                "-o",
+                str(out),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=sigint_default,
+        )
         deadline = time.time() + 30
         records = out / "records.jsonl"
         while time.time() < deadline and (not records.exists() or records.read_text().count("\n") < 12):

@@ -16,8 +16,8 @@ from types import TracebackType
 from typing import Any
 
 import yaml
-
 from tests.conftest import fake_key
+
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
 
@@ -55,7 +55,9 @@ class GatewayThread:
             raise RuntimeError(f"gateway did not start: {self._error!r}")
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def stop(self) -> None:
@@ -88,7 +90,7 @@ class GatewayThread:
         self._loop = loop
         try:
             loop.run_until_complete(self._serve())
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - re-raised by start() in the test thread
             self._error = exc
             self._ready.set()
         finally:
@@ -106,7 +108,9 @@ class GatewayThread:
             await drain(self.gw, server)
 
 
-def spawn_gateway(config_path: Path, env: Mapping[str, str] | None = None, cpu: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def spawn_gateway(
+    config_path: Path, env: Mapping[str, str] | None = None, cpu: int | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """`tokenrace gateway --config PATH --port 0` as a child; returns (process, url)."""
     environ = {**os.environ, **ENV, **(env or {})}
     environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), environ.get("PYTHONPATH")) if p)
@@ -123,7 +127,14 @@ def spawn_gateway(config_path: Path, env: Mapping[str, str] | None = None, cpu: 
     return proc, line.removeprefix("READY ")
 
 
-def http(method: str, url: str, body: Any = None, key: str | None = CLIENT_KEY, headers: Mapping[str, str] | None = None, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+def http(
+    method: str,
+    url: str,
+    body: Any = None,
+    key: str | None = CLIENT_KEY,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30,
+) -> tuple[int, dict[str, str], bytes]:
     """A blocking request; returns (status, headers, body) for any status."""
     data = json.dumps(body).encode() if body is not None and not isinstance(body, bytes) else body
     h = {"Content-Type": "application/json", **(headers or {})}

@@ -17,8 +17,26 @@ def test_bench_client_through_the_gateway(tmp_path: Path) -> None:
     with FakeServerThread({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 16, "models": ["m"]}) as fake:
         with GatewayThread(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])) as gw:
             env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OPENAI_API_KEY": CLIENT_KEY}
-            argv = [sys.executable, "-m", "tokenrace", "bench", "--url", gw.base_url, "--model", "m", "--requests", "30",
-                    "--concurrency", "4", "--no-cold", "--max-tokens", "16", "--json", "-o", str(tmp_path / "run")]
+            argv = [
+                sys.executable,
+                "-m",
+                "tokenrace",
+                "bench",
+                "--url",
+                gw.base_url,
+                "--model",
+                "m",
+                "--requests",
+                "30",
+                "--concurrency",
+                "4",
+                "--no-cold",
+                "--max-tokens",
+                "16",
+                "--json",
+                "-o",
+                str(tmp_path / "run"),
+            ]
             out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
             assert out.returncode == 0, out.stderr[-2000:]
             summary = json.loads((tmp_path / "run" / "summary.json").read_text())

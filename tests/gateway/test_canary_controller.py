@@ -11,11 +11,15 @@ SLO = {"error_rate": 0.05, "ttft_p95_ms": 500, "tpot_p95_ms": 50}
 
 
 def make(**fields: object) -> Canary:
-    cfg = CanaryConfig.model_validate({"backend": "new", "steps": [1, 5, 25, 100], "hold_s": 10, "min_requests": 20, "slo": SLO, **fields})
+    cfg = CanaryConfig.model_validate(
+        {"backend": "new", "steps": [1, 5, 25, 100], "hold_s": 10, "min_requests": 20, "slo": SLO, **fields}
+    )
     return Canary("m", cfg, now=0.0)
 
 
-def feed(c: Canary, arm: str, t0: float, t1: float, n: int, ok: bool = True, ttft_ms: float = 100, tpot_ms: float = 10) -> None:
+def feed(
+    c: Canary, arm: str, t0: float, t1: float, n: int, ok: bool = True, ttft_ms: float = 100, tpot_ms: float = 10
+) -> None:
     for i in range(n):
         t = t0 + (t1 - t0) * i / max(1, n)
         c.record(arm, Sample(t, ok, ttft_ms / 1000 if ok else None, tpot_ms / 1000 if ok else None, 0.5))  # type: ignore[arg-type]

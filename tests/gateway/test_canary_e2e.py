@@ -20,13 +20,25 @@ QUICK = {"ttft_ms": 2, "itl_ms": 0.5, "output_tokens": 4, "models": ["m"]}
 # Limits far from both the healthy backends (TTFT 2 ms) and the slow one (1200 ms), with absolute
 # slack against the baseline, so that a busy 2-core CI machine cannot make a healthy canary breach.
 SLO_TTFT_MS = 500
-CANARY = {"backend": "new", "steps": [10, 30, 60, 100], "hold_s": 0.8, "window_s": 3.0, "min_requests": 5, "eval_interval_s": 0.1,
-          "slo": {"error_rate": 0.05, "ttft_p95_ms": SLO_TTFT_MS}, "margin": {"latency_ms": 400}}
+CANARY = {
+    "backend": "new",
+    "steps": [10, 30, 60, 100],
+    "hold_s": 0.8,
+    "window_s": 3.0,
+    "min_requests": 5,
+    "eval_interval_s": 0.1,
+    "slo": {"error_rate": 0.05, "ttft_p95_ms": SLO_TTFT_MS},
+    "margin": {"latency_ms": 400},
+}
 
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[FakeServerThread, FakeServerThread, FakeServerThread]]:
-    with FakeServerThread(QUICK) as old, FakeServerThread(QUICK) as new, FakeServerThread({**QUICK, "ttft_ms": 1200}) as slow:
+    with (
+        FakeServerThread(QUICK) as old,
+        FakeServerThread(QUICK) as new,
+        FakeServerThread({**QUICK, "ttft_ms": 1200}) as slow,
+    ):
         yield old, new, slow
 
 
@@ -43,8 +55,12 @@ class Traffic:
 
     def _run(self, i: int) -> None:
         while not self._stop.is_set():
-            status, _, raw = http("POST", self.gw.base_url + "/chat/completions", chat(), headers={"x-user": f"u{i}-{len(self.statuses)}"})
-            self.statuses.append(status if raw.rstrip().endswith(b"data: [DONE]") and b'"finish_reason":"error"' not in raw else -status)
+            status, _, raw = http(
+                "POST", self.gw.base_url + "/chat/completions", chat(), headers={"x-user": f"u{i}-{len(self.statuses)}"}
+            )
+            self.statuses.append(
+                status if raw.rstrip().endswith(b"data: [DONE]") and b'"finish_reason":"error"' not in raw else -status
+            )
 
     def stop(self) -> None:
         self._stop.set()
@@ -69,7 +85,11 @@ def wait_for(gw: GatewayThread, predicate: Any, timeout: float = 15.0) -> dict[s
 
 
 def write(path: Path, backends: dict[str, Any], canary: dict[str, Any] = CANARY) -> str:
-    text = config_text(backends, [{"model": "m", "backends": ["old"], "canary": canary, "sticky_header": "x-user"}], retry={"attempts": 1, "backoff_ms": 1})
+    text = config_text(
+        backends,
+        [{"model": "m", "backends": ["old"], "canary": canary, "sticky_header": "x-user"}],
+        retry={"attempts": 1, "backoff_ms": 1},
+    )
     path.write_text(text)
     return text
 
@@ -89,7 +109,11 @@ def test_canary_advances_when_healthy_and_rolls_back_when_failing(servers: Any, 
         advances = [d for d in snap["decisions"] if d["action"] == "advance"]
         assert [d["to_weight_pct"] for d in advances[:2]] == [30, 60]
         numbers = advances[0]["numbers"]
-        assert numbers["canary"]["requests"] >= 5 and numbers["canary"]["errors"] == 0 and numbers["canary"]["ttft_p95_ms"] < SLO_TTFT_MS
+        assert (
+            numbers["canary"]["requests"] >= 5
+            and numbers["canary"]["errors"] == 0
+            and numbers["canary"]["ttft_p95_ms"] < SLO_TTFT_MS
+        )
         assert numbers["baseline"]["requests"] > numbers["canary"]["requests"]
         write(path, {**healthy, "new": {"url": new.base_url, "headers": {"x-fake-fault": "500"}}})
         reload(gw)  # the canary's backend starts failing; the ramp itself is kept

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import fake_key
+
 from tokenrace.gateway.config import ConfigError, parse_config, resolve_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,20 +50,26 @@ def test_negative_weight_points_to_its_line_and_key() -> None:
 
 
 def test_a_misspelt_key_gets_a_suggestion() -> None:
-    bad = GOOD.replace("    url: http://gpu-box:8000/v1", "    url: http://gpu-box:8000/v1\n    timeouts: {conect_s: 2}")
+    bad = GOOD.replace(
+        "    url: http://gpu-box:8000/v1", "    url: http://gpu-box:8000/v1\n    timeouts: {conect_s: 2}"
+    )
     assert problems(bad) == ["gateway.yaml:4: backends.vllm.timeouts.conect_s: unknown key (did you mean 'connect_s'?)"]
 
 
 def test_unknown_backend_names_the_defined_ones() -> None:
     bad = GOOD.replace("{backend: groq, weight: 5}", "{backend: grok, weight: 5}")
-    assert problems(bad) == ["gateway.yaml:11: routes[0].backends[1].backend: unknown backend 'grok' (defined: groq, vllm)"]
+    assert problems(bad) == [
+        "gateway.yaml:11: routes[0].backends[1].backend: unknown backend 'grok' (defined: groq, vllm)"
+    ]
 
 
 def test_every_problem_is_reported_and_the_first_is_the_message() -> None:
     bad = GOOD.replace("weight: 95", "weight: lots").replace("https://api.groq.com/openai/v1", "api.groq.com")
     found = problems(bad)
     assert len(found) == 2
-    assert any("backends.groq.url: must start with http:// or https://" in p and p.startswith("gateway.yaml:5:") for p in found)
+    assert any(
+        "backends.groq.url: must start with http:// or https://" in p and p.startswith("gateway.yaml:5:") for p in found
+    )
     assert any(p.startswith("gateway.yaml:10: routes[0].backends[0].weight: must be a number") for p in found)
     with pytest.raises(ConfigError) as info:
         parse_config(bad, "gateway.yaml", ENV)
@@ -79,7 +85,9 @@ def test_duplicate_keys_and_models_are_errors() -> None:
 
 
 def test_missing_environment_variable_points_to_the_key() -> None:
-    assert problems(GOOD, {"APP_KEY": "x"}) == ["gateway.yaml:6: backends.groq.api_key_env: environment variable GROQ_API_KEY is not set"]
+    assert problems(GOOD, {"APP_KEY": "x"}) == [
+        "gateway.yaml:6: backends.groq.api_key_env: environment variable GROQ_API_KEY is not set"
+    ]
     parse_config(GOOD, "gateway.yaml", {}, check_env=False)  # `check --no-env`
 
 
@@ -99,7 +107,9 @@ def test_canary_rules() -> None:
     canary = GOOD.replace("      - {backend: groq, weight: 5}\n", "    canary: {backend: groq, steps: [5, 1]}\n")
     assert problems(canary) == ["gateway.yaml:11: routes[0].canary.steps: steps must increase"]
     same = GOOD.replace("      - {backend: groq, weight: 5}\n", "    canary: {backend: vllm}\n")
-    assert problems(same) == ["gateway.yaml:11: routes[0].canary.backend: 'vllm' is also a baseline backend of this route"]
+    assert problems(same) == [
+        "gateway.yaml:11: routes[0].canary.backend: 'vllm' is also a baseline backend of this route"
+    ]
 
 
 def test_a_key_pasted_into_the_file_is_never_echoed() -> None:
@@ -128,7 +138,9 @@ def test_key_digest_instead_of_env() -> None:
     text = GOOD.replace("key_env: APP_KEY", f"key_sha256: {digest}")
     secrets = resolve_secrets(parse_config(text, "g", ENV), ENV)
     assert secrets.client_digests == {digest: "app"}
-    assert "give exactly one of key_env or key_sha256" in problems(GOOD.replace("key_env: APP_KEY", "key_sha256: null"))[0]
+    assert (
+        "give exactly one of key_env or key_sha256" in problems(GOOD.replace("key_env: APP_KEY", "key_sha256: null"))[0]
+    )
 
 
 def test_the_example_file_is_valid_and_twenty_lines() -> None:
@@ -139,7 +151,9 @@ def test_the_example_file_is_valid_and_twenty_lines() -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tokenrace", "gateway", *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", "gateway", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
 
 
 def test_check_command(tmp_path: Path) -> None:

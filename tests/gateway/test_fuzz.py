@@ -18,14 +18,29 @@ from .helpers import GatewayThread, config_text, http
 @pytest.fixture(scope="module")
 def gw() -> Iterator[GatewayThread]:
     with FakeServerThread({"ttft_ms": 0, "itl_ms": 0, "output_tokens": 2, "models": ["m"]}) as fake:
-        text = config_text({"a": {"url": fake.base_url, "timeouts": {"first_byte_s": 5, "total_s": 10}}}, [{"model": "m", "backends": ["a"]}], limits={"max_body_bytes": 65536})
+        text = config_text(
+            {"a": {"url": fake.base_url, "timeouts": {"first_byte_s": 5, "total_s": 10}}},
+            [{"model": "m", "backends": ["a"]}],
+            limits={"max_body_bytes": 65536},
+        )
         with GatewayThread(text) as gateway:
             yield gateway
 
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=30))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=12)
-messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant", "tool", ""])}, optional={"content": values}), max_size=3)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=30)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=12,
+)
+messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "system", "assistant", "tool", ""])}, optional={"content": values}
+    ),
+    max_size=3,
+)
 bodies = st.fixed_dictionaries(
     {},
     optional={
@@ -45,7 +60,9 @@ def gateway_made_it(headers: dict[str, str]) -> bool:
     return "x-tokenrace-backend" not in headers
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(body=bodies, path=st.sampled_from(["/chat/completions", "/completions"]))
 def test_json_bodies(gw: GatewayThread, body: dict[str, Any], path: str) -> None:
     status, headers, raw = http("POST", gw.base_url + path, json.dumps(body).encode(), timeout=20)
@@ -54,7 +71,9 @@ def test_json_bodies(gw: GatewayThread, body: dict[str, Any], path: str) -> None
         assert "message" in json.loads(raw)["error"]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(raw=st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode)))
 def test_arbitrary_bytes(gw: GatewayThread, raw: bytes) -> None:
     status, headers, reply = http("POST", gw.base_url + "/chat/completions", raw, timeout=20)

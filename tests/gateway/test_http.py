@@ -35,7 +35,13 @@ async def echo(request: Request) -> Reply | Stream:
             await asyncio.sleep(0.01)
         stream.end()
         return stream
-    seen = {"method": request.method, "path": request.path, "query": request.query, "headers": request.headers, "body": request.body.decode("latin-1")}
+    seen = {
+        "method": request.method,
+        "path": request.path,
+        "query": request.query,
+        "headers": request.headers,
+        "body": request.body.decode("latin-1"),
+    }
     return Reply(200, json.dumps(seen).encode(), {"x-seen": "1"})
 
 
@@ -147,9 +153,16 @@ def test_keep_alive_and_pipelined_requests_are_answered_in_order(srv: ServerThre
         assert closed(sock)
     seen = [json.loads(a[2]) for a in (first, second, third, fourth, fifth)]
     assert [s["path"] for s in seen] == ["/a", "/b", "/c", "/d", "/e"]
-    assert seen[0]["query"] == {"x": "1", "y": "two"} and seen[0]["body"] == '{"n": 1}' and seen[1]["body"] == '{"n": 2}'
+    assert (
+        seen[0]["query"] == {"x": "1", "y": "two"} and seen[0]["body"] == '{"n": 1}' and seen[1]["body"] == '{"n": 2}'
+    )
     assert seen[0]["headers"]["host"] == "x"  # names are lower-case
-    assert first[0] == "HTTP/1.1 200 OK" and first[1]["x-seen"] == "1" and "connection" not in first[1] and "date" in first[1]
+    assert (
+        first[0] == "HTTP/1.1 200 OK"
+        and first[1]["x-seen"] == "1"
+        and "connection" not in first[1]
+        and "date" in first[1]
+    )
 
 
 def test_http_1_0_closes_unless_asked_to_keep_alive(srv: ServerThread) -> None:
@@ -272,7 +285,10 @@ def test_a_body_over_the_limit_is_refused_from_its_length_before_it_is_read(srv:
         except (BrokenPipeError, ConnectionResetError):
             pass
         status, _, raw = read_answer(sock)
-        assert status.startswith("HTTP/1.1 413") and "2000000 bytes is over the limit of 1024" in json.loads(raw)["error"]["message"]
+        assert (
+            status.startswith("HTTP/1.1 413")
+            and "2000000 bytes is over the limit of 1024" in json.loads(raw)["error"]["message"]
+        )
 
 
 def test_after_refusing_the_server_lingers_so_late_client_bytes_cause_no_reset(srv: ServerThread) -> None:
@@ -317,7 +333,31 @@ def test_draining_answers_say_connection_close(srv: ServerThread) -> None:
         assert read_answer(sock)[1]["connection"] == "close" and closed(sock)
 
 
-HEAD_BYTES = st.sampled_from([b"GET", b"POST", b" ", b"/", b"?", b"HTTP/1.1", b"HTTP/1.0", b"\r\n", b"\n", b"\r", b":", b"Content-Length", b"Transfer-Encoding", b"chunked", b"0", b"5", b"-1", b"\x00", b"\t", b"a", b"\xff"])
+HEAD_BYTES = st.sampled_from(
+    [
+        b"GET",
+        b"POST",
+        b" ",
+        b"/",
+        b"?",
+        b"HTTP/1.1",
+        b"HTTP/1.0",
+        b"\r\n",
+        b"\n",
+        b"\r",
+        b":",
+        b"Content-Length",
+        b"Transfer-Encoding",
+        b"chunked",
+        b"0",
+        b"5",
+        b"-1",
+        b"\x00",
+        b"\t",
+        b"a",
+        b"\xff",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -367,7 +407,11 @@ def test_dechunk_round_trips_and_every_strict_prefix_is_incomplete(body: bytes, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=300), st.lists(st.integers(0, 300), max_size=6), st.lists(st.integers(1, 40), min_size=1, max_size=30))
+@given(
+    st.binary(max_size=300),
+    st.lists(st.integers(0, 300), max_size=6),
+    st.lists(st.integers(1, 40), min_size=1, max_size=30),
+)
 def test_dechunker_fed_in_pieces_agrees_with_one_feed(body: bytes, cuts: list[int], steps: list[int]) -> None:
     """As the server uses it: the buffer grows by pieces and the decoder resumes where it stopped."""
     wire = chunked(body, cuts) + b"NEXT"

@@ -52,13 +52,24 @@ def test_sighup_reloads_and_keeps_in_flight_streams(fake: FakeServerThread, tmp_
     try:
         thread, out = in_background(url + "/v1/chat/completions", chat(**SLOW_STREAM))
         time.sleep(0.3)
-        path.write_text(config_text({"b": {"url": fake.base_url}}, [{"model": "m", "backends": ["b"]}, {"model": "m2", "backends": ["b"]}]))
+        path.write_text(
+            config_text(
+                {"b": {"url": fake.base_url}}, [{"model": "m", "backends": ["b"]}, {"model": "m2", "backends": ["b"]}]
+            )
+        )
         proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and json.loads(http("GET", url + "/admin/state", key=ADMIN_KEY)[2])["config"]["generation"] < 2:
+        while (
+            time.monotonic() < deadline
+            and json.loads(http("GET", url + "/admin/state", key=ADMIN_KEY)[2])["config"]["generation"] < 2
+        ):
             time.sleep(0.05)
         state = json.loads(http("GET", url + "/admin/state", key=ADMIN_KEY)[2])
-        assert state["config"]["generation"] == 2 and sorted(state["routes"]) == ["m", "m2"] and list(state["backends"]) == ["b"]
+        assert (
+            state["config"]["generation"] == 2
+            and sorted(state["routes"]) == ["m", "m2"]
+            and list(state["backends"]) == ["b"]
+        )
         assert http("POST", url + "/v1/chat/completions", chat(model="m2"))[0] == 200
         thread.join(10)
         status, raw = out[0]

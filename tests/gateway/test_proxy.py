@@ -18,7 +18,9 @@ from .helpers import ADMIN_KEY, GatewayThread, chat, http, sse_events
 FAST_RETRY = {"attempts": 2, "backoff_ms": 1, "max_backoff_ms": 5}
 
 
-def post(gw: GatewayThread, body: dict[str, Any], path: str = "/chat/completions", **kw: Any) -> tuple[int, dict[str, str], bytes]:
+def post(
+    gw: GatewayThread, body: dict[str, Any], path: str = "/chat/completions", **kw: Any
+) -> tuple[int, dict[str, str], bytes]:
     return http("POST", gw.base_url + path, body, **kw)
 
 
@@ -53,10 +55,16 @@ def test_stream_passes_through_event_for_event(fakes: tuple[FakeServerThread, Fa
     a, _ = fakes
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
     status, headers, raw = post(gw, chat(stream_options={"include_usage": True}))
-    assert status == 200 and headers["Content-Type"].startswith("text/event-stream") and headers["x-tokenrace-backend"] == "a"
+    assert (
+        status == 200
+        and headers["Content-Type"].startswith("text/event-stream")
+        and headers["x-tokenrace-backend"] == "a"
+    )
     events = sse_events(raw)
-    direct = sse_events(http("POST", a.base_url + "/chat/completions", chat(stream_options={"include_usage": True}), key=None)[2])
-    shape = lambda evs: [sorted(orjson.loads(e)) if e != "[DONE]" else e for e in evs]  # noqa: E731
+    direct = sse_events(
+        http("POST", a.base_url + "/chat/completions", chat(stream_options={"include_usage": True}), key=None)[2]
+    )
+    shape = lambda evs: [sorted(orjson.loads(e)) if e != "[DONE]" else e for e in evs]
     assert shape(events) == shape(direct) and events[-1] == "[DONE]"
     assert orjson.loads(events[-2])["usage"]["completion_tokens"] == 8
     assert metric(gw, "tokenrace_gateway_requests_total", route="m", backend="a", status="200") == 1
@@ -65,7 +73,9 @@ def test_stream_passes_through_event_for_event(fakes: tuple[FakeServerThread, Fa
     assert metric(gw, "tokenrace_gateway_tpot_seconds_count", route="m", backend="a") == 1
 
 
-def test_usage_is_asked_for_but_not_shown_to_a_client_that_did_not_ask(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_usage_is_asked_for_but_not_shown_to_a_client_that_did_not_ask(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, _ = fakes
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
     _, _, raw = post(gw, chat())
@@ -75,13 +85,18 @@ def test_usage_is_asked_for_but_not_shown_to_a_client_that_did_not_ask(fakes: tu
     assert metric(gw, "tokenrace_gateway_tokens_total", direction="out", source="usage") == 8
 
 
-def test_non_streaming_and_completions_pass_through_as_is(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_non_streaming_and_completions_pass_through_as_is(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, _ = fakes
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
     status, headers, raw = post(gw, chat(stream=False))
     body = orjson.loads(raw)
     assert status == 200 and headers["Content-Type"].startswith("application/json")
-    assert body["choices"][0]["message"]["content"] == "w0 w1 w2 w3 w4 w5 w6 w7 " and body["usage"]["completion_tokens"] == 8
+    assert (
+        body["choices"][0]["message"]["content"] == "w0 w1 w2 w3 w4 w5 w6 w7 "
+        and body["usage"]["completion_tokens"] == 8
+    )
     status, _, raw = post(gw, {"model": "m", "prompt": "hi", "max_tokens": 3}, "/completions")
     assert status == 200 and orjson.loads(raw)["choices"][0]["text"] == "w0 w1 w2 "
     status, _, raw = post(gw, {"model": "m", "prompt": "hi", "stream": True, "max_tokens": 2}, "/completions")
@@ -97,11 +112,19 @@ def test_public_model_names_map_to_each_backends_own(gateway: Any) -> None:
         assert status == 200 and [m["id"] for m in orjson.loads(raw)["data"]] == ["m"]
 
 
-def test_backend_client_errors_are_passed_on_without_retry(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_backend_client_errors_are_passed_on_without_retry(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
-    gw = gateway({"a": backend(a), "b": backend(b)}, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry=FAST_RETRY)
+    gw = gateway(
+        {"a": backend(a), "b": backend(b)}, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry=FAST_RETRY
+    )
     status, headers, raw = post(gw, chat(max_tokens=-1))
-    assert status == 400 and "max_tokens must be a positive integer" in raw.decode() and headers["x-tokenrace-backend"] == "a"
+    assert (
+        status == 400
+        and "max_tokens must be a positive integer" in raw.decode()
+        and headers["x-tokenrace-backend"] == "a"
+    )
     assert len(a.log()) == 1 and len(b.log()) == 0
 
 
@@ -124,26 +147,38 @@ def test_retry_then_fallback_in_order(fakes: tuple[FakeServerThread, FakeServerT
     assert metric(gw, "tokenrace_gateway_upstream_attempts_total", backend="a", outcome="5xx") == 2
 
 
-def test_retry_after_is_respected_or_skipped_when_too_long(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_retry_after_is_respected_or_skipped_when_too_long(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
     backends = {"a": backend(a, headers={"x-fake-fault": "429"}), "b": backend(b)}  # the fake says Retry-After: 1
-    patient = gateway(backends, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry={**FAST_RETRY, "retry_after_max_s": 5})
+    patient = gateway(
+        backends, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry={**FAST_RETRY, "retry_after_max_s": 5}
+    )
     t = time.monotonic()
     status, _, _ = post(patient, chat())
     assert status == 200 and time.monotonic() - t >= 1.0 and len(a.log()) == 2
     a.reset()
-    hasty = gateway(backends, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry={**FAST_RETRY, "retry_after_max_s": 0.5})
+    hasty = gateway(
+        backends, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry={**FAST_RETRY, "retry_after_max_s": 0.5}
+    )
     t = time.monotonic()
     status, _, _ = post(hasty, chat())
     assert status == 200 and time.monotonic() - t < 0.9 and len(a.log()) == 1
 
 
-def test_connection_refused_falls_back_and_all_failing_passes_the_last_error(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_connection_refused_falls_back_and_all_failing_passes_the_last_error(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-        gw = gateway({"dead": {"url": dead}, "b": backend(b)}, [{"model": "m", "backends": ["dead"], "fallback": ["b"]}], retry=FAST_RETRY)
+        gw = gateway(
+            {"dead": {"url": dead}, "b": backend(b)},
+            [{"model": "m", "backends": ["dead"], "fallback": ["b"]}],
+            retry=FAST_RETRY,
+        )
         status, headers, _ = post(gw, chat())
         assert status == 200 and headers["x-tokenrace-backend"] == "b"
         assert metric(gw, "tokenrace_gateway_upstream_attempts_total", backend="dead", outcome="connect") == 2
@@ -151,16 +186,22 @@ def test_connection_refused_falls_back_and_all_failing_passes_the_last_error(fak
         status, _, raw = post(alone, chat())
         error = orjson.loads(raw)["error"]
         assert status == 502 and error["code"] == "upstream_unavailable" and "cannot connect" in error["message"]
-    failing = gateway({"a": backend(a, headers={"x-fake-fault": "500"})}, [{"model": "m", "backends": ["a"]}], retry=FAST_RETRY)
+    failing = gateway(
+        {"a": backend(a, headers={"x-fake-fault": "500"})}, [{"model": "m", "backends": ["a"]}], retry=FAST_RETRY
+    )
     status, headers, raw = post(failing, chat())
     assert status == 500 and "Injected fault" in raw.decode() and headers["x-tokenrace-backend"] == "a"
 
 
-def test_a_backend_whose_connects_hang_times_out_and_falls_back(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_a_backend_whose_connects_hang_times_out_and_falls_back(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     _, b = fakes
     with blackhole() as port:
         hung = {"url": f"http://127.0.0.1:{port}/v1", "timeouts": {"connect_s": 0.3}}
-        gw = gateway({"hung": hung, "b": backend(b)}, [{"model": "m", "backends": ["hung"], "fallback": ["b"]}], retry=FAST_RETRY)
+        gw = gateway(
+            {"hung": hung, "b": backend(b)}, [{"model": "m", "backends": ["hung"], "fallback": ["b"]}], retry=FAST_RETRY
+        )
         t = time.monotonic()
         status, headers, _ = post(gw, chat())
         assert status == 200 and headers["x-tokenrace-backend"] == "b"
@@ -169,21 +210,38 @@ def test_a_backend_whose_connects_hang_times_out_and_falls_back(fakes: tuple[Fak
         alone = gateway({"hung": hung}, [{"model": "m", "backends": ["hung"]}], retry=FAST_RETRY)
         status, _, raw = post(alone, chat())
     error = orjson.loads(raw)["error"]
-    assert status == 502 and error["code"] == "upstream_unavailable" and "connect timed out after 0.3 s" in error["message"]
+    assert (
+        status == 502
+        and error["code"] == "upstream_unavailable"
+        and "connect timed out after 0.3 s" in error["message"]
+    )
 
 
-def test_a_connection_dropped_before_any_byte_is_retried(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_a_connection_dropped_before_any_byte_is_retried(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
-    gw = gateway({"a": backend(a, headers={"x-fake-fault": "refuse"}), "b": backend(b)}, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry=FAST_RETRY)
+    gw = gateway(
+        {"a": backend(a, headers={"x-fake-fault": "refuse"}), "b": backend(b)},
+        [{"model": "m", "backends": ["a"], "fallback": ["b"]}],
+        retry=FAST_RETRY,
+    )
     status, headers, _ = post(gw, chat())
     assert status == 200 and headers["x-tokenrace-backend"] == "b"
     assert metric(gw, "tokenrace_gateway_upstream_attempts_total", backend="a", outcome="disconnect") == 2
 
 
-def test_breaker_opens_shows_why_and_until_then_probes(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_breaker_opens_shows_why_and_until_then_probes(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
     gw = gateway(
-        {"a": backend(a, headers={"x-fake-fault": "500"}, breaker={"failures": 2, "open_s": 0.5, "error_rate": None}), "b": backend(b)},
+        {
+            "a": backend(
+                a, headers={"x-fake-fault": "500"}, breaker={"failures": 2, "open_s": 0.5, "error_rate": None}
+            ),
+            "b": backend(b),
+        },
         [{"model": "m", "backends": ["a"], "fallback": ["b"]}],
         retry=FAST_RETRY,
     )
@@ -203,9 +261,15 @@ def test_breaker_opens_shows_why_and_until_then_probes(fakes: tuple[FakeServerTh
     assert snap["state"] == "open" and snap["reason"] == "probe failed (5xx)"
 
 
-def test_half_open_probe_success_closes_the_breaker(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_half_open_probe_success_closes_the_breaker(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
-    gw = gateway({"a": backend(a, breaker={"failures": 1, "open_s": 0.3})}, [{"model": "m", "backends": ["a"]}], retry={**FAST_RETRY, "attempts": 1})
+    gw = gateway(
+        {"a": backend(a, breaker={"failures": 1, "open_s": 0.3})},
+        [{"model": "m", "backends": ["a"]}],
+        retry={**FAST_RETRY, "attempts": 1},
+    )
     assert post(gw, chat(fake={"fault": "500"}))[0] == 500
     assert state(gw)["backends"]["a"]["breaker"]["state"] == "open"
     status, _, raw = post(gw, chat())
@@ -232,9 +296,13 @@ def assert_error_end(raw: bytes, code: str, tokens: int) -> dict[str, Any]:
     return last
 
 
-def test_a_backend_dying_mid_stream_ends_with_an_error_event(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_a_backend_dying_mid_stream_ends_with_an_error_event(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
-    gw = gateway({"a": backend(a), "b": backend(b)}, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry=FAST_RETRY)
+    gw = gateway(
+        {"a": backend(a), "b": backend(b)}, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry=FAST_RETRY
+    )
     status, _, raw = post(gw, chat(fake={"fault": "disconnect_midstream", "fault_after_chunks": 3}))
     assert status == 200
     assert_error_end(raw, "disconnect", 3)
@@ -256,19 +324,27 @@ def test_a_stalled_stream_hits_the_idle_limit(fakes: tuple[FakeServerThread, Fak
     assert "idle limit" in last["error"]["message"]
 
 
-def test_no_first_byte_in_time_is_504_or_falls_back_when_timeouts_retry(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_no_first_byte_in_time_is_504_or_falls_back_when_timeouts_retry(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
     slow: dict[str, Any] = {"fake": {"ttft_ms": 3000, "role_chunk": False}}
     routes = [{"model": "m", "backends": ["a"], "fallback": ["b"]}]
     gw = gateway({"a": backend(a, timeouts={"first_byte_s": 0.3}), "b": backend(b)}, routes, retry=FAST_RETRY)
     status, _, raw = post(gw, chat(stream=False, **slow))
     assert status == 504 and orjson.loads(raw)["error"]["code"] == "upstream_timeout" and len(b.log()) == 0
-    gw2 = gateway({"a": backend(a, timeouts={"first_byte_s": 0.3}), "b": backend(b, timeouts={"first_byte_s": 10})}, routes, retry={**FAST_RETRY, "on": ["timeout", "5xx"]})
+    gw2 = gateway(
+        {"a": backend(a, timeouts={"first_byte_s": 0.3}), "b": backend(b, timeouts={"first_byte_s": 10})},
+        routes,
+        retry={**FAST_RETRY, "on": ["timeout", "5xx"]},
+    )
     status, headers, _ = post(gw2, chat(**slow))
     assert status == 200 and headers["x-tokenrace-backend"] == "b"
 
 
-def test_a_client_that_leaves_mid_stream_releases_the_backend(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_a_client_that_leaves_mid_stream_releases_the_backend(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, _ = fakes
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
     body = orjson.dumps(chat(fake={"itl_ms": 50, "output_tokens": 40}))
@@ -276,7 +352,8 @@ def test_a_client_that_leaves_mid_stream_releases_the_backend(fakes: tuple[FakeS
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(
             f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-client-key-0123456789\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
         )
         assert b"200 OK" in sock.recv(65536)
         time.sleep(0.2)
@@ -293,9 +370,14 @@ def test_a_client_that_leaves_mid_stream_releases_the_backend(fakes: tuple[FakeS
 # --- shadow ---------------------------------------------------------------------------------------------
 
 
-def test_shadow_copies_are_compared_and_never_reach_the_client(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_shadow_copies_are_compared_and_never_reach_the_client(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, b = fakes
-    gw = gateway({"a": backend(a), "b": backend(b)}, [{"model": "m", "backends": ["a"], "shadow": {"backend": "b", "share": 1.0}}])
+    gw = gateway(
+        {"a": backend(a), "b": backend(b)},
+        [{"model": "m", "backends": ["a"], "shadow": {"backend": "b", "share": 1.0}}],
+    )
     for stream in (True, False, True):
         status, headers, _ = post(gw, chat(stream=stream))
         assert status == 200 and headers["x-tokenrace-backend"] == "a"
@@ -309,7 +391,10 @@ def test_shadow_copies_are_compared_and_never_reach_the_client(fakes: tuple[Fake
     assert shadow["agreement_mean"] == 1.0 and shadow["ok"] == 3 and shadow["ttft_ms"]["p50"] is not None
     post(gw, chat(max_tokens=4))  # both get max_tokens 4: still equal
     with FakeServerThread({"ttft_ms": 1, "itl_ms": 0, "output_tokens": 4, "models": ["m"]}) as short:
-        gw2 = gateway({"a": backend(a), "s": backend(short)}, [{"model": "m", "backends": ["a"], "shadow": {"backend": "s", "share": 1.0}}])
+        gw2 = gateway(
+            {"a": backend(a), "s": backend(short)},
+            [{"model": "m", "backends": ["a"], "shadow": {"backend": "s", "share": 1.0}}],
+        )
         post(gw2, chat())
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and metric(gw2, "tokenrace_gateway_shadow_agreement_count") < 1:
@@ -317,7 +402,9 @@ def test_shadow_copies_are_compared_and_never_reach_the_client(fakes: tuple[Fake
         assert abs(metric(gw2, "tokenrace_gateway_shadow_agreement_sum") - 2 * 4 / 12) < 1e-9  # 4 of 8 words shared
 
 
-def test_http_1_0_clients_get_a_stream_ended_by_close(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_http_1_0_clients_get_a_stream_ended_by_close(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+) -> None:
     a, _ = fakes
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
     body = orjson.dumps(chat())
@@ -325,7 +412,8 @@ def test_http_1_0_clients_get_a_stream_ended_by_close(fakes: tuple[FakeServerThr
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(
             f"POST /v1/chat/completions HTTP/1.0\r\nAuthorization: Bearer test-client-key-0123456789\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
         )
         raw = b""
         while chunk := sock.recv(65536):
@@ -335,17 +423,29 @@ def test_http_1_0_clients_get_a_stream_ended_by_close(fakes: tuple[FakeServerThr
     assert sse_events(payload)[-1] == "[DONE]" and len(sse_events(payload)) == 10
 
 
-def test_request_log_lines_when_asked(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any, caplog: Any) -> None:
+def test_request_log_lines_when_asked(
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any, caplog: Any
+) -> None:
     import logging
 
     a, _ = fakes
     caplog.set_level(logging.INFO, logger="tokenrace.gateway")
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}], log={"requests": True})
     post(gw, chat(), headers={"x-request-id": "req-42"})
-    deadline = time.monotonic() + 5  # the line is written once the answer is out, so it may come just after the client has it
-    while time.monotonic() < deadline and not (lines := [json.loads(r.getMessage()) for r in caplog.records if '"event":"request"' in r.getMessage()]):
+    deadline = (
+        time.monotonic() + 5
+    )  # the line is written once the answer is out, so it may come just after the client has it
+    while time.monotonic() < deadline and not (
+        lines := [json.loads(r.getMessage()) for r in caplog.records if '"event":"request"' in r.getMessage()]
+    ):
         time.sleep(0.01)
-    assert lines and lines[-1]["request_id"] == "req-42" and lines[-1]["status"] == 200 and lines[-1]["client"] == "tester" and lines[-1]["backend"] == "a"
+    assert (
+        lines
+        and lines[-1]["request_id"] == "req-42"
+        and lines[-1]["status"] == 200
+        and lines[-1]["client"] == "tester"
+        and lines[-1]["backend"] == "a"
+    )
 
 
 def test_healthz(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:

@@ -50,7 +50,15 @@ def test_three_way_split_passes_a_chi_square_test() -> None:
 
 
 def test_a_sticky_header_pins_a_user_and_still_splits_users_by_weight() -> None:
-    rt = runtime([{"model": "m", "backends": [{"backend": "a", "weight": 90}, {"backend": "b", "weight": 10}], "sticky_header": "x-user"}])
+    rt = runtime(
+        [
+            {
+                "model": "m",
+                "backends": [{"backend": "a", "weight": 90}, {"backend": "b", "weight": 10}],
+                "sticky_header": "x-user",
+            }
+        ]
+    )
     route = rt.routes["m"]
     for user in ("alice", "bob", "carol"):
         picks = {route.plan(route.point(user))[0][0].label for _ in range(50)}
@@ -61,7 +69,16 @@ def test_a_sticky_header_pins_a_user_and_still_splits_users_by_weight() -> None:
 
 
 def test_canary_takes_its_weight_and_pinned_users_stay_as_it_widens() -> None:
-    rt = runtime([{"model": "m", "backends": ["a"], "canary": {"backend": "b", "steps": [5, 25, 100]}, "sticky_header": "x-user"}])
+    rt = runtime(
+        [
+            {
+                "model": "m",
+                "backends": ["a"],
+                "canary": {"backend": "b", "steps": [5, 25, 100]},
+                "sticky_header": "x-user",
+            }
+        ]
+    )
     route = rt.routes["m"]
     assert route.canary is not None
     n = 20_000
@@ -86,7 +103,18 @@ def test_attempt_order_canary_then_baseline_then_fallbacks() -> None:
 
 
 def test_default_fallback_is_the_other_targets_heaviest_first() -> None:
-    rt = runtime([{"model": "m", "backends": [{"backend": "a", "weight": 1}, {"backend": "b", "weight": 3}, {"backend": "c", "weight": 2}]}])
+    rt = runtime(
+        [
+            {
+                "model": "m",
+                "backends": [
+                    {"backend": "a", "weight": 1},
+                    {"backend": "b", "weight": 3},
+                    {"backend": "c", "weight": 2},
+                ],
+            }
+        ]
+    )
     route = rt.routes["m"]
     labels = [t.label for t, _ in route.plan(0.0)]  # u=0 falls on the first target, a
     assert labels == ["a", "b", "c"]

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.conftest import fake_key
 
 from tokenrace.testing.fake_server import FakeServerThread
-
-from tests.conftest import fake_key
 
 from .helpers import ADMIN_KEY, CLIENT_KEY, UPSTREAM_KEY, GatewayThread, chat, config_text, http
 
@@ -40,7 +39,11 @@ class CaptureServer:
 
         async def handle(request: web.Request) -> web.Response:
             self.headers.append(dict(request.headers))
-            body = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}
+            body = {
+                "id": "x",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            }
             return web.json_response(body)
 
         async def start() -> None:
@@ -74,7 +77,16 @@ def test_missing_or_unknown_keys_get_401(fake: FakeServerThread) -> None:
             status, _, raw = http("POST", gw.base_url + "/chat/completions", chat(), key=key)
             assert status == 401 and json.loads(raw)["error"]["code"] == "invalid_api_key"
         assert http("GET", gw.base_url + "/models", key=None)[0] == 401
-        assert http("POST", gw.base_url + "/chat/completions", chat(), headers={"Authorization": f"Basic {CLIENT_KEY}"}, key=None)[0] == 401
+        assert (
+            http(
+                "POST",
+                gw.base_url + "/chat/completions",
+                chat(),
+                headers={"Authorization": f"Basic {CLIENT_KEY}"},
+                key=None,
+            )[0]
+            == 401
+        )
         assert http("POST", gw.base_url + "/chat/completions", chat())[0] == 200
         assert len(fake.log()) >= 1
     finally:
@@ -82,7 +94,9 @@ def test_missing_or_unknown_keys_get_401(fake: FakeServerThread) -> None:
 
 
 def test_keys_can_be_switched_off(fake: FakeServerThread) -> None:
-    gw = start(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], auth={"required": False}))
+    gw = start(
+        config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], auth={"required": False})
+    )
     try:
         assert http("POST", gw.base_url + "/chat/completions", chat(), key=None)[0] == 200
     finally:
@@ -96,7 +110,11 @@ def test_per_key_rate_limit(fake: FakeServerThread) -> None:
         statuses = [http("POST", gw.base_url + "/chat/completions", chat(stream=False))[0] for _ in range(5)]
         assert statuses[:3] == [200, 200, 200] and statuses[3] == 429
         status, headers, raw = http("POST", gw.base_url + "/chat/completions", chat(stream=False))
-        assert status == 429 and int(headers["Retry-After"]) >= 1 and json.loads(raw)["error"]["type"] == "rate_limit_error"
+        assert (
+            status == 429
+            and int(headers["Retry-After"]) >= 1
+            and json.loads(raw)["error"]["type"] == "rate_limit_error"
+        )
         time.sleep(0.6)
         assert http("POST", gw.base_url + "/chat/completions", chat(stream=False))[0] == 200
     finally:
@@ -104,7 +122,9 @@ def test_per_key_rate_limit(fake: FakeServerThread) -> None:
 
 
 def test_bad_requests_are_refused_by_the_gateway_with_clear_errors(fake: FakeServerThread) -> None:
-    gw = start(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"max_body_bytes": 2048}))
+    gw = start(
+        config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"max_body_bytes": 2048})
+    )
     try:
         url = gw.base_url + "/chat/completions"
         status, _, raw = http("POST", url, chat(messages=[{"role": "user", "content": "x" * 5000}]))
@@ -122,11 +142,19 @@ def test_bad_requests_are_refused_by_the_gateway_with_clear_errors(fake: FakeSer
 
 
 def test_slow_and_idle_clients_time_out(fake: FakeServerThread) -> None:
-    gw = start(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"client_body_s": 0.3, "client_idle_s": 0.5}))
+    gw = start(
+        config_text(
+            {"a": {"url": fake.base_url}},
+            [{"model": "m", "backends": ["a"]}],
+            limits={"client_body_s": 0.3, "client_idle_s": 0.5},
+        )
+    )
     try:
         host, port = gw.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=5) as sock:  # sends half its body, then nothing
-            sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {CLIENT_KEY}\r\nContent-Length: 100\r\n\r\n{{\"mo".encode())
+            sock.sendall(
+                f'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {CLIENT_KEY}\r\nContent-Length: 100\r\n\r\n{{"mo'.encode()
+            )
             reply = sock.recv(65536)
             assert b" 408 " in reply.split(b"\r\n")[0]
         with socket.create_connection((host, int(port)), timeout=5) as sock:  # connects and never speaks
@@ -162,7 +190,9 @@ def test_admin_needs_the_admin_key(fake: FakeServerThread) -> None:
         gw.stop()
 
 
-def test_upstream_keys_go_only_to_their_own_backend_and_nowhere_else(fake: FakeServerThread, caplog: pytest.LogCaptureFixture) -> None:
+def test_upstream_keys_go_only_to_their_own_backend_and_nowhere_else(
+    fake: FakeServerThread, caplog: pytest.LogCaptureFixture
+) -> None:
     one, two = CaptureServer(), CaptureServer()
     env = {"GW_CLIENT_KEY": CLIENT_KEY, "GW_ADMIN_KEY": ADMIN_KEY, "KEY_ONE": UPSTREAM_KEY, "KEY_TWO": SECOND_KEY}
     backends: dict[str, Any] = {
@@ -183,20 +213,31 @@ def test_upstream_keys_go_only_to_their_own_backend_and_nowhere_else(fake: FakeS
         texts = []
         for model in ("one", "two", "dead", "m"):
             texts.append(http("POST", gw.base_url + "/chat/completions", chat(model=model, stream=False))[2].decode())
-        texts.append(http("POST", gw.base_url + "/chat/completions", chat(model="m", fake={"fault": "disconnect_midstream"}))[2].decode())
+        texts.append(
+            http("POST", gw.base_url + "/chat/completions", chat(model="m", fake={"fault": "disconnect_midstream"}))[
+                2
+            ].decode()
+        )
         texts.append(http("GET", gw.url + "/metrics", key=None)[2].decode())
         texts.append(http("GET", gw.url + "/admin/state", key=ADMIN_KEY)[2].decode())
     finally:
         gw.stop()
-    assert one.headers[0]["Authorization"] == f"Bearer {UPSTREAM_KEY}" and two.headers[0]["Authorization"] == f"Bearer {SECOND_KEY}"
-    assert all(CLIENT_KEY not in json.dumps(h) for h in one.headers + two.headers)  # the client's key stays at the gateway
+    assert (
+        one.headers[0]["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+        and two.headers[0]["Authorization"] == f"Bearer {SECOND_KEY}"
+    )
+    assert all(
+        CLIENT_KEY not in json.dumps(h) for h in one.headers + two.headers
+    )  # the client's key stays at the gateway
     texts.append(caplog.text)
     for secret in (UPSTREAM_KEY, SECOND_KEY, CLIENT_KEY, ADMIN_KEY):
         assert all(secret not in text for text in texts), secret
 
 
 def test_a_client_that_stops_reading_is_cut_off(fake: FakeServerThread) -> None:
-    gw = start(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"client_write_s": 0.5}))
+    gw = start(
+        config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"client_write_s": 0.5})
+    )
     try:
         host, port = gw.url.removeprefix("http://").split(":")
         body = json.dumps(chat(fake={"output_tokens": 40000, "itl_ms": 0, "ttft_ms": 0})).encode()
@@ -204,7 +245,8 @@ def test_a_client_that_stops_reading_is_cut_off(fake: FakeServerThread) -> None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.sendall(
                 f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {CLIENT_KEY}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body
             )
             assert b" 200 " in sock.recv(4096)
             deadline = time.monotonic() + 10  # not reading: the gateway's buffer for us fills up
@@ -232,7 +274,9 @@ def test_unknown_paths_get_404_wrong_methods_405_and_head_works(fake: FakeServer
         assert status == 404 and json.loads(raw)["error"]["code"] == "not_found"
         status, headers, raw = http("HEAD", gw.url + "/healthz")
         assert status == 200 and raw == b"" and int(headers["Content-Length"]) > 0
-        status, _, raw = http("POST", gw.url + "/admin/canary/org%2Fm/pause", key=ADMIN_KEY)  # a route name with a slash
+        status, _, raw = http(
+            "POST", gw.url + "/admin/canary/org%2Fm/pause", key=ADMIN_KEY
+        )  # a route name with a slash
         assert status == 200 and json.loads(raw)["route"] == "org/m"
         assert http("POST", gw.url + "/admin/canary/org/m/resume", key=ADMIN_KEY)[0] == 200
         assert http("POST", gw.url + "/admin/canary/org/m/explode", key=ADMIN_KEY)[0] == 404

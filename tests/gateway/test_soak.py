@@ -31,7 +31,11 @@ def rss_mib(pid: int) -> float:
 
 
 def a_body(rng: random.Random) -> dict[str, object]:
-    body: dict[str, object] = {"model": "m", "messages": [{"role": "user", "content": "soak " * rng.randint(1, 50)}], "stream": rng.random() < 0.7}
+    body: dict[str, object] = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "soak " * rng.randint(1, 50)}],
+        "stream": rng.random() < 0.7,
+    }
     roll = rng.random()
     if roll < 0.05:
         body["fake"] = {"fault": "disconnect_midstream"}
@@ -46,11 +50,14 @@ async def drive(url: str, until: float, counts: dict[str, int]) -> None:
     rng = random.Random(0)
     headers = {"Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json"}
     async with aiohttp.ClientSession() as session:
+
         async def worker() -> None:
             while time.monotonic() < until:
                 leave_early = rng.random() < 0.05
                 try:
-                    async with session.post(url + "/v1/chat/completions", data=orjson.dumps(a_body(rng)), headers=headers) as resp:
+                    async with session.post(
+                        url + "/v1/chat/completions", data=orjson.dumps(a_body(rng)), headers=headers
+                    ) as resp:
                         if leave_early:
                             await resp.content.readany()
                             resp.close()  # the client walks away mid-stream
@@ -66,8 +73,18 @@ async def drive(url: str, until: float, counts: dict[str, int]) -> None:
 def test_memory_stays_flat_under_mixed_traffic(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 16, "models": ["m"], "spin_ms": 0}) as fake:
         path = tmp_path / "gateway.yaml"
-        backends = {"a": {"url": fake.base_url, "breaker": {"failures": 1000, "error_rate": None}}, "b": {"url": fake.base_url}}
-        path.write_text(config_text(backends, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry={"attempts": 2, "backoff_ms": 1}, log={"level": "error"}))
+        backends = {
+            "a": {"url": fake.base_url, "breaker": {"failures": 1000, "error_rate": None}},
+            "b": {"url": fake.base_url},
+        }
+        path.write_text(
+            config_text(
+                backends,
+                [{"model": "m", "backends": ["a"], "fallback": ["b"]}],
+                retry={"attempts": 2, "backoff_ms": 1},
+                log={"level": "error"},
+            )
+        )
         proc, url = spawn_gateway(path)
         try:
             counts: dict[str, int] = {}

@@ -8,7 +8,15 @@ from hypothesis import strategies as st
 
 from tokenrace.client.sse import parse_all
 from tokenrace.gateway.stream import DONE, StreamTap, error_event
-from tokenrace.testing.fake_openai import ResponseMeta, delta_chunk, role_chunk, sse, text_chunk, usage_block, usage_chunk
+from tokenrace.testing.fake_openai import (
+    ResponseMeta,
+    delta_chunk,
+    role_chunk,
+    sse,
+    text_chunk,
+    usage_block,
+    usage_chunk,
+)
 
 META = ResponseMeta("chatcmpl-1", 1700000000, "m", "chat")
 USAGE = sse(usage_chunk(META, usage_block(7, 5, 0)))
@@ -16,7 +24,9 @@ USAGE = sse(usage_chunk(META, usage_block(7, 5, 0)))
 
 def chat_stream(tokens: int = 5, usage: bool = True) -> bytes:
     events = [sse(role_chunk(META))]
-    events += [sse(delta_chunk(META, {"content": f"w{i} "}, "stop" if i == tokens - 1 else None)) for i in range(tokens)]
+    events += [
+        sse(delta_chunk(META, {"content": f"w{i} "}, "stop" if i == tokens - 1 else None)) for i in range(tokens)
+    ]
     if usage:
         events.append(USAGE)
     return b"".join(events) + DONE
@@ -24,7 +34,7 @@ def chat_stream(tokens: int = 5, usage: bool = True) -> bytes:
 
 def feed_split(tap: StreamTap, data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [tap.feed(data[a:b], i) for i, (a, b) in enumerate(zip(points, points[1:]))]
+    return [tap.feed(data[a:b], i) for i, (a, b) in enumerate(zip(points, points[1:], strict=False))]
 
 
 def only_whole_events(forwarded: bytes) -> bool:
@@ -32,14 +42,16 @@ def only_whole_events(forwarded: bytes) -> bool:
     return len(parse_all(forwarded)) == len(parse_all(forwarded + b"\n\n"))
 
 
-STREAMS = st.sampled_from([
-    chat_stream(),
-    chat_stream(usage=False),
-    chat_stream().replace(b"\n", b"\r\n"),
-    b": keep-alive\n\n" + chat_stream(3) + b": bye\n\n",
-    b"event: message\nid: 1\n" + chat_stream(2),
-    b"data: {\"choices\": [{\"delta\": {\"content\": \"a\"}}]\ndata: }\n\n" + DONE,
-])
+STREAMS = st.sampled_from(
+    [
+        chat_stream(),
+        chat_stream(usage=False),
+        chat_stream().replace(b"\n", b"\r\n"),
+        b": keep-alive\n\n" + chat_stream(3) + b": bye\n\n",
+        b"event: message\nid: 1\n" + chat_stream(2),
+        b'data: {"choices": [{"delta": {"content": "a"}}]\ndata: }\n\n' + DONE,
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -55,7 +67,12 @@ def test_any_split_forwards_every_byte_in_whole_events(stream: bytes, cuts: list
         assert only_whole_events(sent)
     one_shot = StreamTap("chat")
     one_shot.feed(stream, 0)
-    assert (tap.done, tap.content_chunks, tap.usage, tap.finish_reason) == (one_shot.done, one_shot.content_chunks, one_shot.usage, one_shot.finish_reason)
+    assert (tap.done, tap.content_chunks, tap.usage, tap.finish_reason) == (
+        one_shot.done,
+        one_shot.content_chunks,
+        one_shot.usage,
+        one_shot.finish_reason,
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -117,19 +134,50 @@ def test_error_event_shape() -> None:
     body = orjson.loads(events[0])
     assert body["id"] == "chatcmpl-1" and body["object"] == "chat.completion.chunk" and body["model"] == "m"
     assert body["choices"] == [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "error"}]
-    assert body["usage"] == {"prompt_tokens": None, "completion_tokens": 3, "total_tokens": None, "completion_tokens_source": "chunks"}
-    assert body["error"] == {"message": "backend 'a' failed mid-stream: reset", "type": "upstream_error", "param": None, "code": "disconnect"}
+    assert body["usage"] == {
+        "prompt_tokens": None,
+        "completion_tokens": 3,
+        "total_tokens": None,
+        "completion_tokens_source": "chunks",
+    }
+    assert body["error"] == {
+        "message": "backend 'a' failed mid-stream: reset",
+        "type": "upstream_error",
+        "param": None,
+        "code": "disconnect",
+    }
     done = StreamTap("completions")
     body = orjson.loads(parse_all(error_event(done, "x", "truncated", "gw-2"))[0].data)
     assert body["id"] == "gw-2" and body["choices"][0]["text"] == "" and body["usage"]["completion_tokens"] == 0
 
 
-PIECES = ['"', "\\", "a", " ", "\n", "é", "{", "}", ":", ",", '"content":"', '"finish_reason":null', "[DONE]", '"usage":{', '"text":""']
+PIECES = [
+    '"',
+    "\\",
+    "a",
+    " ",
+    "\n",
+    "é",
+    "{",
+    "}",
+    ":",
+    ",",
+    '"content":"',
+    '"finish_reason":null',
+    "[DONE]",
+    '"usage":{',
+    '"text":""',
+]
 texts = st.lists(st.sampled_from(PIECES), max_size=8).map("".join)
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["content", "reasoning_content", "none", "tool"]), texts), min_size=1, max_size=6), st.booleans())
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["content", "reasoning_content", "none", "tool"]), texts), min_size=1, max_size=6
+    ),
+    st.booleans(),
+)
 def test_skimmed_events_count_exactly_as_parsed_ones(deltas: list[tuple[str, str]], chat: bool) -> None:
     meta = ResponseMeta("id-1", 1, "m", "chat" if chat else "completions")
     events = [sse(role_chunk(meta))] if chat else []
@@ -139,11 +187,22 @@ def test_skimmed_events_count_exactly_as_parsed_ones(deltas: list[tuple[str, str
         elif field == "none":
             events.append(sse(delta_chunk(meta, {"content": None}, None)))
         elif field == "tool":
-            events.append(sse(delta_chunk(meta, {"content": None, "tool_calls": [{"index": 0, "function": {"arguments": text}}]}, None)))
+            events.append(
+                sse(
+                    delta_chunk(
+                        meta, {"content": None, "tool_calls": [{"index": 0, "function": {"arguments": text}}]}, None
+                    )
+                )
+            )
         else:
             events.append(sse(delta_chunk(meta, {field: text}, None)))
     events.append(DONE)
     fast, slow = StreamTap(meta.endpoint), StreamTap(meta.endpoint, keep_text=True)  # keep_text forces the full parse
     for i, event in enumerate(events):
         assert fast.feed(event, i) == slow.feed(event, i) == event
-    assert (fast.content_chunks, fast.first_token_ns, fast.last_token_ns, fast.finish_reason) == (slow.content_chunks, slow.first_token_ns, slow.last_token_ns, slow.finish_reason)
+    assert (fast.content_chunks, fast.first_token_ns, fast.last_token_ns, fast.finish_reason) == (
+        slow.content_chunks,
+        slow.first_token_ns,
+        slow.last_token_ns,
+        slow.finish_reason,
+    )

@@ -46,7 +46,9 @@ def vcpus_awake() -> Iterator[None]:
 
 def ttft_paths(url: str, fake_log: object) -> list[float]:
     host, port = url.removeprefix("http://").split(":")
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 4}).encode()
+    body = json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 4}
+    ).encode()
     payload = (
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {CLIENT_KEY}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -80,7 +82,9 @@ def ttft_paths(url: str, fake_log: object) -> list[float]:
 def test_gateway_adds_under_a_millisecond_to_ttft(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "models": ["m"]}) as fake:
         path = tmp_path / "gateway.yaml"
-        path.write_text(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], log={"level": "warning"}))
+        path.write_text(
+            config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], log={"level": "warning"})
+        )
         proc, url = spawn_gateway(path)
         results: list[tuple[float, float, float]] = []
         try:
@@ -99,4 +103,6 @@ def test_gateway_adds_under_a_millisecond_to_ttft(tmp_path: Path) -> None:
             proc.wait(10)
     best = min(results)
     print(f"added at the median: {best[0]:.3f} ms (direct {best[1]:.3f} ms, via gateway {best[2]:.3f} ms)")
-    assert best[0] < 1.0, f"added {best[0]:.3f} ms at the median (direct {best[1]:.3f} ms, via gateway {best[2]:.3f} ms); runs: {results}"
+    assert best[0] < 1.0, (
+        f"added {best[0]:.3f} ms at the median (direct {best[1]:.3f} ms, via gateway {best[2]:.3f} ms); runs: {results}"
+    )

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.integration.conftest import embedded_engine, require_embedded
+
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchSession, BenchSettings, PromptSpec
 from tokenrace.client.openai import RequestOptions
@@ -77,8 +77,13 @@ def test_bench_with_no_url_runs_the_default_profile(tmp_path: Path) -> None:
     require_embedded()
     out = tmp_path / "profile"
     t = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "tokenrace", "bench", "-o", str(out)], capture_output=True, text=True, timeout=300,
-                       stdin=subprocess.DEVNULL)
+    p = subprocess.run(
+        [sys.executable, "-m", "tokenrace", "bench", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     elapsed = time.monotonic() - t
     assert p.returncode == 0, p.stderr[-2000:]
     summary = json.loads((out / "profile.json").read_text())

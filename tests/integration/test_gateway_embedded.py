@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from tests.gateway.helpers import CLIENT_KEY, GatewayThread, config_text, http, sse_events
 from tests.integration.conftest import embedded_engine
+
 from tokenrace.serve.launch import RunningEngine
 
 pytestmark = pytest.mark.embedded
@@ -41,7 +41,12 @@ def metric(url: str, name: str, **labels: str) -> float:
 def test_a_stream_and_a_whole_answer_pass_through_with_the_engines_usage(engine: RunningEngine) -> None:
     gw = gateway_for(engine)
     try:
-        body = {"model": "smol", "messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 16, "temperature": 0}
+        body = {
+            "model": "smol",
+            "messages": [{"role": "user", "content": "Name three colours."}],
+            "max_tokens": 16,
+            "temperature": 0,
+        }
         status, headers, raw = http("POST", gw.url + "/v1/chat/completions", {**body, "stream": True}, timeout=120)
         events = sse_events(raw)
         assert status == 200 and headers["x-tokenrace-backend"] == "llama" and events[-1] == "[DONE]"
@@ -55,7 +60,10 @@ def test_a_stream_and_a_whole_answer_pass_through_with_the_engines_usage(engine:
         status, _, raw = http("POST", gw.url + "/v1/chat/completions", {**body, "stream": False}, timeout=120)
         whole = json.loads(raw)
         assert status == 200 and whole["choices"][0]["message"]["content"] == text  # temperature 0: the same words
-        assert metric(gw.url, "tokenrace_gateway_tokens_total", direction="out") == streamed_out + whole["usage"]["completion_tokens"]
+        assert (
+            metric(gw.url, "tokenrace_gateway_tokens_total", direction="out")
+            == streamed_out + whole["usage"]["completion_tokens"]
+        )
     finally:
         gw.stop()
 
@@ -63,9 +71,16 @@ def test_a_stream_and_a_whole_answer_pass_through_with_the_engines_usage(engine:
 def test_an_engine_killed_mid_stream_ends_the_stream_with_an_error_event(engine: RunningEngine) -> None:
     gw = gateway_for(engine)
     try:
-        body = {"model": "smol", "messages": [{"role": "user", "content": "Tell a long story about a lighthouse."}], "max_tokens": 1500, "stream": True}
+        body = {
+            "model": "smol",
+            "messages": [{"role": "user", "content": "Tell a long story about a lighthouse."}],
+            "max_tokens": 1500,
+            "stream": True,
+        }
         request = urllib.request.Request(
-            gw.url + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST",
+            gw.url + "/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            method="POST",
             headers={"Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json"},
         )
         events: list[Any] = []

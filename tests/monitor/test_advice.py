@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
+
 from tokenrace.monitor import MonitorSession, resource_warnings
 
 
@@ -17,7 +18,13 @@ def run_summary(p50: float = 1000.0, p95: float = 1200.0, tokens_per_s: float | 
 def resources(**parts: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "gpu": {"util_pct_mean": 60.0, "util_pct_max": 80.0, "temp_c_max": 60.0, "throttle_samples": {}},
-        "system": {"cpu_pct_mean": 20.0, "proc_cpu_pct_mean": 15.0, "proc_cpu_pct_max": 30.0, "peak_mem_used_bytes": 8 * 2**30, "mem_total_bytes": 64 * 2**30},
+        "system": {
+            "cpu_pct_mean": 20.0,
+            "proc_cpu_pct_mean": 15.0,
+            "proc_cpu_pct_max": 30.0,
+            "peak_mem_used_bytes": 8 * 2**30,
+            "mem_total_bytes": 64 * 2**30,
+        },
         "server": {"engine": "vllm", "waiting_max": 0, "running_max": 8, "kv_cache_usage_max": 0.4, "preemptions": 0},
         "samplers": {"gpu": {"status": "ok"}, "system": {"status": "ok"}, "server": {"status": "ok"}},
     }
@@ -32,7 +39,9 @@ def test_a_healthy_run_has_no_warnings() -> None:
 
 def test_busy_gpu_with_a_widening_tail_is_saturation() -> None:
     w = resource_warnings(resources(gpu={"util_pct_mean": 98.0}), run_summary(p50=1000.0, p95=2300.0))
-    assert w == ["GPU at 98 % (mean) while p95 E2E was 2.3× p50: the backend is saturated; more concurrency only adds queueing"]
+    assert w == [
+        "GPU at 98 % (mean) while p95 E2E was 2.3× p50: the backend is saturated; more concurrency only adds queueing"
+    ]
 
 
 def test_busy_gpu_and_a_server_queue_is_saturation_too() -> None:
@@ -58,7 +67,12 @@ def test_the_client_at_full_cpu_bounds_the_numbers() -> None:
 def test_idle_gpu_kv_full_preemptions_heat_and_memory() -> None:
     w = resource_warnings(
         resources(
-            gpu={"util_pct_mean": 12.0, "util_pct_max": 40.0, "temp_c_max": 88.0, "throttle_samples": {"hw_thermal": 4, "sw_power_cap": 9}},
+            gpu={
+                "util_pct_mean": 12.0,
+                "util_pct_max": 40.0,
+                "temp_c_max": 88.0,
+                "throttle_samples": {"hw_thermal": 4, "sw_power_cap": 9},
+            },
             server={"kv_cache_usage_max": 0.98, "preemptions": 5},
             system={"peak_mem_used_bytes": 63 * 2**30, "cpu_pct_mean": 95.0},
         ),

@@ -19,7 +19,8 @@ def test_json_summary_and_files(tmp_path: Path) -> None:
     out = tmp_path / "mon"
     with FakeServerThread({"metrics_text_path": str(FIXTURES / "sglang.txt")}) as srv:
         res = CliRunner().invoke(
-            cli, ["monitor", "--duration", "1s", "--interval", "250ms", "--metrics-url", srv.url, "-o", str(out), "--json"]
+            cli,
+            ["monitor", "--duration", "1s", "--interval", "250ms", "--metrics-url", srv.url, "-o", str(out), "--json"],
         )
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)

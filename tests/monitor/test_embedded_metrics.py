@@ -9,8 +9,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from tests.integration.conftest import require_embedded
+
 from tokenrace.monitor import MonitorSession, load_timeseries, metrics_url_for
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import RunningEngine, start_embedded

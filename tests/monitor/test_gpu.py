@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from tests.fixtures.nvml.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml
+
 from tokenrace.monitor import GpuSampler, MonitorSession, SamplerUnavailable
 
 H100_TOTAL = 85520809984  # 81559 MiB
@@ -24,9 +24,16 @@ def test_samples_two_h100s_in_nvml_units_converted() -> None:
     gpu.close()
     assert [g["index"] for g in idle] == [0, 1]
     assert idle[0] == {
-        "index": 0, "name": "NVIDIA H100 80GB HBM3", "util_pct": 0.0, "mem_used_bytes": 74021 * 2**20,
-        "mem_total_bytes": H100_TOTAL, "temp_c": 34.0, "power_w": 118.3, "power_limit_w": 700.0,
-        "sm_clock_mhz": 1980.0, "throttle": [],  # idle (0x1) is not a slow-down worth reporting
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "util_pct": 0.0,
+        "mem_used_bytes": 74021 * 2**20,
+        "mem_total_bytes": H100_TOTAL,
+        "temp_c": 34.0,
+        "power_w": 118.3,
+        "power_limit_w": 700.0,
+        "sm_clock_mhz": 1980.0,
+        "throttle": [],  # idle (0x1) is not a slow-down worth reporting
     }
     assert busy[0]["util_pct"] == 99.0 and busy[0]["power_w"] == 693.8 and busy[0]["sm_clock_mhz"] == 1905.0
     assert busy[0]["throttle"] == ["sw_power_cap"]
@@ -95,7 +102,9 @@ def test_session_without_gpu_says_so_once_and_keeps_sampling(tmp_path: Path) -> 
     assert r["samplers"]["gpu"]["status"] == "unavailable"
     assert "no NVIDIA GPU / NVML unavailable" in r["samplers"]["gpu"]["reason"]
     assert r["errors"] == 0 and r["gpu"] is None and r["samples"] >= 3
-    assert [n for n in r["notices"] if "gpu" in n] == [f"monitor: gpu sampler unavailable: {r['samplers']['gpu']['reason']}"]
+    assert [n for n in r["notices"] if "gpu" in n] == [
+        f"monitor: gpu sampler unavailable: {r['samplers']['gpu']['reason']}"
+    ]
     assert nvml.calls["nvmlInit"] == 1  # not retried every tick
 
 

@@ -55,7 +55,9 @@ async def scrape(url: str, times: int = 1, between: object = None) -> list[dict]
         ("llamacpp.txt", "llamacpp", 2, 1, 0.1875),
     ],
 )
-def test_each_engine_over_http(served: tuple[FakeServerThread, Path], fixture: str, engine: str, running: int, waiting: int, kv: float) -> None:
+def test_each_engine_over_http(
+    served: tuple[FakeServerThread, Path], fixture: str, engine: str, running: int, waiting: int, kv: float
+) -> None:
     srv, path = served
     path.write_bytes((FIXTURES / fixture).read_bytes())
     (first,) = asyncio.run(scrape(f"{srv.url}/metrics"))

@@ -9,11 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
+
 from tokenrace.monitor import TIMESERIES, MonitorSession, load_timeseries
 
-GPU_FIELDS = {"index", "name", "util_pct", "mem_used_bytes", "mem_total_bytes", "temp_c", "power_w", "power_limit_w", "sm_clock_mhz", "throttle"}
+GPU_FIELDS = {
+    "index",
+    "name",
+    "util_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "temp_c",
+    "power_w",
+    "power_limit_w",
+    "sm_clock_mhz",
+    "throttle",
+}
 
 
 def monitor(tmp_path: Path, seconds: float, **kw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
+
 from tokenrace.bench.soak import default_window_s, drift, is_soak
 from tokenrace.client.records import RequestRecord
 from tokenrace.monitor import MonitorSession, load_timeseries
@@ -17,17 +17,25 @@ from tokenrace.monitor import MonitorSession, load_timeseries
 MS = 1_000_000
 
 
-def records(n: int = 600, every_ms: float = 500.0, e2e=lambda t_s: 1000.0, errors=lambda i, t_s: None) -> list[dict[str, Any]]:
+def records(
+    n: int = 600, every_ms: float = 500.0, e2e=lambda t_s: 1000.0, errors=lambda i, t_s: None
+) -> list[dict[str, Any]]:
     rnd = random.Random(7)
     out = []
     for i in range(n):
         t_s = i * every_ms / 1000.0
         err = errors(i, t_s)
         e2e_ms = e2e(t_s) + rnd.random() * 20.0
-        out.append({
-            "seq": i, "phase": "measure", "start_ms": t_s * 1000.0, "error_kind": err,
-            "ttft_ms": None if err else e2e_ms / 10.0, "e2e_ms": None if err else e2e_ms,
-        })
+        out.append(
+            {
+                "seq": i,
+                "phase": "measure",
+                "start_ms": t_s * 1000.0,
+                "error_kind": err,
+                "ttft_ms": None if err else e2e_ms / 10.0,
+                "e2e_ms": None if err else e2e_ms,
+            }
+        )
     return out
 
 
@@ -85,15 +93,20 @@ def test_even_errors_are_not_bursts() -> None:
 
 def test_memory_trend_per_minute_from_the_timeseries() -> None:
     ts = [
-        {"t_ms": k * 1000.0, "gpu": [{"mem_used_bytes": 70e9 + k * 5e6}],
-         "system": {"mem_used_bytes": 10e9, "proc_rss_bytes": 100e6 + k * 1e6}}
+        {
+            "t_ms": k * 1000.0,
+            "gpu": [{"mem_used_bytes": 70e9 + k * 5e6}],
+            "system": {"mem_used_bytes": 10e9, "proc_rss_bytes": 100e6 + k * 1e6},
+        }
         for k in range(300)
     ]
     d = drift(records(), ts)
     assert d["trend"]["gpu_mem_used_bytes_per_min"] == pytest.approx(300e6)  # 5 MB/s
     assert d["trend"]["proc_rss_bytes_per_min"] == pytest.approx(60e6)
     assert d["trend"]["sys_mem_used_bytes_per_min"] == pytest.approx(0.0, abs=1e-3)
-    assert d["windows"][0]["samples"] == 30 and d["windows"][0]["gpu_mem_used_bytes"] == pytest.approx(70e9 + 14.5 * 5e6)
+    assert d["windows"][0]["samples"] == 30 and d["windows"][0]["gpu_mem_used_bytes"] == pytest.approx(
+        70e9 + 14.5 * 5e6
+    )
     text = "\n".join(d["findings"])
     assert "GPU memory grew 1,426 MiB over the run (+286.1 MiB per minute" in text
     assert "the client's memory grew" in text and "system memory" not in text

@@ -11,8 +11,14 @@ import psutil
 from tokenrace.monitor import SystemSampler
 
 FIELDS = {
-    "cpu_pct", "mem_used_bytes", "mem_total_bytes", "net_rx_bytes_per_s", "net_tx_bytes_per_s",
-    "net_loopback_bytes_per_s", "proc_cpu_pct", "proc_rss_bytes",
+    "cpu_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "net_rx_bytes_per_s",
+    "net_tx_bytes_per_s",
+    "net_loopback_bytes_per_s",
+    "proc_cpu_pct",
+    "proc_rss_bytes",
 }
 
 

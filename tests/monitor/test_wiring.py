@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.monitor.test_server_metrics import FIXTURES, bump
+
 from tokenrace.bench.metrics import Windows, summarize
 from tokenrace.client.records import RequestRecord
 from tokenrace.monitor.wiring import discover_metrics_url, enrich_summary, monitor_for_bench
@@ -30,10 +30,17 @@ def fake_records(t0: int, n: int, every_ms: float) -> list[RequestRecord]:
     for i in range(n):
         start = t0 + int(i * every_ms * MS)
         chunks = [start + (100 + 20 * k) * MS for k in range(10)]
-        out.append(RequestRecord(
-            seq=i, start_ns=start, first_token_ns=chunks[0], end_ns=chunks[-1] + MS, chunk_ns=chunks,
-            output_tokens=10, output_tokens_source="usage",
-        ))
+        out.append(
+            RequestRecord(
+                seq=i,
+                start_ns=start,
+                first_token_ns=chunks[0],
+                end_ns=chunks[-1] + MS,
+                chunk_ns=chunks,
+                output_tokens=10,
+                output_tokens_source="usage",
+            )
+        )
     return out
 
 
@@ -64,7 +71,9 @@ def test_a_monitored_run_gains_resources_warnings_and_the_engines_clock(tmp_path
     assert any("the server queued up to 3 requests" in w for w in summary["resource_warnings"])
     svc = summary["server_vs_client"]
     assert svc["source"].startswith("vllm /metrics")
-    assert svc["ttft_ms"]["server_mean"] == pytest.approx(90.0) and svc["ttft_ms"]["client_mean"] == pytest.approx(100.0)
+    assert svc["ttft_ms"]["server_mean"] == pytest.approx(90.0) and svc["ttft_ms"]["client_mean"] == pytest.approx(
+        100.0
+    )
     assert svc["tpot_ms"]["server_mean"] == pytest.approx(18.0)
     assert "drift" not in summary  # not a soak
 

@@ -59,7 +59,13 @@ def test_model_aliases(query: str, name: str) -> None:
 
 @pytest.mark.parametrize(
     ("query", "name"),
-    [("h100-sxm", "H100-SXM"), ("H100 SXM5", "H100-SXM"), ("rtx 4090", "RTX-4090"), ("4090", "RTX-4090"), ("LPU", "Groq-LPU")],
+    [
+        ("h100-sxm", "H100-SXM"),
+        ("H100 SXM5", "H100-SXM"),
+        ("rtx 4090", "RTX-4090"),
+        ("4090", "RTX-4090"),
+        ("LPU", "Groq-LPU"),
+    ],
 )
 def test_hardware_aliases(query: str, name: str) -> None:
     assert load_hardware(query).name == name

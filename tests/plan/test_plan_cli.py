@@ -33,7 +33,18 @@ def test_table_over_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_one_device_with_explain(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "--model", "llama-3.1-8b", "--hardware", "H100-SXM", "--context", "8192", "--concurrency", "16", "--explain")
+    code, out, _ = run(
+        capsys,
+        "--model",
+        "llama-3.1-8b",
+        "--hardware",
+        "H100-SXM",
+        "--context",
+        "8192",
+        "--concurrency",
+        "16",
+        "--explain",
+    )
     assert code == 0
     assert "fits, comfortable" in out
     assert "32 global layers × 2 × 8 KV heads × 128 × 2 B = 131 kB" in out
@@ -42,7 +53,16 @@ def test_one_device_with_explain(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_json_keys_carry_units(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(
-        capsys, "--model", "llama-3.1-70b", "--hardware", "A100-SXM-80GB", "--concurrency", "16", "--context", "8192", "--json"
+        capsys,
+        "--model",
+        "llama-3.1-70b",
+        "--hardware",
+        "A100-SXM-80GB",
+        "--concurrency",
+        "16",
+        "--context",
+        "8192",
+        "--json",
     )
     assert code == 0
     data = json.loads(out)

@@ -9,7 +9,12 @@ from tokenrace.plan import check_fit, efficiency, load_hardware, measure_cpu_ban
 
 def test_efficiency_percentages() -> None:
     r = plan("llama-3.1-8b", "H100-SXM", context=1024, concurrency=4)
-    e = efficiency(r.decode_tokens_per_s_bound * 0.71, r.ttft_ms_bound * 2, r, measured_aggregate_tok_s=r.aggregate_tokens_per_s_bound / 2)
+    e = efficiency(
+        r.decode_tokens_per_s_bound * 0.71,
+        r.ttft_ms_bound * 2,
+        r,
+        measured_aggregate_tok_s=r.aggregate_tokens_per_s_bound / 2,
+    )
     assert e["decode_pct_of_bound"] == pytest.approx(71)
     assert e["ttft_pct_of_bound"] == pytest.approx(50)  # a time: bound ÷ measured
     assert e["aggregate_pct_of_bound"] == pytest.approx(50)

@@ -15,7 +15,13 @@ from tokenrace.plan.modelspec import from_hf_config
 
 def test_real_gguf_metadata_and_sizes(smollm2_gguf: Path) -> None:
     spec = load_model(str(smollm2_gguf))
-    assert (spec.architecture, spec.num_layers, spec.num_heads, spec.hidden_size, spec.vocab_size) == ("llama", 30, 9, 576, 49152)
+    assert (spec.architecture, spec.num_layers, spec.num_heads, spec.hidden_size, spec.vocab_size) == (
+        "llama",
+        30,
+        9,
+        576,
+        49152,
+    )
     assert [(g.layers, g.kv_heads, g.head_dim, g.window) for g in spec.attention] == [(30, 3, 64, None)]
     assert spec.tie_embeddings and spec.max_context == 8192
     assert spec.gguf is not None
@@ -74,7 +80,13 @@ def test_config_mistakes_are_usage_errors(tmp_path: Path) -> None:
 
 
 def test_quantized_checkpoint_config_sets_the_precision() -> None:
-    base = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10}
+    base = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": 10,
+    }
     awq = from_hf_config({**base, "quantization_config": {"quant_method": "awq", "bits": 4}}, name="x", source="t")
     fp8 = from_hf_config({**base, "quantization_config": {"quant_method": "fp8"}}, name="x", source="t")
     assert (awq.native_precision, fp8.native_precision) == ("awq-int4", "fp8")

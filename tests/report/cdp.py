@@ -19,8 +19,16 @@ import aiohttp
 import pytest
 
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--hide-scrollbars", "--remote-debugging-port=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--remote-debugging-port=0",
 )
 
 
@@ -112,18 +120,30 @@ async def _inspect(port: int, url: str, screenshot: Path, width: int, max_height
             dt = Devtools(ws)
             for domain in ("Runtime", "Log", "Page", "Network"):
                 await dt.call(f"{domain}.enable")
-            await dt.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
+            await dt.call(
+                "Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False
+            )
             await dt.call("Page.navigate", url=url)
             await asyncio.wait_for(dt.loaded.wait(), 60)
             check = PageCheck()
             await _settle(dt, check)
             check.traces = await dt.evaluate(
-                "Array.from(document.querySelectorAll('.js-plotly-plot')).reduce((n, d) => n + (d.data || []).length, 0)")
+                "Array.from(document.querySelectorAll('.js-plotly-plot')).reduce((n, d) => n + (d.data || []).length, 0)"
+            )
             check.title = await dt.evaluate("document.title")
             check.height = int(await dt.evaluate("document.documentElement.scrollHeight"))
-            shot = await dt.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                                 clip={"x": 0, "y": 0, "width": width, "height": min(check.height, max_height or check.height),
-                                       "scale": 1})
+            shot = await dt.call(
+                "Page.captureScreenshot",
+                format="png",
+                captureBeyondViewport=True,
+                clip={
+                    "x": 0,
+                    "y": 0,
+                    "width": width,
+                    "height": min(check.height, max_height or check.height),
+                    "scale": 1,
+                },
+            )
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
             _collect(dt.events, check)
@@ -131,8 +151,10 @@ async def _inspect(port: int, url: str, screenshot: Path, width: int, max_height
             return check
 
 
-RENDERED = ("Array.from(document.querySelectorAll('.js-plotly-plot'))"
-            ".filter(d => d.querySelector('svg.main-svg') && d._fullData && d._fullData.length).length")
+RENDERED = (
+    "Array.from(document.querySelectorAll('.js-plotly-plot'))"
+    ".filter(d => d.querySelector('svg.main-svg') && d._fullData && d._fullData.length).length"
+)
 
 
 async def _settle(dt: Devtools, check: PageCheck, timeout_s: float = 60) -> None:
@@ -166,7 +188,9 @@ def _collect(events: list[dict[str, Any]], check: PageCheck) -> None:
     for e in events:
         method, p = e.get("method"), e.get("params", {})
         if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-            check.console_errors.append(" ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+            check.console_errors.append(
+                " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            )
         elif method == "Runtime.exceptionThrown":
             d = p.get("exceptionDetails", {})
             check.console_errors.append(d.get("exception", {}).get("description") or d.get("text", "exception"))
@@ -180,8 +204,12 @@ def load_page(html_file: Path, screenshot: Path, width: int = 1400, max_height: 
     binary = require_chromium()
     # Chromium's helper processes may still be writing the profile as it exits: tolerate that on cleanup.
     with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as profile:
-        proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             port = _devtools_port(proc)
             return asyncio.run(_inspect(port, html_file.resolve().as_uri(), screenshot, width, max_height))

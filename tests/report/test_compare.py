@@ -14,18 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 import pytest
-
 from tests.sweep.helpers import bench
-from tokenrace.bench.rundata import load
+
+from tokenrace.bench.rundata import RunData, load
 from tokenrace.bench.runner import Load
 from tokenrace.bench.session import BenchSettings
 from tokenrace.bench.sweep import SweepPlan, run_sweep
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
-from tokenrace.bench.rundata import RunData
 from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
 from tokenrace.testing.fake_server import FakeServerThread
 
@@ -38,7 +36,9 @@ def servers() -> Iterator[tuple[FakeServerThread, FakeServerThread]]:
 
 
 @pytest.fixture(scope="module")
-def runs(servers: tuple[FakeServerThread, FakeServerThread], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def runs(
+    servers: tuple[FakeServerThread, FakeServerThread], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("runs")
     a, b = servers
     return {
@@ -49,8 +49,14 @@ def runs(servers: tuple[FakeServerThread, FakeServerThread], tmp_path_factory: p
 
 
 def tokenrace(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tokenrace", *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def rows(report: Any) -> dict[str, Any]:
@@ -66,7 +72,9 @@ def test_a_doubled_ttft_is_significant_and_decode_is_not(runs: dict[str, Path]) 
     # Decoding is programmed the same on both servers: TPOT within ~15 % whatever the verdict says.
     assert 0.85 < by["tpot_ms.p50"].change < 1.15
     assert by["error_rate"].kind == "difference" and by["error_rate"].significant is False
-    assert by["throughput.output_tokens_per_s"].ci_low is None  # ~15 request lengths long: too short for a block interval
+    assert (
+        by["throughput.output_tokens_per_s"].ci_low is None
+    )  # ~15 request lengths long: too short for a block interval
     assert r.warnings == []  # same model, prompts, lengths, load, streaming and version
 
 
@@ -105,8 +113,12 @@ def test_three_runs_compare_against_the_first(runs: dict[str, Path]) -> None:
 
 def test_sweeps_are_compared_step_by_step(servers: tuple[FakeServerThread, FakeServerThread], tmp_path: Path) -> None:
     def sweep(srv: FakeServerThread, out: Path, values: tuple[float, ...]) -> Path:
-        s = BenchSettings(endpoint=ResolvedEndpoint(srv.base_url, None, None, "fake"), request=RequestOptions(max_tokens=16),
-                          load=Load(requests=12), output=out)
+        s = BenchSettings(
+            endpoint=ResolvedEndpoint(srv.base_url, None, None, "fake"),
+            request=RequestOptions(max_tokens=16),
+            load=Load(requests=12),
+            output=out,
+        )
         return asyncio.run(run_sweep(s, SweepPlan(values=values, stop_early=False))).directory
 
     a = sweep(servers[0], tmp_path / "sa", (1, 2, 4))
@@ -129,8 +141,18 @@ def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) 
     for i in range(requests):
         e2e = float(e2e_ms * rng.uniform(0.7, 1.3))
         offsets = list(np.linspace(e2e * 0.2, e2e, tokens))
-        records.append({"seq": i, "phase": "measure", "start_ms": t, "e2e_ms": e2e, "chunk_offsets_ms": offsets,
-                        "chunk_tokens": None, "output_tokens": tokens, "error_kind": None})
+        records.append(
+            {
+                "seq": i,
+                "phase": "measure",
+                "start_ms": t,
+                "e2e_ms": e2e,
+                "chunk_offsets_ms": offsets,
+                "chunk_tokens": None,
+                "output_tokens": tokens,
+                "error_kind": None,
+            }
+        )
         t += e2e
     summary = {"throughput": {"output_tokens_per_s": tokens * requests / (t / 1000)}}
     return RunData(Path(f"synthetic-{seed}"), "run", summary, {}, [], records)

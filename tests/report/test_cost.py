@@ -13,8 +13,8 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
-
 from tests.sweep.helpers import bench
+
 from tokenrace.bench.cost import (
     CostSpec,
     GpuCost,
@@ -38,7 +38,9 @@ from tokenrace.errors import UsageError
 from tokenrace.testing.fake_server import FakeServerThread
 
 
-def summary(ok: int = 100, prompt: float = 500.0, output: float = 200.0, tok_s: float | None = 1000.0, req_s: float | None = 5.0) -> dict[str, Any]:
+def summary(
+    ok: int = 100, prompt: float = 500.0, output: float = 200.0, tok_s: float | None = 1000.0, req_s: float | None = 5.0
+) -> dict[str, Any]:
     return {
         "requests": {"total": ok, "succeeded": ok, "failed": 0},
         "metrics": {"prompt_tokens": {"count": ok, "mean": prompt}, "output_tokens": {"count": ok, "mean": output}},
@@ -79,11 +81,14 @@ def test_gpu_cost_follows_throughput() -> None:
 
 def test_price_table_lookup_and_user_override(tokenrace_home: Path) -> None:
     p = lookup("groq", "Llama-3.3-70B-Versatile")
-    assert p is not None and (p.input_per_m, p.output_per_m) == (0.59, 0.79) and p.date and p.source.startswith("https://")
+    assert (
+        p is not None and (p.input_per_m, p.output_per_m) == (0.59, 0.79) and p.date and p.source.startswith("https://")
+    )
     assert lookup("groq", "no-such-model") is None and lookup(None, "gpt-4o") is None
     tokenrace_home.mkdir(parents=True)
     (tokenrace_home / "prices.toml").write_text(
-        '[[price]]\nprovider = "groq"\nmodel = "llama-3.3-70b-versatile"\ninput = 0.5\noutput = 0.7\ndate = "2030-01"\n')
+        '[[price]]\nprovider = "groq"\nmodel = "llama-3.3-70b-versatile"\ninput = 0.5\noutput = 0.7\ndate = "2030-01"\n'
+    )
     assert lookup("groq", "llama-3.3-70b-versatile") == Price(0.5, 0.7, "price table", "2030-01")
     (tokenrace_home / "prices.toml").write_text("[[price]]\nprovider = 1\n")
     with pytest.raises(UsageError, match="prices.toml"):
@@ -120,8 +125,14 @@ def server() -> Iterator[FakeServerThread]:
 
 
 def tokenrace(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tokenrace", *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_cost_in_show_compare_and_sweep(server: FakeServerThread, tmp_path: Path) -> None:
@@ -132,8 +143,12 @@ def test_cost_in_show_compare_and_sweep(server: FakeServerThread, tmp_path: Path
     assert "per million output tokens" in p.stdout and "$0.590 in / $0.790 out" in p.stdout
     p = tokenrace("compare", str(a), str(b), "--gpu-hour-cost", "2.5", "--gpus", "2", "--markdown")
     assert "| $ / M output tok | $ |" in p.stdout and "| $ / 1k requests | $ |" in p.stdout
-    s = BenchSettings(endpoint=ResolvedEndpoint(server.base_url, None, None, "fake"), request=RequestOptions(max_tokens=8),
-                      load=Load(requests=8), output=tmp_path / "s")
+    s = BenchSettings(
+        endpoint=ResolvedEndpoint(server.base_url, None, None, "fake"),
+        request=RequestOptions(max_tokens=8),
+        load=Load(requests=8),
+        output=tmp_path / "s",
+    )
     r = asyncio.run(run_sweep(s, SweepPlan(values=(1, 2), stop_early=False), cost=CostSpec(gpu=GpuCost(2.0))))
     assert all(row["cost"]["usd_per_million_output_tokens"] > 0 for row in r.summary["steps"])
     p = tokenrace("show", str(tmp_path / "s"), "--gpu-hour-cost", "2")

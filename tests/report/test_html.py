@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from tests.report.cdp import load_page
 from tests.sweep.helpers import bench
+
 from tokenrace.bench.cost import CostSpec, GpuCost
 from tokenrace.bench.rundata import load
 from tokenrace.bench.runner import Load
@@ -35,7 +35,16 @@ except ImportError:
     pytest.skip("the HTML report needs plotly (pip install plotly)", allow_module_level=True)
 SAMPLE = {  # one line of timeseries.jsonl, in the layout of docs/monitor.md
     "wall": "2025-01-01T12:00:01+00:00",
-    "gpu": [{"index": 0, "name": "GPU", "util_pct": 90.0, "mem_used_bytes": 7.0e10, "mem_total_bytes": 8.5e10, "throttle": []}],
+    "gpu": [
+        {
+            "index": 0,
+            "name": "GPU",
+            "util_pct": 90.0,
+            "mem_used_bytes": 7.0e10,
+            "mem_total_bytes": 8.5e10,
+            "throttle": [],
+        }
+    ],
     "system": {"cpu_pct": 30.0, "mem_used_bytes": 4.0e10},
     "server": {"engine": "vllm", "running": 12, "waiting": 3, "kv_cache_usage": 0.41},
 }
@@ -56,18 +65,26 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
                 s["server"]["running"] = i % 7
                 f.write(json.dumps(s) + "\n")
         other = bench(flaky.base_url, d / "other", label="flaky", requests=40, concurrency=4, max_tokens=32).directory
-        settings = BenchSettings(endpoint=ResolvedEndpoint(ok.base_url, None, None, "fake"), request=RequestOptions(max_tokens=32),
-                                 load=Load(requests=16), output=d / "sweep", label="ladder")
+        settings = BenchSettings(
+            endpoint=ResolvedEndpoint(ok.base_url, None, None, "fake"),
+            request=RequestOptions(max_tokens=32),
+            load=Load(requests=16),
+            output=d / "sweep",
+            label="ladder",
+        )
         sweep = asyncio.run(run_sweep(settings, SweepPlan(values=(1, 2, 4, 8), stop_early=False))).directory
     yield {"run": run, "other": other, "sweep": sweep, "dir": d}
 
 
 def figures(text: str) -> int:
-    return text.count("<figure class=\"chart\">")
+    return text.count('<figure class="chart">')
 
 
 def test_resource_series_flattens_monitor_samples() -> None:
-    samples = [{**SAMPLE, "t_ms": 0.0}, {**SAMPLE, "t_ms": 500.0, "system": {"cpu_pct": 50.0, "mem_used_bytes": 4.0e10}}]
+    samples = [
+        {**SAMPLE, "t_ms": 0.0},
+        {**SAMPLE, "t_ms": 500.0, "system": {"cpu_pct": 50.0, "mem_used_bytes": 4.0e10}},
+    ]
     series = resource_series(samples)
     assert series == {"system.cpu_pct": ([0.0, 0.5], [30.0, 50.0])}  # constant series are left out
     assert resource_series([]) == {}
@@ -85,8 +102,14 @@ def test_reports_are_self_contained(made: dict[str, Path]) -> None:
 
 def test_cli_writes_the_file(made: dict[str, Path]) -> None:
     out = made["dir"] / "cli" / "report.html"
-    p = subprocess.run([sys.executable, "-m", "tokenrace", "report", str(made["sweep"]), "-o", str(out), "--price", "in=0.1,out=0.2"],
-                       capture_output=True, text=True, timeout=120, env=dict(os.environ), stdin=subprocess.DEVNULL)
+    p = subprocess.run(
+        [sys.executable, "-m", "tokenrace", "report", str(made["sweep"]), "-o", str(out), "--price", "in=0.1,out=0.2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+    )
     assert p.returncode == 0, p.stderr
     assert out.is_file() and "self-contained" in p.stdout
     assert "$/M out tok" in out.read_text()

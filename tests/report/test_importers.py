@@ -22,8 +22,15 @@ AIPERF = FIXTURES / "aiperf" / "profile_export.jsonl"
 
 
 def tokenrace(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tokenrace", *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ), stdin=subprocess.DEVNULL, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
 
 
 def test_detects_both_formats(tmp_path: Path) -> None:
@@ -51,7 +58,11 @@ def test_vllm_figures_match_vllms_own() -> None:
     assert run.manifest["model"] == doc["model_id"] and run.manifest["settings"]["load"]["concurrency"] == 4
     assert run.manifest["tool"] == "vllm bench serve" and run.manifest["started_at"] == "2025-03-12T14:15:03"
     failed = [r for r in run.records() if r["error_kind"]]
-    assert len(failed) == 1 and failed[0]["error_kind"] == "imported" and "ServerDisconnectedError" in failed[0]["error_message"]
+    assert (
+        len(failed) == 1
+        and failed[0]["error_kind"] == "imported"
+        and "ServerDisconnectedError" in failed[0]["error_message"]
+    )
     first = run.measured_ok()[0]
     assert len(first["chunk_offsets_ms"]) == 32 and first["output_tokens_source"] == "vllm"
 
@@ -68,8 +79,11 @@ def test_older_vllm_results_without_start_times(tmp_path: Path) -> None:
 
 
 def test_vllm_without_detail_is_refused(tmp_path: Path) -> None:
-    doc = {k: v for k, v in json.loads(VLLM.read_text()).items() if k not in ("ttfts", "itls", "input_lens", "output_lens", "errors",
-                                                                                 "generated_texts", "start_times")}
+    doc = {
+        k: v
+        for k, v in json.loads(VLLM.read_text()).items()
+        if k not in ("ttfts", "itls", "input_lens", "output_lens", "errors", "generated_texts", "start_times")
+    }
     f = tmp_path / "short.json"
     f.write_text(json.dumps(doc))
     with pytest.raises(UsageError, match="--save-detailed"):
@@ -103,7 +117,9 @@ def test_aiperf_alone_and_in_seconds(tmp_path: Path) -> None:
     f.write_text("".join(json.dumps(x) + "\n" for x in lines))
     run = import_file(f)
     assert run.manifest["model"] is None  # no profile_export_aiperf.json beside it
-    assert run.summary["metrics"]["ttft_ms"]["p50"] == pytest.approx(import_file(AIPERF).summary["metrics"]["ttft_ms"]["p50"], abs=1e-3)
+    assert run.summary["metrics"]["ttft_ms"]["p50"] == pytest.approx(
+        import_file(AIPERF).summary["metrics"]["ttft_ms"]["p50"], abs=1e-3
+    )
 
 
 def test_imported_runs_go_into_the_history_and_compare_with_warnings(tmp_path: Path) -> None:

@@ -17,23 +17,69 @@ from tokenrace.serve.process import EngineProcess, free_port, wait_ready
 
 
 def test_vllm_command_has_the_guides_parameters() -> None:
-    spec = LaunchSpec("vllm", "/data/models/gemma-4-31b", host="0.0.0.0", port=8000, tensor_parallel_size=2,
-                      max_model_len=4096, gpu_memory_utilization=0.9, dtype="float16", quantization="awq", max_num_seqs=64)
+    spec = LaunchSpec(
+        "vllm",
+        "/data/models/gemma-4-31b",
+        host="0.0.0.0",
+        port=8000,
+        tensor_parallel_size=2,
+        max_model_len=4096,
+        gpu_memory_utilization=0.9,
+        dtype="float16",
+        quantization="awq",
+        max_num_seqs=64,
+    )
     assert build_command(spec) == [
-        "vllm", "serve", "/data/models/gemma-4-31b", "--host", "0.0.0.0", "--port", "8000",
-        "--tensor-parallel-size", "2", "--max-model-len", "4096", "--gpu-memory-utilization", "0.9",
-        "--dtype", "float16", "--quantization", "awq", "--max-num-seqs", "64",
+        "vllm",
+        "serve",
+        "/data/models/gemma-4-31b",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--tensor-parallel-size",
+        "2",
+        "--max-model-len",
+        "4096",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--dtype",
+        "float16",
+        "--quantization",
+        "awq",
+        "--max-num-seqs",
+        "64",
     ]
 
 
 def test_sglang_and_llamacpp_commands() -> None:
-    sg = build_command(LaunchSpec("sglang", "Qwen/Qwen2.5-7B-Instruct", port=30000, tensor_parallel_size=2, max_model_len=8192, gpu_memory_utilization=0.85))
+    sg = build_command(
+        LaunchSpec(
+            "sglang",
+            "Qwen/Qwen2.5-7B-Instruct",
+            port=30000,
+            tensor_parallel_size=2,
+            max_model_len=8192,
+            gpu_memory_utilization=0.85,
+        )
+    )
     assert sg[1:3] == ["-m", "sglang.launch_server"]
-    for pair in (["--tp-size", "2"], ["--context-length", "8192"], ["--mem-fraction-static", "0.85"], ["--port", "30000"]):
+    for pair in (
+        ["--tp-size", "2"],
+        ["--context-length", "8192"],
+        ["--mem-fraction-static", "0.85"],
+        ["--port", "30000"],
+    ):
         i = sg.index(pair[0])
         assert sg[i : i + 2] == pair
-    lc = build_command(LaunchSpec("llamacpp", "m.gguf", port=8080, max_model_len=4096, parallel=4), llama_server="/x/llama-server")
-    assert lc[:3] == ["/x/llama-server", "-m", "m.gguf"] and lc[lc.index("-ngl") + 1] == "999" and lc[lc.index("-np") + 1] == "4"
+    lc = build_command(
+        LaunchSpec("llamacpp", "m.gguf", port=8080, max_model_len=4096, parallel=4), llama_server="/x/llama-server"
+    )
+    assert (
+        lc[:3] == ["/x/llama-server", "-m", "m.gguf"]
+        and lc[lc.index("-ngl") + 1] == "999"
+        and lc[lc.index("-np") + 1] == "4"
+    )
 
 
 def test_bad_launch_values() -> None:
@@ -44,14 +90,38 @@ def test_bad_launch_values() -> None:
 
 
 def test_dry_run_prints_the_exact_command() -> None:
-    out = subprocess.run([sys.executable, "-m", "tokenrace", "serve", "--engine", "vllm", "m/x", "--tensor-parallel-size", "4", "--dry-run"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.strip() == "vllm serve m/x --host 127.0.0.1 --port 8000 --tensor-parallel-size 4"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tokenrace",
+            "serve",
+            "--engine",
+            "vllm",
+            "m/x",
+            "--tensor-parallel-size",
+            "4",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        out.returncode == 0
+        and out.stdout.strip() == "vllm serve m/x --host 127.0.0.1 --port 8000 --tensor-parallel-size 4"
+    )
 
 
 def test_missing_engine_says_how_to_install() -> None:
     env = {**os.environ, "PATH": "/nonexistent"}
-    out = subprocess.run([sys.executable, "-m", "tokenrace", "serve", "--engine", "vllm", "m/x"], capture_output=True, text=True, timeout=60, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "tokenrace", "serve", "--engine", "vllm", "m/x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert out.returncode == 4 and "pip install vllm" in out.stderr
 
 
@@ -75,7 +145,9 @@ def test_engine_that_dies_shows_its_last_log_lines() -> None:
 
 
 def test_engine_that_never_answers_times_out_with_its_log() -> None:
-    proc = EngineProcess([sys.executable, "-c", "import time; print('still compiling graphs', flush=True); time.sleep(60)"], "stub").start()
+    proc = EngineProcess(
+        [sys.executable, "-c", "import time; print('still compiling graphs', flush=True); time.sleep(60)"], "stub"
+    ).start()
     t = time.monotonic()
     try:
         with pytest.raises(EngineError) as err:
@@ -134,8 +206,13 @@ def _gone(pid: int, within_s: float) -> bool:
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tokenrace", "serve", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PATH": "/nonexistent"})
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATH": "/nonexistent"},
+    )
 
 
 def test_refuses_a_model_that_cannot_fit_with_numbers_and_a_suggestion() -> None:
@@ -143,14 +220,31 @@ def test_refuses_a_model_that_cannot_fit_with_numbers_and_a_suggestion() -> None
     p = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--dtype", "bfloat16")
     assert p.returncode == 2
     line = p.stderr.strip()
-    assert "61.4 GB" in line and "24 GiB" in line and "AWQ" in line and "--tensor-parallel-size 4" in line and "--force" in line
+    assert (
+        "61.4 GB" in line
+        and "24 GiB" in line
+        and "AWQ" in line
+        and "--tensor-parallel-size 4" in line
+        and "--force" in line
+    )
 
 
 def test_force_skips_the_refusal_and_a_fitting_plan_passes() -> None:
     pytest.importorskip("tokenrace.plan")
     forced = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--dtype", "bfloat16", "--force")
     assert forced.returncode == 4 and "not installed" in forced.stderr  # it got past the fit check
-    ok = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--tensor-parallel-size", "4", "--dtype", "bfloat16", "--dry-run")
+    ok = _serve(
+        "--engine",
+        "vllm",
+        "gemma-4-31b",
+        "--hardware",
+        "RTX-4090",
+        "--tensor-parallel-size",
+        "4",
+        "--dtype",
+        "bfloat16",
+        "--dry-run",
+    )
     assert ok.returncode == 0 and "fits on 4" in ok.stderr
 
 

@@ -14,7 +14,10 @@ from tokenrace.client.providers import ResolvedEndpoint
 
 def bench(base_url: str, out: Path, label: str | None = None, max_tokens: int = 16, **load: Any) -> BenchResult:
     settings = BenchSettings(
-        endpoint=ResolvedEndpoint(base_url, None, None, "fake"), request=RequestOptions(max_tokens=max_tokens),
-        load=Load(**{"requests": 8, **load}), output=out, label=label,
+        endpoint=ResolvedEndpoint(base_url, None, None, "fake"),
+        request=RequestOptions(max_tokens=max_tokens),
+        load=Load(**{"requests": 8, **load}),
+        output=out,
+        label=label,
     )
     return asyncio.run(BenchSession(settings, argv=["tokenrace", "bench", "test"]).run())

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.integration.conftest import require_embedded
 
 pytestmark = pytest.mark.embedded
@@ -20,9 +19,26 @@ def test_embedded_sweep_finds_the_knee(tmp_path: Path, tokenrace_home: Path) -> 
     out = tmp_path / "sweep"
     # On a few CPU cores throughput cannot keep doubling: by 8 in flight it has stopped growing.
     p = subprocess.run(
-        [sys.executable, "-m", "tokenrace", "sweep", "--concurrencies", "1,2,4,8,16", "--max-tokens", "16",
-         "--prompt", "Count from one to twenty in words.", "--temperature", "0", "-o", str(out)],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "TOKENRACE_HOME": str(tokenrace_home)},
+        [
+            sys.executable,
+            "-m",
+            "tokenrace",
+            "sweep",
+            "--concurrencies",
+            "1,2,4,8,16",
+            "--max-tokens",
+            "16",
+            "--prompt",
+            "Count from one to twenty in words.",
+            "--temperature",
+            "0",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "TOKENRACE_HOME": str(tokenrace_home)},
         stdin=subprocess.DEVNULL,
     )
     assert p.returncode == 0, p.stderr[-2000:]

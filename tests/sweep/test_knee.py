@@ -11,7 +11,7 @@ from tokenrace.bench.knee import Point, analyse, fit_prefill, gain, is_saturated
 
 def ladder(throughputs: list[float | None], p95s: list[float], errors: list[float] | None = None) -> list[Point]:
     errors = errors or [0.0] * len(throughputs)
-    return [Point(2.0**i, t, p, e) for i, (t, p, e) in enumerate(zip(throughputs, p95s, errors))]
+    return [Point(2.0**i, t, p, e) for i, (t, p, e) in enumerate(zip(throughputs, p95s, errors, strict=False))]
 
 
 def test_gain_is_relative_and_undefined_without_a_base() -> None:

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from tests.conftest import sigint_default
+
 from tokenrace.bench.history import Filters, History
 from tokenrace.bench.profile import _run_steps
 from tokenrace.bench.rundata import load
@@ -29,22 +30,41 @@ RUN_FILES = ["manifest.json", "records.jsonl", "summary.json"]
 
 def tokenrace(*args: str, home: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "TOKENRACE_HOME": str(home)}, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "tokenrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TOKENRACE_HOME": str(home)},
+        stdin=subprocess.DEVNULL,
     )
 
 
 def settings(url: str, out: Path, **load: Any) -> BenchSettings:
     return BenchSettings(
-        endpoint=ResolvedEndpoint(url + "/v1", None, None, "fake"), request=RequestOptions(max_tokens=16),
-        load=Load(**{"requests": 24, **load}), output=out, label="t",
+        endpoint=ResolvedEndpoint(url + "/v1", None, None, "fake"),
+        request=RequestOptions(max_tokens=16),
+        load=Load(**{"requests": 24, **load}),
+        output=out,
+        label="t",
     )
 
 
 def test_concurrency_sweep_finds_the_knee_and_stops(knee_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
     out = tmp_path / "sweep"
-    p = tokenrace("sweep", "--url", knee_server.url, "--requests", "48", "--concurrencies", "1,2,4,8,16,32,64,128",
-                  "-o", str(out), "--label", "knee-test", home=tokenrace_home)
+    p = tokenrace(
+        "sweep",
+        "--url",
+        knee_server.url,
+        "--requests",
+        "48",
+        "--concurrencies",
+        "1,2,4,8,16,32,64,128",
+        "-o",
+        str(out),
+        "--label",
+        "knee-test",
+        home=tokenrace_home,
+    )
     assert p.returncode == 0, p.stderr
     s = json.loads((out / "sweep.json").read_text())
     assert s["kind"] == "sweep" and s["sweep"] == "concurrency" and s["stop_reason"] == "saturated"
@@ -80,7 +100,9 @@ def test_requests_scale_with_concurrency_unless_given(quick_server: Any, tmp_pat
 
 
 def test_rate_sweep_runs_open_loop(quick_server: Any, tmp_path: Path) -> None:
-    r = asyncio.run(run_sweep(settings(quick_server.url, tmp_path / "s", requests=20), SweepPlan(kind="rate", values=(20, 40))))
+    r = asyncio.run(
+        run_sweep(settings(quick_server.url, tmp_path / "s", requests=20), SweepPlan(kind="rate", values=(20, 40)))
+    )
     rows = r.summary["steps"]
     assert [x["step"] for x in rows] == ["r20", "r40"] and [x["rate"] for x in rows] == [20.0, 40.0]
     assert all(x["achieved_rate"] is not None for x in rows)
@@ -130,7 +152,10 @@ def test_profile_runs_its_steps_through_the_step_runner(quick_server: Any, tmp_p
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
     assert result.steps[1][1].manifest["engine"] == {"engine": "fake"}
     data = load(tmp_path / "p")  # rendered later from the files, like a sweep
-    assert data.kind == "profile" and [r["throughput_tokens_per_s"] is not None for r in data.summary["steps"]] == [True, True]
+    assert data.kind == "profile" and [r["throughput_tokens_per_s"] is not None for r in data.summary["steps"]] == [
+        True,
+        True,
+    ]
     with History.open() as h:  # the profile's steps were indexed as they were written
         assert len(h.list(Filters(steps=True))) == 2
     if importlib.util.find_spec("plotly"):
@@ -142,8 +167,25 @@ def test_profile_runs_its_steps_through_the_step_runner(quick_server: Any, tmp_p
 def test_ctrl_c_keeps_the_steps_measured_so_far(knee_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
     out = tmp_path / "sweep"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenrace", "sweep", "--url", knee_server.url, "--requests", "60", "--concurrencies", "1,2,4", "-o", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TOKENRACE_HOME": str(tokenrace_home)}, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "tokenrace",
+            "sweep",
+            "--url",
+            knee_server.url,
+            "--requests",
+            "60",
+            "--concurrencies",
+            "1,2,4",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TOKENRACE_HOME": str(tokenrace_home)},
+        stdin=subprocess.DEVNULL,
         preexec_fn=sigint_default,
     )
     records = out / "c2" / "records.jsonl"

@@ -64,14 +64,10 @@ async def _read_sse(resp: aiohttp.ClientResponse, reply: Reply) -> None:
             reply.arrival_ns.append(stamp)
 
 
-async def apost(
-    session: aiohttp.ClientSession, url: str, body: Any, headers: Mapping[str, str] | None = None
-) -> Reply:
+async def apost(session: aiohttp.ClientSession, url: str, body: Any, headers: Mapping[str, str] | None = None) -> Reply:
     """POST and read the whole reply; SSE replies are split into events."""
     data = body if isinstance(body, bytes) else orjson.dumps(body)
-    async with session.post(
-        url, data=data, headers={"Content-Type": "application/json", **(headers or {})}
-    ) as resp:
+    async with session.post(url, data=data, headers={"Content-Type": "application/json", **(headers or {})}) as resp:
         reply = Reply(resp.status, resp.headers.copy())
         if resp.headers.get("Content-Type", "").startswith("text/event-stream"):
             await _read_sse(resp, reply)

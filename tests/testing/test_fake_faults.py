@@ -23,9 +23,7 @@ def with_fault(server: FakeServerThread, fault: str, stream: bool = True, **fake
 
 def finish_reasons(reply: Reply) -> list[str]:
     return [
-        c["choices"][0]["finish_reason"]
-        for c in reply.chunks()
-        if c["choices"] and c["choices"][0]["finish_reason"]
+        c["choices"][0]["finish_reason"] for c in reply.chunks() if c["choices"] and c["choices"][0]["finish_reason"]
     ]
 
 
@@ -97,9 +95,7 @@ def test_disconnect_non_streaming_gives_no_response(srv: FakeServerThread) -> No
 
 
 def test_empty_stream_and_body(srv: FakeServerThread) -> None:
-    reply = post(
-        chat_url(srv), chat(fake={"fault": "empty"}, stream_options={"include_usage": True})
-    )
+    reply = post(chat_url(srv), chat(fake={"fault": "empty"}, stream_options={"include_usage": True}))
     chunks = reply.chunks()
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     assert reply.content_chunks() == []
@@ -136,7 +132,5 @@ def test_server_wide_fault_every() -> None:
         statuses = [post(chat_url(server), chat(False)).status for _ in range(6)]
         assert statuses == [200, 200, 500, 200, 200, 500]
         # A request may switch the server's fault off for itself.
-        switched_off = [
-            post(chat_url(server), chat(False, fake={"fault": None})).status for _ in range(3)
-        ]
+        switched_off = [post(chat_url(server), chat(False, fake={"fault": None})).status for _ in range(3)]
         assert switched_off == [200, 200, 200]

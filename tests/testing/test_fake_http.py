@@ -26,9 +26,7 @@ def completions_url(server: FakeServerThread) -> str:
 
 
 def streamed_text(reply: Reply, field: str = "content") -> str:
-    return "".join(
-        c["choices"][0]["delta"].get(field) or "" for c in reply.chunks() if c["choices"]
-    )
+    return "".join(c["choices"][0]["delta"].get(field) or "" for c in reply.chunks() if c["choices"])
 
 
 def test_models_health_version(srv: FakeServerThread) -> None:
@@ -115,10 +113,7 @@ def test_max_tokens_cuts_with_length(srv: FakeServerThread) -> None:
     body = post(chat_url(srv), chat(False, max_completion_tokens=5, max_tokens=6)).json()
     assert body["usage"]["completion_tokens"] == 5
     # Exactly the natural length is a natural stop, not a cut.
-    assert (
-        post(chat_url(srv), chat(False, max_tokens=8)).json()["choices"][0]["finish_reason"]
-        == "stop"
-    )
+    assert post(chat_url(srv), chat(False, max_tokens=8)).json()["choices"][0]["finish_reason"] == "stop"
     ignored = {"ignore_eos": True, "min_tokens": 2, "temperature": 0.7, "seed": 3}
     assert post(chat_url(srv), chat(False, **ignored)).status == 200
 
@@ -134,9 +129,7 @@ def test_reasoning_tokens_come_first(srv: FakeServerThread) -> None:
     deltas = [c["choices"][0]["delta"] for c in reply.content_chunks()]
     assert [next(iter(d)) for d in deltas] == ["reasoning_content"] * 3 + ["content"] * 5
     assert streamed_text(reply, "reasoning_content") == "w0 w1 w2 "
-    message = post(chat_url(srv), chat(False, fake={"reasoning_tokens": 3})).json()["choices"][0][
-        "message"
-    ]
+    message = post(chat_url(srv), chat(False, fake={"reasoning_tokens": 3})).json()["choices"][0]["message"]
     assert message["reasoning_content"] == "w0 w1 w2 " and message["content"] == token_text(3, 5)
 
 
@@ -218,9 +211,7 @@ def test_models_list_and_log_path(tmp_path: Path) -> None:
     with FakeServerThread(config) as server:
         assert [m["id"] for m in get(f"{server.base_url}/models").json()["data"]] == ["a", "b"]
         assert post(chat_url(server), chat(model="b")).status == 200
-        assert (
-            post(chat_url(server), {"messages": USER_ONLY}).status == 200
-        )  # model defaults to the first
+        assert post(chat_url(server), {"messages": USER_ONLY}).status == 200  # model defaults to the first
         assert post(chat_url(server), chat()).status == 404  # fake-model is not served here
     lines = log_path.read_text().splitlines()
     assert len(lines) == 3 and '"model":"b"' in lines[0]

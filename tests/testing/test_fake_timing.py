@@ -29,9 +29,7 @@ TTFT_MS, ITL_MS, TOKENS = 20.0, 10.0, 15
 
 @pytest.fixture(scope="module")
 def child() -> Iterator[FakeServerProcess]:
-    with spawn_fake_server(
-        {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_tokens": TOKENS}
-    ) as server:
+    with spawn_fake_server({"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_tokens": TOKENS}) as server:
         yield server
 
 
@@ -119,9 +117,7 @@ def _cli(*args: str) -> subprocess.Popen[str]:
     src = str(Path(__file__).resolve().parents[2] / "src")
     env = {**os.environ, "PYTHONPATH": src}
     argv = [sys.executable, "-m", "tokenrace.testing.fake_server", *args]
-    return subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def test_command_line_ready_line_and_sigint(tmp_path: Path) -> None:

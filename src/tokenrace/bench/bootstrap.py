@@ -40,8 +40,14 @@ class RatioCI:
         return self.low > 1.0 or self.high < 1.0
 
     def to_dict(self) -> dict[str, float | bool | None]:
-        return {"a": _r4(self.a), "b": _r4(self.b), "ratio": _r4(self.ratio), "ci_low": _r4(self.low),
-                "ci_high": _r4(self.high), "significant": self.significant}
+        return {
+            "a": _r4(self.a),
+            "b": _r4(self.b),
+            "ratio": _r4(self.ratio),
+            "ci_low": _r4(self.low),
+            "ci_high": _r4(self.high),
+            "significant": self.significant,
+        }
 
 
 def _r4(v: float | None) -> float | None:

@@ -165,16 +165,24 @@ def cost_lines(c: dict[str, Any] | None) -> list[str]:
     else:
         p = c["price"]
         basis = f"${fmt(p['input_per_m'], 3)} in / ${fmt(p['output_per_m'], 3)} out per M tokens ({p['source']}" + (
-            f", {p['date']})" if p.get("date") else ")")
+            f", {p['date']})" if p.get("date") else ")"
+        )
     return [f"cost: ${per_m} per million output tokens, ${per_k} per 1k requests; {basis}"]
 
 
 # --- the flags -------------------------------------------------------------------------------------
 
 _OPTIONS = [
-    click.option("--price", help="Hosted API price in $ per million tokens, e.g. in=0.59,out=0.79 "
-                 "(default: the price table, for a preset provider's model)."),
-    click.option("--gpu-hour-cost", type=float, help="Self-hosted: $ per GPU-hour; cost per token follows from the measured throughput."),
+    click.option(
+        "--price",
+        help="Hosted API price in $ per million tokens, e.g. in=0.59,out=0.79 "
+        "(default: the price table, for a preset provider's model).",
+    ),
+    click.option(
+        "--gpu-hour-cost",
+        type=float,
+        help="Self-hosted: $ per GPU-hour; cost per token follows from the measured throughput.",
+    ),
     click.option("--gpus", type=int, help="GPUs behind the endpoint, with --gpu-hour-cost [default: 1]."),
 ]
 

@@ -39,11 +39,18 @@ def efficiency_of(summary: dict[str, Any], spec: EfficiencySpec, concurrency: in
         hw = planner.load_hardware(spec.hardware)
         model = planner.load_model(spec.model)
         result = planner.plan(
-            model, hw, devices=spec.devices, precision=spec.precision, context=max(1, int(prompt + output / 2)),
-            concurrency=max(1, concurrency), input_tokens=max(1, int(prompt)),
+            model,
+            hw,
+            devices=spec.devices,
+            precision=spec.precision,
+            context=max(1, int(prompt + output / 2)),
+            concurrency=max(1, concurrency),
+            input_tokens=max(1, int(prompt)),
         )
         eff = planner.efficiency(
-            1000.0 / tpot if tpot else None, ttft, result,
+            1000.0 / tpot if tpot else None,
+            ttft,
+            result,
             measured_aggregate_tok_s=summary["throughput"]["output_tokens_per_s"],
         )
     except TokenraceError as exc:

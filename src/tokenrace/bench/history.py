@@ -12,7 +12,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,9 +28,31 @@ SWEEP_FILE = "sweep.json"
 PROFILE_FILE = "profile.json"
 
 COLUMNS = (
-    "id", "path", "kind", "parent_id", "name", "label", "endpoint", "provider", "model", "source", "version",
-    "started_at", "finished_at", "concurrency", "rate", "requests", "error_rate", "ttft_p50_ms", "ttft_p95_ms",
-    "tpot_p50_ms", "e2e_p95_ms", "output_tokens_per_s", "steps", "knee", "indexed_at",
+    "id",
+    "path",
+    "kind",
+    "parent_id",
+    "name",
+    "label",
+    "endpoint",
+    "provider",
+    "model",
+    "source",
+    "version",
+    "started_at",
+    "finished_at",
+    "concurrency",
+    "rate",
+    "requests",
+    "error_rate",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "tpot_p50_ms",
+    "e2e_p95_ms",
+    "output_tokens_per_s",
+    "steps",
+    "knee",
+    "indexed_at",
 )
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -105,7 +127,9 @@ class History:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             conn.close()
-            raise UsageError(f"{path} was written by a newer tokenrace (schema {version}, this one reads {SCHEMA_VERSION})")
+            raise UsageError(
+                f"{path} was written by a newer tokenrace (schema {version}, this one reads {SCHEMA_VERSION})"
+            )
         with conn:
             conn.executescript(_SCHEMA)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -131,8 +155,10 @@ class History:
         row = _row_for(d, kind, parent_id)
         ids = [row["id"]]
         with self.conn:
-            self.conn.execute(f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                              [row[c] for c in COLUMNS])
+            self.conn.execute(
+                f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                [row[c] for c in COLUMNS],
+            )
         if kind != "run":
             for child in sorted(p for p in d.iterdir() if p.is_dir() and dir_kind(p) == "run"):
                 ids += self.index(child, row["id"])
@@ -152,7 +178,9 @@ class History:
 
     def reindex(self) -> tuple[int, int]:
         """Re-read every indexed directory; drop those that are gone. Returns (updated, removed)."""
-        paths = [(r["id"], r["path"], r["parent_id"]) for r in self.conn.execute("SELECT id, path, parent_id FROM runs")]
+        paths = [
+            (r["id"], r["path"], r["parent_id"]) for r in self.conn.execute("SELECT id, path, parent_id FROM runs")
+        ]
         updated = removed = 0
         for rid, path, parent in paths:
             if dir_kind(Path(path)) is None:
@@ -179,9 +207,13 @@ class History:
         an exact match wins over a prefix (a directory named "b" is not the run whose id starts with b)."""
         rows = self.conn.execute("SELECT id, path FROM runs WHERE id = ?", (ref,)).fetchall()
         if not rows:
-            rows = self.conn.execute("SELECT id, path FROM runs WHERE name = ? ORDER BY started_at DESC LIMIT 1", (ref,)).fetchall()
+            rows = self.conn.execute(
+                "SELECT id, path FROM runs WHERE name = ? ORDER BY started_at DESC LIMIT 1", (ref,)
+            ).fetchall()
         if not rows:
-            rows = self.conn.execute("SELECT id, path FROM runs WHERE id LIKE ? ORDER BY started_at DESC", (ref + "%",)).fetchall()
+            rows = self.conn.execute(
+                "SELECT id, path FROM runs WHERE id LIKE ? ORDER BY started_at DESC", (ref + "%",)
+            ).fetchall()
             if len(rows) > 1:
                 raise UsageError(f"{ref!r} matches {len(rows)} runs; give more of the id")
         if not rows:
@@ -243,11 +275,11 @@ def _where(f: Filters) -> tuple[str, list[Any]]:
 def _instant(text: str, flag: str) -> str:
     try:
         if len(text) == 10:
-            return datetime.combine(date.fromisoformat(text), datetime.min.time(), timezone.utc).isoformat()
+            return datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC).isoformat()
         dt = datetime.fromisoformat(text)
     except ValueError:
         raise UsageError(f"{flag}: expected a date like 2025-01-31 or 2025-01-31T12:00, got {text!r}") from None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
 def _until(text: str) -> str:
@@ -262,8 +294,14 @@ def _until(text: str) -> str:
 
 def _row_for(d: Path, kind: str, parent_id: str | None) -> dict[str, Any]:
     base: dict[str, Any] = {c: None for c in COLUMNS}
-    base.update(id=run_id(d), path=str(d), kind=kind, parent_id=parent_id, name=d.name,
-                indexed_at=datetime.now(timezone.utc).isoformat())
+    base.update(
+        id=run_id(d),
+        path=str(d),
+        kind=kind,
+        parent_id=parent_id,
+        name=d.name,
+        indexed_at=datetime.now(UTC).isoformat(),
+    )
     if kind == "run":
         base.update(_run_fields(d))
     elif kind == "sweep":
@@ -282,22 +320,38 @@ def _run_fields(d: Path) -> dict[str, Any]:
         return (met.get(name) or {}).get(q)
 
     return {
-        "label": (m.get("settings") or {}).get("label"), "endpoint": m.get("endpoint"), "provider": m.get("provider"),
-        "model": m.get("model"), "source": m.get("tool"), "version": m.get("version"),
-        "started_at": _utc(m.get("started_at")), "finished_at": m.get("finished_at"),
-        "concurrency": load.get("concurrency"), "rate": load.get("rate"),
-        "requests": (s.get("requests") or {}).get("total"), "error_rate": s.get("error_rate"),
-        "ttft_p50_ms": g("ttft_ms", "p50"), "ttft_p95_ms": g("ttft_ms", "p95"), "tpot_p50_ms": g("tpot_ms", "p50"),
-        "e2e_p95_ms": g("e2e_ms", "p95"), "output_tokens_per_s": (s.get("throughput") or {}).get("output_tokens_per_s"),
+        "label": (m.get("settings") or {}).get("label"),
+        "endpoint": m.get("endpoint"),
+        "provider": m.get("provider"),
+        "model": m.get("model"),
+        "source": m.get("tool"),
+        "version": m.get("version"),
+        "started_at": _utc(m.get("started_at")),
+        "finished_at": m.get("finished_at"),
+        "concurrency": load.get("concurrency"),
+        "rate": load.get("rate"),
+        "requests": (s.get("requests") or {}).get("total"),
+        "error_rate": s.get("error_rate"),
+        "ttft_p50_ms": g("ttft_ms", "p50"),
+        "ttft_p95_ms": g("ttft_ms", "p95"),
+        "tpot_p50_ms": g("tpot_ms", "p50"),
+        "e2e_p95_ms": g("e2e_ms", "p95"),
+        "output_tokens_per_s": (s.get("throughput") or {}).get("output_tokens_per_s"),
     }
 
 
 def _sweep_fields(s: dict[str, Any]) -> dict[str, Any]:
     knee = s.get("knee")
     return {
-        "label": s.get("label"), "endpoint": s.get("endpoint"), "provider": s.get("provider"), "model": s.get("model"),
-        "source": s.get("tool"), "version": s.get("version"), "started_at": _utc(s.get("started_at")),
-        "finished_at": s.get("finished_at"), "steps": len(s.get("steps") or []),
+        "label": s.get("label"),
+        "endpoint": s.get("endpoint"),
+        "provider": s.get("provider"),
+        "model": s.get("model"),
+        "source": s.get("tool"),
+        "version": s.get("version"),
+        "started_at": _utc(s.get("started_at")),
+        "finished_at": s.get("finished_at"),
+        "steps": len(s.get("steps") or []),
         "knee": orjson.dumps(knee).decode() if knee else None,
     }
 
@@ -318,5 +372,4 @@ def _utc(text: str | None) -> str | None:
         dt = datetime.fromisoformat(text)
     except ValueError:
         return text
-    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
-
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC).isoformat()

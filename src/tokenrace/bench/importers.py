@@ -8,7 +8,7 @@ The field mapping is in docs/sweep.md ("Importing vLLM and AIPerf results").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,10 @@ def import_file(path: Path) -> RunData:
         return from_vllm(_json(path), path)
     if kind == "aiperf":
         return from_aiperf(load_records_file(path), path, _aiperf_aggregate(path))
-    raise UsageError(f"{path}: not a vLLM bench serve result (saved with --save-result --save-detailed) "
-                     "nor an AIPerf profile_export.jsonl")
+    raise UsageError(
+        f"{path}: not a vLLM bench serve result (saved with --save-result --save-detailed) "
+        "nor an AIPerf profile_export.jsonl"
+    )
 
 
 def import_to_dir(path: Path, out: Path | None = None) -> Path:
@@ -89,8 +91,17 @@ def _json(path: Path) -> dict[str, Any]:
 # --- shared -------------------------------------------------------------------------------------
 
 
-def _record(seq: int, phase: str, start_ns: int, ttft_ns: int | None, gaps_ns: Sequence[int], end_ns: int | None,
-            output_tokens: int | None, prompt_tokens: int | None, source: str) -> RequestRecord:
+def _record(
+    seq: int,
+    phase: str,
+    start_ns: int,
+    ttft_ns: int | None,
+    gaps_ns: Sequence[int],
+    end_ns: int | None,
+    output_tokens: int | None,
+    prompt_tokens: int | None,
+    source: str,
+) -> RequestRecord:
     rec = RequestRecord(seq=seq, phase=phase, start_ns=start_ns, end_ns=end_ns)
     if ttft_ns is not None:
         chunks = [start_ns + ttft_ns]
@@ -114,19 +125,37 @@ def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: d
     return RunData(path, "run", summary, manifest, _records=lines)
 
 
-def _manifest(tool: str, path: Path, model: str | None, started: str | None, settings: dict[str, Any],
-              extra: dict[str, Any]) -> dict[str, Any]:
+def _manifest(
+    tool: str, path: Path, model: str | None, started: str | None, settings: dict[str, Any], extra: dict[str, Any]
+) -> dict[str, Any]:
     return {
-        "tool": tool, "version": None, "command": extra.pop("command", None), "settings": settings,
-        "endpoint": extra.pop("endpoint", None), "provider": extra.pop("provider", None), "model": model,
+        "tool": tool,
+        "version": None,
+        "command": extra.pop("command", None),
+        "settings": settings,
+        "endpoint": extra.pop("endpoint", None),
+        "provider": extra.pop("provider", None),
+        "model": model,
         "prompts": {"name": extra.pop("prompts", None), "count": None, "sizing": None},
-        "started_at": started, "finished_at": None, "source_file": str(path),
-        "imported_at": datetime.now(timezone.utc).isoformat(), "imported_by": f"tokenrace {__version__}", **extra,
+        "started_at": started,
+        "finished_at": None,
+        "source_file": str(path),
+        "imported_at": datetime.now(UTC).isoformat(),
+        "imported_by": f"tokenrace {__version__}",
+        **extra,
     }
 
 
-def _settings(label: str | None, concurrency: int | None, rate: float | None, stream: bool | None, api: str | None,
-              max_tokens: int | None = None, input_tokens: Any = None, output_tokens: Any = None) -> dict[str, Any]:
+def _settings(
+    label: str | None,
+    concurrency: int | None,
+    rate: float | None,
+    stream: bool | None,
+    api: str | None,
+    max_tokens: int | None = None,
+    input_tokens: Any = None,
+    output_tokens: Any = None,
+) -> dict[str, Any]:
     return {
         "label": label,
         "load": {"concurrency": concurrency, "rate": rate},
@@ -155,9 +184,17 @@ def from_vllm(doc: dict[str, Any], path: Path) -> RunData:
         start = round((starts[i] - t0) * NS) if starts else 0
         failed = bool(errors[i])
         latency = lats[i] if lats[i] else None
-        rec = _record(i, "measure", start, None if failed else round(ttfts[i] * NS), [round(g * NS) for g in itls[i] or []],
-                      start + round(latency * NS) if latency and not failed else None,
-                      None if failed else outs[i], ins[i], "vllm")
+        rec = _record(
+            i,
+            "measure",
+            start,
+            None if failed else round(ttfts[i] * NS),
+            [round(g * NS) for g in itls[i] or []],
+            start + round(latency * NS) if latency and not failed else None,
+            None if failed else outs[i],
+            ins[i],
+            "vllm",
+        )
         if failed:
             rec.end_ns = start + round(latency * NS) if latency else None
             rec.fail("imported", str(errors[i]).strip().splitlines()[-1] if str(errors[i]).strip() else "failed")
@@ -176,16 +213,34 @@ def _vllm_manifest(doc: dict[str, Any], path: Path, rate: float | None) -> dict[
     started = None
     if doc.get("date"):
         try:
-            started = datetime.strptime(doc["date"], "%Y%m%d-%H%M%S").isoformat()  # local time of the machine that ran it
+            started = datetime.strptime(
+                doc["date"], "%Y%m%d-%H%M%S"
+            ).isoformat()  # local time of the machine that ran it
         except ValueError:
             started = str(doc["date"])
-    settings = _settings(doc.get("label"), doc.get("max_concurrency"), rate, True,
-                         "chat" if backend and "chat" in str(backend) else "completions")
+    settings = _settings(
+        doc.get("label"),
+        doc.get("max_concurrency"),
+        rate,
+        True,
+        "chat" if backend and "chat" in str(backend) else "completions",
+    )
     settings["load"]["burstiness"] = doc.get("burstiness")
     settings["load"]["requests"] = doc.get("num_prompts")
-    return _manifest("vllm bench serve", path, doc.get("model_id"), started, settings,
-                     {"provider": backend, "vllm_result": {k: doc.get(k) for k in ("duration", "completed", "failed", "output_throughput",
-                                                                                     "request_throughput", "tokenizer_id")}})
+    return _manifest(
+        "vllm bench serve",
+        path,
+        doc.get("model_id"),
+        started,
+        settings,
+        {
+            "provider": backend,
+            "vllm_result": {
+                k: doc.get(k)
+                for k in ("duration", "completed", "failed", "output_throughput", "request_throughput", "tokenizer_id")
+            },
+        },
+    )
 
 
 def _window_from_duration(summary: dict[str, Any], duration: float | None) -> None:
@@ -195,8 +250,11 @@ def _window_from_duration(summary: dict[str, Any], duration: float | None) -> No
         tp.update(window_s=None, output_tokens_per_s=None, requests_per_s=None)
         return
     out = (summary["metrics"]["output_tokens"]["mean"] or 0) * summary["metrics"]["output_tokens"]["count"]
-    tp.update(window_s=round(duration, 6), output_tokens_per_s=round(out / duration, 4),
-              requests_per_s=round(summary["requests"]["succeeded"] / duration, 4))
+    tp.update(
+        window_s=round(duration, 6),
+        output_tokens_per_s=round(out / duration, 4),
+        requests_per_s=round(summary["requests"]["succeeded"] / duration, 4),
+    )
     summary["achieved_rate"] = None
     summary["imported"]["window"] = "duration"
 
@@ -238,11 +296,23 @@ def _aiperf_record(seq: int, x: dict[str, Any], t0: int) -> RequestRecord:
     phase = "warmup" if (meta.get("benchmark_phase") or meta.get("credit_phase")) == "warmup" else "measure"
     start = (meta.get("request_start_ns") or meta.get("timestamp_ns") or t0) - t0
     latency = _ns(m.get("request_latency"))
-    end = start + latency if latency is not None else (meta["request_end_ns"] - t0 if meta.get("request_end_ns") else None)
+    end = (
+        start + latency
+        if latency is not None
+        else (meta["request_end_ns"] - t0 if meta.get("request_end_ns") else None)
+    )
     failed = isinstance(err, dict)
-    rec = _record(seq, phase, start, None if failed else _ns(m.get("time_to_first_token")), _gaps_ns(m.get("inter_chunk_latency")),
-                  end, None if failed else _count(m.get("output_sequence_length") or m.get("output_token_count")),
-                  _count(m.get("input_sequence_length") or m.get("error_isl")), "aiperf")
+    rec = _record(
+        seq,
+        phase,
+        start,
+        None if failed else _ns(m.get("time_to_first_token")),
+        _gaps_ns(m.get("inter_chunk_latency")),
+        end,
+        None if failed else _count(m.get("output_sequence_length") or m.get("output_token_count")),
+        _count(m.get("input_sequence_length") or m.get("error_isl")),
+        "aiperf",
+    )
     if isinstance(err, dict):
         rec.end_ns = end
         rec.fail("imported", f"{err.get('type') or 'error'}: {err.get('message') or ''}".strip(), err.get("code"))
@@ -262,11 +332,27 @@ def _aiperf_manifest(path: Path, agg: dict[str, Any], t0: int) -> dict[str, Any]
     cfg = agg.get("input_config") or {}
     ep, load, prompt = cfg.get("endpoint") or {}, cfg.get("loadgen") or {}, (cfg.get("input") or {}).get("prompt") or {}
     models = ep.get("model_names") or []
-    started = datetime.fromtimestamp(t0 / NS, timezone.utc).isoformat() if t0 > 1e18 else agg.get("start_time")
+    started = datetime.fromtimestamp(t0 / NS, UTC).isoformat() if t0 > 1e18 else agg.get("start_time")
     out_mean = (prompt.get("output_tokens") or {}).get("mean")
     in_mean = (prompt.get("input_tokens") or {}).get("mean")
-    settings = _settings(None, load.get("concurrency"), load.get("request_rate"), ep.get("streaming"), ep.get("type"),
-                         input_tokens=[in_mean, 0.0] if in_mean else None, output_tokens=[out_mean, 0.0] if out_mean else None)
-    return _manifest("aiperf", path, models[0] if models else None, started, settings,
-                     {"command": cfg.get("cli_command", "").split() or None, "endpoint": ep.get("url"),
-                      "aggregate_file": str(path.with_name(AIPERF_AGGREGATE)) if agg else None})
+    settings = _settings(
+        None,
+        load.get("concurrency"),
+        load.get("request_rate"),
+        ep.get("streaming"),
+        ep.get("type"),
+        input_tokens=[in_mean, 0.0] if in_mean else None,
+        output_tokens=[out_mean, 0.0] if out_mean else None,
+    )
+    return _manifest(
+        "aiperf",
+        path,
+        models[0] if models else None,
+        started,
+        settings,
+        {
+            "command": cfg.get("cli_command", "").split() or None,
+            "endpoint": ep.get("url"),
+            "aggregate_file": str(path.with_name(AIPERF_AGGREGATE)) if agg else None,
+        },
+    )

@@ -70,7 +70,7 @@ def analyse(
     """Apply the rules above to the steps run so far (in load order)."""
     gains: list[float | None] = [None]
     saturated = [False]
-    for prev, cur in zip(points, points[1:]):
+    for prev, cur in zip(points, points[1:], strict=False):
         gains.append(gain(prev.throughput, cur.throughput))
         saturated.append(is_saturated(prev, cur, threshold))
     failing = [is_failing(p, max_error_rate) for p in points]
@@ -118,7 +118,7 @@ def _r(v: float | None, digits: int) -> float | None:
 
 
 def fit_prefill(tokens: Sequence[float | None], ttft_ms: Sequence[float | None]) -> PrefillFit:
-    pairs = [(x, y) for x, y in zip(tokens, ttft_ms) if x is not None and y is not None]
+    pairs = [(x, y) for x, y in zip(tokens, ttft_ms, strict=False) if x is not None and y is not None]
     xs = np.array([p[0] for p in pairs], dtype=float)
     ys = np.array([p[1] for p in pairs], dtype=float)
     if len(pairs) < 2 or np.ptp(xs) == 0:

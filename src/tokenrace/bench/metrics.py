@@ -39,11 +39,11 @@ def _itl(records: Sequence[RequestRecord]) -> tuple[list[float], list[float], li
     weights: list[int] = []
     per_chunk: list[int] = []
     for r in records:
-        gaps = [_ms(b - a) for a, b in zip(r.chunk_ns, r.chunk_ns[1:])]
+        gaps = [_ms(b - a) for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
         chunk_gaps.extend(gaps)
         if r.chunk_tokens is not None:
             per_chunk.extend(r.chunk_tokens)
-            for gap, k in zip(gaps, r.chunk_tokens[1:]):
+            for gap, k in zip(gaps, r.chunk_tokens[1:], strict=False):
                 if k > 0:
                     token_gaps.append(gap / k)
                     weights.append(k)
@@ -63,7 +63,7 @@ def _meets(r: RequestRecord, slo: dict[str, float]) -> bool:
     d = derived(r)
     for name, limit in slo.items():
         if name == "itl_ms":
-            gaps = [_ms(b - a) for a, b in zip(r.chunk_ns, r.chunk_ns[1:])]
+            gaps = [_ms(b - a) for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
             if gaps and max(gaps) > limit:
                 return False
             continue
@@ -87,7 +87,7 @@ def _steady_tokens_per_s(records: Sequence[RequestRecord], w: Windows) -> float 
         if r.output_tokens is None or not r.chunk_ns:
             continue
         per = tokens_per_chunk(r.chunk_tokens, r.output_tokens, len(r.chunk_ns))
-        total += sum(k for t, k in zip(r.chunk_ns, per) if w.steady_start_ns <= t <= w.steady_end_ns)
+        total += sum(k for t, k in zip(r.chunk_ns, per, strict=False) if w.steady_start_ns <= t <= w.steady_end_ns)
     return round(total / ((w.steady_end_ns - w.steady_start_ns) / 1e9), 4)
 
 

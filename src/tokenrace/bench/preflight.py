@@ -14,7 +14,6 @@ from tokenrace.client.records import RequestRecord
 from tokenrace.client.redact import Redactor
 from tokenrace.errors import PreflightError
 
-
 MODELS_TIMEOUT_S = 15.0
 
 
@@ -31,12 +30,18 @@ async def list_models(
     url = f"{base_url}/models"
     connect_s = session.timeout.sock_connect  # the run's --timeout-connect holds here too
     try:
-        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=MODELS_TIMEOUT_S, sock_connect=connect_s)) as r:
+        async with session.get(
+            url, headers=headers, timeout=aiohttp.ClientTimeout(total=MODELS_TIMEOUT_S, sock_connect=connect_s)
+        ) as r:
             raw = await r.read()
             status = r.status
             resp_headers = {k.lower(): v for k, v in r.headers.items() if k.lower() in ("server", "x-powered-by")}
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise PreflightError(redact(f"cannot reach {url}: {_reason(exc, connect_s)}; check --url (a base URL such as http://localhost:8000/v1)")) from None
+        raise PreflightError(
+            redact(
+                f"cannot reach {url}: {_reason(exc, connect_s)}; check --url (a base URL such as http://localhost:8000/v1)"
+            )
+        ) from None
     if status in (401, 403):
         raise PreflightError(_auth_message(status, key_source, raw, redact))
     if status == 404:
@@ -48,7 +53,9 @@ async def list_models(
         answer = orjson.loads(raw)
         models = [m["id"] for m in answer.get("data", []) if isinstance(m, dict) and "id" in m]
     except (orjson.JSONDecodeError, AttributeError, TypeError):
-        raise PreflightError(f"GET {url} did not answer with an OpenAI model list; is this an OpenAI-compatible base URL?") from None
+        raise PreflightError(
+            f"GET {url} did not answer with an OpenAI model list; is this an OpenAI-compatible base URL?"
+        ) from None
     return ServerInfo(models, answer, resp_headers)
 
 
@@ -61,7 +68,11 @@ def _reason(exc: BaseException, connect_s: float | None) -> str:
 
 
 def _auth_message(status: int, key_source: str | None, raw: bytes, redact: Redactor) -> str:
-    where = f"the key came from {key_source}" if key_source else "no API key was given (use --api-key or an env var such as OPENAI_API_KEY)"
+    where = (
+        f"the key came from {key_source}"
+        if key_source
+        else "no API key was given (use --api-key or an env var such as OPENAI_API_KEY)"
+    )
     detail = error_message_from_body(raw) or ""
     return redact(f"HTTP {status}: the server rejected the API key; {where}. {detail}".strip())
 
@@ -80,7 +91,9 @@ def check_first(rec: RequestRecord, model: str, key_source: str | None, models: 
     """Turn a first-request failure that dooms the whole run into a PreflightError."""
     if rec.status in (401, 403):
         where = f"the key came from {key_source}" if key_source else "no API key was given"
-        raise PreflightError(f"HTTP {rec.status}: the server rejected the API key; {where}. {rec.error_message or ''}".strip())
+        raise PreflightError(
+            f"HTTP {rec.status}: the server rejected the API key; {where}. {rec.error_message or ''}".strip()
+        )
     if rec.status == 404:
         offered = f"; the server offers: {', '.join(models[:20])}" if models else ""
         raise PreflightError(f"HTTP 404 for model {model!r} at {url}: {rec.error_message}{offered}")

@@ -54,14 +54,19 @@ def embedded_settings(engine: RunningEngine, template: BenchSettings) -> BenchSe
 
 
 async def _run_steps(
-    engine: RunningEngine, template: BenchSettings, steps: tuple[tuple[str, Load], ...], progress_for: ProgressFor | None
+    engine: RunningEngine,
+    template: BenchSettings,
+    steps: tuple[tuple[str, Load], ...],
+    progress_for: ProgressFor | None,
 ) -> ProfileResult:
     parent = template.output or default_run_dir(template.label or f"embedded-{engine.model}")
     parent.mkdir(parents=True, exist_ok=True)
     runner = StepRunner(embedded_settings(engine, template), parent, progress_for)
     results: list[tuple[str, BenchResult]] = []
     for name, load in steps:
-        result = await runner.run(name, dataclasses.replace(load, seed=template.load.seed, keep_awake=template.load.keep_awake))
+        result = await runner.run(
+            name, dataclasses.replace(load, seed=template.load.seed, keep_awake=template.load.keep_awake)
+        )
         results.append((name, result))
         if result.interrupted:
             break

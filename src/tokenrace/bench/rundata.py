@@ -78,9 +78,15 @@ def load_dir(path: Path) -> RunData:
     if kind == "run":
         return RunData(path, "run", read_json(path / SUMMARY), read_json(path / MANIFEST))
     if kind is None:
-        raise UsageError(f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)")
+        raise UsageError(
+            f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"
+        )
     summary = read_json(path / (SWEEP_FILE if kind == "sweep" else PROFILE_FILE))
-    steps = [(row["step"], load_dir(path / row["step"])) for row in summary.get("steps", []) if dir_kind(path / row["step"]) == "run"]
+    steps = [
+        (row["step"], load_dir(path / row["step"]))
+        for row in summary.get("steps", [])
+        if dir_kind(path / row["step"]) == "run"
+    ]
     manifest = steps[0][1].manifest if steps else {}
     if kind == "profile":
         summary["steps"] = _profile_rows(steps)

@@ -168,8 +168,12 @@ class Runner:
         load = self.load
         assert load.rate is not None
         offsets = schedule(
-            load.rate, load.arrival, count=load.requests, duration_s=load.duration_s,
-            burstiness=load.burstiness, seed=load.seed,
+            load.rate,
+            load.arrival,
+            count=load.requests,
+            duration_s=load.duration_s,
+            burstiness=load.burstiness,
+            seed=load.seed,
         )
         self.windows.offered_rate = load.rate
         cap = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None

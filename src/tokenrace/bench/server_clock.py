@@ -95,7 +95,9 @@ ENGINE_HISTOGRAMS = {
 }
 
 
-def from_metrics_delta(engine: str, before: str, after: str, client_ttft_mean_ms: float | None, client_tpot_mean_ms: float | None) -> dict[str, Any] | None:
+def from_metrics_delta(
+    engine: str, before: str, after: str, client_ttft_mean_ms: float | None, client_tpot_mean_ms: float | None
+) -> dict[str, Any] | None:
     names = ENGINE_HISTOGRAMS.get(engine)
     if names is None:
         return None

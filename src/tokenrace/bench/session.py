@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,13 @@ async def build_prompts(spec: PromptSpec, tok: Tokenizer | None, seed: int | Non
         out_lengths = prompt_sets.draw_lengths(int(spec.output_tokens[0]), spec.output_tokens[1], spec.count, seed)
     if spec.input_tokens is not None:
         return await prompt_sets.synthetic(spec.input_tokens, tok, spec.count, seed, out_lengths)
-    base = prompt_sets.from_jsonl(spec.file) if spec.file else prompt_sets.single(spec.text) if spec.text else prompt_sets.builtin()
+    base = (
+        prompt_sets.from_jsonl(spec.file)
+        if spec.file
+        else prompt_sets.single(spec.text)
+        if spec.text
+        else prompt_sets.builtin()
+    )
     if out_lengths is None:
         return base
     ps = tuple(
@@ -109,7 +115,9 @@ def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: 
     return monitor_for_bench(directory, endpoint.base_url, endpoint.provider, t0, s.monitor_interval_s, s.metrics_url)
 
 
-def _enrich(summary: dict[str, Any], resources: Any, monitor: Any, runner: Runner, t0: int, duration_s: float | None) -> None:
+def _enrich(
+    summary: dict[str, Any], resources: Any, monitor: Any, runner: Runner, t0: int, duration_s: float | None
+) -> None:
     """Resources, resource warnings and soak drift (runs of 5 minutes or more)."""
     try:
         from tokenrace.monitor import enrich_summary
@@ -144,7 +152,9 @@ async def _environment(client: OpenAIClient) -> tuple[dict[str, Any] | None, dic
 
 
 class BenchSession:
-    def __init__(self, settings: BenchSettings, progress: Progress | None = None, argv: list[str] | None = None) -> None:
+    def __init__(
+        self, settings: BenchSettings, progress: Progress | None = None, argv: list[str] | None = None
+    ) -> None:
         assert settings.endpoint is not None, "resolve the endpoint (or start the embedded engine) first"
         self.s = settings
         self.endpoint: ResolvedEndpoint = settings.endpoint
@@ -157,13 +167,19 @@ class BenchSession:
     async def run(self) -> BenchResult:
         s = self.s
         t0 = time.perf_counter_ns()
-        started = datetime.now(timezone.utc).isoformat()
+        started = datetime.now(UTC).isoformat()
         async with OpenAIClient(
-            self.endpoint.base_url, s.model or "", self.endpoint.api_key, s.request, s.timeouts,
+            self.endpoint.base_url,
+            s.model or "",
+            self.endpoint.api_key,
+            s.request,
+            s.timeouts,
             max_connections=max(s.load.concurrency, s.load.max_concurrency or 0, 64),
         ) as client:
             assert client.session is not None
-            info = await list_models(client.session, self.endpoint.base_url, client.headers(), self.endpoint.key_source, client.redact)
+            info = await list_models(
+                client.session, self.endpoint.base_url, client.headers(), self.endpoint.key_source, client.redact
+            )
             client.model = choose_model(s.model, info)
             self.tokenizer = await self._tokenizer(client)
             prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed)
@@ -200,14 +216,16 @@ class BenchSession:
             _enrich(summary, resources, monitor, runner, t0, self.s.load.duration_s)
             if metrics_before is not None and "server_vs_client" not in summary:
                 await self._engine_clock_from_metrics(client, engine, metrics_before, summary)
-            manifest["finished_at"] = datetime.now(timezone.utc).isoformat()
+            manifest["finished_at"] = datetime.now(UTC).isoformat()
             manifest["interrupted"] = interrupted
             self.store.write_manifest(manifest)
             self.store.write_summary(summary)
             self.store.close()
         return summary
 
-    async def _engine_clock_from_metrics(self, client: OpenAIClient, engine: str, before: str, summary: dict[str, Any]) -> None:
+    async def _engine_clock_from_metrics(
+        self, client: OpenAIClient, engine: str, before: str, summary: dict[str, Any]
+    ) -> None:
         after = await _scrape_metrics(client, self.endpoint.base_url)
         m = summary["metrics"]
         svc = from_metrics_delta(engine, before, after or "", m["ttft_ms"]["mean"], m["tpot_ms"]["mean"])
@@ -256,9 +274,7 @@ class BenchSession:
             summary["efficiency"] = efficiency_of(summary, self.s.efficiency, concurrency)
         return summary
 
-    def _manifest(
-        self, client: OpenAIClient, info: Any, prompts: PromptSet, started: str, t0: int
-    ) -> dict[str, Any]:
+    def _manifest(self, client: OpenAIClient, info: Any, prompts: PromptSet, started: str, t0: int) -> dict[str, Any]:
         return {
             "tool": "tokenrace",
             "version": __version__,

@@ -37,7 +37,11 @@ MIN_FIT_POINTS = 3
 # A finding needs a steady trend (|r| at least this) that moved the figure by at least this much.
 LATENCY_R, LATENCY_CHANGE_PCT = 0.7, 20.0
 MEMORY_R = 0.8
-MEMORY_GROWTH_BYTES = {"gpu_mem_used_bytes": 512 * 2**20, "sys_mem_used_bytes": 512 * 2**20, "proc_rss_bytes": 128 * 2**20}
+MEMORY_GROWTH_BYTES = {
+    "gpu_mem_used_bytes": 512 * 2**20,
+    "sys_mem_used_bytes": 512 * 2**20,
+    "proc_rss_bytes": 128 * 2**20,
+}
 CLOCK_R, CLOCK_DROP_PCT = 0.7, 5.0
 BURST_MIN_ERRORS, BURST_FACTOR, BURST_MARGIN = 3, 3.0, 0.05
 THERMAL = ("sw_thermal", "hw_thermal")
@@ -75,20 +79,38 @@ class _Window:
 def _from_records(records: Sequence[RequestRecord] | Sequence[dict[str, Any]], t0_ns: int | None) -> list[_Req]:
     out: list[_Req] = []
     if records and isinstance(records[0], RequestRecord):
-        recs = [r for r in records if isinstance(r, RequestRecord) and r.phase == "measure" and r.error_kind != "cancelled"]
+        recs = [
+            r for r in records if isinstance(r, RequestRecord) and r.phase == "measure" and r.error_kind != "cancelled"
+        ]
         origin = t0_ns if t0_ns is not None else min((r.start_ns for r in recs), default=0)
         for r in recs:
             d = derived(r)
             ok = r.error_kind is None
-            out.append(_Req((r.start_ns - origin) / NS_PER_MS / 1000.0, d["ttft_ms"] if ok else None, d["e2e_ms"] if ok else None, r.error_kind))
+            out.append(
+                _Req(
+                    (r.start_ns - origin) / NS_PER_MS / 1000.0,
+                    d["ttft_ms"] if ok else None,
+                    d["e2e_ms"] if ok else None,
+                    r.error_kind,
+                )
+            )
         return out
     for line in records:
         assert isinstance(line, dict)
-        if line.get("phase", "measure") != "measure" or line.get("error_kind") == "cancelled" or line.get("start_ms") is None:
+        if (
+            line.get("phase", "measure") != "measure"
+            or line.get("error_kind") == "cancelled"
+            or line.get("start_ms") is None
+        ):
             continue
         ok = line.get("error_kind") is None
         out.append(
-            _Req(float(line["start_ms"]) / 1000.0, line.get("ttft_ms") if ok else None, line.get("e2e_ms") if ok else None, line.get("error_kind"))
+            _Req(
+                float(line["start_ms"]) / 1000.0,
+                line.get("ttft_ms") if ok else None,
+                line.get("e2e_ms") if ok else None,
+                line.get("error_kind"),
+            )
         )
     return out
 
@@ -126,12 +148,20 @@ def drift(
 
 def _empty(window_s: float | None) -> dict[str, Any]:
     return {
-        "window_s": window_s, "windows": [], "requests": 0, "error_rate": None, "trend": dict.fromkeys(TREND_KEYS),
-        "trend_fit": {}, "error_bursts": [], "findings": ["no measured requests: nothing to judge drift by"],
+        "window_s": window_s,
+        "windows": [],
+        "requests": 0,
+        "error_rate": None,
+        "trend": dict.fromkeys(TREND_KEYS),
+        "trend_fit": {},
+        "error_bursts": [],
+        "findings": ["no measured requests: nothing to judge drift by"],
     }
 
 
-def _windows(reqs: list[_Req], timeseries: Sequence[dict[str, Any]], origin: float, span: float, w: float) -> list[_Window]:
+def _windows(
+    reqs: list[_Req], timeseries: Sequence[dict[str, Any]], origin: float, span: float, w: float
+) -> list[_Window]:
     n = max(1, math.ceil(span / w))
     if span > 0 and span % w == 0:
         n += 1  # a request that starts exactly at the end gets its own window
@@ -229,11 +259,19 @@ def _resources(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-LATENCY_TRENDS = (("ttft_p50_ms_per_min", "ttft_ms", "p50"), ("ttft_p95_ms_per_min", "ttft_ms", "p95"),
-                  ("e2e_p50_ms_per_min", "e2e_ms", "p50"), ("e2e_p95_ms_per_min", "e2e_ms", "p95"))
-SAMPLE_TRENDS = (("gpu_mem_used_bytes_per_min", "gpu_mem_used_bytes"), ("sys_mem_used_bytes_per_min", "sys_mem_used_bytes"),
-                 ("proc_rss_bytes_per_min", "proc_rss_bytes"), ("sm_clock_mhz_per_min", "sm_clock_mhz"),
-                 ("gpu_temp_c_per_min", "gpu_temp_c"))
+LATENCY_TRENDS = (
+    ("ttft_p50_ms_per_min", "ttft_ms", "p50"),
+    ("ttft_p95_ms_per_min", "ttft_ms", "p95"),
+    ("e2e_p50_ms_per_min", "e2e_ms", "p50"),
+    ("e2e_p95_ms_per_min", "e2e_ms", "p95"),
+)
+SAMPLE_TRENDS = (
+    ("gpu_mem_used_bytes_per_min", "gpu_mem_used_bytes"),
+    ("sys_mem_used_bytes_per_min", "sys_mem_used_bytes"),
+    ("proc_rss_bytes_per_min", "proc_rss_bytes"),
+    ("sm_clock_mhz_per_min", "sm_clock_mhz"),
+    ("gpu_temp_c_per_min", "gpu_temp_c"),
+)
 TREND_KEYS = tuple(k for k, *_ in LATENCY_TRENDS) + tuple(k for k, _ in SAMPLE_TRENDS)
 
 
@@ -260,7 +298,7 @@ def _fit(x: list[float], y: list[float]) -> dict[str, Any] | None:
 def _trends(windows: list[_Window], rows: list[dict[str, Any]]) -> tuple[dict[str, float | None], dict[str, Any]]:
     trend: dict[str, float | None] = {}
     fit: dict[str, Any] = {}
-    usable = [(w, r) for w, r in zip(windows, rows) if r["succeeded"] >= MIN_WINDOW_REQUESTS]
+    usable = [(w, r) for w, r in zip(windows, rows, strict=False) if r["succeeded"] >= MIN_WINDOW_REQUESTS]
     for key, metric, pct in LATENCY_TRENDS:
         pts = [(w.mid_min, r[metric][pct]) for w, r in usable if r[metric][pct] is not None]
         f = _fit([p[0] for p in pts], [p[1] for p in pts])
@@ -289,23 +327,34 @@ def _bursts(rows: list[dict[str, Any]], run_rate: float) -> list[dict[str, Any]]
         if rate is None or r["errors"] < BURST_MIN_ERRORS:
             continue
         if rate >= BURST_FACTOR * run_rate and rate >= run_rate + BURST_MARGIN:
-            out.append({k: r[k] for k in ("index", "start_s", "end_s", "requests", "errors", "error_rate", "errors_by_kind")})
+            out.append(
+                {k: r[k] for k in ("index", "start_s", "end_s", "requests", "errors", "error_rate", "errors_by_kind")}
+            )
     return out
 
 
 # ---- findings ------------------------------------------------------------------------------------
 
 LATENCY_NAMES = {"ttft": "TTFT", "e2e": "E2E"}
-MEMORY_NAMES = {"gpu_mem_used_bytes_per_min": ("GPU memory", "gpu_mem_used_bytes", "a leak or a growing cache in the server"),
-                "sys_mem_used_bytes_per_min": ("system memory", "sys_mem_used_bytes", "something on this machine keeps memory"),
-                "proc_rss_bytes_per_min": ("the client's memory", "proc_rss_bytes", "the client holds more with every request")}
+MEMORY_NAMES = {
+    "gpu_mem_used_bytes_per_min": ("GPU memory", "gpu_mem_used_bytes", "a leak or a growing cache in the server"),
+    "sys_mem_used_bytes_per_min": ("system memory", "sys_mem_used_bytes", "something on this machine keeps memory"),
+    "proc_rss_bytes_per_min": ("the client's memory", "proc_rss_bytes", "the client holds more with every request"),
+}
 
 
 def _findings(
-    windows: list[_Window], rows: list[dict[str, Any]], trend: dict[str, float | None], fit: dict[str, Any],
-    bursts: list[dict[str, Any]], run_rate: float, w: float,
+    windows: list[_Window],
+    rows: list[dict[str, Any]],
+    trend: dict[str, float | None],
+    fit: dict[str, Any],
+    bursts: list[dict[str, Any]],
+    run_rate: float,
+    w: float,
 ) -> list[str]:
-    out = _latency_findings(fit) + _memory_findings(fit) + _clock_findings(fit, rows) + _burst_findings(bursts, run_rate)
+    out = (
+        _latency_findings(fit) + _memory_findings(fit) + _clock_findings(fit, rows) + _burst_findings(bursts, run_rate)
+    )
     judged = sum(1 for r in rows if r["succeeded"] >= MIN_WINDOW_REQUESTS)
     if not out:
         if judged < MIN_FIT_POINTS:
@@ -314,7 +363,11 @@ def _findings(
                 f"{MIN_WINDOW_REQUESTS}+ succeeded requests (need {MIN_FIT_POINTS})"
             )
         else:
-            what = "latency, memory and errors" if any(w_.samples for w_ in windows) else "latency and errors (no timeseries)"
+            what = (
+                "latency, memory and errors"
+                if any(w_.samples for w_ in windows)
+                else "latency and errors (no timeseries)"
+            )
             out.append(f"no drift: {what} held steady over {len(rows)} windows of {w:g} s")
     return out
 
@@ -334,7 +387,8 @@ def _latency_findings(fit: dict[str, Any]) -> list[str]:
             p, f = hits[0]
             also = f"; p95 {hits[1][1]['change_pct']:+.0f} %" if len(hits) > 1 else ""
             verb, why = (
-                ("rose", "latency drifts up; see the memory and clock trends") if sign > 0
+                ("rose", "latency drifts up; see the memory and clock trends")
+                if sign > 0
                 else ("fell", "the server was still warming up; a longer warm-up gives steadier numbers")
             )
             out.append(
@@ -380,7 +434,8 @@ def _clock_findings(fit: dict[str, Any], rows: list[dict[str, Any]]) -> list[str
     thermal = sum(r.get("thermal_samples") or 0 for r in rows)
     hot = f" while the GPU reached {max(temps):.0f} °C" if temps else ""
     cause = (
-        f"thermal throttling (thermal slowdown in {thermal} samples)" if thermal
+        f"thermal throttling (thermal slowdown in {thermal} samples)"
+        if thermal
         else "the GPU slowed itself (power or thermal limits)"
     )
     return [f"the SM clock fell {-f['change_pct']:.0f} % over the run ({f['slope']:+.0f} MHz per minute){hot}: {cause}"]

@@ -28,7 +28,7 @@ def describe(values: Sequence[float], weights: Sequence[int] | None = None) -> d
         "std": float(arr.std(ddof=1)) if arr.size > 1 else None,
         "min": float(arr.min()),
     }
-    for p, v in zip(PERCENTILES, pct):
+    for p, v in zip(PERCENTILES, pct, strict=False):
         out[f"p{p}"] = float(v)
     out["max"] = float(arr.max())
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}

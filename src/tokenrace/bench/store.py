@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,7 +23,7 @@ MANIFEST = "manifest.json"
 
 
 def default_run_dir(label: str | None, root: str | Path = "runs") -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label or "run").strip("-") or "run"
     return Path(root) / f"{stamp}-{safe}"
 

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,11 @@ class StepRunner:
     """Runs one step as a full run directory under `parent`, and indexes it in the history."""
 
     def __init__(
-        self, template: BenchSettings, parent: Path, progress_for: ProgressFor | None = None, argv: list[str] | None = None
+        self,
+        template: BenchSettings,
+        parent: Path,
+        progress_for: ProgressFor | None = None,
+        argv: list[str] | None = None,
     ) -> None:
         self.template = template
         self.parent = parent
@@ -188,7 +192,7 @@ class Sweep:
             raise UsageError(f"{self.parent} already holds a sweep; choose another --output")
         self.runner = StepRunner(template, self.parent, progress_for, argv)
         self.state = _State()
-        self.started = datetime.now(timezone.utc).isoformat()
+        self.started = datetime.now(UTC).isoformat()
 
     async def run(self) -> SweepResult:
         self.parent.mkdir(parents=True, exist_ok=True)
@@ -274,8 +278,13 @@ class Sweep:
         best = next((r for r in self.state.rows if r.get("passed") and r["value"] == search.best_rate), None)
         self.state.stop_reason = search.reason
         self.state.extra["goodput_search"] = {
-            "best_rate": search.best_rate, "lower": search.lower, "upper": search.upper, "reason": search.reason,
-            "probes": len(search.probes), "attainment": plan.attainment, "slo": self.template.slo,
+            "best_rate": search.best_rate,
+            "lower": search.lower,
+            "upper": search.upper,
+            "reason": search.reason,
+            "probes": len(search.probes),
+            "attainment": plan.attainment,
+            "slo": self.template.slo,
             "best_step": best["step"] if best else None,
             "goodput_requests_per_s": best["goodput_requests_per_s"] if best else None,
         }
@@ -284,7 +293,9 @@ class Sweep:
         good = summary.get("goodput") or {}
         rate = summary.get("error_rate")
         frac = good.get("fraction")
-        return frac is not None and frac >= self.plan.attainment and rate is not None and rate <= self.plan.max_error_rate
+        return (
+            frac is not None and frac >= self.plan.attainment and rate is not None and rate <= self.plan.max_error_rate
+        )
 
     # --- analysis and output
 
@@ -294,16 +305,21 @@ class Sweep:
 
     def _mark_knee(self) -> None:
         a = self._analyse()
-        for row, g, sat, bad in zip(self.state.rows, a.gains, a.saturated, a.failing):
+        for row, g, sat, bad in zip(self.state.rows, a.gains, a.saturated, a.failing, strict=False):
             row.update(gain=None if g is None else round(g, 4), saturated=sat, failing=bad, knee=False)
         if a.knee_index is None:
             return
         row = self.state.rows[a.knee_index]
         row["knee"] = True
         self.state.knee = {
-            "index": a.knee_index, "step": row["step"], "value": row["value"], "reason": a.knee_reason,
-            "concurrency": row["concurrency"], "rate": row["rate"],
-            "throughput_tokens_per_s": row["throughput_tokens_per_s"], "e2e_p95_ms": row["e2e_ms"]["p95"],
+            "index": a.knee_index,
+            "step": row["step"],
+            "value": row["value"],
+            "reason": a.knee_reason,
+            "concurrency": row["concurrency"],
+            "rate": row["rate"],
+            "throughput_tokens_per_s": row["throughput_tokens_per_s"],
+            "e2e_p95_ms": row["e2e_ms"]["p95"],
             "usd_per_million_output_tokens": (row.get("cost") or {}).get("usd_per_million_output_tokens"),
         }
 
@@ -320,7 +336,7 @@ class Sweep:
             "model": first.get("model"),
             "label": self.template.label,
             "started_at": self.started,
-            "finished_at": datetime.now(timezone.utc).isoformat() if finished else None,
+            "finished_at": datetime.now(UTC).isoformat() if finished else None,
             "plan": dataclasses.asdict(self.plan),
             "rule": {"throughput": "steady output tokens/s (else over the window)", "latency": "e2e_ms p95"},
             "stop_reason": self.state.stop_reason if finished else "running",

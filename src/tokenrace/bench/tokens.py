@@ -23,9 +23,6 @@ class Tokenizer(Protocol):
     async def decode(self, ids: list[int]) -> str: ...
 
 
-
-
-
 class HFTokenizer:
     """A local tokenizer.json, through the `tokenizers` library."""
 
@@ -51,8 +48,7 @@ class GGUFTokenizer:
             from llama_cpp import Llama
         except ImportError:
             raise UsageError(
-                "a GGUF tokenizer needs llama-cpp-python: pip install 'tokenrace[embedded]', "
-                "or pass a tokenizer.json"
+                "a GGUF tokenizer needs llama-cpp-python: pip install 'tokenrace[embedded]', or pass a tokenizer.json"
             ) from None
         self._llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
         self.name = f"gguf:{path}"

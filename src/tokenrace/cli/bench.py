@@ -74,7 +74,9 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object],
     def progress_for(name: str, load: object) -> LiveProgress:
         return LiveProgress(getattr(load, "requests", None), enabled=not o["as_json"])
 
-    result = run_async(run_profile(settings, EmbeddedOptions(model=Path(model) if model else None), progress_for, steps))
+    result = run_async(
+        run_profile(settings, EmbeddedOptions(model=Path(model) if model else None), progress_for, steps)
+    )
     if o["as_json"]:
         echo_json(result.summary)
     else:

@@ -54,12 +54,14 @@ def echo_text(report: Report, as_json: bool, as_markdown: bool) -> str:
 def print_report(report: Report, console: Console) -> None:
     if report.warnings:
         body = "\n".join(f"• {w}" for w in report.warnings)
-        console.print(Panel(body, title="[bold]conditions differ: not a like-for-like comparison[/]", border_style="bold red"))
+        console.print(
+            Panel(body, title="[bold]conditions differ: not a like-for-like comparison[/]", border_style="bold red")
+        )
     for c in report.comparisons:
         t = Table(title=title(c), title_justify="left", header_style="bold")
         for h in HEADER:
             t.add_column(h, justify="left" if h in ("metric", "unit", "verdict") else "right")
-        for row, r in zip(table_rows(c), c.rows):
+        for row, r in zip(table_rows(c), c.rows, strict=False):
             style = "green" if r.verdict == "B better" else "red" if r.verdict in ("B worse", "B fails more") else None
             t.add_row(*row, style=style)
         console.print(t)
@@ -67,5 +69,9 @@ def print_report(report: Report, console: Console) -> None:
         for name, knee in report.knees.items():
             k = "not reached" if not knee else f"{knee['step']} ({fmt(knee.get('throughput_tokens_per_s'))} tok/s)"
             console.print(f"knee of {name}: {k}", highlight=False)
-    console.print("B/A: ratio of B's statistic to A's; CI: 95 % percentile bootstrap over requests (throughput: over time slices); "
-                  "significant when the CI excludes 1 (error rate: 0 pp).", style="dim", highlight=False)
+    console.print(
+        "B/A: ratio of B's statistic to A's; CI: 95 % percentile bootstrap over requests (throughput: over time slices); "
+        "significant when the CI excludes 1 (error rate: 0 pp).",
+        style="dim",
+        highlight=False,
+    )

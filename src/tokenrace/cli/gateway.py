@@ -13,12 +13,19 @@ from tokenrace.errors import UsageError
 
 
 @click.group("gateway", invoke_without_command=True)
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="The gateway YAML file (see docs/gateway.md).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The gateway YAML file (see docs/gateway.md).",
+)
 @click.option("--host", help="Listen address (default: listen.host from the file).")
 @click.option("--port", type=int, help="Listen port, 0 for a free one (default: listen.port from the file).")
 @click.option("--cpu", type=int, multiple=True, help="Pin the process to this CPU core (repeatable).")
 @click.pass_context
-def command(ctx: click.Context, config_path: Path | None, host: str | None, port: int | None, cpu: tuple[int, ...]) -> None:
+def command(
+    ctx: click.Context, config_path: Path | None, host: str | None, port: int | None, cpu: tuple[int, ...]
+) -> None:
     """Route OpenAI-compatible traffic to backends by model name, with canaries that roll back by themselves.
 
     Serves /v1/chat/completions, /v1/completions, /v1/models, /healthz, /metrics and /admin/state.
@@ -39,7 +46,10 @@ def command(ctx: click.Context, config_path: Path | None, host: str | None, port
     logging.basicConfig(level=gw.runtime.config.log.level.upper(), format="%(message)s", stream=sys.stderr)
 
     def ready(url: str) -> None:
-        click.echo(f"gateway at {url}/v1 ({len(gw.runtime.routes)} routes, {len(gw.runtime.backends)} backends); Ctrl-C drains and stops", err=True)
+        click.echo(
+            f"gateway at {url}/v1 ({len(gw.runtime.routes)} routes, {len(gw.runtime.backends)} backends); Ctrl-C drains and stops",
+            err=True,
+        )
         click.echo(f"READY {url}")  # one stdout line, for scripts
 
     run(gw, host, port, ready)

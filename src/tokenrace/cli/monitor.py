@@ -19,13 +19,18 @@ RESOURCES = "resources.json"
 
 @click.command("monitor")
 @click.option("--interval", default="1", show_default=True, help="Time between samples (1, 0.5, 2s, 250ms).")
-@click.option("--duration", default="60s", show_default=True, help="How long to sample (30s, 5m, 1h); Ctrl-C stops early.")
+@click.option(
+    "--duration", default="60s", show_default=True, help="How long to sample (30s, 5m, 1h); Ctrl-C stops early."
+)
 @click.option(
     "--metrics-url",
     help="The server's Prometheus endpoint (vLLM, SGLang, llama.cpp --metrics, TGI); a bare http://host:port gets /metrics.",
 )
 @click.option(
-    "-o", "--output", type=click.Path(path_type=Path), help="Directory for timeseries.jsonl and resources.json [runs/<time>-monitor]."
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Directory for timeseries.jsonl and resources.json [runs/<time>-monitor].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON, with no live line.")
 def command(interval: str, duration: str, metrics_url: str | None, output: Path | None, as_json: bool) -> None:

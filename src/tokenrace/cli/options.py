@@ -22,49 +22,106 @@ from tokenrace.errors import UsageError
 F = TypeVar("F", bound=Callable[..., Any])
 
 _OPTIONS = [
-    click.option("--url", help="Base URL, e.g. http://localhost:8000/v1 (env OPENAI_BASE_URL). Omit to bench the embedded model."),
+    click.option(
+        "--url", help="Base URL, e.g. http://localhost:8000/v1 (env OPENAI_BASE_URL). Omit to bench the embedded model."
+    ),
     click.option("--api-key", help="API key (prefer an env var: OPENAI_API_KEY or the provider's)."),
     click.option("--provider", type=click.Choice(sorted(PROVIDERS)), help="Preset base URL and key variable."),
     click.option("--model", help="Model name; default: the first one the server lists."),
     click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True),
     click.option("--stream/--no-stream", default=True, show_default=True),
-    click.option("--usage/--no-usage", "include_usage", default=True, show_default=True, help="Ask for stream_options.include_usage."),
+    click.option(
+        "--usage/--no-usage",
+        "include_usage",
+        default=True,
+        show_default=True,
+        help="Ask for stream_options.include_usage.",
+    ),
     click.option("--max-tokens", type=int, default=256, show_default=True),
     click.option("--temperature", type=float),
-    click.option("--seed", type=int, default=0, show_default=True, help="Seed for prompts, arrivals and the request's seed."),
-    click.option("--ignore-eos", is_flag=True, help="Send ignore_eos=true (vLLM, SGLang, llama.cpp) for exact output lengths."),
+    click.option(
+        "--seed", type=int, default=0, show_default=True, help="Seed for prompts, arrivals and the request's seed."
+    ),
+    click.option(
+        "--ignore-eos", is_flag=True, help="Send ignore_eos=true (vLLM, SGLang, llama.cpp) for exact output lengths."
+    ),
     click.option("--extra-body", help="JSON object merged into every request body."),
     click.option("--header", "headers", multiple=True, help="Extra header 'Name: value' (repeatable)."),
     click.option("--concurrency", type=int, default=1, show_default=True, help="Closed loop: requests in flight."),
     click.option("--rate", type=float, help="Open loop: requests per second (a slow server never delays a send)."),
-    click.option("--arrival", type=click.Choice(["poisson", "constant", "gamma"]), default="poisson", show_default=True),
+    click.option(
+        "--arrival", type=click.Choice(["poisson", "constant", "gamma"]), default="poisson", show_default=True
+    ),
     click.option("--burstiness", type=float, default=1.0, show_default=True, help="Gamma shape (1 = Poisson)."),
     click.option("--max-concurrency", type=int, help="Open loop: cap on requests in flight."),
     click.option("--requests", type=int, help="Measured requests (default 100 unless --duration)."),
     click.option("--duration", help="Stop sending after this long (90s, 5m)."),
-    click.option("--warmup", type=int, default=0, show_default=True, help="Warm-up requests, recorded but not in the statistics."),
-    click.option("--keep-awake/--no-keep-awake", default=True, show_default=True, help="Wake the client every 200 µs so an idle CPU does not delay arrival stamps."),
-    click.option("--cold/--no-cold", default=True, show_default=True, help="Send one request alone first and report it as the cold figures."),
+    click.option(
+        "--warmup", type=int, default=0, show_default=True, help="Warm-up requests, recorded but not in the statistics."
+    ),
+    click.option(
+        "--keep-awake/--no-keep-awake",
+        default=True,
+        show_default=True,
+        help="Wake the client every 200 µs so an idle CPU does not delay arrival stamps.",
+    ),
+    click.option(
+        "--cold/--no-cold",
+        default=True,
+        show_default=True,
+        help="Send one request alone first and report it as the cold figures.",
+    ),
     click.option("--prompt", help="One prompt text for every request."),
-    click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), help="JSONL: {\"messages\": [...]} or {\"prompt\": ...}, optional max_tokens."),
+    click.option(
+        "--prompts",
+        "prompts_file",
+        type=click.Path(dir_okay=False),
+        help='JSONL: {"messages": [...]} or {"prompt": ...}, optional max_tokens.',
+    ),
     click.option("--input-tokens", help="Synthetic prompts: MEAN[,STD] tokens."),
     click.option("--output-tokens", help="Output length: MEAN[,STD] tokens (sets max_tokens per request)."),
     click.option("--tokenizer", help="tokenizer.json, a .gguf, or 'server' (/tokenize) for counting tokens."),
-    click.option("--hardware", help="Device the server runs on (a `tokenrace plan` catalog name, or cpu): report % of the speed of light."),
+    click.option(
+        "--hardware",
+        help="Device the server runs on (a `tokenrace plan` catalog name, or cpu): report % of the speed of light.",
+    ),
     click.option("--model-config", help="Model for the bound: catalog name, config.json, model folder or .gguf."),
     click.option("--precision", help="Weights precision for the bound (bf16, fp8, int4, awq, q4_k_m, ...)."),
     click.option("--devices", type=int, help="Devices serving the model (tensor parallel size) for the bound."),
-    click.option("--monitor/--no-monitor", default=False, show_default=True, help="Sample GPU (NVML), system and the server's /metrics into timeseries.jsonl."),
+    click.option(
+        "--monitor/--no-monitor",
+        default=False,
+        show_default=True,
+        help="Sample GPU (NVML), system and the server's /metrics into timeseries.jsonl.",
+    ),
     click.option("--monitor-interval", default="1s", show_default=True, help="Sampling interval (1s, 500ms)."),
-    click.option("--metrics-url", help="The server's Prometheus /metrics (default: http://host:port/metrics of --url, none for hosted APIs)."),
+    click.option(
+        "--metrics-url",
+        help="The server's Prometheus /metrics (default: http://host:port/metrics of --url, none for hosted APIs).",
+    ),
     click.option("--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s."),
     click.option("--timeout-connect", type=float, default=10.0, show_default=True, help="Seconds."),
-    click.option("--timeout-first-byte", type=float, default=120.0, show_default=True, help="Seconds to the first byte of the answer."),
+    click.option(
+        "--timeout-first-byte",
+        type=float,
+        default=120.0,
+        show_default=True,
+        help="Seconds to the first byte of the answer.",
+    ),
     click.option("--timeout-idle", type=float, default=60.0, show_default=True, help="Seconds between chunks."),
     click.option("--timeout-total", type=float, default=600.0, show_default=True, help="Seconds per request."),
-    click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Run directory (default runs/<UTC time>-<label>)."),
+    click.option(
+        "--output",
+        "-o",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Run directory (default runs/<UTC time>-<label>).",
+    ),
     click.option("--label", help="A name for this run."),
-    click.option("--max-error-rate", type=float, help="Exit non-zero above this error rate (default: only if every request failed)."),
+    click.option(
+        "--max-error-rate",
+        type=float,
+        help="Exit non-zero above this error rate (default: only if every request failed).",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
 ]
 
@@ -88,18 +145,32 @@ def settings_from_options(o: dict[str, object]) -> BenchSettings:
         endpoint=endpoint,
         model=o["model"],  # type: ignore[arg-type]
         request=RequestOptions(
-            api=o["api"], stream=o["stream"], include_usage=o["include_usage"],  # type: ignore[arg-type]
-            max_tokens=o["max_tokens"], temperature=o["temperature"], seed=o["seed"],  # type: ignore[arg-type]
-            extra_body=extra, extra_headers=parse_headers(o["headers"]),  # type: ignore[arg-type]
+            api=o["api"],
+            stream=o["stream"],
+            include_usage=o["include_usage"],  # type: ignore[arg-type]
+            max_tokens=o["max_tokens"],
+            temperature=o["temperature"],
+            seed=o["seed"],  # type: ignore[arg-type]
+            extra_body=extra,
+            extra_headers=parse_headers(o["headers"]),  # type: ignore[arg-type]
         ),
         timeouts=Timeouts(o["timeout_connect"], o["timeout_first_byte"], o["timeout_idle"], o["timeout_total"]),  # type: ignore[arg-type]
         load=Load(
-            concurrency=o["concurrency"], rate=o["rate"], arrival=o["arrival"], burstiness=o["burstiness"],  # type: ignore[arg-type]
-            max_concurrency=o["max_concurrency"], requests=requests, duration_s=duration,  # type: ignore[arg-type]
-            warmup=o["warmup"], cold=o["cold"], seed=o["seed"], keep_awake=bool(o["keep_awake"]),  # type: ignore[arg-type]
+            concurrency=o["concurrency"],
+            rate=o["rate"],
+            arrival=o["arrival"],
+            burstiness=o["burstiness"],  # type: ignore[arg-type]
+            max_concurrency=o["max_concurrency"],
+            requests=requests,
+            duration_s=duration,  # type: ignore[arg-type]
+            warmup=o["warmup"],
+            cold=o["cold"],
+            seed=o["seed"],
+            keep_awake=bool(o["keep_awake"]),  # type: ignore[arg-type]
         ),
         prompts=PromptSpec(
-            text=o["prompt"], file=o["prompts_file"],  # type: ignore[arg-type]
+            text=o["prompt"],
+            file=o["prompts_file"],  # type: ignore[arg-type]
             input_tokens=parse_mean_std(o["input_tokens"], "--input-tokens"),  # type: ignore[arg-type]
             output_tokens=output_tokens,
         ),

@@ -22,12 +22,20 @@ TABLE_PRECISIONS = ("bf16", "int8", "int4")
 
 
 @click.command("plan")
-@click.option("--model", "model_name", help="Catalog name (llama-3.1-8b, gemma-4-31b ...), a config.json or model folder, or a .gguf file.")
 @click.option(
-    "--hardware", help="Catalog device (H100-SXM, RTX-4090, Groq-LPU ...) or 'cpu' for this machine. Omit for a table over the catalog."
+    "--model",
+    "model_name",
+    help="Catalog name (llama-3.1-8b, gemma-4-31b ...), a config.json or model folder, or a .gguf file.",
+)
+@click.option(
+    "--hardware",
+    help="Catalog device (H100-SXM, RTX-4090, Groq-LPU ...) or 'cpu' for this machine. Omit for a table over the catalog.",
 )
 @click.option("--devices", type=int, help="Device count (tensor-parallel size). Default: the fewest that fit.")
-@click.option("--precision", help="Weights: fp32, bf16, fp16, fp8, int8, int4, awq, gptq, q4_0, q4_k_m, q8_0 ... Default: the model's own.")
+@click.option(
+    "--precision",
+    help="Weights: fp32, bf16, fp16, fp8, int8, int4, awq, gptq, q4_0, q4_k_m, q8_0 ... Default: the model's own.",
+)
 @click.option("--kv-dtype", default="fp16", show_default=True, help="KV cache: fp16, bf16, fp8, q8_0, q4_0.")
 @click.option("--context", type=int, default=4096, show_default=True, help="Tokens per sequence (prompt + output).")
 @click.option("--concurrency", type=int, default=1, show_default=True, help="Sequences running at once.")
@@ -110,7 +118,9 @@ def _cell(r: PlanResult) -> str:
     return f"[{style}]{text}[/]" if style else text
 
 
-def _plans(model: ModelSpec, hw: Hardware, devices: int | None, precisions: list[str], common: dict[str, Any]) -> list[PlanResult]:
+def _plans(
+    model: ModelSpec, hw: Hardware, devices: int | None, precisions: list[str], common: dict[str, Any]
+) -> list[PlanResult]:
     args = {k: v for k, v in common.items() if k != "precision"}
     return [plan(model, hw, devices=devices if hw.kind != "cpu" else None, precision=p, **args) for p in precisions]
 
@@ -166,5 +176,9 @@ def _print_catalog(as_json: bool) -> None:
     for key, (_, m) in models.items():
         click.echo(f"model     {key:<20} {m.describe()}  [{m.source}]")
     for h in devices:
-        click.echo(f"hardware  {h.name:<20} {fmt_memory(h):>8} {fmt_bandwidth(h.bandwidth_bytes_per_s):>10}  [{h.source}]")
-    click.echo(f"hardware  {'cpu':<20} {'RAM':>8} {'measured':>10}  [this machine: memory from the OS, bandwidth probed]")
+        click.echo(
+            f"hardware  {h.name:<20} {fmt_memory(h):>8} {fmt_bandwidth(h.bandwidth_bytes_per_s):>10}  [{h.source}]"
+        )
+    click.echo(
+        f"hardware  {'cpu':<20} {'RAM':>8} {'measured':>10}  [this machine: memory from the OS, bandwidth probed]"
+    )

@@ -13,12 +13,16 @@ from tokenrace.bench.rundata import load
 
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True)
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True)
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True
+)
 @click.option("--hardware", help="Draw the speed-of-light line from the planner for this device (e.g. H100-SXM, cpu).")
 @click.option("--plan-model", help="Model for the planner [default: the run's model file or name].")
 @click.option("--devices", type=int, help="Devices for the planner [default: the fewest that fit].")
 @cost_options
-def command(runs: tuple[str, ...], output: Path, hardware: str | None, plan_model: str | None, devices: int | None, **o: Any) -> None:
+def command(
+    runs: tuple[str, ...], output: Path, hardware: str | None, plan_model: str | None, devices: int | None, **o: Any
+) -> None:
     """Write an HTML report of RUN (a run or sweep directory, an id from `tokenrace runs`, or a vLLM /
     AIPerf result file); with several RUNs, a comparison against the first.
 

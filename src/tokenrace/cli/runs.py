@@ -24,12 +24,23 @@ from tokenrace.report.tables import fmt
 @click.option("--until", help="Started before the end of this date, or before this time.")
 @click.option("--steps", is_flag=True, help="Also list the steps of sweeps and profiles.")
 @click.option("--limit", type=int, default=50, show_default=True)
-@click.option("--import", "imports", multiple=True, type=click.Path(exists=True, path_type=Path),
-              help="Index this run/sweep directory, or every one below it (repeatable). vLLM/AIPerf result files are converted into a run directory first.")
-@click.option("--import-to", type=click.Path(file_okay=False, path_type=Path), help="Where converted vLLM/AIPerf runs go (default runs/).")
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Index this run/sweep directory, or every one below it (repeatable). vLLM/AIPerf result files are converted into a run directory first.",
+)
+@click.option(
+    "--import-to",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where converted vLLM/AIPerf runs go (default runs/).",
+)
 @click.option("--reindex", is_flag=True, help="Re-read every indexed directory and forget those that are gone.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
-def command(imports: tuple[Path, ...], import_to: Path | None, reindex: bool, as_json: bool, limit: int, steps: bool, **f: Any) -> None:
+def command(
+    imports: tuple[Path, ...], import_to: Path | None, reindex: bool, as_json: bool, limit: int, steps: bool, **f: Any
+) -> None:
     """List past runs and sweeps, newest first, from the history index.
 
     The index lives in $TOKENRACE_HOME (else the platform's data directory). It points at run
@@ -67,10 +78,17 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
         t.add_column(c, justify="right" if c in ("err %", "TTFT p50", "tok/s") else "left")
     for r in rows:
         t.add_row(
-            r["id"], r["kind"] if not r["parent_id"] else f"  {r['kind']}", (r["started_at"] or "")[:16].replace("T", " "),
-            r["label"] or r["name"], r["model"] or "—", r["endpoint"] or "—", _load(r),
-            fmt(None if r["error_rate"] is None else r["error_rate"] * 100), fmt(r["ttft_p50_ms"]),
-            fmt(r["output_tokens_per_s"]), _knee(r["knee"]),
+            r["id"],
+            r["kind"] if not r["parent_id"] else f"  {r['kind']}",
+            (r["started_at"] or "")[:16].replace("T", " "),
+            r["label"] or r["name"],
+            r["model"] or "—",
+            r["endpoint"] or "—",
+            _load(r),
+            fmt(None if r["error_rate"] is None else r["error_rate"] * 100),
+            fmt(r["ttft_p50_ms"]),
+            fmt(r["output_tokens_per_s"]),
+            _knee(r["knee"]),
         )
     return t
 

@@ -21,13 +21,17 @@ from tokenrace.serve.process import EngineProcess, wait_ready
 
 @click.command("serve")
 @click.argument("model_arg", metavar="[MODEL]", required=False)
-@click.option("--engine", type=click.Choice(["embedded", "vllm", "sglang", "llamacpp"]), default="embedded", show_default=True)
+@click.option(
+    "--engine", type=click.Choice(["embedded", "vllm", "sglang", "llamacpp"]), default="embedded", show_default=True
+)
 @click.option("--model", "model_opt", help="GGUF file (embedded, llamacpp) or model id/path (vllm, sglang).")
 @click.option("--fake", is_flag=True, help="Serve the fake OpenAI server (a measuring instrument) instead.")
-@click.option("--fake-config", help="JSON settings for --fake, e.g. '{\"ttft_ms\": 100, \"itl_ms\": 10}'.")
+@click.option("--fake-config", help='JSON settings for --fake, e.g. \'{"ttft_ms": 100, "itl_ms": 10}\'.')
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, help="Default: a free port (embedded, fake) or 8000.")
-@click.option("--threads", type=int, help="CPU threads (embedded; default: cores - 1, leaving one for the client and HTTP).")
+@click.option(
+    "--threads", type=int, help="CPU threads (embedded; default: cores - 1, leaving one for the client and HTTP)."
+)
 @click.option("--ctx-size", type=int, default=8192, show_default=True, help="Context size in tokens (embedded).")
 @click.option("--parallel", type=int, default=4, show_default=True, help="Parallel slots (llama.cpp).")
 @click.option("--tensor-parallel-size", type=int, default=1, show_default=True)
@@ -41,7 +45,9 @@ from tokenrace.serve.process import EngineProcess, wait_ready
 @click.option("--dry-run", is_flag=True, help="Print the exact command and exit.")
 @click.option("--force", is_flag=True, help="Launch even when the planner says the model does not fit.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for readiness.")
-def command(model_arg: str | None, model_opt: str | None, engine: str, fake: bool, fake_config: str | None, **o: object) -> None:
+def command(
+    model_arg: str | None, model_opt: str | None, engine: str, fake: bool, fake_config: str | None, **o: object
+) -> None:
     """Start an engine, wait until it answers a real request, print its URL, stop on Ctrl-C."""
     model = model_opt or model_arg
     if fake:
@@ -62,13 +68,19 @@ def _wait_for_ctrl_c() -> None:
 
 def _serve_embedded(model: str | None, o: dict[str, object]) -> None:
     opts = EmbeddedOptions(
-        model=Path(model) if model else None, port=o["port"], host=str(o["host"]),  # type: ignore[arg-type]
-        threads=o["threads"], ctx_size=int(o["ctx_size"]), parallel=int(o["parallel"]),  # type: ignore[arg-type]
+        model=Path(model) if model else None,
+        port=o["port"],
+        host=str(o["host"]),  # type: ignore[arg-type]
+        threads=o["threads"],
+        ctx_size=int(o["ctx_size"]),
+        parallel=int(o["parallel"]),  # type: ignore[arg-type]
     )
     if o["dry_run"]:
         from tokenrace.serve.embedded import default_model, llama_server_command, require_binary
 
-        click.echo(shlex.join(llama_server_command(require_binary(), opts.model or default_model(), opts.port or 0, opts)))
+        click.echo(
+            shlex.join(llama_server_command(require_binary(), opts.model or default_model(), opts.port or 0, opts))
+        )
         return
     engine = asyncio.run(start_embedded(opts, float(o["ready_timeout"])))  # type: ignore[arg-type]
     try:
@@ -82,10 +94,17 @@ def _serve_engine(engine: str, model: str | None, o: dict[str, object]) -> None:
     if not model:
         raise UsageError(f"--engine {engine} needs a MODEL (an id such as meta-llama/Llama-3.1-8B-Instruct, or a path)")
     spec = LaunchSpec(
-        engine=engine, model=model, host=str(o["host"]), port=int(o["port"] or 8000),  # type: ignore[arg-type]
-        tensor_parallel_size=int(o["tensor_parallel_size"]), max_model_len=o["max_model_len"],  # type: ignore[arg-type]
-        gpu_memory_utilization=o["gpu_memory_utilization"], dtype=o["dtype"],  # type: ignore[arg-type]
-        quantization=o["quantization"], max_num_seqs=o["max_num_seqs"], gpu_layers=o["gpu_layers"],  # type: ignore[arg-type]
+        engine=engine,
+        model=model,
+        host=str(o["host"]),
+        port=int(o["port"] or 8000),  # type: ignore[arg-type]
+        tensor_parallel_size=int(o["tensor_parallel_size"]),
+        max_model_len=o["max_model_len"],  # type: ignore[arg-type]
+        gpu_memory_utilization=o["gpu_memory_utilization"],
+        dtype=o["dtype"],  # type: ignore[arg-type]
+        quantization=o["quantization"],
+        max_num_seqs=o["max_num_seqs"],
+        gpu_layers=o["gpu_layers"],  # type: ignore[arg-type]
         parallel=int(o["parallel"]),  # type: ignore[arg-type]
     )
     llama = find_llama_server()
@@ -103,7 +122,9 @@ def _serve_engine(engine: str, model: str | None, o: dict[str, object]) -> None:
     proc = EngineProcess(argv, engine).start()
     try:
         ready = asyncio.run(wait_ready(proc, f"http://{spec.host}:{spec.port}", None, float(o["ready_timeout"])))  # type: ignore[arg-type]
-        click.echo(f"serving {ready['model']} at http://{spec.host}:{spec.port}/v1 ({engine} pid {proc.pid}); Ctrl-C stops it")
+        click.echo(
+            f"serving {ready['model']} at http://{spec.host}:{spec.port}/v1 ({engine} pid {proc.pid}); Ctrl-C stops it"
+        )
         _wait_for_ctrl_c()
     finally:
         proc.stop()

@@ -50,7 +50,11 @@ def show(data: RunData, console: Console, cost: CostSpec | None = None) -> None:
 def manifest_lines(m: dict[str, Any]) -> list[str]:
     s = m.get("settings") or {}
     load, req = s.get("load") or {}, s.get("request") or {}
-    shape = f"rate {fmt(load.get('rate'), 2)} req/s" if load.get("rate") is not None else f"concurrency {load.get('concurrency')}"
+    shape = (
+        f"rate {fmt(load.get('rate'), 2)} req/s"
+        if load.get("rate") is not None
+        else f"concurrency {load.get('concurrency')}"
+    )
     lines = [
         f"measured by {m.get('tool')} {m.get('version') or ''} from {m.get('started_at') or '?'} to {m.get('finished_at') or '?'}",
         f"load: {shape}; prompts: {(m.get('prompts') or {}).get('name')}; max_tokens {req.get('max_tokens')}; "

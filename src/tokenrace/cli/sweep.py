@@ -40,12 +40,32 @@ def _cost_options_unless_shared(fn: Any) -> Any:
 @click.option("--rates", help="Open-loop request rates, one step each, e.g. 1,2,4,8.")
 @click.option("--input-lengths", help="Prompt-length sweep: synthetic prompt sizes in tokens, e.g. 128,512,2048.")
 @click.option("--max-goodput", is_flag=True, help="Search for the highest request rate that meets --slo.")
-@click.option("--gain-threshold", type=float, default=0.10, show_default=True, help="Saturated below this throughput gain per step.")
+@click.option(
+    "--gain-threshold",
+    type=float,
+    default=0.10,
+    show_default=True,
+    help="Saturated below this throughput gain per step.",
+)
 @click.option("--patience", type=int, default=1, show_default=True, help="Consecutive saturated steps before stopping.")
 @click.option("--no-stop", is_flag=True, help="Run every step, even after saturation or errors.")
-@click.option("--attainment", type=float, default=0.95, show_default=True, help="--max-goodput: share of requests within every SLO.")
-@click.option("--start-rate", type=float, default=1.0, show_default=True, help="--max-goodput: first rate probed (req/s).")
-@click.option("--tolerance", type=float, default=0.10, show_default=True, help="--max-goodput: stop when the bracket is this narrow.")
+@click.option(
+    "--attainment",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="--max-goodput: share of requests within every SLO.",
+)
+@click.option(
+    "--start-rate", type=float, default=1.0, show_default=True, help="--max-goodput: first rate probed (req/s)."
+)
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.10,
+    show_default=True,
+    help="--max-goodput: stop when the bracket is this narrow.",
+)
 @click.option("--max-probes", type=int, default=12, show_default=True, help="--max-goodput: most probes.")
 @_cost_options_unless_shared
 @click.pass_context
@@ -78,7 +98,9 @@ def run_async(coro: Coroutine[Any, Any, SweepResult]) -> SweepResult:
 
 def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count: bool) -> SweepPlan:
     kinds = {
-        "concurrency": o["concurrencies"], "rate": o["rates"], "input_tokens": o["input_lengths"],
+        "concurrency": o["concurrencies"],
+        "rate": o["rates"],
+        "input_tokens": o["input_lengths"],
         "goodput": o["max_goodput"] or None,
     }
     chosen = [k for k, v in kinds.items() if v]
@@ -131,7 +153,9 @@ def _embedded(
     async def go() -> SweepResult:
         from pathlib import Path
 
-        opts = EmbeddedOptions(model=Path(model) if model else None, parallel=slots, ctx_size=max(8192, CTX_PER_SLOT * slots))
+        opts = EmbeddedOptions(
+            model=Path(model) if model else None, parallel=slots, ctx_size=max(8192, CTX_PER_SLOT * slots)
+        )
         engine = await start_embedded(opts)
         try:
             return await run_sweep(embedded_settings(engine, settings), plan, _progress_for(o), sys.argv, cost)
@@ -169,11 +193,19 @@ def sweep_table(s: dict[str, Any]) -> Table:
     for row in s["steps"]:
         req = row["requests"]
         t.add_row(
-            row["step"], _load_cell(kind, row), f"{req['succeeded']}/{req['total']}",
-            fmt(row["ttft_ms"]["p50"]), fmt(row["ttft_ms"]["p95"]), fmt(row["tpot_ms"]["p50"], 2), fmt(row["tpot_ms"]["p95"], 2),
-            fmt(row["e2e_ms"]["p95"]), fmt(row["throughput_tokens_per_s"]), _gain(row.get("gain")),
+            row["step"],
+            _load_cell(kind, row),
+            f"{req['succeeded']}/{req['total']}",
+            fmt(row["ttft_ms"]["p50"]),
+            fmt(row["ttft_ms"]["p95"]),
+            fmt(row["tpot_ms"]["p50"], 2),
+            fmt(row["tpot_ms"]["p95"], 2),
+            fmt(row["e2e_ms"]["p95"]),
+            fmt(row["throughput_tokens_per_s"]),
+            _gain(row.get("gain")),
             fmt(None if row["error_rate"] is None else row["error_rate"] * 100),
-            *((fmt(_usd(row), 4),) if priced else ()), _mark(row),
+            *((fmt(_usd(row), 4),) if priced else ()),
+            _mark(row),
         )
     return t
 
@@ -210,24 +242,37 @@ def sweep_lines(s: dict[str, Any]) -> list[str]:
     lines = []
     knee = s.get("knee")
     if knee:
-        what = f"concurrency {knee['concurrency']}" if s["sweep"] == "concurrency" else f"rate {fmt(knee['rate'], 2)} req/s"
+        what = (
+            f"concurrency {knee['concurrency']}"
+            if s["sweep"] == "concurrency"
+            else f"rate {fmt(knee['rate'], 2)} req/s"
+        )
         usd = knee.get("usd_per_million_output_tokens")
-        lines.append(f"knee: {knee['step']} ({what}): {fmt(knee['throughput_tokens_per_s'])} output tok/s, "
-                     f"E2E p95 {fmt(knee['e2e_p95_ms'])} ms ({knee['reason']})"
-                     + (f", ${fmt(usd, 4)} per million output tokens" if usd is not None else ""))
+        lines.append(
+            f"knee: {knee['step']} ({what}): {fmt(knee['throughput_tokens_per_s'])} output tok/s, "
+            f"E2E p95 {fmt(knee['e2e_p95_ms'])} ms ({knee['reason']})"
+            + (f", ${fmt(usd, 4)} per million output tokens" if usd is not None else "")
+        )
     elif s["sweep"] in ("concurrency", "rate") and s["steps"]:
-        lines.append("knee: not reached (throughput still grew at the last step)" if s["stop_reason"] == "completed"
-                     else f"knee: none ({s['stop_reason']} at the first step)")
+        lines.append(
+            "knee: not reached (throughput still grew at the last step)"
+            if s["stop_reason"] == "completed"
+            else f"knee: none ({s['stop_reason']} at the first step)"
+        )
     lines.append(f"stopped: {s['stop_reason']}")
     if s.get("prefill"):
         p = s["prefill"]
-        lines.append(f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
-                     f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)")
+        lines.append(
+            f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
+            f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)"
+        )
     g = s.get("goodput_search")
     if g:
-        lines.append(f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
-                     f"≥{fmt((g.get('attainment') or 0) * 100, 0)} % of requests; bracket [{fmt(g.get('lower'), 3)}, "
-                     f"{fmt(g.get('upper'), 3)}], {g.get('probes')} probes ({g.get('reason')})")
+        lines.append(
+            f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
+            f"≥{fmt((g.get('attainment') or 0) * 100, 0)} % of requests; bracket [{fmt(g.get('lower'), 3)}, "
+            f"{fmt(g.get('upper'), 3)}], {g.get('probes')} probes ({g.get('reason')})"
+        )
     return lines
 
 

@@ -146,7 +146,9 @@ class OpenAIClient:
         _check_empty(rec)
         return rec
 
-    async def _exchange_fresh(self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline) -> None:
+    async def _exchange_fresh(
+        self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline
+    ) -> None:
         """Send, replacing pooled keep-alive connections the server has already closed.
 
         llama.cpp's server closes the connection after each stream while advertising keep-alive; a
@@ -164,7 +166,9 @@ class OpenAIClient:
                 rec.retried_stale_connection = True
         await self._exchange(payload, rec, reader, tm, deadline)
 
-    async def _exchange(self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline) -> None:
+    async def _exchange(
+        self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline
+    ) -> None:
         assert self.session is not None
         async with self.session.post(self.url, data=payload, headers=self.headers(), trace_request_ctx=rec) as resp:
             rec.headers_ns = perf_ns()

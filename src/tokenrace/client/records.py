@@ -59,7 +59,7 @@ class RequestRecord:
     def to_json(self, t0_ns: int) -> dict[str, Any]:
         """The records.jsonl line: offsets in ms from the run's t0, durations in ms."""
         d = derived(self)
-        ms = lambda ns: None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)  # noqa: E731
+        ms = lambda ns: None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)
         return {
             "seq": self.seq,
             "phase": self.phase,

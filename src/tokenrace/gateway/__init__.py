@@ -5,4 +5,13 @@ of it (docs/gateway.md)."""
 from tokenrace.gateway.app import Gateway, build_handler, from_file
 from tokenrace.gateway.config import ConfigError, GatewayConfig, load_config, parse_config, resolve_secrets
 
-__all__ = ["ConfigError", "Gateway", "GatewayConfig", "build_handler", "from_file", "load_config", "parse_config", "resolve_secrets"]
+__all__ = [
+    "ConfigError",
+    "Gateway",
+    "GatewayConfig",
+    "build_handler",
+    "from_file",
+    "load_config",
+    "parse_config",
+    "resolve_secrets",
+]

@@ -24,8 +24,8 @@ from tokenrace.client.redact import Redactor
 from tokenrace.gateway import proxy
 from tokenrace.gateway.breaker import STATE_CODES, Transition
 from tokenrace.gateway.canary import Decision
-from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply, json_reply
 from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_config, resolve_secrets
+from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply, json_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Runtime
 from tokenrace.gateway.shadow import summary as shadow_summary
@@ -36,7 +36,13 @@ MIN_TICK_S = 0.05
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, secrets: Secrets, path: str | Path | None = None, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        secrets: Secrets,
+        path: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.path = Path(path) if path is not None else None
         self.env = env
         self.metrics = GatewayMetrics()
@@ -96,7 +102,7 @@ class Gateway:
         self.last_reload_error = None
         for backend in new.retired_backends(old):
             self.spawn(self._retire(backend, config.drain_s))
-        if (old.config.listen != config.listen):
+        if old.config.listen != config.listen:
             self.event("reload_listen_ignored", note="listen: changes need a restart")
         self.event("reloaded", generation=new.generation, routes=list(new.routes), backends=list(new.backends))
         return True
@@ -128,7 +134,9 @@ class Gateway:
             canary, target = route.canary, route.canary_target
             if canary is None or target is None:
                 continue
-            open_reason = next((f"{b.name}: {b.breaker.reason}" for b in target.backends if b.breaker.refresh(now) == "open"), None)
+            open_reason = next(
+                (f"{b.name}: {b.breaker.reason}" for b in target.backends if b.breaker.refresh(now) == "open"), None
+            )
             decision = canary.tick(now, open_reason)
             if decision is not None:
                 self.on_decision(route.name, target.label, decision)
@@ -150,8 +158,15 @@ class Gateway:
         for name, b in self.runtime.backends.items():
             state = b.breaker.refresh(now)
             until = b.breaker.open_until
-            breakers[name] = (STATE_CODES[state], wall + (until - now) if state == "open" and until is not None else 0.0)
-        weights = {(r.name, r.canary_target.label): r.canary.weight for r in self.runtime.routes.values() if r.canary is not None and r.canary_target is not None}
+            breakers[name] = (
+                STATE_CODES[state],
+                wall + (until - now) if state == "open" and until is not None else 0.0,
+            )
+        weights = {
+            (r.name, r.canary_target.label): r.canary.weight
+            for r in self.runtime.routes.values()
+            if r.canary is not None and r.canary_target is not None
+        }
         return StateSnapshot(breakers, weights)
 
     def event(self, kind: str, **fields: Any) -> None:
@@ -165,7 +180,12 @@ class Gateway:
         now = time.monotonic()
         rt = self.runtime
         backends = {
-            name: {"url": b.public_url(), "in_flight": b.in_flight, "max_in_flight": b.config.max_in_flight, "breaker": b.breaker.snapshot(now)}
+            name: {
+                "url": b.public_url(),
+                "in_flight": b.in_flight,
+                "max_in_flight": b.config.max_in_flight,
+                "breaker": b.breaker.snapshot(now),
+            }
             for name, b in rt.backends.items()
         }
         routes = {}
@@ -174,7 +194,9 @@ class Gateway:
                 "targets": route.shares(),
                 "fallback": [t.label for t in route.fallback],
                 "sticky_header": route.sticky_header,
-                "canary": route.canary.snapshot(now) | {"backend": route.canary_target.label} if route.canary is not None and route.canary_target is not None else None,
+                "canary": route.canary.snapshot(now) | {"backend": route.canary_target.label}
+                if route.canary is not None and route.canary_target is not None
+                else None,
                 "shadow": shadow_summary(route.shadow) if route.shadow is not None else None,
             }
         return {
@@ -182,7 +204,12 @@ class Gateway:
             "pid": os.getpid(),
             "started_unix": round(self.started_unix, 3),
             "draining": self.draining,
-            "config": {"path": str(self.path) if self.path else None, "generation": rt.generation, "loaded_unix": round(rt.loaded_unix, 3), "last_reload_error": self.last_reload_error},
+            "config": {
+                "path": str(self.path) if self.path else None,
+                "generation": rt.generation,
+                "loaded_unix": round(rt.loaded_unix, 3),
+                "last_reload_error": self.last_reload_error,
+            },
             "backends": backends,
             "routes": routes,
         }
@@ -226,14 +253,21 @@ def admin_canary(gw: Gateway, request: Request, name: str | None, action: str) -
     route = _canary_route(gw, name)
     if route is None:
         with_canary = sorted(n for n, r in gw.runtime.routes.items() if r.canary is not None)
-        return error_reply(404, f"No canary route {name!r} (canaries: {', '.join(with_canary) or 'none'}).", "invalid_request_error", "not_found")
+        return error_reply(
+            404,
+            f"No canary route {name!r} (canaries: {', '.join(with_canary) or 'none'}).",
+            "invalid_request_error",
+            "not_found",
+        )
     assert route.canary is not None and route.canary_target is not None
     try:
         decision = route.canary.admin(action, time.monotonic())
     except ValueError as exc:
         return error_reply(409, str(exc), "invalid_request_error", "conflict")
     gw.on_decision(route.name, route.canary_target.label, decision)
-    return json_reply({"route": route.name, "decision": decision.as_json(), "canary": route.canary.snapshot(time.monotonic())})
+    return json_reply(
+        {"route": route.name, "decision": decision.as_json(), "canary": route.canary.snapshot(time.monotonic())}
+    )
 
 
 def _canary_route(gw: Gateway, name: str | None) -> Any:
@@ -251,14 +285,23 @@ def _admin_denied(gw: Gateway, request: Request, write: bool) -> Reply | None:
     if not auth.admin_configured:
         if not write:
             return None
-        return error_reply(403, "No admin key is configured (admin: {key_env: ...}).", "permission_error", "admin_disabled")
+        return error_reply(
+            403, "No admin key is configured (admin: {key_env: ...}).", "permission_error", "admin_disabled"
+        )
     if auth.is_admin(request.headers.get("authorization")):
         return None
     gw.metrics.rejected.labels("admin_unauthorized").inc()
-    return error_reply(401, "Admin endpoints need 'Authorization: Bearer <admin key>'.", "authentication_error", "invalid_admin_key")
+    return error_reply(
+        401, "Admin endpoints need 'Authorization: Bearer <admin key>'.", "authentication_error", "invalid_admin_key"
+    )
 
 
-_GET: dict[str, Callable[[Gateway, Request], Reply]] = {"/v1/models": list_models, "/healthz": healthz, "/metrics": metrics, "/admin/state": admin_state}
+_GET: dict[str, Callable[[Gateway, Request], Reply]] = {
+    "/v1/models": list_models,
+    "/healthz": healthz,
+    "/metrics": metrics,
+    "/admin/state": admin_state,
+}
 _POST: dict[str, Endpoint] = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
 CANARY_PREFIX = "/admin/canary/"
 CANARY_ACTIONS = ("pause", "resume", "promote", "rollback")
@@ -290,7 +333,9 @@ def build_handler(gw: Gateway) -> Handler:
 def _no_route(method: str, path: str) -> Reply:
     allow = "GET, HEAD" if path in _GET else "POST" if path in _POST else None
     if allow is not None:
-        return error_reply(405, f"{method} is not allowed on {path}.", "invalid_request_error", "method_not_allowed", {"Allow": allow})
+        return error_reply(
+            405, f"{method} is not allowed on {path}.", "invalid_request_error", "method_not_allowed", {"Allow": allow}
+        )
     return error_reply(404, f"Nothing is served at {method} {path[:200]}.", "invalid_request_error", "not_found")
 
 

@@ -110,7 +110,10 @@ class Breaker:
         n = self._window_requests
         if c.error_rate is not None and n >= c.min_requests and self._window_errors / n >= c.error_rate:
             rate = self._window_errors / n
-            self._open(f"error rate {rate:.2f} >= {c.error_rate:g} over the last {c.window_s:g} s ({self._window_errors}/{n} requests)", now)
+            self._open(
+                f"error rate {rate:.2f} >= {c.error_rate:g} over the last {c.window_s:g} s ({self._window_errors}/{n} requests)",
+                now,
+            )
 
     def _add_to_window(self, ok: bool, now: float) -> None:
         window = self._window
@@ -170,5 +173,10 @@ class Breaker:
             "since_unix": round(self.since, 3),
             "open_until_unix": round(until, 3) if until is not None else None,
             "consecutive_failures": self.consecutive,
-            "window": {"seconds": self.config.window_s, "requests": n, "errors": errors, "error_rate": round(errors / n, 4) if n else None},
+            "window": {
+                "seconds": self.config.window_s,
+                "requests": n,
+                "errors": errors,
+                "error_rate": round(errors / n, 4) if n else None,
+            },
         }

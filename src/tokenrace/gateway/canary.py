@@ -109,7 +109,10 @@ class Canary:
         self.weight = config.steps[0]
         self.step_started = now
         self._held_logged = False
-        self.samples: dict[Arm, deque[Sample]] = {"canary": deque(maxlen=MAX_SAMPLES), "baseline": deque(maxlen=MAX_SAMPLES)}
+        self.samples: dict[Arm, deque[Sample]] = {
+            "canary": deque(maxlen=MAX_SAMPLES),
+            "baseline": deque(maxlen=MAX_SAMPLES),
+        }
         self.decisions: deque[Decision] = deque(maxlen=MAX_DECISIONS)
         self.last_eval: dict[str, Any] | None = None
         self._decide("start", self.weight, f"canary starts at step 1 of {len(config.steps)}", "config", {})
@@ -154,9 +157,18 @@ class Canary:
             return None
         if self.step + 1 >= len(self.config.steps):
             self.state = "promoted"
-            return self._decide("promote", 100.0, f"held {self.config.hold_s:g} s at the last step within SLOs", "auto", numbers)
+            return self._decide(
+                "promote", 100.0, f"held {self.config.hold_s:g} s at the last step within SLOs", "auto", numbers
+            )
         self._go_to_step(self.step + 1, now)
-        return self._decide("advance", self.weight, f"held {self.config.hold_s:g} s within SLOs and margins ({n} canary requests)", "auto", numbers, old=self.config.steps[self.step - 1])
+        return self._decide(
+            "advance",
+            self.weight,
+            f"held {self.config.hold_s:g} s within SLOs and margins ({n} canary requests)",
+            "auto",
+            numbers,
+            old=self.config.steps[self.step - 1],
+        )
 
     def evaluate(self, now: float) -> dict[str, Any]:
         start = max(self.step_started, now - self.window_s)
@@ -247,7 +259,9 @@ class Canary:
         self.weight = 0.0
         return self._decide("rollback", 0.0, why, by, numbers, old=old)
 
-    def _decide(self, action: Action, to: float, why: str, by: str, numbers: dict[str, Any], old: float | None = None) -> Decision:
+    def _decide(
+        self, action: Action, to: float, why: str, by: str, numbers: dict[str, Any], old: float | None = None
+    ) -> Decision:
         decision = Decision(time.time(), action, self.weight if old is None else old, to, why, by, numbers)
         self.decisions.append(decision)
         return decision
@@ -272,12 +286,22 @@ def _rate_check(name: str, c: dict[str, Any], limit: float, enough: bool) -> dic
     ok = None if not enough else rate <= limit
     breach = enough and low is not None and low > limit
     why = f"{name}: {_fmt(rate)} (95% low {_fmt(low)}, n={c['requests']}) vs limit {limit:.4g}"
-    return {"check": name, "value": rate, "low95": low, "limit": round(limit, 6), "pass": ok, "breach": breach, "why": why}
+    return {
+        "check": name,
+        "value": rate,
+        "low95": low,
+        "limit": round(limit, 6),
+        "pass": ok,
+        "breach": breach,
+        "why": why,
+    }
 
 
 def _latency_check(name: str, value: float | None, limit: float, reference: float) -> dict[str, Any]:
     ok = None if value is None else value <= limit
-    why = f"{name}: {_fmt(value)} ms vs limit {limit:.4g} ms" + (f" (baseline {reference:.4g} ms)" if reference != limit else "")
+    why = f"{name}: {_fmt(value)} ms vs limit {limit:.4g} ms" + (
+        f" (baseline {reference:.4g} ms)" if reference != limit else ""
+    )
     return {"check": name, "value": value, "limit": round(limit, 4), "pass": ok, "breach": ok is False, "why": why}
 
 

@@ -153,7 +153,7 @@ class CanaryConfig(_Model):
     def _ramp(cls, value: list[float]) -> list[float]:
         if any(not 0 < s <= 100 for s in value):
             raise ValueError("each step is a percentage in (0, 100]")
-        if any(b <= a for a, b in zip(value, value[1:])):
+        if any(b <= a for a, b in zip(value, value[1:], strict=False)):
             raise ValueError("steps must increase")
         return value
 
@@ -305,7 +305,9 @@ def load_config(path: str | FsPath, env: Mapping[str, str] | None = None, check_
     return parse_config(text, name, os.environ if env is None else env, check_env)
 
 
-def parse_config(text: str, name: str = "<config>", env: Mapping[str, str] | None = None, check_env: bool = True) -> GatewayConfig:
+def parse_config(
+    text: str, name: str = "<config>", env: Mapping[str, str] | None = None, check_env: bool = True
+) -> GatewayConfig:
     try:
         data, lines = load_with_lines(text)
     except YamlError as exc:
@@ -318,7 +320,9 @@ def parse_config(text: str, name: str = "<config>", env: Mapping[str, str] | Non
         raise ConfigError(_pydantic_problems(exc, name, lines)) from None
     problems = [_located(name, line_of(p, lines), f"{format_path(p)}: {m}") for p, m in cross_check(config, data)]
     if check_env:
-        problems += [_located(name, line_of(p, lines), f"{format_path(p)}: {m}") for p, m in missing_env(config, env or {})]
+        problems += [
+            _located(name, line_of(p, lines), f"{format_path(p)}: {m}") for p, m in missing_env(config, env or {})
+        ]
     if problems:
         raise ConfigError(problems)
     return config
@@ -407,7 +411,9 @@ def cross_check(config: GatewayConfig, data: dict[str, Any]) -> list[tuple[Path,
             baseline = {n for t in route.backends for n in t.names}
             overlap = sorted(baseline & set(route.canary.names))
             if overlap:
-                problems.append((here + ("canary", "backend"), f"{overlap[0]!r} is also a baseline backend of this route"))
+                problems.append(
+                    (here + ("canary", "backend"), f"{overlap[0]!r} is also a baseline backend of this route")
+                )
     return problems
 
 
@@ -445,7 +451,9 @@ def missing_env(config: GatewayConfig, env: Mapping[str, str]) -> list[tuple[Pat
 def _check_env_name(value: str | None) -> str | None:
     if value is not None and not _ENV_NAME.match(value):
         # The value is not echoed: it may be the key itself, pasted in the wrong place.
-        raise ValueError("must name an environment variable (letters, digits, _); put the key itself in the environment")
+        raise ValueError(
+            "must name an environment variable (letters, digits, _); put the key itself in the environment"
+        )
     return value
 
 

@@ -64,7 +64,15 @@ class Request:
 
     __slots__ = ("method", "path", "query_string", "version", "headers", "body", "keep_alive", "_conn", "stream")
 
-    def __init__(self, method: str, path: str, query_string: str, version: tuple[int, int], headers: dict[str, str], conn: Connection) -> None:
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        query_string: str,
+        version: tuple[int, int],
+        headers: dict[str, str],
+        conn: Connection,
+    ) -> None:
         self.method = method
         self.path = path
         self.query_string = query_string
@@ -94,7 +102,13 @@ class Reply:
 
     __slots__ = ("status", "body", "headers")
 
-    def __init__(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None, content_type: str | None = "application/json") -> None:
+    def __init__(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        content_type: str | None = "application/json",
+    ) -> None:
         self.status = status
         self.body = body
         self.headers = headers if headers is not None else {}
@@ -144,7 +158,9 @@ Handler: TypeAlias = Callable[[Request], Awaitable["Reply | Stream | None"]]
 class Server:
     """Listens and owns the connections. `handler(request)` returns a Reply, or the Stream it wrote."""
 
-    def __init__(self, handler: Handler, limits: Callable[[], Limits], on_refused: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, handler: Handler, limits: Callable[[], Limits], on_refused: Callable[[str], None] | None = None
+    ) -> None:
         self.handler = handler
         self.limits = limits
         self.on_refused = on_refused or (lambda reason: None)
@@ -155,7 +171,9 @@ class Server:
     async def listen(self, host: str, port: int, backlog: int = 1024) -> int:
         """Start listening (port 0 picks a free one); returns the bound port."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), host, port, backlog=backlog, reuse_address=True)
+        self._server = await loop.create_server(
+            lambda: Connection(self), host, port, backlog=backlog, reuse_address=True
+        )
         sockets = self._server.sockets
         return int(sockets[0].getsockname()[1]) if sockets else port
 
@@ -255,11 +273,24 @@ class Connection(asyncio.Protocol):
         self._disarm()
         limits = self.server.limits()
         if length > limits.max_body_bytes:
-            self._refuse(BadRequest(413, f"Request body of {length} bytes is over the limit of {limits.max_body_bytes}.", "body_too_large", "too_large"), request.version)
+            self._refuse(
+                BadRequest(
+                    413,
+                    f"Request body of {length} bytes is over the limit of {limits.max_body_bytes}.",
+                    "body_too_large",
+                    "too_large",
+                ),
+                request.version,
+            )
             return False
         self.request, self.need, self.state = request, length, "body"
         self.chunks = Dechunker(limits.max_body_bytes) if length < 0 else None
-        if length != 0 and not self.buf and request.version >= (1, 1) and request.headers.get("expect", "").lower() == "100-continue":
+        if (
+            length != 0
+            and not self.buf
+            and request.version >= (1, 1)
+            and request.headers.get("expect", "").lower() == "100-continue"
+        ):
             self.transport.write(_CONTINUE)  # type: ignore[union-attr]
         return True
 
@@ -304,7 +335,11 @@ class Connection(asyncio.Protocol):
             answer = await self.server.handler(request)
         except Exception:
             log.exception("gateway handler failed")
-            answer = error_reply(500, "The gateway failed on this request.", "server_error", "internal_error") if request.stream is None else None
+            answer = (
+                error_reply(500, "The gateway failed on this request.", "server_error", "internal_error")
+                if request.stream is None
+                else None
+            )
         self._answered(request, answer)
 
     def _answered(self, request: Request, answer: Reply | Stream | None) -> None:
@@ -334,7 +369,9 @@ class Connection(asyncio.Protocol):
         self.server.on_refused(exc.reason)
         transport = self.transport
         assert transport is not None
-        transport.write(_whole(error_reply(exc.status, str(exc), "invalid_request_error", exc.code), version, keep_alive=False))
+        transport.write(
+            _whole(error_reply(exc.status, str(exc), "invalid_request_error", exc.code), version, keep_alive=False)
+        )
         self.state = "closing"
         self.buf.clear()
         self._disarm()
@@ -349,7 +386,12 @@ class Connection(asyncio.Protocol):
     def _body_timeout(self) -> None:
         if self.state == "body" and self.request is not None:
             seconds = self.server.limits().client_body_s
-            self._refuse(BadRequest(408, f"The request body did not arrive within {seconds:g} s.", "body_timeout", "slow_client"), self.request.version)
+            self._refuse(
+                BadRequest(
+                    408, f"The request body did not arrive within {seconds:g} s.", "body_timeout", "slow_client"
+                ),
+                self.request.version,
+            )
 
     def close(self) -> None:
         self._disarm()
@@ -385,7 +427,9 @@ def parse_head(head: bytes, conn: Connection) -> tuple[Request, int]:
     else:
         raise BadRequest(400, "Malformed request line.", "bad_request_line")
     if target[:7].lower() == b"http://" or target[:8].lower() == b"https://":
-        slash = target.find(b"/", target.find(b"//") + 2)  # absolute-form: servers must accept it; the path is what counts
+        slash = target.find(
+            b"/", target.find(b"//") + 2
+        )  # absolute-form: servers must accept it; the path is what counts
         target = target[slash:] if slash >= 0 else b"/"
     if not _TOKEN.fullmatch(method_b) or target[:1] != b"/" or _BAD_VALUE.search(target):
         raise BadRequest(400, "Malformed request line.", "bad_request_line")
@@ -407,7 +451,9 @@ def parse_head(head: bytes, conn: Connection) -> tuple[Request, int]:
         else:
             headers[key] = text
     path_b, _, query_b = target.partition(b"?")
-    request = Request(method_b.decode("ascii"), path_b.decode("latin-1"), query_b.decode("latin-1"), version, headers, conn)
+    request = Request(
+        method_b.decode("ascii"), path_b.decode("latin-1"), query_b.decode("latin-1"), version, headers, conn
+    )
     return request, _body_length(headers)
 
 
@@ -418,7 +464,9 @@ def _body_length(headers: dict[str, str]) -> int:
         if length is not None:
             raise BadRequest(400, "Both Content-Length and Transfer-Encoding were sent.", "bad_framing")
         if encoding.strip().lower() != "chunked":
-            raise BadRequest(501, f"Transfer-Encoding {encoding[:40]!r} is not supported (only chunked).", "bad_framing")
+            raise BadRequest(
+                501, f"Transfer-Encoding {encoding[:40]!r} is not supported (only chunked).", "bad_framing"
+            )
         return -1
     if length is None:
         return 0
@@ -454,7 +502,9 @@ class Dechunker:
             if size == 0:
                 return self._trailer_end(buf, start)
             if self.total + size > self.limit:
-                raise BadRequest(413, f"Request body is over the limit of {self.limit} bytes.", "body_too_large", "too_large")
+                raise BadRequest(
+                    413, f"Request body is over the limit of {self.limit} bytes.", "body_too_large", "too_large"
+                )
             if len(buf) < start + size + 2:
                 return None
             if buf[start + size : start + size + 2] != b"\r\n":
@@ -512,8 +562,17 @@ def _whole(reply: Reply, version: tuple[int, int], keep_alive: bool, with_body: 
     return head + reply.body if with_body else head
 
 
-def _head(status: int, version: tuple[int, int], headers: dict[str, str], keep_alive: bool, length: int | None = None, chunked: bool = False) -> bytes:
-    lines = [b"HTTP/1.%d %d %b\r\nDate: %b\r\n" % (version[1], status, _REASONS.get(status, "Unknown").encode(), _date())]
+def _head(
+    status: int,
+    version: tuple[int, int],
+    headers: dict[str, str],
+    keep_alive: bool,
+    length: int | None = None,
+    chunked: bool = False,
+) -> bytes:
+    lines = [
+        b"HTTP/1.%d %d %b\r\nDate: %b\r\n" % (version[1], status, _REASONS.get(status, "Unknown").encode(), _date())
+    ]
     for name, value in headers.items():
         if name.lower() in ("connection", "content-length", "transfer-encoding"):
             continue  # the server frames the answer itself

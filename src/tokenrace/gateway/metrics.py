@@ -26,31 +26,86 @@ class GatewayMetrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         rb = ["route", "backend"]
-        self.requests = Counter(P + "requests", "Client requests answered, by final HTTP status (backend 'none': the gateway answered)", [*rb, "status"], registry=r)
-        self.attempts = Counter(P + "upstream_attempts", "Requests sent to a backend, by outcome", [*rb, "outcome"], registry=r)
+        self.requests = Counter(
+            P + "requests",
+            "Client requests answered, by final HTTP status (backend 'none': the gateway answered)",
+            [*rb, "status"],
+            registry=r,
+        )
+        self.attempts = Counter(
+            P + "upstream_attempts", "Requests sent to a backend, by outcome", [*rb, "outcome"], registry=r
+        )
         self.retries = Counter(P + "retries", "Attempts that were retries on the same backend", rb, registry=r)
-        self.fallbacks = Counter(P + "fallbacks", "Moves to the next backend after one failed or was unavailable", ["route", "from_backend", "to_backend"], registry=r)
-        self.stream_errors = Counter(P + "stream_errors", "Streams that broke after bytes reached the client (ended with an error event)", [*rb, "kind"], registry=r)
-        self.client_disconnects = Counter(P + "client_disconnects", "Clients that left before their response ended", rb, registry=r)
-        self.ttft = Histogram(P + "ttft_seconds", "Time to first token: request received to first content chunk from the backend", rb, buckets=LATENCY_BUCKETS, registry=r)
-        self.tpot = Histogram(P + "tpot_seconds", "Time per output token after the first, per stream", rb, buckets=TPOT_BUCKETS, registry=r)
-        self.duration = Histogram(P + "request_duration_seconds", "Request received to response end", rb, buckets=LATENCY_BUCKETS, registry=r)
-        self.tokens = Counter(P + "tokens", "Tokens by direction (in = prompt, out = completion) and source (usage or counted chunks)", [*rb, "direction", "source"], registry=r)
+        self.fallbacks = Counter(
+            P + "fallbacks",
+            "Moves to the next backend after one failed or was unavailable",
+            ["route", "from_backend", "to_backend"],
+            registry=r,
+        )
+        self.stream_errors = Counter(
+            P + "stream_errors",
+            "Streams that broke after bytes reached the client (ended with an error event)",
+            [*rb, "kind"],
+            registry=r,
+        )
+        self.client_disconnects = Counter(
+            P + "client_disconnects", "Clients that left before their response ended", rb, registry=r
+        )
+        self.ttft = Histogram(
+            P + "ttft_seconds",
+            "Time to first token: request received to first content chunk from the backend",
+            rb,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tpot = Histogram(
+            P + "tpot_seconds",
+            "Time per output token after the first, per stream",
+            rb,
+            buckets=TPOT_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            P + "request_duration_seconds", "Request received to response end", rb, buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.tokens = Counter(
+            P + "tokens",
+            "Tokens by direction (in = prompt, out = completion) and source (usage or counted chunks)",
+            [*rb, "direction", "source"],
+            registry=r,
+        )
         # Gauges that mirror live state are read at scrape time (StateCollector): no lock per request.
         self.in_flight: dict[tuple[str, str], int] = {}
-        self.breaker_transitions = Counter(P + "breaker_transitions", "Breaker state changes", ["backend", "to"], registry=r)
+        self.breaker_transitions = Counter(
+            P + "breaker_transitions", "Breaker state changes", ["backend", "to"], registry=r
+        )
         self.canary_decisions = Counter(P + "canary_decisions", "Canary decisions", ["route", "action"], registry=r)
         self.overhead = Histogram(
             P + "overhead_seconds",
             "The gateway's own processing: request (handler start -> request written upstream), first_chunk (first "
             "upstream bytes read -> written to the client), chunk (the same for every 8th later chunk, sampled)",
-            ["phase"], buckets=OVERHEAD_BUCKETS, registry=r)
-        self.rejected = Counter(P + "client_rejections", "Requests refused before routing, by reason", ["reason"], registry=r)
+            ["phase"],
+            buckets=OVERHEAD_BUCKETS,
+            registry=r,
+        )
+        self.rejected = Counter(
+            P + "client_rejections", "Requests refused before routing, by reason", ["reason"], registry=r
+        )
         self.client_requests = Counter(P + "client_requests", "Requests by client key name", ["client"], registry=r)
         self.shadow_requests = Counter(P + "shadow_requests", "Shadow copies, by outcome", [*rb, "outcome"], registry=r)
-        self.shadow_ttft = Histogram(P + "shadow_ttft_seconds", "TTFT of shadow copies", rb, buckets=LATENCY_BUCKETS, registry=r)
-        self.shadow_duration = Histogram(P + "shadow_duration_seconds", "Duration of shadow copies", rb, buckets=LATENCY_BUCKETS, registry=r)
-        self.shadow_agreement = Histogram(P + "shadow_agreement", "Output agreement of shadow vs primary (bag-of-words F1, 0..1)", rb, buckets=AGREEMENT_BUCKETS, registry=r)
+        self.shadow_ttft = Histogram(
+            P + "shadow_ttft_seconds", "TTFT of shadow copies", rb, buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.shadow_duration = Histogram(
+            P + "shadow_duration_seconds", "Duration of shadow copies", rb, buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.shadow_agreement = Histogram(
+            P + "shadow_agreement",
+            "Output agreement of shadow vs primary (bag-of-words F1, 0..1)",
+            rb,
+            buckets=AGREEMENT_BUCKETS,
+            registry=r,
+        )
         self._pairs: dict[tuple[str, str], RouteBackend] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.request_overhead = self.overhead.labels("request")
@@ -104,15 +159,25 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         snap = self._state()
-        flight = GaugeMetricFamily(P + "in_flight", "Requests in flight, per route and backend", labels=["route", "backend"])
+        flight = GaugeMetricFamily(
+            P + "in_flight", "Requests in flight, per route and backend", labels=["route", "backend"]
+        )
         for (route, backend), n in sorted(self._in_flight.items()):
             flight.add_metric([route, backend], n)
-        state = GaugeMetricFamily(P + "breaker_state", "Circuit breaker: 0 closed, 1 half-open, 2 open", labels=["backend"])
-        until = GaugeMetricFamily(P + "breaker_open_until_seconds", "Unix time an open breaker will half-open (0 when not open)", labels=["backend"])
+        state = GaugeMetricFamily(
+            P + "breaker_state", "Circuit breaker: 0 closed, 1 half-open, 2 open", labels=["backend"]
+        )
+        until = GaugeMetricFamily(
+            P + "breaker_open_until_seconds",
+            "Unix time an open breaker will half-open (0 when not open)",
+            labels=["backend"],
+        )
         for backend, (code, open_until) in sorted(snap.breakers.items()):
             state.add_metric([backend], code)
             until.add_metric([backend], open_until)
-        weight = GaugeMetricFamily(P + "canary_weight_percent", "Share of the route's traffic sent to its canary", labels=["route", "backend"])
+        weight = GaugeMetricFamily(
+            P + "canary_weight_percent", "Share of the route's traffic sent to its canary", labels=["route", "backend"]
+        )
         for (route, backend), pct in sorted(snap.canary_weights.items()):
             weight.add_metric([route, backend], pct)
         yield from (flight, state, until, weight)

@@ -52,7 +52,9 @@ _HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  #
 class Refused(Exception):
     """A request the gateway answers itself, before any backend: 4xx with an OpenAI error body."""
 
-    def __init__(self, status: int, message: str, code: str, reason: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, code: str, reason: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.reason, self.headers = status, code, reason, headers
 
@@ -91,7 +93,13 @@ class Done:
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | Stream | None:
     t0 = perf_ns()
     if gw.draining:
-        return error_reply(503, "The gateway is shutting down; retry on another instance.", "server_error", "gateway_shutdown", {"Connection": "close", "Retry-After": "1"})
+        return error_reply(
+            503,
+            "The gateway is shutting down; retry on another instance.",
+            "server_error",
+            "gateway_shutdown",
+            {"Connection": "close", "Retry-After": "1"},
+        )
     task = asyncio.current_task()
     assert task is not None
     gw.active.add(task)
@@ -101,7 +109,13 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | S
         if not gw.draining or task.cancelling() > 1:
             raise
         task.uncancel()  # the drain ran out while this request waited for its backend
-        return error_reply(503, "The gateway shut down before a backend answered.", "server_error", "gateway_shutdown", {"Connection": "close"})
+        return error_reply(
+            503,
+            "The gateway shut down before a backend answered.",
+            "server_error",
+            "gateway_shutdown",
+            {"Connection": "close"},
+        )
     finally:
         gw.active.discard(task)
 
@@ -119,10 +133,18 @@ async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) ->
     call = Call(gw, rt, route, endpoint, body, request.body, t0, _request_id(request))
     response = await call.run(request)
     if rt.config.log.requests:  # one line per request, off by default (it costs on the hot path)
-        status, backend = (response.status, response.headers.get("x-tokenrace-backend")) if response is not None else (499, None)
+        status, backend = (
+            (response.status, response.headers.get("x-tokenrace-backend")) if response is not None else (499, None)
+        )
         gw.event(
-            "request", request_id=call.request_id, client=client, route=route.name, stream=call.stream,
-            backend=backend, status=status, duration_ms=round((perf_ns() - t0) / 1e6, 3),
+            "request",
+            request_id=call.request_id,
+            client=client,
+            route=route.name,
+            stream=call.stream,
+            backend=backend,
+            status=status,
+            duration_ms=round((perf_ns() - t0) / 1e6, 3),
         )
     return response
 
@@ -130,11 +152,19 @@ async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) ->
 def _client(rt: Runtime, request: Request) -> str:
     client = rt.auth.identify(request.headers.get("authorization"))
     if client is None:
-        raise Refused(401, "Missing or unknown API key. Send 'Authorization: Bearer <key>'.", "invalid_api_key", "unauthorized")
+        raise Refused(
+            401, "Missing or unknown API key. Send 'Authorization: Bearer <key>'.", "invalid_api_key", "unauthorized"
+        )
     wait = rt.auth.throttle(client, monotonic())
     if wait is not None:
         retry = str(max(1, math.ceil(wait)))
-        raise Refused(429, f"Rate limit of this API key reached; retry in {retry} s.", "rate_limit_exceeded", "rate_limited", {"Retry-After": retry})
+        raise Refused(
+            429,
+            f"Rate limit of this API key reached; retry in {retry} s.",
+            "rate_limit_exceeded",
+            "rate_limited",
+            {"Retry-After": retry},
+        )
     return client
 
 
@@ -156,7 +186,9 @@ def _route(rt: Runtime, body: dict[str, Any]) -> Route:
     route = rt.routes.get(model)
     if route is None:
         known = ", ".join(sorted(rt.routes))
-        raise Refused(404, f"The model `{model[:200]}` does not exist here (served: {known}).", "model_not_found", "unknown_model")
+        raise Refused(
+            404, f"The model `{model[:200]}` does not exist here (served: {known}).", "model_not_found", "unknown_model"
+        )
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise Refused(400, "`stream` must be true or false.", "invalid_stream", "bad_request")
@@ -177,7 +209,17 @@ def _request_id(request: Request) -> str:
 class Call:
     """One client request on its way through the route's backends."""
 
-    def __init__(self, gw: Gateway, rt: Runtime, route: Route, endpoint: Endpoint, body: dict[str, Any], raw: bytes, t0: int, request_id: str) -> None:
+    def __init__(
+        self,
+        gw: Gateway,
+        rt: Runtime,
+        route: Route,
+        endpoint: Endpoint,
+        body: dict[str, Any],
+        raw: bytes,
+        t0: int,
+        request_id: str,
+    ) -> None:
         self.gw = gw
         self.rt = rt
         self.route = route
@@ -221,7 +263,9 @@ class Call:
         for attempt in range(retry.attempts):
             backend, why = target.pick(tried, monotonic())
             if backend is None:
-                self.gw.metrics.child(self.gw.metrics.attempts, self.route.name, target.label, why or "unavailable").inc()
+                self.gw.metrics.child(
+                    self.gw.metrics.attempts, self.route.name, target.label, why or "unavailable"
+                ).inc()
                 failures.append((target.label, Failure(why or "unavailable", f"{target.label}: {why}")))
                 return None, used
             if previous is not None and attempt == 0:
@@ -268,7 +312,9 @@ class Call:
         headers = {"x-request-id": self.request_id}
         if status == 503:
             headers["Retry-After"] = "1"
-        return error_reply(status, f"No backend could serve `{self.route.name}` ({tried}).", "upstream_error", code, headers)
+        return error_reply(
+            status, f"No backend could serve `{self.route.name}` ({tried}).", "upstream_error", code, headers
+        )
 
     # -- one attempt ---------------------------------------------------------------------------------
 
@@ -287,7 +333,9 @@ class Call:
         self._account(backend, arm, attempt, result, started)
         return result
 
-    def _account(self, backend: Backend, arm: ArmName, attempt: _Attempt, result: Done | Failure, started: float) -> None:
+    def _account(
+        self, backend: Backend, arm: ArmName, attempt: _Attempt, result: Done | Failure, started: float
+    ) -> None:
         """Breaker, canary samples and attempt counters: one verdict per attempt on the backend."""
         now = monotonic()
         verdict = attempt.verdict if isinstance(result, Done) else result.kind
@@ -416,7 +464,10 @@ class _Attempt:
     def _timeout_failure(self, limit: str) -> Failure:
         t = self.backend.config.timeouts
         seconds = {"first_byte": t.first_byte_s, "idle": t.idle_s, "total": t.total_s}.get(limit)
-        return Failure("timeout", f"no answer within the {limit.replace('_', '-')} limit of {seconds:g} s" if seconds else f"{limit} timeout")
+        return Failure(
+            "timeout",
+            f"no answer within the {limit.replace('_', '-')} limit of {seconds:g} s" if seconds else f"{limit} timeout",
+        )
 
     async def _http_error(self, resp: Response) -> Done | Failure:
         body = await resp.read_all(MAX_ERROR_BODY)
@@ -428,7 +479,12 @@ class _Attempt:
         # Any other 4xx is the request's fault, not the backend's: pass it on as it is.
         self.verdict = "client_error"
         self.call._primary_done(None)
-        out = Reply(resp.status, body, {**headers, "x-request-id": self.call.request_id, "x-tokenrace-backend": self.backend.name}, content_type=None)
+        out = Reply(
+            resp.status,
+            body,
+            {**headers, "x-request-id": self.call.request_id, "x-tokenrace-backend": self.backend.name},
+            content_type=None,
+        )
         m = self.call.gw.metrics
         m.child(m.requests, self.call.route.name, self.backend.name, str(resp.status)).inc()
         return Done(out)
@@ -443,7 +499,11 @@ class _Attempt:
         out = Reply(
             resp.status,
             body,
-            {"Content-Type": resp.headers.get("content-type", "application/json"), "x-request-id": call.request_id, "x-tokenrace-backend": self.backend.name},
+            {
+                "Content-Type": resp.headers.get("content-type", "application/json"),
+                "x-request-id": call.request_id,
+                "x-tokenrace-backend": self.backend.name,
+            },
         )
         m = call.gw.metrics
         pair = m.pair(call.route.name, self.backend.name)
@@ -472,7 +532,13 @@ class _Attempt:
         if transport is None or transport.is_closing():
             return self._client_left(None)
         client = self.request.start_stream(
-            200, {"Content-Type": resp.headers.get("content-type", SSE_TYPE), "Cache-Control": "no-cache", "x-request-id": call.request_id, "x-tokenrace-backend": self.backend.name}
+            200,
+            {
+                "Content-Type": resp.headers.get("content-type", SSE_TYPE),
+                "Cache-Control": "no-cache",
+                "x-request-id": call.request_id,
+                "x-tokenrace-backend": self.backend.name,
+            },
         )
         client.write(out)
         call.gw.metrics.first_chunk_overhead.observe((perf_ns() - t + tap_ns) / 1e9)
@@ -550,8 +616,22 @@ class _Attempt:
         text = message if code == "gateway_shutdown" else f"backend '{self.backend.name}' failed mid-stream: {message}"
         client.write(error_event(tap, text, code, self.call.request_id))  # a no-op if the client left too
         client.end()
-        self.verdict = "shutdown" if code == "gateway_shutdown" else code if code.startswith("timeout") else "stream_" + code
-        log.warning("%s", orjson.dumps({"event": "stream_error", "route": self.call.route.name, "backend": self.backend.name, "code": code, "message": message, "request_id": self.call.request_id}).decode())
+        self.verdict = (
+            "shutdown" if code == "gateway_shutdown" else code if code.startswith("timeout") else "stream_" + code
+        )
+        log.warning(
+            "%s",
+            orjson.dumps(
+                {
+                    "event": "stream_error",
+                    "route": self.call.route.name,
+                    "backend": self.backend.name,
+                    "code": code,
+                    "message": message,
+                    "request_id": self.call.request_id,
+                }
+            ).decode(),
+        )
 
     def _client_left(self, client: Stream | None) -> Done:
         """The client closed, or stopped reading for client_write_s: drop its connection for good
@@ -628,7 +708,9 @@ class _Sink:
         return bool(transport.get_write_buffer_size() <= HIGH_WATER)
 
 
-def _count_tokens(m: GatewayMetrics, route: str, backend: str, usage: dict[str, Any] | None, counted: tuple[int | None, str] | None) -> None:
+def _count_tokens(
+    m: GatewayMetrics, route: str, backend: str, usage: dict[str, Any] | None, counted: tuple[int | None, str] | None
+) -> None:
     prompt = usage.get("prompt_tokens") if usage else None
     if isinstance(prompt, int):
         m.child(m.tokens, route, backend, "in", "usage").inc(prompt)

@@ -48,7 +48,12 @@ class Backend:
         self.in_flight = 0
         self.pool: Pool | None = None
         self.heads: dict[str, bytes] = {}
-        base = {"Content-Type": "application/json", "Accept-Encoding": "identity", "User-Agent": f"tokenrace-gateway/{__version__}", **config.headers}
+        base = {
+            "Content-Type": "application/json",
+            "Accept-Encoding": "identity",
+            "User-Agent": f"tokenrace-gateway/{__version__}",
+            **config.headers,
+        }
         if secret is not None:
             # The key goes only into this backend's own headers; nothing else ever sees it.
             base["Authorization"] = f"Bearer {secret.reveal()}"
@@ -57,7 +62,9 @@ class Backend:
     def same_as(self, other: Backend) -> bool:
         """Whether `other` can be replaced by this one without a new pool (a reload kept it)."""
         same_key = (self.secret is None) == (other.secret is None) and (
-            self.secret is None or other.secret is None or hmac.compare_digest(self.secret.reveal(), other.secret.reveal())
+            self.secret is None
+            or other.secret is None
+            or hmac.compare_digest(self.secret.reveal(), other.secret.reveal())
         )
         return self.config == other.config and same_key
 
@@ -125,14 +132,18 @@ class Shadow:
 class Route:
     """A public model name, its weighted targets, fallbacks, canary and shadow."""
 
-    def __init__(self, config: RouteConfig, backends: dict[str, Backend], retry: RetryConfig, canary: Canary | None) -> None:
+    def __init__(
+        self, config: RouteConfig, backends: dict[str, Backend], retry: RetryConfig, canary: Canary | None
+    ) -> None:
         self.name = config.model
         self.config = config
         self.retry = config.retry or retry
         self.targets = [Target([backends[n] for n in t.names], t.weight) for t in config.backends if t.weight > 0]
         self.cumulative = _cumulative([t.weight for t in self.targets])
         self.canary = canary
-        self.canary_target = Target([backends[n] for n in config.canary.names], 1.0) if config.canary is not None else None
+        self.canary_target = (
+            Target([backends[n] for n in config.canary.names], 1.0) if config.canary is not None else None
+        )
         self.fallback = self._fallback(config, backends)
         self.shadow = Shadow(backends[config.shadow.backend], config.shadow) if config.shadow is not None else None
         self.sticky_header = config.sticky_header
@@ -174,9 +185,22 @@ class Route:
         """Each target's current share of traffic (canary included), for /admin/state."""
         canary_share = self.canary.weight / 100.0 if self.canary is not None else 0.0
         total = sum(t.weight for t in self.targets)
-        out = [{"backends": [b.name for b in t.backends], "weight": t.weight, "share": round((1 - canary_share) * t.weight / total, 6)} for t in self.targets]
+        out = [
+            {
+                "backends": [b.name for b in t.backends],
+                "weight": t.weight,
+                "share": round((1 - canary_share) * t.weight / total, 6),
+            }
+            for t in self.targets
+        ]
         if self.canary_target is not None:
-            out.append({"backends": [b.name for b in self.canary_target.backends], "canary": True, "share": round(canary_share, 6)})
+            out.append(
+                {
+                    "backends": [b.name for b in self.canary_target.backends],
+                    "canary": True,
+                    "share": round(canary_share, 6),
+                }
+            )
         return out
 
 
@@ -200,7 +224,9 @@ class ClientAuth:
         self._digests = dict(secrets.client_digests)
         self._admin = secrets.admin_digest
         self._seen: dict[str, str] = {}  # presented valid key -> name; only valid keys, so it stays small
-        limits: dict[str, RateLimitConfig | None] = {k.name: k.rate_limit or config.auth.rate_limit for k in config.auth.keys}
+        limits: dict[str, RateLimitConfig | None] = {
+            k.name: k.rate_limit or config.auth.rate_limit for k in config.auth.keys
+        }
         limits[self.ANONYMOUS] = config.auth.rate_limit
         self._buckets = {name: TokenBucket(lim, now) for name, lim in limits.items() if lim is not None}
 
@@ -246,7 +272,9 @@ def _bearer(authorization: str | None) -> str | None:
 class Runtime:
     """Everything one configuration needs at run time."""
 
-    def __init__(self, config: GatewayConfig, secrets: Secrets, generation: int, previous: Runtime | None = None) -> None:
+    def __init__(
+        self, config: GatewayConfig, secrets: Secrets, generation: int, previous: Runtime | None = None
+    ) -> None:
         now = time.monotonic()
         self.config = config
         self.secrets = secrets
@@ -285,6 +313,11 @@ def _kept_canary(rc: RouteConfig, previous: Runtime | None, now: float) -> Canar
     if rc.canary is None:
         return None
     old = previous.routes.get(rc.model) if previous is not None else None
-    if old is not None and old.canary is not None and old.config.canary == rc.canary and old.config.backends == rc.backends:
+    if (
+        old is not None
+        and old.canary is not None
+        and old.config.canary == rc.canary
+        and old.config.backends == rc.backends
+    ):
         return old.canary  # same canary, same baseline: the ramp goes on where it was
     return Canary(rc.model, rc.canary, now)

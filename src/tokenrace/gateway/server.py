@@ -13,6 +13,7 @@ import gc
 import signal
 import time
 from collections.abc import Callable
+
 from tokenrace.gateway.app import Gateway, build_handler
 from tokenrace.gateway.http import Server
 
@@ -21,7 +22,9 @@ async def start(gw: Gateway, host: str | None = None, port: int | None = None) -
     """Start the gateway and listen (port 0 picks a free one). Returns the server and the base URL `http://host:port`."""
     config = gw.runtime.config
     await gw.start()
-    server = Server(build_handler(gw), lambda: gw.runtime.config.limits, lambda reason: gw.metrics.rejected.labels(reason).inc())
+    server = Server(
+        build_handler(gw), lambda: gw.runtime.config.limits, lambda reason: gw.metrics.rejected.labels(reason).inc()
+    )
     bind_host = host if host is not None else config.listen.host
     bind_port = port if port is not None else config.listen.port
     try:
@@ -102,7 +105,9 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     return uvloop.new_event_loop
 
 
-def run(gw: Gateway, host: str | None = None, port: int | None = None, ready_cb: Callable[[str], None] | None = None) -> None:
+def run(
+    gw: Gateway, host: str | None = None, port: int | None = None, ready_cb: Callable[[str], None] | None = None
+) -> None:
     """Blocking: serve on uvloop until SIGTERM/SIGINT."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         runner.run(serve(gw, host, port, ready_cb, freeze_gc=True))

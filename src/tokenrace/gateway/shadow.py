@@ -36,7 +36,9 @@ def agreement(a: str, b: str) -> float:
     return 2 * sum((wa & wb).values()) / total
 
 
-async def run_shadow(gw: Gateway, route: Route, shadow: Shadow, call: Call, primary: asyncio.Future[str | None]) -> None:
+async def run_shadow(
+    gw: Gateway, route: Route, shadow: Shadow, call: Call, primary: asyncio.Future[str | None]
+) -> None:
     backend = shadow.backend
     m = gw.metrics
     if backend.unavailable(time.monotonic()) is not None:
@@ -62,7 +64,9 @@ async def run_shadow(gw: Gateway, route: Route, shadow: Shadow, call: Call, prim
     score = agreement(primary_text, text) if primary_text is not None and text is not None else None
     if score is not None:
         m.shadow_agreement.labels(route.name, backend.name).observe(score)
-    shadow.recent.append({"t": time.time(), "outcome": outcome, "ttft_s": ttft_s, "duration_s": duration_s, "agreement": score})
+    shadow.recent.append(
+        {"t": time.time(), "outcome": outcome, "ttft_s": ttft_s, "duration_s": duration_s, "agreement": score}
+    )
 
 
 async def _send(call: Call, shadow: Shadow) -> tuple[str, float | None, float | None, str | None]:

@@ -29,9 +29,26 @@ _TEXT_KEYS = (b'"content":"', b'"reasoning_content":"', b'"reasoning":"', b'"tex
 
 class StreamTap:
     __slots__ = (
-        "endpoint", "strip_usage", "keep_text", "parser", "_held", "_offset", "done", "first_token_ns",
-        "last_token_ns", "content_chunks", "usage", "finish_reason", "response_id", "model", "created",
-        "malformed", "upstream_error", "pieces", "_fast", "_parser_base",
+        "endpoint",
+        "strip_usage",
+        "keep_text",
+        "parser",
+        "_held",
+        "_offset",
+        "done",
+        "first_token_ns",
+        "last_token_ns",
+        "content_chunks",
+        "usage",
+        "finish_reason",
+        "response_id",
+        "model",
+        "created",
+        "malformed",
+        "upstream_error",
+        "pieces",
+        "_fast",
+        "_parser_base",
     )
 
     def __init__(self, endpoint: Endpoint, strip_usage: bool = False, keep_text: bool = False) -> None:

@@ -86,12 +86,21 @@ class Pool:
         try:
             async with asyncio.timeout(self.connect_s):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(self), self.host, self.port, ssl=self._ssl, server_hostname=self.host if self._ssl else None
+                    lambda: Connection(self),
+                    self.host,
+                    self.port,
+                    ssl=self._ssl,
+                    server_hostname=self.host if self._ssl else None,
                 )
         except TimeoutError:
             raise UpstreamError("connect", f"connect timed out after {self.connect_s:g} s") from None
         except (OSError, ssl.SSLError) as exc:
-            raise UpstreamError("connect", f"cannot connect to {self.host_header}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)) from None
+            raise UpstreamError(
+                "connect",
+                f"cannot connect to {self.host_header}: {exc.strerror or exc}"
+                if isinstance(exc, OSError)
+                else str(exc),
+            ) from None
         return conn
 
     def put_back(self, conn: Connection) -> None:
@@ -208,7 +217,13 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
         sink = self._sink
-        if sink is not None and self._framing == "chunked" and self._chunk_phase == "size" and not self._buf and self._state == "body":
+        if (
+            sink is not None
+            and self._framing == "chunked"
+            and self._chunk_phase == "size"
+            and not self._buf
+            and self._state == "body"
+        ):
             # The hot path of a stream: one whole HTTP chunk (one SSE event, as servers write them)
             # goes to the sink without the general decoder's loop.
             eol = data.find(b"\r\n")

@@ -19,7 +19,18 @@ INF = math.inf
 
 
 class Watchdog:
-    __slots__ = ("_loop", "_task", "_first_byte_s", "_idle_s", "_total_at", "_due", "_armed_at", "_handle", "phase", "fired")
+    __slots__ = (
+        "_loop",
+        "_task",
+        "_first_byte_s",
+        "_idle_s",
+        "_total_at",
+        "_due",
+        "_armed_at",
+        "_handle",
+        "phase",
+        "fired",
+    )
 
     def __init__(self, first_byte_s: float | None, idle_s: float | None, total_s: float | None) -> None:
         self._loop = asyncio.get_running_loop()

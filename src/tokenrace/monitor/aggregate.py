@@ -77,8 +77,13 @@ class GpuTotals:
 
 
 SYSTEM_STATS = (
-    "cpu_pct", "mem_used_bytes", "net_rx_bytes_per_s", "net_tx_bytes_per_s", "net_loopback_bytes_per_s",
-    "proc_cpu_pct", "proc_rss_bytes",
+    "cpu_pct",
+    "mem_used_bytes",
+    "net_rx_bytes_per_s",
+    "net_tx_bytes_per_s",
+    "net_loopback_bytes_per_s",
+    "proc_cpu_pct",
+    "proc_rss_bytes",
 )
 SERVER_STATS = ("running", "waiting", "kv_cache_usage", "generation_tokens_per_s", "scrape_ms")
 

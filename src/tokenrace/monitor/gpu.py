@@ -91,7 +91,9 @@ class GpuSampler:
         assert nvml is not None, "open() first"
         util = self._read(index, "util", nvml.nvmlDeviceGetUtilizationRates, handle)
         mem = self._read(index, "mem", nvml.nvmlDeviceGetMemoryInfo, handle)
-        temp = self._read(index, "temp", nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+        temp = self._read(
+            index, "temp", nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
+        )
         power_mw = self._read(index, "power", nvml.nvmlDeviceGetPowerUsage, handle)
         limit_mw = self._read(index, "power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
         clock = self._read(index, "sm_clock", nvml.nvmlDeviceGetClockInfo, handle, getattr(nvml, "NVML_CLOCK_SM", 1))

@@ -81,7 +81,9 @@ def _server(s: dict[str, Any]) -> str:
 
 
 def summary_lines(r: dict[str, Any]) -> list[str]:
-    lines = [f"samples: {r.get('samples', 0)} every {r.get('interval_s'):g} s over {_num(r.get('duration_s'), '.1f')} s"]
+    lines = [
+        f"samples: {r.get('samples', 0)} every {r.get('interval_s'):g} s over {_num(r.get('duration_s'), '.1f')} s"
+    ]
     lines.append(_gpu_summary(r))
     lines.append(_system_summary(r))
     lines.append(_server_summary(r))

@@ -81,8 +81,16 @@ ENGINES: dict[str, EngineNames] = {
 }
 MAX_GAUGES = frozenset({"kv_cache_usage"})
 SERVER_FIELDS = (
-    "engine", "running", "waiting", "kv_cache_usage", "prompt_tokens_per_s", "generation_tokens_per_s",
-    "preemptions_total", "ttft_mean_ms", "tpot_mean_ms", "scrape_ms",
+    "engine",
+    "running",
+    "waiting",
+    "kv_cache_usage",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "preemptions_total",
+    "ttft_mean_ms",
+    "tpot_mean_ms",
+    "scrape_ms",
 )
 
 

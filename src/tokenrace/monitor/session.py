@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -89,7 +89,9 @@ class MonitorSession:
         self.result: dict[str, Any] | None = None
         self._gpu = GpuSampler(nvml) if gpu else None
         self._system = SystemSampler() if system else None
-        self._scraper = MetricsScraper(metrics_url, min(max(self.interval_s, 1.0), 5.0), metrics_headers) if metrics_url else None
+        self._scraper = (
+            MetricsScraper(metrics_url, min(max(self.interval_s, 1.0), 5.0), metrics_headers) if metrics_url else None
+        )
         self._states = {
             "gpu": SamplerState("gpu", "ok" if gpu else "off"),
             "system": SamplerState("system", "ok" if system else "off"),
@@ -129,7 +131,7 @@ class MonitorSession:
     async def start(self) -> None:
         """Open the samplers and begin sampling in the background. Never raises."""
         self._started_mono = time.monotonic()
-        self._started_wall = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        self._started_wall = datetime.now(UTC).isoformat(timespec="milliseconds")
         if self.t0_ns is None:
             self.t0_ns = time.perf_counter_ns()
         try:
@@ -165,7 +167,12 @@ class MonitorSession:
             self.result = self._summary()
         except Exception as exc:  # noqa: BLE001 - a bare summary rather than an exception
             self.notices.append(f"monitor: summary failed ({_reason(exc)})")
-            self.result = {"samples": self._agg.samples, "samplers": self.samplers, "errors": 1, "notices": list(self.notices)}
+            self.result = {
+                "samples": self._agg.samples,
+                "samplers": self.samplers,
+                "errors": 1,
+                "notices": list(self.notices),
+            }
         return self.result
 
     async def _open(self, name: str, sampler: GpuSampler | SystemSampler | None) -> None:
@@ -232,7 +239,7 @@ class MonitorSession:
         t_ns = time.perf_counter_ns()
         sample: dict[str, Any] = {
             "t_ms": round((t_ns - (self.t0_ns or t_ns)) / 1e6, 3),
-            "wall": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "wall": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
         gpu, system, server = await asyncio.gather(
             self._guarded("gpu", self._gpu.sample if self._gpu else None),

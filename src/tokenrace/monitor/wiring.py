@@ -39,7 +39,12 @@ def discover_metrics_url(base_url: str, provider: str | None) -> str | None:
 
 
 def monitor_for_bench(
-    directory: Path, base_url: str, provider: str | None, t0_ns: int, interval_s: float = 1.0, metrics_url: str | None = None
+    directory: Path,
+    base_url: str,
+    provider: str | None,
+    t0_ns: int,
+    interval_s: float = 1.0,
+    metrics_url: str | None = None,
 ) -> MonitorSession:
     """A monitor whose samples share the run's t0 (timeseries `t_ms` lines up with records'
     `start_ms`). `metrics_url` overrides discovery."""

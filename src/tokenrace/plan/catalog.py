@@ -188,7 +188,10 @@ def _load_local(path: Path) -> ModelSpec:
 def _catalog_model(name: str) -> ModelSpec:
     row = next(r for r in model_rows() if r["name"] == name)
     return from_hf_config(
-        row["config"], name=row.get("label", row["name"]), source=row["source"], params_published=row.get("params_published")
+        row["config"],
+        name=row.get("label", row["name"]),
+        source=row["source"],
+        params_published=row.get("params_published"),
     )
 
 

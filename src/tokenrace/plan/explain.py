@@ -127,7 +127,11 @@ def _verdict(r: PlanResult) -> str:
 
 def _devices_text(r: PlanResult) -> str:
     unit = "chips" if r.hardware.kind == "sram" else "devices"
-    fewest = f"minimum {r.min_devices} {unit[:-1] if r.min_devices == 1 else unit}" if r.min_devices else f"no count of {unit} fits"
+    fewest = (
+        f"minimum {r.min_devices} {unit[:-1] if r.min_devices == 1 else unit}"
+        if r.min_devices
+        else f"no count of {unit} fits"
+    )
     if r.min_devices and r.tp_sizes is not None:
         fewest += " (the smallest valid tensor-parallel size that fits)"
     one = "fits on one" if r.fits_on_one_device else "does not fit on one"
@@ -149,17 +153,25 @@ def plan_notes(r: PlanResult) -> list[str]:
     if model.max_context and r.context > model.max_context:
         notes.append(f"context {r.context:,} exceeds the model's {model.max_context:,}-token limit")
     if r.tp_sizes is not None and r.devices not in r.tp_sizes:
-        notes.append(f"{r.devices} is not a valid tensor-parallel size for this model: pipeline parallelism would be needed")
+        notes.append(
+            f"{r.devices} is not a valid tensor-parallel size for this model: pipeline parallelism would be needed"
+        )
     if hw.kind != "sram" and r.devices > hw.devices_per_node:
-        notes.append(f"{r.devices} devices span more than one {hw.devices_per_node}-device node; the bound ignores the interconnect")
+        notes.append(
+            f"{r.devices} devices span more than one {hw.devices_per_node}-device node; the bound ignores the interconnect"
+        )
     if r.devices_basis == "none fits":
         notes.append("no device count fits: the bounds are for one device")
     if hw.kind == "sram":
-        notes.append("SRAM chips: the bound uses chips × on-chip bandwidth and ignores chip-to-chip hops, which dominate in practice")
+        notes.append(
+            "SRAM chips: the bound uses chips × on-chip bandwidth and ignores chip-to-chip hops, which dominate in practice"
+        )
     if hw.kind == "cpu" and hw.measured:
         notes.extend(_cache_note(r))
     if r.decode.compute and r.decode.compute_dtype != r.precision.compute_dtype:
-        notes.append(f"{hw.name} lists no {r.precision.compute_dtype} figure: compute at its {r.decode.compute_dtype} rate")
+        notes.append(
+            f"{hw.name} lists no {r.precision.compute_dtype} figure: compute at its {r.decode.compute_dtype} rate"
+        )
     if model.gguf and r.precision.name != model.gguf.precision:
         notes.append(f"weights counted at {r.precision.name}, not the file's own {model.gguf.file_type}")
     return notes
@@ -236,7 +248,8 @@ def _kv_lines(r: PlanResult) -> list[str]:
     lines = [f"KV per token  = Σ layers × tensors × KV heads × head_dim × bytes = "
              f"{' + '.join(_kv_term_text(t, kvb) for t in whole)} = {fmt_bytes(r.kv_bytes_per_token)}"]  # fmt: skip
     seq = " + ".join(
-        f"{fmt_bytes(t.bytes_per_token)} × {t.tokens:,}" + (f" (window {t.group.window:,})" if t.group.window else "") for t in whole
+        f"{fmt_bytes(t.bytes_per_token)} × {t.tokens:,}" + (f" (window {t.group.window:,})" if t.group.window else "")
+        for t in whole
     )
     lines.append(
         f"KV/sequence   = per-token bytes × tokens cached (sliding layers stop at the window) = {seq} = "
@@ -290,7 +303,10 @@ def _memory_lines(r: PlanResult) -> list[str]:
 def _step_bytes_text(r: PlanResult, s: StepBound, verb: str) -> str:
     w, model = r.model.weight_bytes(r.precision), r.model
     head = w.embedding if model.tie_embeddings else w.lm_head
-    parts = [f"dense {fmt_bytes(w.dense)}", f"LM head{' (tied embedding)' if model.tie_embeddings else ''} {fmt_bytes(head)}"]
+    parts = [
+        f"dense {fmt_bytes(w.dense)}",
+        f"LM head{' (tied embedding)' if model.tie_embeddings else ''} {fmt_bytes(head)}",
+    ]
     if model.moe and s.expert_fraction is not None:
         moe = model.moe
         parts.append(f"experts {fmt_bytes(w.experts)} × {s.expert_fraction:.0%} (distinct experts {s.tokens:,} tokens hit: "

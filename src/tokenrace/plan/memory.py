@@ -51,7 +51,9 @@ class KVTerm:
         return self.bytes_per_token * self.tokens
 
 
-def kv_terms(model: ModelSpec, context: int, kv_bytes: float, devices: int = 1, hw: Hardware | None = None) -> list[KVTerm]:
+def kv_terms(
+    model: ModelSpec, context: int, kv_bytes: float, devices: int = 1, hw: Hardware | None = None
+) -> list[KVTerm]:
     by_heads = hw is None or shards_by_heads(hw)
     terms = []
     for g in model.attention:
@@ -68,12 +70,16 @@ def kv_bytes_per_token(model: ModelSpec, kv_bytes: float, devices: int = 1, hw: 
     return sum(t.bytes_per_token for t in kv_terms(model, 1, kv_bytes, devices, hw))
 
 
-def kv_bytes_per_token_beyond_windows(model: ModelSpec, kv_bytes: float, devices: int = 1, hw: Hardware | None = None) -> float:
+def kv_bytes_per_token_beyond_windows(
+    model: ModelSpec, kv_bytes: float, devices: int = 1, hw: Hardware | None = None
+) -> float:
     """Growth once the sliding windows are full: global layers only."""
     return sum(t.bytes_per_token for t in kv_terms(model, 1, kv_bytes, devices, hw) if not t.group.window)
 
 
-def kv_bytes_per_sequence(model: ModelSpec, context: int, kv_bytes: float, devices: int = 1, hw: Hardware | None = None) -> float:
+def kv_bytes_per_sequence(
+    model: ModelSpec, context: int, kv_bytes: float, devices: int = 1, hw: Hardware | None = None
+) -> float:
     return sum(t.bytes for t in kv_terms(model, context, kv_bytes, devices, hw))
 
 
@@ -218,7 +224,13 @@ def min_devices(
 
 
 def _min_chips(
-    model: ModelSpec, hw: Hardware, precision: Precision | None, kv_bytes: float, context: int, concurrency: int, utilization: float
+    model: ModelSpec,
+    hw: Hardware,
+    precision: Precision | None,
+    kv_bytes: float,
+    context: int,
+    concurrency: int,
+    utilization: float,
 ) -> int | None:
     one = memory_plan(model, hw, 1, precision, kv_bytes, context, concurrency, utilization)
     if one.usable_per_device <= 0:

@@ -226,7 +226,9 @@ def _attention_groups(cfgs: tuple[Mapping[str, Any], ...], layers: int, model_ty
         else:
             per_layer.append(AttentionGroup(1, heads, global_kv, global_dim, None, k_eq_v, stores))
     counts = Counter(per_layer)
-    return tuple(AttentionGroup(n, g.q_heads, g.kv_heads, g.head_dim, g.window, g.k_eq_v, g.stores_kv) for g, n in counts.items())
+    return tuple(
+        AttentionGroup(n, g.q_heads, g.kv_heads, g.head_dim, g.window, g.k_eq_v, g.stores_kv) for g, n in counts.items()
+    )
 
 
 def _attention_params(groups: tuple[AttentionGroup, ...], hidden: int, bias: bool) -> int:
@@ -253,7 +255,9 @@ def _moe(cfgs: tuple[Mapping[str, Any], ...], model_type: str) -> MoE | None:
     return MoE(experts, active)
 
 
-def _mlp_params(cfgs: tuple[Mapping[str, Any], ...], hidden: int, layers: int, model_type: str, moe: MoE | None) -> tuple[int, int]:
+def _mlp_params(
+    cfgs: tuple[Mapping[str, Any], ...], hidden: int, layers: int, model_type: str, moe: MoE | None
+) -> tuple[int, int]:
     """(dense MLP params, routed-expert params) over all layers."""
     inter = _int(cfgs, "intermediate_size", "n_inner", "ffn_hidden_size") or 4 * hidden
     mats = 2 if model_type in UNGATED_MLP else 3
@@ -283,7 +287,9 @@ def _native_precision(cfgs: tuple[Mapping[str, Any], ...]) -> str:
     return {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16"}.get(dtype, "bf16")
 
 
-def from_hf_config(config: Mapping[str, Any], *, name: str, source: str, params_published: float | None = None) -> ModelSpec:
+def from_hf_config(
+    config: Mapping[str, Any], *, name: str, source: str, params_published: float | None = None
+) -> ModelSpec:
     """A ModelSpec from a config.json dict (a multimodal config's text_config is used when present)."""
     if not isinstance(config, Mapping):
         raise UsageError(f"{source}: a config.json should hold a JSON object")
@@ -300,7 +306,11 @@ def from_hf_config(config: Mapping[str, Any], *, name: str, source: str, params_
     moe = _moe(cfgs, model_type)
     dense_mlp, experts = _mlp_params(cfgs, hidden, layers, model_type, moe)
     norms = 2 * hidden * layers + hidden
-    dense = _attention_params(groups, hidden, model_type in QKV_BIAS or bool(_pick(cfgs, "attention_bias"))) + dense_mlp + norms
+    dense = (
+        _attention_params(groups, hidden, model_type in QKV_BIAS or bool(_pick(cfgs, "attention_bias")))
+        + dense_mlp
+        + norms
+    )
     tied = bool(_pick(cfgs, "tie_word_embeddings") if _pick(cfgs, "tie_word_embeddings") is not None else True)
     notes = ["text decoder only: the vision encoder is not counted"] if "vision_config" in config else []
     return ModelSpec(
@@ -367,7 +377,9 @@ def _gguf_layer_kinds(meta: Mapping[str, Any], arch: str, layers: int, window: i
     return ["sliding"] * layers
 
 
-def _gguf_groups(meta: Mapping[str, Any], arch: str, layers: int, heads: int, hidden: int) -> tuple[AttentionGroup, ...]:
+def _gguf_groups(
+    meta: Mapping[str, Any], arch: str, layers: int, heads: int, hidden: int
+) -> tuple[AttentionGroup, ...]:
     kv_field = meta.get(f"{arch}.attention.head_count_kv")
     kv_list = kv_field if isinstance(kv_field, list) else [kv_field or heads] * layers
     head_dim = meta.get(f"{arch}.attention.key_length") or hidden // heads

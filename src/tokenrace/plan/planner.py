@@ -103,7 +103,9 @@ class PlanResult:
             "weights_bytes": round(m.weights),
             "weights_bytes_per_device": round(m.weights_per_device),
             "kv_bytes_per_token": round(self.kv_bytes_per_token),
-            "kv_bytes_per_token_beyond_window": round(kv_bytes_per_token_beyond_windows(self.model, self.kv_bytes_per_element)),
+            "kv_bytes_per_token_beyond_window": round(
+                kv_bytes_per_token_beyond_windows(self.model, self.kv_bytes_per_element)
+            ),
             "kv_bytes_per_sequence": round(self.kv_bytes_per_sequence),
             "kv_bytes_total": round(m.kv_per_device * self.devices),
             "overhead_bytes_per_device": round(m.overhead.total),
@@ -151,10 +153,14 @@ def resolve_precision(model: ModelSpec, precision: str | Precision | None) -> Pr
         return PRECISIONS[model.native_precision]
     # A GGUF type without a row of ours: its real bits per weight, from the file.
     bits = model.weight_bytes(None).total * 8 / max(model.params_total, 1)
-    return Precision(model.native_precision, bits, bits, "int8", f"GGUF file type: {bits:.2f} bits per weight in the file", gguf=True)
+    return Precision(
+        model.native_precision, bits, bits, "int8", f"GGUF file type: {bits:.2f} bits per weight in the file", gguf=True
+    )
 
 
-def _check_inputs(hw: Hardware, devices: int | None, context: int, concurrency: int, input_tokens: int, utilization: float) -> None:
+def _check_inputs(
+    hw: Hardware, devices: int | None, context: int, concurrency: int, input_tokens: int, utilization: float
+) -> None:
     if context < 1:
         raise UsageError("--context must be at least 1 token")
     if concurrency < 1:

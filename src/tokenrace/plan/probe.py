@@ -50,7 +50,9 @@ def probe_buffer_bytes() -> int:
     return min(max(MIN_BUFFER_BYTES, llc), MAX_BUFFER_BYTES)
 
 
-def measure_cpu_bandwidth(seconds: float = 0.3, *, buffer_bytes: int | None = None, threads: int | None = None) -> float:
+def measure_cpu_bandwidth(
+    seconds: float = 0.3, *, buffer_bytes: int | None = None, threads: int | None = None
+) -> float:
     """Memory bandwidth in bytes/s: the best multi-threaded copy round within `seconds` (at least 3 rounds)."""
     workers = max(1, threads or usable_cpus())
     total = buffer_bytes or probe_buffer_bytes()

@@ -99,16 +99,22 @@ def _compute(hw: Hardware, precision: Precision) -> tuple[float | None, str]:
     return hw.flops_for(precision.compute_dtype)
 
 
-def decode_step(model: ModelSpec, hw: Hardware, devices: int, precision: Precision, kv_bytes: float, context: int, batch: int) -> StepBound:
+def decode_step(
+    model: ModelSpec, hw: Hardware, devices: int, precision: Precision, kv_bytes: float, context: int, batch: int
+) -> StepBound:
     """One decode step for `batch` sequences each holding `context` tokens of KV."""
     weights, share = weight_bytes_read(model, model.weight_bytes(precision), batch)
     kv = batch * kv_bytes_per_sequence(model, context, kv_bytes, devices, hw)
-    flops = batch * (2 * (layer_params_active(model) + lm_head_params(model)) + attention_flops_per_token(model, context))
+    flops = batch * (
+        2 * (layer_params_active(model) + lm_head_params(model)) + attention_flops_per_token(model, context)
+    )
     compute, dtype = _compute(hw, precision)
     return StepBound(batch, weights / devices, kv, flops / devices, hw.bandwidth_bytes_per_s, compute, dtype, share)
 
 
-def prefill(model: ModelSpec, hw: Hardware, devices: int, precision: Precision, kv_bytes: float, tokens: int) -> StepBound:
+def prefill(
+    model: ModelSpec, hw: Hardware, devices: int, precision: Precision, kv_bytes: float, tokens: int
+) -> StepBound:
     """One request's prompt of `tokens` tokens; logits only for the last position."""
     weights, share = weight_bytes_read(model, model.weight_bytes(precision), tokens)
     kv = kv_bytes_per_sequence(model, tokens, kv_bytes, devices, hw)

@@ -19,7 +19,12 @@ from tokenrace.bench.rundata import RunData
 from tokenrace.errors import UsageError
 
 # (key, label, unit); latencies: lower is better. Values come from each request's record.
-LATENCIES = (("ttft_ms", "TTFT", "ms"), ("tpot_ms", "TPOT", "ms"), ("itl_chunk_ms", "ITL", "ms"), ("e2e_ms", "E2E", "ms"))
+LATENCIES = (
+    ("ttft_ms", "TTFT", "ms"),
+    ("tpot_ms", "TPOT", "ms"),
+    ("itl_chunk_ms", "ITL", "ms"),
+    ("e2e_ms", "E2E", "ms"),
+)
 STATS = ("p50", "p95")
 OUTPUT_GAP = 0.10  # warn when measured mean prompt/output lengths differ by more than this
 # Throughput's interval: a block bootstrap over time slices of the run (see token_blocks).
@@ -63,8 +68,12 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "method": {"ci": "percentile bootstrap of the ratio B/A over requests (throughput: over time slices)", "resamples": bs.RESAMPLES,
-                       "confidence": bs.CONFIDENCE, "seed": bs.SEED},
+            "method": {
+                "ci": "percentile bootstrap of the ratio B/A over requests (throughput: over time slices)",
+                "resamples": bs.RESAMPLES,
+                "confidence": bs.CONFIDENCE,
+                "seed": bs.SEED,
+            },
             "warnings": self.warnings,
             "knees": self.knees,
             "comparisons": [c.to_dict() for c in self.comparisons],
@@ -95,8 +104,18 @@ def latency_row(a: RunData, b: RunData, key: str, label: str, unit: str, stat: s
         ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True)
     else:
         ci = bs.ratio_ci(values(a, key), values(b, key), stat)
-    return Row(f"{key}.{stat}", f"{label} {stat}", unit, ci.a, ci.b, ci.ratio, ci.low, ci.high, ci.significant,
-               _verdict(ci.ratio, ci.significant, lower_is_better=True))
+    return Row(
+        f"{key}.{stat}",
+        f"{label} {stat}",
+        unit,
+        ci.a,
+        ci.b,
+        ci.ratio,
+        ci.low,
+        ci.high,
+        ci.significant,
+        _verdict(ci.ratio, ci.significant, lower_is_better=True),
+    )
 
 
 def throughput_row(a: RunData, b: RunData) -> Row:
@@ -108,8 +127,18 @@ def throughput_row(a: RunData, b: RunData) -> Row:
     if ratio is not None and blocks_a is not None and blocks_b is not None:
         ci = bs.ratio_ci(blocks_a, blocks_b, "mean")
         low, high, sig = ci.low, ci.high, ci.significant
-    return Row("throughput.output_tokens_per_s", "throughput", "tok/s", ta, tb, ratio, low, high, sig,
-               _verdict(ratio, sig, lower_is_better=False))
+    return Row(
+        "throughput.output_tokens_per_s",
+        "throughput",
+        "tok/s",
+        ta,
+        tb,
+        ratio,
+        low,
+        high,
+        sig,
+        _verdict(ratio, sig, lower_is_better=False),
+    )
 
 
 def token_blocks(run: RunData) -> np.ndarray | None:
@@ -155,8 +184,19 @@ def error_row(a: RunData, b: RunData) -> Row:
     if diff is not None and diff == 0 and low == 0 and high == 0:
         sig = False
     verdict = "—" if diff is None else "within noise" if not sig else ("B fails more" if diff > 0 else "B fails less")
-    return Row("error_rate", "error rate", "fraction", a.summary.get("error_rate"), b.summary.get("error_rate"),
-               diff, low, high, sig, verdict, kind="difference")
+    return Row(
+        "error_rate",
+        "error rate",
+        "fraction",
+        a.summary.get("error_rate"),
+        b.summary.get("error_rate"),
+        diff,
+        low,
+        high,
+        sig,
+        verdict,
+        kind="difference",
+    )
 
 
 def efficiency_row(a: RunData, b: RunData) -> Row | None:
@@ -164,8 +204,18 @@ def efficiency_row(a: RunData, b: RunData) -> Row | None:
     if ea is None and eb is None:
         return None
     ratio = eb / ea if ea and eb is not None else None
-    return Row("efficiency.decode_pct_of_bound", "decode efficiency", "% of bound", ea, eb, ratio, None, None, None,
-               _verdict(ratio, None, lower_is_better=False))
+    return Row(
+        "efficiency.decode_pct_of_bound",
+        "decode efficiency",
+        "% of bound",
+        ea,
+        eb,
+        ratio,
+        None,
+        None,
+        None,
+        _verdict(ratio, None, lower_is_better=False),
+    )
 
 
 def _efficiency(run: RunData) -> float | None:
@@ -192,7 +242,10 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
     def rows(a: RunData, b: RunData) -> list[Row]:
         ca, cb = (cost_of(r.summary, r.manifest, cost) or {} for r in (a, b))
         out = []
-        for key, label in (("usd_per_million_output_tokens", "$ / M output tok"), ("usd_per_1k_requests", "$ / 1k requests")):
+        for key, label in (
+            ("usd_per_million_output_tokens", "$ / M output tok"),
+            ("usd_per_1k_requests", "$ / 1k requests"),
+        ):
             va, vb = ca.get(key), cb.get(key)
             if va is None and vb is None:
                 continue
@@ -276,7 +329,7 @@ def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
 
     if kinds == {"run"}:
         comps = [compare_runs(base, other, extra=extra) for other in runs[1:]]
-        return Report(comps, [w for c, other in zip(comps, runs[1:]) for w in _lift([c], prefix(other))])
+        return Report(comps, [w for c, other in zip(comps, runs[1:], strict=False) for w in _lift([c], prefix(other))])
     if kinds <= {"sweep", "profile"}:
         report = Report([])
         for other in runs[1:]:
@@ -356,8 +409,18 @@ HEADER = ("metric", "unit", "A", "B", "B/A", "95% CI", "verdict")
 
 
 def table_rows(c: Comparison) -> list[tuple[str, ...]]:
-    return [(r.label, "%" if r.unit == "fraction" else r.unit, fmt_value(r.a, r.unit), fmt_value(r.b, r.unit),
-             fmt_change(r), fmt_ci(r), r.verdict) for r in c.rows]
+    return [
+        (
+            r.label,
+            "%" if r.unit == "fraction" else r.unit,
+            fmt_value(r.a, r.unit),
+            fmt_value(r.b, r.unit),
+            fmt_change(r),
+            fmt_ci(r),
+            r.verdict,
+        )
+        for r in c.rows
+    ]
 
 
 def title(c: Comparison) -> str:
@@ -380,12 +443,42 @@ def to_markdown(report: Report) -> str:
 def to_csv(report: Report) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["step", "a", "b", "metric", "unit", "a_value", "b_value", "change", "change_kind", "ci_low", "ci_high",
-                "significant", "verdict"])
+    w.writerow(
+        [
+            "step",
+            "a",
+            "b",
+            "metric",
+            "unit",
+            "a_value",
+            "b_value",
+            "change",
+            "change_kind",
+            "ci_low",
+            "ci_high",
+            "significant",
+            "verdict",
+        ]
+    )
     for c in report.comparisons:
         for r in c.rows:
-            w.writerow([c.step or "", c.a, c.b, r.metric, r.unit, _csv(r.a), _csv(r.b), _csv(r.change), r.kind,
-                        _csv(r.ci_low), _csv(r.ci_high), "" if r.significant is None else r.significant, r.verdict])
+            w.writerow(
+                [
+                    c.step or "",
+                    c.a,
+                    c.b,
+                    r.metric,
+                    r.unit,
+                    _csv(r.a),
+                    _csv(r.b),
+                    _csv(r.change),
+                    r.kind,
+                    _csv(r.ci_low),
+                    _csv(r.ci_high),
+                    "" if r.significant is None else r.significant,
+                    r.verdict,
+                ]
+            )
     return buf.getvalue()
 
 

@@ -12,7 +12,7 @@ import html
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +55,12 @@ class Page:
     def chart(self, fig: Any, caption: str | None = None, height: int = 380) -> str:
         self._charts += 1
         fig.update_layout(**LAYOUT, height=height)
-        div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{self._charts}",
-                          config={"displaylogo": False, "responsive": True})
+        div = fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"chart-{self._charts}",
+            config={"displaylogo": False, "responsive": True},
+        )
         cap = f'<p class="caption">{html.escape(caption)}</p>' if caption else ""
         return f'<figure class="chart">{div}{cap}</figure>'
 
@@ -94,10 +98,20 @@ def cdf_figure(runs: Sequence[tuple[str, RunData]]) -> Any:
         for col, (key, label) in enumerate(metrics, 1):
             x = _vals(run, key)
             if x.size:
-                fig.add_trace(go.Scatter(x=x, y=_cdf_y(x.size), mode="lines", name=name, legendgroup=name,
-                                         showlegend=col == 1, line={"color": color, "width": 2, "shape": "hv"},
-                                         hovertemplate=f"{label}: %{{x:.2f}}<br>share ≤: %{{y:.1%}}<extra>{html.escape(name)}</extra>"),
-                              row=1, col=col)
+                fig.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=_cdf_y(x.size),
+                        mode="lines",
+                        name=name,
+                        legendgroup=name,
+                        showlegend=col == 1,
+                        line={"color": color, "width": 2, "shape": "hv"},
+                        hovertemplate=f"{label}: %{{x:.2f}}<br>share ≤: %{{y:.1%}}<extra>{html.escape(name)}</extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
     fig.update_yaxes(tickformat=".0%", range=[0, 1.01])
     fig.update_yaxes(title_text="share of requests", row=1, col=1)
     return fig
@@ -114,20 +128,37 @@ def timeline_figure(run: RunData) -> tuple[Any, str | None]:
     t0 = min((r.get("start_ms") or 0.0) for r in recs) if recs else 0.0
     rows = [_timeline_row(r, t0) for r in recs]
     fig = go.Figure()
-    for kind, color, label in (("wait", "#93c5fd", "waiting for first token"), ("stream", "#2563eb", "streaming"),
-                               ("error", "#dc2626", "failed")):
+    for kind, color, label in (
+        ("wait", "#93c5fd", "waiting for first token"),
+        ("stream", "#2563eb", "streaming"),
+        ("error", "#dc2626", "failed"),
+    ):
         pick = [x for x in rows if x[kind] is not None]
         if pick:
-            fig.add_trace(go.Bar(
-                y=[x["seq"] for x in pick], base=[x[kind][0] for x in pick], x=[x[kind][1] - x[kind][0] for x in pick],
-                orientation="h", name=label, marker={"color": color, "line": {"width": 0}}, width=0.9,
-                customdata=[x["info"] for x in pick], hovertemplate="%{customdata}<extra></extra>",
-            ))
+            fig.add_trace(
+                go.Bar(
+                    y=[x["seq"] for x in pick],
+                    base=[x[kind][0] for x in pick],
+                    x=[x[kind][1] - x[kind][0] for x in pick],
+                    orientation="h",
+                    name=label,
+                    marker={"color": color, "line": {"width": 0}},
+                    width=0.9,
+                    customdata=[x["info"] for x in pick],
+                    hovertemplate="%{customdata}<extra></extra>",
+                )
+            )
     fig.update_layout(barmode="overlay", bargap=0)
     fig.update_xaxes(title_text="time since the first measured request (s)")
     # One category per request in start order, failed or not (traces would otherwise append theirs).
-    fig.update_yaxes(title_text="request (by start)", autorange="reversed", showticklabels=len(rows) <= 40,
-                     categoryorder="array", categoryarray=[x["seq"] for x in rows], type="category")
+    fig.update_yaxes(
+        title_text="request (by start)",
+        autorange="reversed",
+        showticklabels=len(rows) <= 40,
+        categoryorder="array",
+        categoryarray=[x["seq"] for x in rows],
+        type="category",
+    )
     return fig, note
 
 
@@ -137,10 +168,13 @@ def _timeline_row(r: dict[str, Any], t0: float) -> dict[str, Any]:
     end = start + (e2e or 0.0) / 1000
     first = start + ttft / 1000 if ttft is not None else None
     failed = r.get("error_kind") is not None
-    info = (f"#{r.get('seq')}: start {start:.3f} s, TTFT {_f(ttft)} ms, E2E {_f(e2e)} ms, "
-            f"{r.get('output_tokens') or 0} tokens" + (f", {r['error_kind']}" if failed else ""))
+    info = (
+        f"#{r.get('seq')}: start {start:.3f} s, TTFT {_f(ttft)} ms, E2E {_f(e2e)} ms, "
+        f"{r.get('output_tokens') or 0} tokens" + (f", {r['error_kind']}" if failed else "")
+    )
     return {
-        "seq": f"#{r.get('seq')}", "info": info,
+        "seq": f"#{r.get('seq')}",
+        "info": info,
         "wait": None if failed else (start, first if first is not None else end),
         "stream": None if failed or first is None else (first, end),
         "error": (start, max(end, start + 0.001)) if failed else None,
@@ -159,17 +193,31 @@ def chunk_figure(runs: Sequence[tuple[str, RunData]]) -> tuple[Any | None, str]:
     for i, (name, run) in enumerate(runs):
         sizes = _chunk_sizes(run, exact)
         if sizes:
-            fig.add_trace(go.Histogram(x=sizes, name=name, marker={"color": PALETTE[i % len(PALETTE)]}, opacity=0.85,
-                                       xbins={"size": 1 if exact else 0.25}, histnorm="percent",
-                                       hovertemplate="%{x} tokens: %{y:.1f} %<extra></extra>"))
+            fig.add_trace(
+                go.Histogram(
+                    x=sizes,
+                    name=name,
+                    marker={"color": PALETTE[i % len(PALETTE)]},
+                    opacity=0.85,
+                    xbins={"size": 1 if exact else 0.25},
+                    histnorm="percent",
+                    hovertemplate="%{x} tokens: %{y:.1f} %<extra></extra>",
+                )
+            )
     if not fig.data:
         return None, "Token counts per chunk are unknown for these runs."
     fig.update_layout(barmode="group", bargap=0.35, bargroupgap=0.08)
-    fig.update_xaxes(title_text="tokens in a content chunk" if exact else "output tokens ÷ content chunks, per request",
-                     dtick=1 if exact else None, rangemode="tozero")
+    fig.update_xaxes(
+        title_text="tokens in a content chunk" if exact else "output tokens ÷ content chunks, per request",
+        dtick=1 if exact else None,
+        rangemode="tozero",
+    )
     fig.update_yaxes(title_text="% of chunks" if exact else "% of requests")
-    caption = ("How many tokens each streamed chunk carried." if exact else
-               "Exact per-chunk counts are unknown (no per-chunk token counts in the records): each request's average instead.")
+    caption = (
+        "How many tokens each streamed chunk carried."
+        if exact
+        else "Exact per-chunk counts are unknown (no per-chunk token counts in the records): each request's average instead."
+    )
     return fig, caption
 
 
@@ -177,8 +225,11 @@ def _chunk_sizes(run: RunData, exact: bool) -> list[float]:
     recs = run.measured_ok()
     if exact:
         return [k for r in recs for k in (r.get("chunk_tokens") or [])]
-    return [r["output_tokens"] / len(r["chunk_offsets_ms"]) for r in recs
-            if r.get("output_tokens") and r.get("chunk_offsets_ms")]
+    return [
+        r["output_tokens"] / len(r["chunk_offsets_ms"])
+        for r in recs
+        if r.get("output_tokens") and r.get("chunk_offsets_ms")
+    ]
 
 
 def _load_of(row: dict[str, Any], kind: str) -> float | None:
@@ -192,20 +243,48 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
     from plotly.subplots import make_subplots
 
     kind = sweeps[0].summary.get("sweep", "concurrency")  # a profile is a concurrency ramp
-    xlabel = {"concurrency": "concurrency", "rate": "offered rate (req/s)", "goodput": "offered rate (req/s)",
-              "input_tokens": "prompt tokens (mean)"}[kind]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT (ms)", "TPOT (ms/token)", "output throughput (tok/s)"),
-                        horizontal_spacing=0.07)
+    xlabel = {
+        "concurrency": "concurrency",
+        "rate": "offered rate (req/s)",
+        "goodput": "offered rate (req/s)",
+        "input_tokens": "prompt tokens (mean)",
+    }[kind]
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        subplot_titles=("TTFT (ms)", "TPOT (ms/token)", "output throughput (tok/s)"),
+        horizontal_spacing=0.07,
+    )
     for i, sw in enumerate(sweeps):
         rows = sorted(sw.summary["steps"], key=lambda r: _load_of(r, kind) or 0)
         x = [_load_of(r, kind) for r in rows]
         color = PALETTE[i % len(PALETTE)]
         for col, key in ((1, "ttft_ms"), (2, "tpot_ms")):
             for q, dash in (("p50", "solid"), ("p95", "dot")):
-                fig.add_trace(go.Scatter(x=x, y=[r[key][q] for r in rows], mode="lines+markers", line={"color": color, "dash": dash},
-                                         name=f"{sw.name} {q}", legendgroup=f"{sw.name}{q}", showlegend=col == 1), row=1, col=col)
-        fig.add_trace(go.Scatter(x=x, y=[r["throughput_tokens_per_s"] for r in rows], mode="lines+markers",
-                                 line={"color": color, "width": 3}, name=f"{sw.name} throughput"), row=1, col=3)
+                fig.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=[r[key][q] for r in rows],
+                        mode="lines+markers",
+                        line={"color": color, "dash": dash},
+                        name=f"{sw.name} {q}",
+                        legendgroup=f"{sw.name}{q}",
+                        showlegend=col == 1,
+                    ),
+                    row=1,
+                    col=col,
+                )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[r["throughput_tokens_per_s"] for r in rows],
+                mode="lines+markers",
+                line={"color": color, "width": 3},
+                name=f"{sw.name} throughput",
+            ),
+            row=1,
+            col=3,
+        )
         _mark_knee(fig, sw, kind, color)
         _speed_of_light(fig, sw, rows, x, sol)
     if kind in ("concurrency", "rate", "goodput"):
@@ -222,22 +301,50 @@ def _mark_knee(fig: Any, sw: RunData, kind: str, color: str) -> None:
     go = plotly()
     row = next(r for r in sw.summary["steps"] if r["step"] == knee["step"])
     x, y = _load_of(row, kind), row["throughput_tokens_per_s"]
-    fig.add_trace(go.Scatter(x=[x, x], y=[0, y], mode="lines", line={"color": color, "dash": "dash", "width": 1},
-                             hoverinfo="skip", showlegend=False), row=1, col=3)
-    fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text", marker={"symbol": "star", "size": 16, "color": color},
-                             text=[f"knee {knee['step']}"], textposition="top left", name=f"{sw.name} knee",
-                             hovertemplate=f"knee {knee['step']}: %{{y:.1f}} tok/s<extra></extra>"), row=1, col=3)
+    fig.add_trace(
+        go.Scatter(
+            x=[x, x],
+            y=[0, y],
+            mode="lines",
+            line={"color": color, "dash": "dash", "width": 1},
+            hoverinfo="skip",
+            showlegend=False,
+        ),
+        row=1,
+        col=3,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[x],
+            y=[y],
+            mode="markers+text",
+            marker={"symbol": "star", "size": 16, "color": color},
+            text=[f"knee {knee['step']}"],
+            textposition="top left",
+            name=f"{sw.name} knee",
+            hovertemplate=f"knee {knee['step']}: %{{y:.1f}} tok/s<extra></extra>",
+        ),
+        row=1,
+        col=3,
+    )
 
 
-def _speed_of_light(fig: Any, sw: RunData, rows: list[dict[str, Any]], x: list[float | None], sol: SpeedOfLight | None) -> None:
+def _speed_of_light(
+    fig: Any, sw: RunData, rows: list[dict[str, Any]], x: list[float | None], sol: SpeedOfLight | None
+) -> None:
     if sol is None:
         return
     steps = dict(sw.steps)
     bounds = [sol(steps[r["step"]]) if r["step"] in steps else None for r in rows]
     if any(b is not None for b in bounds):
         go = plotly()
-        fig.add_trace(go.Scatter(x=x, y=bounds, mode="lines", line={"color": "#6b7280", "dash": "dashdot"},
-                                 name="speed of light (plan)"), row=1, col=3)
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=bounds, mode="lines", line={"color": "#6b7280", "dash": "dashdot"}, name="speed of light (plan)"
+            ),
+            row=1,
+            col=3,
+        )
 
 
 def resource_figure(samples: list[dict[str, Any]]) -> Any | None:
@@ -253,8 +360,11 @@ def resource_figure(samples: list[dict[str, Any]]) -> Any | None:
     fig = make_subplots(rows=nrows, cols=cols, subplot_titles=names, vertical_spacing=0.12 if nrows > 1 else 0.2)
     for i, name in enumerate(names):
         t, v = series[name]
-        fig.add_trace(go.Scatter(x=t, y=v, mode="lines", line={"color": PALETTE[i % len(PALETTE)]}, name=name, showlegend=False),
-                      row=i // cols + 1, col=i % cols + 1)
+        fig.add_trace(
+            go.Scatter(x=t, y=v, mode="lines", line={"color": PALETTE[i % len(PALETTE)]}, name=name, showlegend=False),
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
     fig.update_xaxes(title_text="s")
     fig.update_layout(height=260 * nrows)
     return fig
@@ -265,7 +375,7 @@ def resource_series(samples: list[dict[str, Any]]) -> dict[str, tuple[list[float
     Series that never change (totals, limits) are left out."""
     flat: dict[str, dict[int, float]] = {}
     times: list[float] = []
-    for i, s in enumerate(samples):
+    for s in samples:
         t = s.get("t_ms", None)
         t = t / 1000 if isinstance(t, (int, float)) else s.get("t")
         if not isinstance(t, (int, float)):
@@ -295,9 +405,15 @@ def _leaves(obj: Any, prefix: str) -> list[tuple[str, float]]:
 
 # --- tables and cards --------------------------------------------------------------------------------
 
-SUMMARY_ROWS = (("TTFT", "ttft_ms", "ms"), ("TPOT", "tpot_ms", "ms"), ("ITL (chunk)", "itl_chunk_ms", "ms"),
-                ("E2E", "e2e_ms", "ms"), ("Output tokens", "output_tokens", "tok"), ("Prompt tokens", "prompt_tokens", "tok"),
-                ("Tokens/chunk", "tokens_per_chunk", "tok"))
+SUMMARY_ROWS = (
+    ("TTFT", "ttft_ms", "ms"),
+    ("TPOT", "tpot_ms", "ms"),
+    ("ITL (chunk)", "itl_chunk_ms", "ms"),
+    ("E2E", "e2e_ms", "ms"),
+    ("Output tokens", "output_tokens", "tok"),
+    ("Prompt tokens", "prompt_tokens", "tok"),
+    ("Tokens/chunk", "tokens_per_chunk", "tok"),
+)
 STAT_COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
@@ -316,7 +432,9 @@ def cards(items: Sequence[tuple[str, str, str | None]]) -> str:
     out = []
     for label, value, sub in items:
         s = f"<div class='sub'>{html.escape(sub)}</div>" if sub else ""
-        out.append(f"<div class='card'><div class='label'>{html.escape(label)}</div><div class='value'>{html.escape(value)}</div>{s}</div>")
+        out.append(
+            f"<div class='card'><div class='label'>{html.escape(label)}</div><div class='value'>{html.escape(value)}</div>{s}</div>"
+        )
     return f"<div class='cards'>{''.join(out)}</div>"
 
 
@@ -328,14 +446,30 @@ def run_cards(run: RunData, cost: dict[str, Any] | None, bound: float | None) ->
         ("TTFT p50", f"{_f(m['ttft_ms']['p50'])} ms", f"p95 {_f(m['ttft_ms']['p95'])} ms"),
         ("TPOT p50", f"{_f(m['tpot_ms']['p50'], 2)} ms", f"p95 {_f(m['tpot_ms']['p95'], 2)} ms"),
         ("E2E p95", f"{_f(m['e2e_ms']['p95'])} ms", f"p50 {_f(m['e2e_ms']['p50'])} ms"),
-        ("throughput", f"{_f(tp['output_tokens_per_s'])} tok/s",
-         f"{_f(tp['requests_per_s'], 2)} req/s" + (f"; {100 * tp['output_tokens_per_s'] / bound:.0f} % of speed of light"
-                                                   if bound and tp["output_tokens_per_s"] else "")),
-        ("errors", f"{_f(None if s['error_rate'] is None else s['error_rate'] * 100, 2)} %", f"{req['failed']} of {req['total']} requests"),
+        (
+            "throughput",
+            f"{_f(tp['output_tokens_per_s'])} tok/s",
+            f"{_f(tp['requests_per_s'], 2)} req/s"
+            + (
+                f"; {100 * tp['output_tokens_per_s'] / bound:.0f} % of speed of light"
+                if bound and tp["output_tokens_per_s"]
+                else ""
+            ),
+        ),
+        (
+            "errors",
+            f"{_f(None if s['error_rate'] is None else s['error_rate'] * 100, 2)} %",
+            f"{req['failed']} of {req['total']} requests",
+        ),
     ]
     if cost and cost.get("usd_per_million_output_tokens") is not None:
-        items.append(("$ per M output tokens", f"${cost['usd_per_million_output_tokens']:,.4f}",
-                      f"${_f(cost.get('usd_per_1k_requests'), 4)} per 1k requests · {_basis(cost)}"))
+        items.append(
+            (
+                "$ per M output tokens",
+                f"${cost['usd_per_million_output_tokens']:,.4f}",
+                f"${_f(cost.get('usd_per_1k_requests'), 4)} per 1k requests · {_basis(cost)}",
+            )
+        )
     return cards(items)
 
 
@@ -351,7 +485,7 @@ def _when(text: str | None) -> str:
     if not text:
         return ""
     try:
-        return datetime.fromisoformat(text).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return datetime.fromisoformat(text).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     except ValueError:
         return text
 
@@ -360,17 +494,27 @@ def comparison_html(report: Report) -> str:
     parts = []
     if report.warnings:
         items = "".join(f"<li>{html.escape(w)}</li>" for w in report.warnings)
-        parts.append(f"<div class='warn'><strong>Conditions differ — not a like-for-like comparison</strong><ul>{items}</ul></div>")
+        parts.append(
+            f"<div class='warn'><strong>Conditions differ — not a like-for-like comparison</strong><ul>{items}</ul></div>"
+        )
     for c in report.comparisons:
         head = "".join(f"<th class='{'num' if 1 < i < 6 else ''}'>{h}</th>" for i, h in enumerate(HEADER))
         body = []
-        for cells, r in zip(table_rows(c), c.rows):
-            cls = {"B better": "better", "B worse": "worse", "B fails more": "worse", "B fails less": "better"}.get(r.verdict, "")
-            tds = "".join(f"<td class='{'num' if 1 < i < 6 else ''}'>{html.escape(v)}</td>" for i, v in enumerate(cells))
+        for cells, r in zip(table_rows(c), c.rows, strict=False):
+            cls = {"B better": "better", "B worse": "worse", "B fails more": "worse", "B fails less": "better"}.get(
+                r.verdict, ""
+            )
+            tds = "".join(
+                f"<td class='{'num' if 1 < i < 6 else ''}'>{html.escape(v)}</td>" for i, v in enumerate(cells)
+            )
             body.append(f"<tr class='{cls}'>{tds}</tr>")
-        parts.append(f"<h3>{html.escape(title(c))}</h3><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
-    parts.append("<p class='note'>B/A: ratio of B's statistic to A's. 95 % CI: percentile bootstrap over requests "
-                 "(2000 resamples, seed 0). A difference is significant when its CI excludes 1 (error rate: 0 pp).</p>")
+        parts.append(
+            f"<h3>{html.escape(title(c))}</h3><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        )
+    parts.append(
+        "<p class='note'>B/A: ratio of B's statistic to A's. 95 % CI: percentile bootstrap over requests "
+        "(2000 resamples, seed 0). A difference is significant when its CI excludes 1 (error rate: 0 pp).</p>"
+    )
     return "".join(parts)
 
 
@@ -378,13 +522,21 @@ def manifest_html(runs: Sequence[tuple[str, RunData]]) -> str:
     out = []
     for name, run in runs:
         m = run.manifest
-        facts = [("endpoint", m.get("endpoint")), ("model", m.get("model")), ("measured by", f"{m.get('tool')} {m.get('version')}"),
-                 ("started", m.get("started_at")), ("finished", m.get("finished_at")),
-                 ("prompts", (m.get("prompts") or {}).get("name")), ("command", " ".join(map(str, m.get("command") or [])))]
+        facts = [
+            ("endpoint", m.get("endpoint")),
+            ("model", m.get("model")),
+            ("measured by", f"{m.get('tool')} {m.get('version')}"),
+            ("started", m.get("started_at")),
+            ("finished", m.get("finished_at")),
+            ("prompts", (m.get("prompts") or {}).get("name")),
+            ("command", " ".join(map(str, m.get("command") or []))),
+        ]
         rows = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts if v)
         dump = html.escape(json.dumps(m, indent=2, ensure_ascii=False, default=str))
-        out.append(f"<h3>{html.escape(name)}</h3><table class='facts'>{rows}</table>"
-                   f"<details><summary>full manifest.json</summary><pre>{dump}</pre></details>")
+        out.append(
+            f"<h3>{html.escape(name)}</h3><table class='facts'>{rows}</table>"
+            f"<details><summary>full manifest.json</summary><pre>{dump}</pre></details>"
+        )
     return "".join(out)
 
 
@@ -415,12 +567,22 @@ def _run_page(run: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> 
 
 
 def _run_charts(page: Page, runs: list[tuple[str, RunData]]) -> None:
-    page.add("Latency distributions", page.chart(cdf_figure(runs), "Cumulative share of requests at or below each latency."))
+    page.add(
+        "Latency distributions", page.chart(cdf_figure(runs), "Cumulative share of requests at or below each latency.")
+    )
     for name, run in runs[:4]:
         fig, note = timeline_figure(run)
         height = max(280, min(520, 9 * len(run.measured()) + 120))
-        page.add(f"Requests over time: {name}", page.chart(fig, note or "Each bar is one request: waiting for its first "
-                 "token (light), then streaming (dark); failures in red.", height=height))
+        page.add(
+            f"Requests over time: {name}",
+            page.chart(
+                fig,
+                note
+                or "Each bar is one request: waiting for its first "
+                "token (light), then streaming (dark); failures in red.",
+                height=height,
+            ),
+        )
     chunks, caption = chunk_figure(runs)
     page.add("Tokens per chunk", page.chart(chunks, caption) if chunks else "", note=None if chunks else caption)
     for name, run in runs:
@@ -435,10 +597,15 @@ def _sweep_page(sw: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) ->
     kind = s.get("sweep", "concurrency")
     page = Page(f"{kind} sweep: {s.get('model')} @ {s.get('endpoint')}", f"{sw.name} · {_when(s.get('started_at'))}")
     steps = dict(sw.steps)
-    costs = {n: (cost_of(r.summary, r.manifest, cost) or {}).get("usd_per_million_output_tokens") for n, r in steps.items()}
+    costs = {
+        n: (cost_of(r.summary, r.manifest, cost) or {}).get("usd_per_million_output_tokens") for n, r in steps.items()
+    }
     page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), _sweep_table(s, costs))
     knee_note = " The star marks the knee." if s.get("knee") else ""
-    page.add("Latency and throughput against load", page.chart(sweep_figure([sw], sol), "Solid: p50, dotted: p95." + knee_note, 420))
+    page.add(
+        "Latency and throughput against load",
+        page.chart(sweep_figure([sw], sol), "Solid: p50, dotted: p95." + knee_note, 420),
+    )
     _run_charts(page, _focus_steps(sw))
     return page
 
@@ -456,26 +623,38 @@ def _sweep_cards(s: dict[str, Any], sw: RunData, cost: CostSpec | None) -> list[
     knee = s.get("knee")
     items: list[tuple[str, str, str | None]] = [("steps", str(len(s["steps"])), f"stopped: {s.get('stop_reason')}")]
     if knee:
-        items.append(("knee", knee["step"], f"{_f(knee['throughput_tokens_per_s'])} tok/s, E2E p95 {_f(knee['e2e_p95_ms'])} ms"))
+        items.append(
+            ("knee", knee["step"], f"{_f(knee['throughput_tokens_per_s'])} tok/s, E2E p95 {_f(knee['e2e_p95_ms'])} ms")
+        )
         step = dict(sw.steps).get(knee["step"])
         c = cost_of(step.summary, step.manifest, cost) if step else None
         if c and c.get("usd_per_million_output_tokens") is not None:
-            items.append(("$ per M output tokens at the knee", f"${c['usd_per_million_output_tokens']:,.4f}", _basis(c)))
+            items.append(
+                ("$ per M output tokens at the knee", f"${c['usd_per_million_output_tokens']:,.4f}", _basis(c))
+            )
     elif s.get("sweep") in ("concurrency", "rate"):
         items.append(("knee", "not reached", "throughput still grew at the last step"))
     best = max((r["throughput_tokens_per_s"] or 0 for r in s["steps"]), default=0)
     items.append(("peak throughput", f"{_f(best)} tok/s", None))
     if s.get("prefill"):
-        items.append(("prefill", f"{_f(s['prefill']['prefill_tokens_per_s'])} tok/s", f"R² {_f(s['prefill']['r2'], 3)}"))
+        items.append(
+            ("prefill", f"{_f(s['prefill']['prefill_tokens_per_s'])} tok/s", f"R² {_f(s['prefill']['r2'], 3)}")
+        )
     if s.get("goodput_search"):
         g = s["goodput_search"]
-        items.append(("max goodput rate", f"{_f(g.get('best_rate'), 3)} req/s", f"{g.get('probes')} probes, {g.get('reason')}"))
+        items.append(
+            ("max goodput rate", f"{_f(g.get('best_rate'), 3)} req/s", f"{g.get('probes')} probes, {g.get('reason')}")
+        )
     return items
 
 
 def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
     priced = any(v is not None for v in costs.values())
-    cols = ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %"] + (["$/M out tok"] if priced else []) + [""]
+    cols = (
+        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %"]
+        + (["$/M out tok"] if priced else [])
+        + [""]
+    )
     head = "".join(f"<th class='{'num' if 0 < i < len(cols) - 1 else ''}'>{c}</th>" for i, c in enumerate(cols))
     body = []
     for r in s["steps"]:
@@ -483,12 +662,23 @@ def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
         mark = "knee" if r.get("knee") else "saturated" if r.get("saturated") else "errors" if r.get("failing") else ""
         mark = mark or ("meets SLO" if r.get("passed") else "misses SLO" if "passed" in r else "")
         gain = "—" if r.get("gain") is None else f"{r['gain'] * 100:+.1f} %"
-        cells = [r["step"], _f(load, 2 if r.get("rate") is not None else 0), f"{r['requests']['succeeded']}/{r['requests']['total']}",
-                 _f(r["ttft_ms"]["p50"]), _f(r["ttft_ms"]["p95"]), _f(r["tpot_ms"]["p50"], 2), _f(r["e2e_ms"]["p95"]),
-                 _f(r["throughput_tokens_per_s"]), gain, _f(None if r["error_rate"] is None else r["error_rate"] * 100)]
+        cells = [
+            r["step"],
+            _f(load, 2 if r.get("rate") is not None else 0),
+            f"{r['requests']['succeeded']}/{r['requests']['total']}",
+            _f(r["ttft_ms"]["p50"]),
+            _f(r["ttft_ms"]["p95"]),
+            _f(r["tpot_ms"]["p50"], 2),
+            _f(r["e2e_ms"]["p95"]),
+            _f(r["throughput_tokens_per_s"]),
+            gain,
+            _f(None if r["error_rate"] is None else r["error_rate"] * 100),
+        ]
         cells += [_f(costs.get(r["step"]), 4)] if priced else []
         cells.append(mark)
-        tds = "".join(f"<td class='{'num' if 0 < i < len(cells) - 1 else ''}'>{html.escape(c)}</td>" for i, c in enumerate(cells))
+        tds = "".join(
+            f"<td class='{'num' if 0 < i < len(cells) - 1 else ''}'>{html.escape(c)}</td>" for i, c in enumerate(cells)
+        )
         body.append(f"<tr class='{'knee' if r.get('knee') else ''}'>{tds}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -501,7 +691,9 @@ def _comparison_page(inputs: list[RunData], cost: CostSpec | None, sol: SpeedOfL
         page.add("Side by side", comparison_html(report))
         _run_charts(page, [(r.name, r) for r in inputs])
         return page
-    page.add("Latency and throughput against load", page.chart(sweep_figure(inputs, sol), "Solid: p50, dotted: p95.", 420))
+    page.add(
+        "Latency and throughput against load", page.chart(sweep_figure(inputs, sol), "Solid: p50, dotted: p95.", 420)
+    )
     page.add("Step by step", comparison_html(report))
     return page
 
@@ -542,7 +734,7 @@ def render(page: Page) -> str:
     from plotly.offline import get_plotlyjs
 
     plotly()
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -582,8 +774,14 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
         output = (met.get("output_tokens") or {}).get("mean") or 0
         conc = ((run.manifest.get("settings") or {}).get("load") or {}).get("concurrency") or 1
         try:
-            r = plan(name, hardware, devices=devices, concurrency=int(conc), context=max(1, int(prompt + output / 2)),
-                     input_tokens=max(1, int(prompt)))
+            r = plan(
+                name,
+                hardware,
+                devices=devices,
+                concurrency=int(conc),
+                context=max(1, int(prompt + output / 2)),
+                input_tokens=max(1, int(prompt)),
+            )
         except Exception:  # noqa: BLE001 - the bound is context; an unknown model just has none
             return None
         return r.to_dict().get("aggregate_tokens_per_s_bound")

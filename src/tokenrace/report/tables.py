@@ -55,7 +55,9 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
         f" over {fmt(tp['window_s'], 2)} s; steady {fmt(tp['steady_output_tokens_per_s'])} tok/s",
     ]
     if summary.get("offered_rate") is not None:
-        lines.append(f"rate: offered {fmt(summary['offered_rate'], 2)} req/s, achieved {fmt(summary['achieved_rate'], 2)} req/s")
+        lines.append(
+            f"rate: offered {fmt(summary['offered_rate'], 2)} req/s, achieved {fmt(summary['achieved_rate'], 2)} req/s"
+        )
     cold = summary.get("cold")
     if cold:
         lines.append(f"cold (first request): TTFT {fmt(cold['ttft_ms'])} ms, E2E {fmt(cold['e2e_ms'])} ms")
@@ -84,7 +86,9 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
     lines.extend(f"drift: {f}" for f in (summary.get("drift") or {}).get("findings") or [])
     if summary.get("goodput"):
         g = summary["goodput"]
-        lines.append(f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}")
+        lines.append(
+            f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}"
+        )
     return lines
 
 
@@ -114,14 +118,29 @@ def profile_table(summary: dict[str, Any]) -> Table:
         t.add_column(col, justify="left" if col == "step" else "right")
     cold = summary.get("cold")
     if cold:
-        t.add_row("cold", "1", "1/1" if not cold.get("error_kind") else "0/1", fmt(cold["ttft_ms"]), "", "", "", "", "", "", "")
+        t.add_row(
+            "cold",
+            "1",
+            "1/1" if not cold.get("error_kind") else "0/1",
+            fmt(cold["ttft_ms"]),
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+        )
     for row in summary["steps"]:
         req = row["requests"]
         t.add_row(
-            row["step"], str(row["concurrency"]), f"{req['succeeded']}/{req['total']}",
+            row["step"],
+            str(row["concurrency"]),
+            f"{req['succeeded']}/{req['total']}",
             *(fmt(row["ttft_ms"][q]) for q in ("p50", "p95", "max")),
             *(fmt(row["tpot_ms"][q]) for q in ("p50", "p95", "max")),
-            fmt(row["output_tokens_per_s"]), fmt(row["requests_per_s"], 2),
+            fmt(row["output_tokens_per_s"]),
+            fmt(row["requests_per_s"], 2),
         )
     return t
 
@@ -139,7 +158,10 @@ def print_profile(summary: dict[str, Any], console: Console | None = None) -> No
     console.print(profile_table(summary))
     cold, warm = summary.get("cold") or {}, (summary.get("warm") or {}).get("ttft_ms") or {}
     if cold.get("ttft_ms") is not None and warm.get("p50") is not None:
-        console.print(f"cold vs warm TTFT: {fmt(cold['ttft_ms'])} ms first request, {fmt(warm['p50'])} ms warm p50 (concurrency 1)", highlight=False)
+        console.print(
+            f"cold vs warm TTFT: {fmt(cold['ttft_ms'])} ms first request, {fmt(warm['p50'])} ms warm p50 (concurrency 1)",
+            highlight=False,
+        )
     for row in summary["steps"]:
         eff = row.get("efficiency")
         if eff and not eff.get("error"):

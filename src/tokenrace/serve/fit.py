@@ -10,8 +10,15 @@ from tokenrace.serve.engines import LaunchSpec
 
 # vLLM/SGLang --dtype and --quantization values -> the planner's precision names.
 _DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32", "auto": None}
-_QUANT = {"awq": "awq-int4", "awq_marlin": "awq-int4", "gptq": "gptq-int4", "gptq_marlin": "gptq-int4", "fp8": "fp8",
-          "bitsandbytes": "int8", "int8": "int8"}
+_QUANT = {
+    "awq": "awq-int4",
+    "awq_marlin": "awq-int4",
+    "gptq": "gptq-int4",
+    "gptq_marlin": "gptq-int4",
+    "fp8": "fp8",
+    "bitsandbytes": "int8",
+    "int8": "int8",
+}
 
 
 @dataclass(slots=True)
@@ -52,8 +59,12 @@ def check(spec: LaunchSpec, hardware: str | None) -> FitCheck:
         return FitCheck(False, None, "no GPU detected and no --hardware given: fit not checked")
     try:
         verdict = planner.check_fit(
-            spec.model, gpu, devices=spec.tensor_parallel_size, precision=precision_for(spec),
-            context=spec.max_model_len or 4096, concurrency=1,
+            spec.model,
+            gpu,
+            devices=spec.tensor_parallel_size,
+            precision=precision_for(spec),
+            context=spec.max_model_len or 4096,
+            concurrency=1,
             **({"utilization": spec.gpu_memory_utilization} if spec.gpu_memory_utilization else {}),
         )
     except UsageError as exc:

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenrace.serve.embedded import EmbeddedOptions, binary_env, default_model, llama_server_command, model_record, require_binary
+from tokenrace.serve.embedded import (
+    EmbeddedOptions,
+    binary_env,
+    default_model,
+    llama_server_command,
+    model_record,
+    require_binary,
+)
 from tokenrace.serve.process import EngineProcess, free_port, wait_ready
 
 
@@ -37,7 +44,9 @@ def llama_server_version(binary: Path, env: dict[str, str]) -> str | None:
     return None
 
 
-async def start_embedded(opts: EmbeddedOptions, timeout_s: float = 120.0, log_path: Path | None = None) -> RunningEngine:
+async def start_embedded(
+    opts: EmbeddedOptions, timeout_s: float = 120.0, log_path: Path | None = None
+) -> RunningEngine:
     binary = require_binary()
     model = opts.model or default_model()
     info = model_record(model)

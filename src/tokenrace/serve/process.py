@@ -41,7 +41,9 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 class EngineProcess:
     """A child process in its own process group, with the last log lines kept in memory."""
 
-    def __init__(self, argv: Sequence[str], name: str, env: dict[str, str] | None = None, log_path: Path | None = None) -> None:
+    def __init__(
+        self, argv: Sequence[str], name: str, env: dict[str, str] | None = None, log_path: Path | None = None
+    ) -> None:
         self.argv = list(argv)
         self.name = name
         self.env = env
@@ -53,8 +55,12 @@ class EngineProcess:
     def start(self) -> EngineProcess:
         try:
             self.proc = subprocess.Popen(
-                self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, **(self.env or {})}, preexec_fn=_die_with_parent,
+                self.argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(self.env or {})},
+                preexec_fn=_die_with_parent,
             )
         except FileNotFoundError:
             raise EngineError(f"{self.name}: cannot run {self.argv[0]!r}: not found") from None
@@ -133,12 +139,14 @@ async def _poll(proc: EngineProcess, deadline: float, probe) -> object:  # type:
     while time.monotonic() < deadline:
         if not proc.alive():
             code = proc.proc.returncode if proc.proc else None
-            raise EngineError(f"{proc.name} exited with code {code} before it was ready. Last log lines:\n{proc.tail()}")
+            raise EngineError(
+                f"{proc.name} exited with code {code} before it was ready. Last log lines:\n{proc.tail()}"
+            )
         try:
             result = await probe()
             if result:
                 return result
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             last_error = str(exc) or type(exc).__name__
         await asyncio.sleep(0.2)
     raise EngineError(f"{proc.name} was not ready in time ({last_error}). Last log lines:\n{proc.tail()}")

@@ -99,12 +99,8 @@ async def _log_file_ctx(app: web.Application) -> AsyncIterator[None]:
 # --- small helpers -------------------------------------------------------------------
 
 
-def json_response(
-    obj: Any, status: int = 200, headers: Mapping[str, str] | None = None
-) -> web.Response:
-    return web.Response(
-        body=orjson.dumps(obj), status=status, content_type="application/json", headers=headers
-    )
+def json_response(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json", headers=headers)
 
 
 def error_response(status: int, message: str, type_: str, code: str | None) -> web.Response:
@@ -114,9 +110,7 @@ def error_response(status: int, message: str, type_: str, code: str | None) -> w
 def _auth_error(request: web.Request, config: FakeConfig) -> web.Response | None:
     if config.api_key is None or request.headers.get("Authorization") == f"Bearer {config.api_key}":
         return None
-    return error_response(
-        401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
-    )
+    return error_response(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
 
 
 async def _read_json_object(request: web.Request) -> Json:
@@ -195,9 +189,7 @@ async def metrics(request: web.Request) -> web.Response:
     path = request.app[STATE].config.metrics_text_path
     if path is None:
         return error_response(404, "No metrics configured.", "invalid_request_error", "not_found")
-    return web.Response(
-        body=Path(path).read_bytes(), headers={"Content-Type": METRICS_CONTENT_TYPE}
-    )
+    return web.Response(body=Path(path).read_bytes(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 async def fake_log(request: web.Request) -> web.Response:
@@ -248,9 +240,7 @@ async def _generate(request: web.Request, endpoint: Endpoint) -> web.StreamRespo
         log.close(record)
 
 
-async def _respond(
-    request: web.Request, record: RequestRecord, endpoint: Endpoint
-) -> web.StreamResponse:
+async def _respond(request: web.Request, record: RequestRecord, endpoint: Endpoint) -> web.StreamResponse:
     state = request.app[STATE]
     denied = _auth_error(request, state.config)
     if denied is not None:
@@ -303,9 +293,7 @@ def _fault_error(fault: str) -> web.Response:
         resp = error_response(429, message, "rate_limit_error", "rate_limit_exceeded")
         resp.headers["Retry-After"] = "1"
         return resp
-    return error_response(
-        500, "Injected fault: internal server error.", "server_error", "internal_error"
-    )
+    return error_response(500, "Injected fault: internal server error.", "server_error", "internal_error")
 
 
 def _fill_record(record: RequestRecord, req: GenRequest) -> None:
@@ -408,9 +396,7 @@ def _include_usage(config: FakeConfig, body: Json) -> bool:
 # --- sending -------------------------------------------------------------------------
 
 
-async def _send_now(
-    request: web.Request, record: RequestRecord, resp: web.Response
-) -> web.Response:
+async def _send_now(request: web.Request, record: RequestRecord, resp: web.Response) -> web.Response:
     """Send a whole response now, stamping the moment its bytes go out."""
     resp.headers["x-request-id"] = record.id
     record.status = resp.status

@@ -121,9 +121,7 @@ def usage_chunk(meta: ResponseMeta, usage: Json) -> Json:
     return {**meta._head(meta.chunk_object()), "choices": [], "usage": usage}
 
 
-def chat_body(
-    meta: ResponseMeta, reasoning: str, content: str, finish_reason: str, usage: Json | None
-) -> Json:
+def chat_body(meta: ResponseMeta, reasoning: str, content: str, finish_reason: str, usage: Json | None) -> Json:
     """A non-streaming chat.completion body."""
     message: Json = {"role": "assistant", "content": content}
     if reasoning:

@@ -133,9 +133,7 @@ class Pacer:
     server actually woke up, so oversleeping once does not drift the rest.
     """
 
-    def __init__(
-        self, arrival_ns: int, config: FakeConfig, rng: random.Random, others: int
-    ) -> None:
+    def __init__(self, arrival_ns: int, config: FakeConfig, rng: random.Random, others: int) -> None:
         self._config = config
         self._rng = rng
         ttft = config.ttft_ms + config.load_ttft_ms * others

@@ -102,9 +102,7 @@ class RunningFakeServer:
         await self.runner.cleanup()
 
 
-async def start_server(
-    config: ConfigLike = None, host: str = "127.0.0.1", port: int = 0
-) -> RunningFakeServer:
+async def start_server(config: ConfigLike = None, host: str = "127.0.0.1", port: int = 0) -> RunningFakeServer:
     """Start listening (port 0 picks a free port) and return the running server."""
     runner = web.AppRunner(build_app(config), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
@@ -193,9 +191,7 @@ class _FakeServerAccess:
         self._call("POST", "/fake/reset")
 
     def _call(self, method: str, path: str) -> Any:
-        request = urllib.request.Request(
-            self.url + path, method=method, data=b"" if method == "POST" else None
-        )
+        request = urllib.request.Request(self.url + path, method=method, data=b"" if method == "POST" else None)
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
@@ -248,7 +244,7 @@ class FakeServerThread(_FakeServerAccess):
         self._loop = loop
         try:
             loop.run_until_complete(self._serve())
-        except BaseException as exc:  # surfaced to start() through _error
+        except BaseException as exc:  # noqa: BLE001 - surfaced to start() through _error
             self._error = exc
             self._ready.set()
         finally:
@@ -350,9 +346,7 @@ def _read_ready(proc: subprocess.Popen[bytes], timeout_s: float) -> str:
     line = lines[0].decode().strip() if lines else ""
     if not line.startswith("READY "):
         code = proc.poll()
-        raise RuntimeError(
-            f"fake server did not become ready (exit code {code}, first line {line!r})"
-        )
+        raise RuntimeError(f"fake server did not become ready (exit code {code}, first line {line!r})")
     return line.removeprefix("READY ")
 
 
