@@ -67,12 +67,18 @@ if ! has_server; then
 fi
 has_server || { echo "llama-server is still missing after the build; see .venv/install.log" >&2; exit 1; }
 
-if [ "$want_chromium" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "==> installing Debian's chromium (for the HTML report tests)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 \
-      || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } \
-      || echo "   (chromium could not be installed: the report's browser test will be skipped)"
+# The tests drive Debian's chromium (the HTML report) and start their own redis-server (the
+# gateway's shared state); both are Debian packages.
+if [ "$want_chromium" = 1 ]; then
+  missing=""
+  command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+  command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+  if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "==> installing Debian's$missing (for the report and gateway tests)"
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null 2>&1; } \
+      || echo "   ($missing could not be installed: the tests that need them will fail)"
   fi
 fi
 echo "==> ready: $(.venv/bin/tokenrace --version)"
