@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from tokenrace.bench.prompts import single
-from tokenrace.bench.runner import Load, Runner
 from tokenrace.client.openai import OpenAIClient, RequestOptions
 from tokenrace.client.records import RequestRecord
+from tokenrace.load.prompts import single
+from tokenrace.load.runner import Load, Runner
 from tokenrace.testing.fake_server import spawn_fake_server
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

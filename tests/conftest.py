@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +11,11 @@ from tokenrace.testing.fake_server import FakeServerThread
 
 
 @pytest.fixture(autouse=True)
-def _private_history(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def tokenrace_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Runs made by tests index into a throwaway history, never the user's."""
-    monkeypatch.setenv("TOKENRACE_HOME", str(tmp_path_factory.mktemp("home")))
+    home = tmp_path / "home"
+    monkeypatch.setenv("TOKENRACE_HOME", str(home))
+    return home
 
 
 @pytest.fixture

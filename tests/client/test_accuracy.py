@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from tests.conftest import run
 
-from tokenrace.bench.tokens import fill_token_counts
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
+from tokenrace.load.tokens import fill_token_counts
 from tokenrace.testing.fake_server import spawn_fake_server
 
 

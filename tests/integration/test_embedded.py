@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from tests.integration.conftest import embedded_engine, require_embedded
 
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchSession, BenchSettings, PromptSpec
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.load.runner import Load
+from tokenrace.runs.session import BenchSession, BenchSettings, PromptSpec
 from tokenrace.serve.launch import RunningEngine
 
 pytestmark = pytest.mark.embedded

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
-from tokenrace.bench.soak import default_window_s, drift, is_soak
 from tokenrace.client.records import RequestRecord
+from tokenrace.figures.drift import default_window_s, drift, is_soak
 from tokenrace.monitor import MonitorSession, load_timeseries
 
 MS = 1_000_000

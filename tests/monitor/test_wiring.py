@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from tests.monitor.test_server_metrics import FIXTURES, bump
 
-from tokenrace.bench.metrics import Windows, summarize
 from tokenrace.client.records import RequestRecord
+from tokenrace.figures.summary import Windows, summarize
 from tokenrace.monitor.wiring import discover_metrics_url, enrich_summary, monitor_for_bench
 from tokenrace.testing.fake_server import FakeServerThread
 

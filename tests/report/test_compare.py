@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 from tests.sweep.helpers import bench
 
-from tokenrace.bench.rundata import RunData, load
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchSettings
-from tokenrace.bench.sweep import SweepPlan, run_sweep
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
+from tokenrace.load.runner import Load
 from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
+from tokenrace.runs.reader import RunData, load
+from tokenrace.runs.session import BenchSettings
+from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 
 

@@ -15,14 +15,14 @@ import pytest
 from tests.report.cdp import load_page
 from tests.sweep.helpers import bench
 
-from tokenrace.bench.cost import CostSpec, GpuCost
-from tokenrace.bench.rundata import load
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchSettings
-from tokenrace.bench.sweep import SweepPlan, run_sweep
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.figures.cost import CostSpec, GpuCost
+from tokenrace.load.runner import Load
 from tokenrace.report.html import build, resource_series, write
+from tokenrace.runs.reader import load
+from tokenrace.runs.session import BenchSettings
+from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

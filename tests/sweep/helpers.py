@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.load.runner import Load
+from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
 
 
 def bench(base_url: str, out: Path, label: str | None = None, max_tokens: int = 16, **load: Any) -> BenchResult:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tokenrace.bench.knee import Point, analyse, fit_prefill, gain, is_saturated, search_max_rate
+from tokenrace.sweep.knee import Point, analyse, fit_prefill, gain, is_saturated, search_max_rate
 
 
 def ladder(throughputs: list[float | None], p95s: list[float], errors: list[float] | None = None) -> list[Point]:

@@ -16,14 +16,14 @@ from typing import Any
 
 from tests.conftest import sigint_default
 
-from tokenrace.bench.history import Filters, History
-from tokenrace.bench.profile import _run_steps
-from tokenrace.bench.rundata import load
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchSettings
-from tokenrace.bench.sweep import SweepPlan, run_sweep
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.load.runner import Load
+from tokenrace.runs.history import Filters, History
+from tokenrace.runs.reader import load
+from tokenrace.runs.session import BenchSettings
+from tokenrace.sweep.profile import _run_steps
+from tokenrace.sweep.runner import SweepPlan, run_sweep
 
 RUN_FILES = ["manifest.json", "records.jsonl", "summary.json"]
 
@@ -86,31 +86,29 @@ def test_concurrency_sweep_finds_the_knee_and_stops(knee_server: Any, tmp_path: 
     assert {r["kind"] for r in rows} == {"sweep", "run"} and len(rows) == len(steps) + 1
 
 
-def test_first_step_is_cold_and_the_rest_warm(quick_server: Any, tmp_path: Path) -> None:
-    r = asyncio.run(run_sweep(settings(quick_server.url, tmp_path / "s"), SweepPlan(values=(1, 2), stop_early=False)))
+def test_first_step_is_cold_and_the_rest_warm(fake: Any, tmp_path: Path) -> None:
+    r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s"), SweepPlan(values=(1, 2), stop_early=False)))
     assert [n for n, _ in r.steps] == ["c1", "c2"]
     assert r.steps[0][1].summary["cold"] is not None and r.steps[1][1].summary["cold"] is None
     assert r.summary["stop_reason"] == "completed"
 
 
-def test_requests_scale_with_concurrency_unless_given(quick_server: Any, tmp_path: Path) -> None:
+def test_requests_scale_with_concurrency_unless_given(fake: Any, tmp_path: Path) -> None:
     plan = SweepPlan(values=(1, 8), stop_early=False, requests_per_worker=4)
-    r = asyncio.run(run_sweep(settings(quick_server.url, tmp_path / "s", requests=10), plan))
+    r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s", requests=10), plan))
     assert [res.summary["requests"]["total"] for _, res in r.steps] == [10, 32]
 
 
-def test_rate_sweep_runs_open_loop(quick_server: Any, tmp_path: Path) -> None:
-    r = asyncio.run(
-        run_sweep(settings(quick_server.url, tmp_path / "s", requests=20), SweepPlan(kind="rate", values=(20, 40)))
-    )
+def test_rate_sweep_runs_open_loop(fake: Any, tmp_path: Path) -> None:
+    r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s", requests=20), SweepPlan(kind="rate", values=(20, 40))))
     rows = r.summary["steps"]
     assert [x["step"] for x in rows] == ["r20", "r40"] and [x["rate"] for x in rows] == [20.0, 40.0]
     assert all(x["achieved_rate"] is not None for x in rows)
 
 
-def test_prompt_length_sweep_fits_ttft(quick_server: Any, tmp_path: Path) -> None:
+def test_prompt_length_sweep_fits_ttft(fake: Any, tmp_path: Path) -> None:
     plan = SweepPlan(kind="input_tokens", values=(64, 256))
-    r = asyncio.run(run_sweep(settings(quick_server.url, tmp_path / "s", requests=6), plan))
+    r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s", requests=6), plan))
     rows = r.summary["steps"]
     assert [x["step"] for x in rows] == ["in64", "in256"]
     assert rows[0]["prompt_tokens_mean"] < rows[1]["prompt_tokens_mean"]  # the fake counts the words
@@ -134,17 +132,17 @@ def test_max_goodput_records_every_probe(knee_server: Any, tmp_path: Path) -> No
     assert rows[0]["step"] == "p01-r8"
 
 
-def test_bad_sweep_flags_are_one_line(quick_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
-    p = tokenrace("sweep", "--url", quick_server.url, "--rates", "1,2", "--concurrencies", "1,2", home=tokenrace_home)
+def test_bad_sweep_flags_are_one_line(fake: Any, tmp_path: Path, tokenrace_home: Path) -> None:
+    p = tokenrace("sweep", "--url", fake.url, "--rates", "1,2", "--concurrencies", "1,2", home=tokenrace_home)
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "choose one sweep" in p.stderr
-    p = tokenrace("sweep", "--url", quick_server.url, "--max-goodput", home=tokenrace_home)
+    p = tokenrace("sweep", "--url", fake.url, "--max-goodput", home=tokenrace_home)
     assert p.returncode == 2 and "--slo" in p.stderr
-    p = tokenrace("sweep", "--url", quick_server.url, "--concurrencies", "1,x", home=tokenrace_home)
+    p = tokenrace("sweep", "--url", fake.url, "--concurrencies", "1,x", home=tokenrace_home)
     assert p.returncode == 2 and "--concurrencies" in p.stderr
 
 
-def test_profile_runs_its_steps_through_the_step_runner(quick_server: Any, tmp_path: Path) -> None:
-    engine = SimpleNamespace(base_url=quick_server.base_url, model="fake-model", record={"engine": "fake"})
+def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Path) -> None:
+    engine = SimpleNamespace(base_url=fake.base_url, model="fake-model", record={"engine": "fake"})
     template = BenchSettings(endpoint=None, load=Load(requests=4), output=tmp_path / "p")
     steps = (("c1", Load(concurrency=1, requests=3, cold=True)), ("c2", Load(concurrency=2, requests=4, cold=False)))
     result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]

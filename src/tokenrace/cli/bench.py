@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from tokenrace.bench.history import index_quietly
-from tokenrace.bench.progress import LiveProgress
-from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
+from tokenrace.load.progress import LiveProgress
 from tokenrace.report.tables import print_summary
+from tokenrace.runs.history import index_quietly
+from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
 
 
 def run_async(coro):  # type: ignore[no-untyped-def]
@@ -50,9 +50,9 @@ LOAD_FLAGS = ("concurrency", "rate", "requests", "duration")
 
 
 def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object], single_run: bool) -> None:
-    from tokenrace.bench.profile import DEFAULT_STEPS, run_profile
     from tokenrace.report.tables import print_profile
     from tokenrace.serve.embedded import EmbeddedOptions
+    from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
 
     model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
     settings.model = None
@@ -63,7 +63,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object],
         # CPU the model loses, which costs more than the ~0.3 ms of wake-up it saves.
         settings.load.keep_awake = False
     if settings.efficiency is None:
-        from tokenrace.bench.efficiency import EfficiencySpec
+        from tokenrace.figures.efficiency import EfficiencySpec
         from tokenrace.serve.embedded import default_model
 
         # The embedded model's file and this CPU are known: every step shows % of the bound.

@@ -10,11 +10,11 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from tokenrace.bench.cost import cost_options, spec_from_options
-from tokenrace.bench.rundata import load
+from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.sweep import wide_console
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title, to_csv, to_markdown
 from tokenrace.report.tables import fmt
+from tokenrace.runs.reader import load
 
 
 @click.command("compare")

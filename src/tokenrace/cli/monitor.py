@@ -38,7 +38,7 @@ def command(interval: str, duration: str, metrics_url: str | None, output: Path 
 
     Prints a live line per sample on stderr and a summary with resource warnings at the end.
     """
-    from tokenrace.bench.store import default_run_dir
+    from tokenrace.runs.store import default_run_dir
 
     interval_s = parse_duration_s(interval, "--interval")
     duration_s = parse_duration_s(duration, "--duration")
@@ -60,9 +60,9 @@ def _metrics_url(text: str) -> str:
 
 
 async def _run(directory: Path, interval_s: float, duration_s: float, url: str | None, live: bool) -> dict[str, Any]:
-    from tokenrace.bench.store import write_json
     from tokenrace.monitor import MonitorSession, is_local_url, resource_warnings
     from tokenrace.monitor.render import live_line
+    from tokenrace.runs.store import write_json
 
     tty = sys.stderr.isatty()
 

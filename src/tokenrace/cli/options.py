@@ -8,16 +8,16 @@ from typing import Any, TypeVar
 
 import click
 
-from tokenrace.bench.cost import cost_options, spec_from_options
-from tokenrace.bench.efficiency import EfficiencySpec
-from tokenrace.bench.metrics import parse_slo
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchSettings, PromptSpec
 from tokenrace.cli.common import parse_duration_s, parse_headers, parse_json_object, parse_mean_std
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, resolve_endpoint
 from tokenrace.client.transport import Timeouts
 from tokenrace.errors import UsageError
+from tokenrace.figures.cost import CostSpec, spec
+from tokenrace.figures.efficiency import EfficiencySpec
+from tokenrace.figures.summary import parse_slo
+from tokenrace.load.runner import Load
+from tokenrace.runs.session import BenchSettings, PromptSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -194,3 +194,31 @@ def _efficiency_spec(o: dict[str, object]) -> EfficiencySpec | None:
     if not hardware or not model:
         raise UsageError("--hardware and --model-config go together (the bound needs both)")
     return EfficiencySpec(str(hardware), str(model), o["precision"], o["devices"])  # type: ignore[arg-type]
+
+
+# --- cost flags ---------------------------------------------------------------------------------
+
+_COST_OPTIONS = [
+    click.option(
+        "--price",
+        help="Hosted API price in $ per million tokens, e.g. in=0.59,out=0.79 "
+        "(default: the price table, for a preset provider's model).",
+    ),
+    click.option(
+        "--gpu-hour-cost",
+        type=float,
+        help="Self-hosted: $ per GPU-hour; cost per token follows from the measured throughput.",
+    ),
+    click.option("--gpus", type=int, help="GPUs behind the endpoint, with --gpu-hour-cost [default: 1]."),
+]
+
+
+def cost_options(fn: F) -> F:
+    """--price, --gpu-hour-cost, --gpus; read them back with `spec_from_options(o)`."""
+    for opt in reversed(_COST_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def spec_from_options(o: dict[str, Any]) -> CostSpec | None:
+    return spec(o.get("price"), o.get("gpu_hour_cost"), o.get("gpus"))

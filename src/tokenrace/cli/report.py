@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from tokenrace.bench.cost import cost_options, spec_from_options
-from tokenrace.bench.rundata import load
+from tokenrace.cli.options import cost_options, spec_from_options
+from tokenrace.runs.reader import load
 
 
 @click.command("report")

@@ -9,10 +9,10 @@ import click
 import orjson
 from rich.table import Table
 
-from tokenrace.bench.history import Filters, History
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.sweep import wide_console
 from tokenrace.report.tables import fmt
+from tokenrace.runs.history import Filters, History
 
 
 @click.command("runs")
@@ -62,7 +62,7 @@ def command(
 
 def _import(h: History, path: Path, import_to: Path | None) -> None:
     if path.is_file():
-        from tokenrace.bench.importers import import_to_dir
+        from tokenrace.runs.importers import import_to_dir
 
         directory = import_to_dir(path, import_to)
         ids = h.index(directory)

@@ -8,11 +8,13 @@ from typing import Any
 import click
 from rich.console import Console
 
-from tokenrace.bench.cost import CostSpec, cost_lines, cost_of, cost_options, spec_from_options
-from tokenrace.bench.rundata import RunData, load
 from tokenrace.cli.common import echo_json
+from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.sweep import print_sweep, wide_console
-from tokenrace.report.tables import fmt, print_profile, print_summary
+from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.report.tables import cost_lines, fmt, print_profile, print_summary
+from tokenrace.runs.reader import load
+from tokenrace.runs.saved import RunData
 
 
 @click.command("show")

@@ -10,17 +10,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from tokenrace.bench.cost import CostSpec, cost_options, spec_from_options
-from tokenrace.bench.knee import DEFAULT_MAX_ERROR_RATE
-from tokenrace.bench.progress import LiveProgress
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchSettings
-from tokenrace.bench.sweep import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, parse_values, run_sweep
 from tokenrace.cli.bench import run_async as _run_async
 from tokenrace.cli.common import echo_json
-from tokenrace.cli.options import bench_options, settings_from_options
+from tokenrace.cli.options import bench_options, cost_options, settings_from_options, spec_from_options
 from tokenrace.errors import UsageError
+from tokenrace.figures.cost import CostSpec
+from tokenrace.load.progress import LiveProgress
+from tokenrace.load.runner import Load
 from tokenrace.report.tables import fmt
+from tokenrace.runs.session import BenchSettings
+from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
+from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, parse_values, run_sweep
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 MAX_EMBEDDED_SLOTS = 32
@@ -134,9 +134,9 @@ def _progress_for(o: dict[str, Any]) -> Any:
 def _embedded(
     settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
 ) -> SweepResult:
-    from tokenrace.bench.profile import embedded_settings
     from tokenrace.serve.embedded import EmbeddedOptions
     from tokenrace.serve.launch import start_embedded
+    from tokenrace.sweep.profile import embedded_settings
 
     if plan.kind == "concurrency" and not explicit("concurrencies"):
         plan.values = EMBEDDED_CONCURRENCIES

@@ -87,7 +87,7 @@ def arm_stats(samples: list[Sample]) -> dict[str, Any]:
         "error_rate": round(errors / n, 4) if n else None,
         "error_rate_low95": _round(wilson_lower(errors, n)),
     }
-    from tokenrace.bench.stats import describe  # numpy loads on the first evaluation, not at start-up
+    from tokenrace.stats import describe  # numpy loads on the first evaluation, not at start-up
 
     for name in ("ttft", "tpot", "e2e"):
         values = [v * 1000 for s in good if (v := getattr(s, f"{name}_s")) is not None]

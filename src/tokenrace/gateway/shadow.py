@@ -118,7 +118,7 @@ def _text(body: bytes, call: Call) -> str | None:
 
 def summary(shadow: Shadow) -> dict[str, Any]:
     """Recent shadow results for /admin/state: counts, p50/p95 latency, mean agreement."""
-    from tokenrace.bench.stats import describe
+    from tokenrace.stats import describe
 
     recent = list(shadow.recent)
     ttft = [r["ttft_s"] * 1000 for r in recent if r["ttft_s"] is not None]

@@ -54,7 +54,7 @@ For BenchSession (wiring.py):
   ``resource_warnings``, ``drift`` (``--duration`` >= 5 min, with or without the monitor) and,
   for vLLM/SGLang, ``server_vs_client`` from the /metrics histograms.
 
-Soak drift itself is ``tokenrace.bench.soak.drift(records, timeseries, window_s=None, t0_ns=None)``.
+Soak drift itself is ``tokenrace.figures.drift.drift(records, timeseries, window_s=None, t0_ns=None)``.
 
 The pieces: ``GpuSampler(nvml)`` (gpu.py), ``SystemSampler()`` (system.py),
 ``MetricsScraper(url)`` with ``parse_metrics``/``normalize`` (server.py), ``Aggregator``

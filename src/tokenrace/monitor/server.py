@@ -25,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from tokenrace.bench.server_clock import ENGINE_HISTOGRAMS
+from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
 from tokenrace.monitor.gpu import SamplerUnavailable
 
 MAX_BODY_BYTES = 16 * 2**20  # a real vLLM /metrics is ~100 KB; anything this big is not one

@@ -26,7 +26,7 @@ from typing import IO, Any, TypeVar
 
 import orjson
 
-from tokenrace.bench.server_clock import histogram_mean_delta
+from tokenrace.figures.engine_clock import histogram_mean_delta
 from tokenrace.monitor.aggregate import Aggregator
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
 from tokenrace.monitor.server import ENGINES, MetricsScraper, ScrapeFailed

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tokenrace.bench.server_clock import from_metrics_delta
-from tokenrace.bench.soak import drift, is_soak
 from tokenrace.client.providers import PROVIDERS
 from tokenrace.client.records import RequestRecord
+from tokenrace.figures.drift import drift, is_soak
+from tokenrace.figures.engine_clock import from_metrics_delta
 from tokenrace.monitor.advice import resource_warnings
 from tokenrace.monitor.server import is_local_url, metrics_url_for
 from tokenrace.monitor.session import MonitorSession, load_timeseries

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from tokenrace.bench import bootstrap as bs
-from tokenrace.bench.cost import CostSpec, cost_of
-from tokenrace.bench.metrics import tokens_per_chunk
-from tokenrace.bench.rundata import RunData
+from tokenrace import stats as bs
 from tokenrace.errors import UsageError
+from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.figures.summary import tokens_per_chunk
+from tokenrace.runs.saved import RunData
 
 # (key, label, unit); latencies: lower is better. Values come from each request's record.
 LATENCIES = (

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from tokenrace import __version__
-from tokenrace.bench.cost import CostSpec, cost_of
-from tokenrace.bench.rundata import RunData
 from tokenrace.errors import UsageError
+from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
+from tokenrace.runs.saved import RunData
 
 PALETTE = ("#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
 MAX_TIMELINE = 1500  # requests drawn in a timeline; more are thinned evenly (and the chart says so)

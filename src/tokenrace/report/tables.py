@@ -75,8 +75,6 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
         )
         lines.extend(f"warning: {w}" for w in eff.get("warnings", []))
     if summary.get("cost"):
-        from tokenrace.bench.cost import cost_lines
-
         lines.extend(cost_lines(summary["cost"]))
     if summary.get("resources"):
         from tokenrace.monitor.render import summary_lines
@@ -179,3 +177,18 @@ def print_profile(summary: dict[str, Any], console: Console | None = None) -> No
                 f"TPOT {fmt(svc['tpot_ms']['server_p50'], 2)} vs {fmt(svc['tpot_ms']['client_p50'], 2)} ms (p50)",
                 highlight=False,
             )
+
+
+def cost_lines(c: dict[str, Any] | None) -> list[str]:
+    if not c:
+        return []
+    per_m, per_k = fmt(c.get("usd_per_million_output_tokens"), 4), fmt(c.get("usd_per_1k_requests"), 4)
+    if c["basis"] == "gpu":
+        g = c["gpu"]
+        basis = f"{g['gpus']} GPU(s) at ${fmt(g['usd_per_gpu_hour'], 2)}/GPU-hour at the measured throughput"
+    else:
+        p = c["price"]
+        basis = f"${fmt(p['input_per_m'], 3)} in / ${fmt(p['output_per_m'], 3)} out per M tokens ({p['source']}" + (
+            f", {p['date']})" if p.get("date") else ")"
+        )
+    return [f"cost: ${per_m} per million output tokens, ${per_k} per 1k requests; {basis}"]

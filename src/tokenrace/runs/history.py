@@ -19,41 +19,16 @@ from typing import Any
 
 import orjson
 
-from tokenrace.bench.store import MANIFEST, SUMMARY, read_json
+from tokenrace.runs.models import HistoryRow
+from tokenrace.runs.store import MANIFEST, SUMMARY, read_json
 from tokenrace.errors import UsageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: cache_hit_rate
 DB_NAME = "history.sqlite"
 SWEEP_FILE = "sweep.json"
 PROFILE_FILE = "profile.json"
 
-COLUMNS = (
-    "id",
-    "path",
-    "kind",
-    "parent_id",
-    "name",
-    "label",
-    "endpoint",
-    "provider",
-    "model",
-    "source",
-    "version",
-    "started_at",
-    "finished_at",
-    "concurrency",
-    "rate",
-    "requests",
-    "error_rate",
-    "ttft_p50_ms",
-    "ttft_p95_ms",
-    "tpot_p50_ms",
-    "e2e_p95_ms",
-    "output_tokens_per_s",
-    "steps",
-    "knee",
-    "indexed_at",
-)
+COLUMNS = tuple(HistoryRow.model_fields)
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -61,7 +36,7 @@ CREATE TABLE IF NOT EXISTS runs (
     label TEXT, endpoint TEXT, provider TEXT, model TEXT, source TEXT, version TEXT,
     started_at TEXT, finished_at TEXT, concurrency REAL, rate REAL, requests INTEGER, error_rate REAL,
     ttft_p50_ms REAL, ttft_p95_ms REAL, tpot_p50_ms REAL, e2e_p95_ms REAL, output_tokens_per_s REAL,
-    steps INTEGER, knee TEXT, indexed_at TEXT NOT NULL
+    cache_hit_rate REAL, steps INTEGER, knee TEXT, indexed_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at);
 CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_id);
@@ -131,6 +106,8 @@ class History:
                 f"{path} was written by a newer tokenrace (schema {version}, this one reads {SCHEMA_VERSION})"
             )
         with conn:
+            if version == 1:  # the index is a cache of the run directories: add the new column, reindex later
+                conn.execute("ALTER TABLE runs ADD COLUMN cache_hit_rate REAL")
             conn.executescript(_SCHEMA)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return cls(conn, path)
@@ -308,7 +285,7 @@ def _row_for(d: Path, kind: str, parent_id: str | None) -> dict[str, Any]:
         base.update(_sweep_fields(read_json(d / SWEEP_FILE)))
     else:
         base.update(_profile_fields(d, read_json(d / PROFILE_FILE)))
-    return base
+    return HistoryRow.model_validate(base).model_dump()
 
 
 def _run_fields(d: Path) -> dict[str, Any]:
@@ -337,6 +314,7 @@ def _run_fields(d: Path) -> dict[str, Any]:
         "tpot_p50_ms": g("tpot_ms", "p50"),
         "e2e_p95_ms": g("e2e_ms", "p95"),
         "output_tokens_per_s": (s.get("throughput") or {}).get("output_tokens_per_s"),
+        "cache_hit_rate": (s.get("cache") or {}).get("hit_rate"),
     }
 
 

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchResult, BenchSettings
-from tokenrace.bench.store import default_run_dir, write_json
-from tokenrace.bench.sweep import ProgressFor, StepRunner, step_row
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.load.runner import Load
+from tokenrace.runs.rows import step_row
+from tokenrace.runs.session import BenchResult, BenchSettings
+from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import RunningEngine, start_embedded
+from tokenrace.sweep.runner import ProgressFor, StepRunner
 
 __all__ = ["DEFAULT_STEPS", "ProfileResult", "profile_summary", "run_profile", "step_row"]
 
@@ -82,5 +83,5 @@ def profile_summary(results: list[tuple[str, BenchResult]], engine: dict[str, An
         "engine": {k: engine.get(k) for k in ("engine", "version", "model_file", "threads", "parallel_slots")},
         "cold": first.get("cold"),
         "warm": {"ttft_ms": first.get("metrics", {}).get("ttft_ms"), "e2e_ms": first.get("metrics", {}).get("e2e_ms")},
-        "steps": [step_row(n, r) for n, r in results],
+        "steps": [step_row(n, r.directory, r.summary, r.manifest) for n, r in results],
     }

@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from tokenrace import __version__
-from tokenrace.bench import prompts as prompt_sets
-from tokenrace.bench.cost import CostSpec, add_cost
-from tokenrace.bench.efficiency import EfficiencySpec, efficiency_of
-from tokenrace.bench.metrics import summarize
-from tokenrace.bench.preflight import check_first, choose_model, list_models
-from tokenrace.bench.prompts import PromptSet
-from tokenrace.bench.runner import Load, Runner
-from tokenrace.bench.server_clock import ENGINE_HISTOGRAMS, from_metrics_delta
-from tokenrace.bench.store import RunStore, default_run_dir
-from tokenrace.bench.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
+from tokenrace.load import prompts as prompt_sets
+from tokenrace.figures.cost import CostSpec, add_cost
+from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
+from tokenrace.figures.summary import summarize
+from tokenrace.load.preflight import check_first, choose_model, list_models
+from tokenrace.load.prompts import PromptSet
+from tokenrace.load.runner import Load, Runner
+from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS, from_metrics_delta
+from tokenrace.runs.store import RunStore, default_run_dir
+from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint, server_root
 from tokenrace.client.records import RequestRecord

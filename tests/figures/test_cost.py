@@ -15,26 +15,25 @@ import pytest
 from click.testing import CliRunner
 from tests.sweep.helpers import bench
 
-from tokenrace.bench.cost import (
+from tokenrace.cli.options import cost_options, spec_from_options
+from tokenrace.client.openai import RequestOptions
+from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.errors import UsageError
+from tokenrace.figures.cost import (
     CostSpec,
     GpuCost,
     Price,
     add_cost,
     api_cost,
     cost_of,
-    cost_options,
     gpu_cost,
     lookup,
     parse_price,
     spec,
-    spec_from_options,
 )
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchSettings
-from tokenrace.bench.sweep import SweepPlan, run_sweep
-from tokenrace.client.openai import RequestOptions
-from tokenrace.client.providers import ResolvedEndpoint
-from tokenrace.errors import UsageError
+from tokenrace.load.runner import Load
+from tokenrace.runs.session import BenchSettings
+from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenrace.bench.arrivals import schedule
 from tokenrace.errors import UsageError
+from tokenrace.load.arrivals import schedule
 
 
 def test_constant_is_evenly_spaced() -> None:

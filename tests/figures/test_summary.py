@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from tokenrace.bench.metrics import Windows, parse_slo, summarize
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
+from tokenrace.figures.summary import Windows, parse_slo, summarize
 
 MS = 1_000_000
 

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tokenrace.bench.tokens import Tokenizer
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import UsageError
+from tokenrace.load.tokens import Tokenizer
 
 BUILTIN: tuple[str, ...] = (
     "Explain in three sentences why the decode phase of LLM inference is usually memory-bound.",

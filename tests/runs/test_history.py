@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from tests.sweep.helpers import bench
 
-from tokenrace.bench.history import SCHEMA_VERSION, Filters, History, history_path, run_id
+from tokenrace.runs.history import SCHEMA_VERSION, Filters, History, history_path, run_id
 from tokenrace.errors import UsageError
 
 
@@ -46,9 +46,9 @@ def test_a_newer_schema_is_refused_in_one_line(tokenrace_home: Path) -> None:
         History.open()
 
 
-def test_index_list_filter_resolve(quick_server: Any, tmp_path: Path) -> None:
-    a = bench(quick_server.base_url, tmp_path / "runs" / "a", label="alpha", concurrency=2)
-    b = bench(quick_server.base_url, tmp_path / "runs" / "nested" / "b", label="beta")
+def test_index_list_filter_resolve(fake: Any, tmp_path: Path) -> None:
+    a = bench(fake.base_url, tmp_path / "runs" / "a", label="alpha", concurrency=2)
+    b = bench(fake.base_url, tmp_path / "runs" / "nested" / "b", label="beta")
     with History.open() as h:
         ids = h.import_tree(tmp_path / "runs")
         assert sorted(ids) == sorted([run_id(a.directory), run_id(b.directory)])
@@ -67,7 +67,7 @@ def test_index_list_filter_resolve(quick_server: Any, tmp_path: Path) -> None:
         assert h.resolve("b") == b.directory.resolve()
         # A directory named like another run's id prefix: the exact name wins (the id is a hash of
         # the path, so before this rule "b" above failed whenever run a's id happened to start with b).
-        c = bench(quick_server.base_url, tmp_path / "runs" / ra["id"][:3], label="gamma")
+        c = bench(fake.base_url, tmp_path / "runs" / ra["id"][:3], label="gamma")
         h.import_tree(tmp_path / "runs")
         assert h.resolve(ra["id"][:3]) == c.directory.resolve()
         assert h.resolve(ra["id"]) == a.directory.resolve()
@@ -77,9 +77,9 @@ def test_index_list_filter_resolve(quick_server: Any, tmp_path: Path) -> None:
             h.list(Filters(since="yesterday"))
 
 
-def test_reindex_forgets_deleted_directories(quick_server: Any, tmp_path: Path) -> None:
-    a = bench(quick_server.base_url, tmp_path / "a")
-    b = bench(quick_server.base_url, tmp_path / "b")
+def test_reindex_forgets_deleted_directories(fake: Any, tmp_path: Path) -> None:
+    a = bench(fake.base_url, tmp_path / "a")
+    b = bench(fake.base_url, tmp_path / "b")
     with History.open() as h:
         h.index(a.directory)
         h.index(b.directory)
@@ -93,8 +93,8 @@ def test_not_a_run_directory_is_a_clear_error(tmp_path: Path) -> None:
         h.index(tmp_path)
 
 
-def test_runs_and_show_commands(quick_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
-    run = bench(quick_server.base_url, tmp_path / "r1", label="shown")
+def test_runs_and_show_commands(fake: Any, tmp_path: Path, tokenrace_home: Path) -> None:
+    run = bench(fake.base_url, tmp_path / "r1", label="shown")
     p = tokenrace("runs", "--import", str(tmp_path / "r1"), home=tokenrace_home)
     assert p.returncode == 0, p.stderr
     assert "shown" in p.stdout and "fake-model" in p.stdout and "indexed 1 entries" in p.stderr

@@ -20,6 +20,7 @@ from tokenrace.errors import UsageError
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"
 MANIFEST = "manifest.json"
+TIMESERIES = "timeseries.jsonl"  # monitor samples, when the run has them
 
 
 def default_run_dir(label: str | None, root: str | Path = "runs") -> Path:
@@ -66,13 +67,19 @@ class RunStore:
         self._records.close()
 
 
-def load_records(directory: Path) -> list[dict[str, Any]]:
-    path = Path(directory) / RECORDS
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one per line; a line cut by a crash is skipped, the rest kept."""
     out = []
-    for line in path.read_bytes().splitlines():
+    for line in Path(path).read_bytes().splitlines():
         if line.strip():
             try:
-                out.append(orjson.loads(line))
+                obj = orjson.loads(line)
             except orjson.JSONDecodeError:
-                continue  # a line cut by a crash: keep the rest
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
     return out
+
+
+def load_records(directory: Path) -> list[dict[str, Any]]:
+    return read_jsonl(Path(directory) / RECORDS)

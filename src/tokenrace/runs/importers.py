@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 
 from tokenrace import __version__
-from tokenrace.bench.metrics import Windows, summarize
-from tokenrace.bench.rundata import RunData, load_records_file
-from tokenrace.bench.store import MANIFEST, RECORDS, SUMMARY, default_run_dir, write_json
+from tokenrace.figures.summary import Windows, summarize
+from tokenrace.runs.saved import RunData
+from tokenrace.runs.store import MANIFEST, RECORDS, SUMMARY, default_run_dir, read_jsonl, write_json
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 
@@ -57,7 +57,7 @@ def import_file(path: Path) -> RunData:
     if kind == "vllm":
         return from_vllm(_json(path), path)
     if kind == "aiperf":
-        return from_aiperf(load_records_file(path), path, _aiperf_aggregate(path))
+        return from_aiperf(read_jsonl(path), path, _aiperf_aggregate(path))
     raise UsageError(
         f"{path}: not a vLLM bench serve result (saved with --save-result --save-detailed) "
         "nor an AIPerf profile_export.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenrace.bench.bootstrap import difference_ci, ratio_ci
+from tokenrace.stats import difference_ci, ratio_ci
 
 
 def lognormal(seed: int, n: int, scale: float = 1.0) -> np.ndarray:

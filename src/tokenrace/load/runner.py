@@ -14,12 +14,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
-from tokenrace.bench.arrivals import schedule
-from tokenrace.bench.metrics import Windows
-from tokenrace.bench.prompts import PromptSet
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
+from tokenrace.figures.summary import Windows
+from tokenrace.load.arrivals import schedule
+from tokenrace.load.prompts import PromptSet
 
 perf_ns = time.perf_counter_ns
 Send = Callable[[Prompt, RequestRecord], Awaitable[RequestRecord]]

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from tokenrace import __version__
-from tokenrace.bench import knee as kn
-from tokenrace.bench.cost import CostSpec, cost_of
-from tokenrace.bench.history import index_quietly
-from tokenrace.bench.runner import Load
-from tokenrace.bench.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
-from tokenrace.bench.store import default_run_dir, write_json
 from tokenrace.errors import UsageError
+from tokenrace.figures.cost import CostSpec
+from tokenrace.load.runner import Load
+from tokenrace.runs.history import index_quietly
+from tokenrace.runs.rows import step_row
+from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
+from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.sweep import knee as kn
 
 SWEEP_FILE = "sweep.json"
 KINDS = ("concurrency", "rate", "input_tokens", "goodput")
@@ -116,50 +117,6 @@ def _entered(progress: Progress | None) -> AbstractContextManager[Any]:
     return progress if isinstance(progress, AbstractContextManager) else nullcontext()
 
 
-def _pick(m: dict[str, Any], name: str) -> dict[str, Any]:
-    d = m.get(name) or {}
-    return {q: d.get(q) for q in ("p50", "p95", "max")}
-
-
-def sweep_throughput(summary: dict[str, Any]) -> float | None:
-    """The throughput a sweep compares between steps: steady output tokens/s, else over the window."""
-    tp = summary["throughput"]
-    value = tp.get("steady_output_tokens_per_s")
-    if value is None:
-        value = tp.get("output_tokens_per_s")
-    return None if value is None else float(value)
-
-
-def step_row(name: str, r: BenchResult, cost: CostSpec | None = None) -> dict[str, Any]:
-    """A step's key numbers (shared with the embedded profile)."""
-    s, load = r.summary, r.manifest["settings"]["load"]
-    m = s["metrics"]
-    good = s.get("goodput") or {}
-    return {
-        "step": name,
-        "concurrency": load["concurrency"],
-        "rate": load.get("rate"),
-        "requests": s["requests"],
-        "ttft_ms": _pick(m, "ttft_ms"),
-        "tpot_ms": _pick(m, "tpot_ms"),
-        "itl_chunk_ms": _pick(m, "itl_chunk_ms"),
-        "e2e_ms": _pick(m, "e2e_ms"),
-        "prompt_tokens_mean": (m.get("prompt_tokens") or {}).get("mean"),
-        "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
-        "steady_output_tokens_per_s": s["throughput"].get("steady_output_tokens_per_s"),
-        "throughput_tokens_per_s": sweep_throughput(s),
-        "requests_per_s": s["throughput"]["requests_per_s"],
-        "achieved_rate": s.get("achieved_rate"),
-        "error_rate": s["error_rate"],
-        "goodput_fraction": good.get("fraction"),
-        "goodput_requests_per_s": good.get("requests_per_s"),
-        "server_vs_client": s.get("server_vs_client"),
-        "efficiency": s.get("efficiency"),
-        "cost": cost_of(s, r.manifest, cost),
-        "run_dir": str(r.directory),
-    }
-
-
 # --- the sweep -----------------------------------------------------------------------------------
 
 
@@ -225,7 +182,9 @@ class Sweep:
     async def _step(self, name: str, value: float, prompts: PromptSpec | None = None) -> BenchResult:
         result = await self.runner.run(name, self._load(value, not self.state.steps), prompts)
         self.state.steps.append((name, result))
-        self.state.rows.append({**step_row(name, result, self.cost), "value": value})
+        self.state.rows.append(
+            {**step_row(name, result.directory, result.summary, result.manifest, self.cost), "value": value}
+        )
         if result.interrupted:
             self.state.stop_reason = "interrupted"
         self._write(finished=False)

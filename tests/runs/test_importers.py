@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenrace.bench.history import Filters, History
-from tokenrace.bench.importers import detect, import_file, import_to_dir
-from tokenrace.bench.rundata import load
+from tokenrace.runs.history import Filters, History
+from tokenrace.runs.importers import detect, import_file, import_to_dir
+from tokenrace.runs.reader import load
 from tokenrace.errors import UsageError
 from tokenrace.report.compare import compare
 

@@ -7,17 +7,13 @@ Figures are defined in docs/metrics.md (Cost). Undefined figures are None, never
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import resources
-from typing import Any, TypeVar
-
-import click
+from typing import Any
 
 from tokenrace.errors import UsageError
 
 PRICE_FILE = "prices.toml"
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +81,9 @@ def _table_entries(text: str, where: str) -> list[dict[str, Any]]:
 
 def price_table() -> list[dict[str, Any]]:
     """The packaged table, with $TOKENRACE_HOME/prices.toml entries first (they win)."""
-    from tokenrace.bench.history import home
+    from tokenrace.runs.history import home
 
-    packaged = _table_entries(resources.files("tokenrace.bench").joinpath(PRICE_FILE).read_text(), PRICE_FILE)
+    packaged = _table_entries(resources.files("tokenrace.figures").joinpath(PRICE_FILE).read_text(), PRICE_FILE)
     user_file = home() / PRICE_FILE
     user = _table_entries(user_file.read_text(), str(user_file)) if user_file.is_file() else []
     return user + packaged
@@ -151,51 +147,6 @@ def cost_of(summary: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | 
         return dict(summary["cost"])
     found = lookup(manifest.get("provider"), manifest.get("model"))
     return api_cost(summary, found) if found else None
-
-
-def cost_lines(c: dict[str, Any] | None) -> list[str]:
-    if not c:
-        return []
-    from tokenrace.report.tables import fmt
-
-    per_m, per_k = fmt(c.get("usd_per_million_output_tokens"), 4), fmt(c.get("usd_per_1k_requests"), 4)
-    if c["basis"] == "gpu":
-        g = c["gpu"]
-        basis = f"{g['gpus']} GPU(s) at ${fmt(g['usd_per_gpu_hour'], 2)}/GPU-hour at the measured throughput"
-    else:
-        p = c["price"]
-        basis = f"${fmt(p['input_per_m'], 3)} in / ${fmt(p['output_per_m'], 3)} out per M tokens ({p['source']}" + (
-            f", {p['date']})" if p.get("date") else ")"
-        )
-    return [f"cost: ${per_m} per million output tokens, ${per_k} per 1k requests; {basis}"]
-
-
-# --- the flags -------------------------------------------------------------------------------------
-
-_OPTIONS = [
-    click.option(
-        "--price",
-        help="Hosted API price in $ per million tokens, e.g. in=0.59,out=0.79 "
-        "(default: the price table, for a preset provider's model).",
-    ),
-    click.option(
-        "--gpu-hour-cost",
-        type=float,
-        help="Self-hosted: $ per GPU-hour; cost per token follows from the measured throughput.",
-    ),
-    click.option("--gpus", type=int, help="GPUs behind the endpoint, with --gpu-hour-cost [default: 1]."),
-]
-
-
-def cost_options(fn: F) -> F:
-    """--price, --gpu-hour-cost, --gpus; read them back with `spec_from_options(o)`."""
-    for opt in reversed(_OPTIONS):
-        fn = opt(fn)
-    return fn
-
-
-def spec_from_options(o: dict[str, Any]) -> CostSpec | None:
-    return spec(o.get("price"), o.get("gpu_hour_cost"), o.get("gpus"))
 
 
 def add_cost(summary: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | None) -> dict[str, Any] | None:

@@ -5,11 +5,11 @@ import asyncio
 import numpy as np
 from tests.conftest import run
 
-from tokenrace.bench.metrics import summarize
-from tokenrace.bench.prompts import single
-from tokenrace.bench.runner import Load, Runner
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
+from tokenrace.figures.summary import summarize
+from tokenrace.load.prompts import single
+from tokenrace.load.runner import Load, Runner
 from tokenrace.testing.fake_server import FakeServerThread
 
 

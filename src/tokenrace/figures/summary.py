@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tokenrace.bench.server_clock import server_vs_client
-from tokenrace.bench.stats import describe
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+from tokenrace.figures.engine_clock import server_vs_client
+from tokenrace.stats import describe
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
 

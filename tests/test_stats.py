@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenrace.bench.stats import KEYS, describe
+from tokenrace.stats import KEYS, describe
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenrace.bench.server_clock import from_metrics_delta, histogram_mean_delta, llamacpp_times, server_vs_client
 from tokenrace.client.records import RequestRecord
+from tokenrace.figures.engine_clock import from_metrics_delta, histogram_mean_delta, llamacpp_times, server_vs_client
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 
