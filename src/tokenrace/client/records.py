@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 NS_PER_MS = 1_000_000
+RECORD_SCHEMA_VERSION = 1  # records.jsonl lines; the model is tokenrace.runs.models.RecordLine
 
 
 @dataclass(slots=True)
@@ -43,6 +44,11 @@ class RequestRecord:
     new_connection: bool | None = None
     retried_stale_connection: bool = False  # closed keep-alive connections were replaced
     max_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the server served from its prefix cache
+    cached_tokens_source: str | None = None  # usage (prompt_tokens_details) | engine (llama.cpp timings)
+    session_id: str | None = None  # multi-turn workloads: the conversation this request belongs to
+    turn: int | None = None  # 1-based turn number within the session
+    worker: int | None = None  # the worker process that sent it, when the load was spread over several
 
     @property
     def ok(self) -> bool:
@@ -61,8 +67,12 @@ class RequestRecord:
         d = derived(self)
         ms = lambda ns: None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)
         return {
+            "schema_version": RECORD_SCHEMA_VERSION,
             "seq": self.seq,
             "phase": self.phase,
+            "worker": self.worker,
+            "session_id": self.session_id,
+            "turn": self.turn,
             "intended_start_ms": ms(self.intended_start_ns),
             "start_ms": ms(self.start_ns),
             "schedule_lag_ms": d["schedule_lag_ms"],
@@ -82,6 +92,8 @@ class RequestRecord:
             "prompt_tokens_source": self.prompt_tokens_source,
             "output_tokens": self.output_tokens,
             "output_tokens_source": self.output_tokens_source,
+            "cached_tokens": self.cached_tokens,
+            "cached_tokens_source": self.cached_tokens_source,
             "output_chars": len(self.text),
             "max_tokens": self.max_tokens,
             "finish_reason": self.finish_reason,

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
-from tokenrace.figures.engine_clock import server_vs_client
 from tokenrace.stats import describe
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
@@ -95,6 +94,7 @@ def summarize(
     records: Sequence[RequestRecord], windows: Windows, slo: dict[str, float] | None = None
 ) -> dict[str, Any]:
     measured = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
+    cancelled = sum(1 for r in records if r.phase == "measure" and r.error_kind == "cancelled")
     ok = [r for r in measured if r.ok]
     failed = [r for r in measured if not r.ok]
     rows = [derived(r) for r in ok]
@@ -114,6 +114,7 @@ def summarize(
         "connect_ms": describe([r.connect_ns / NS_PER_MS for r in measured if r.connect_ns is not None]),
         "output_tokens": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
         "prompt_tokens": describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
+        "cached_tokens": describe([r.cached_tokens for r in ok if r.cached_tokens is not None]),
         "tokens_per_chunk": describe(per_chunk),
         "schedule_lag_ms": describe(col("schedule_lag_ms", all_derived)),
         "ttft_from_intended_ms": describe(col("ttft_from_intended_ms")),
@@ -122,7 +123,7 @@ def summarize(
     window_s = _window_s(measured)
     out_tokens = sum(r.output_tokens or 0 for r in ok)
     summary: dict[str, Any] = {
-        "requests": {"total": len(measured), "succeeded": len(ok), "failed": len(failed)},
+        "requests": {"total": len(measured), "succeeded": len(ok), "failed": len(failed), "cancelled": cancelled},
         "error_rate": round(len(failed) / len(measured), 6) if measured else None,
         "errors_by_kind": dict(Counter(r.error_kind for r in failed)),
         "metrics": metrics,
@@ -140,12 +141,10 @@ def summarize(
         "token_count_source": {
             "output_tokens": _source(ok, "output_tokens_source"),
             "prompt_tokens": _source(ok, "prompt_tokens_source"),
+            "cached_tokens": _source(ok, "cached_tokens_source"),
             "approximate": any(r.output_tokens_source == "chunks" for r in ok),
         },
     }
-    svc = server_vs_client(ok)
-    if svc is not None:
-        summary["server_vs_client"] = svc
     if slo:
         good = [r for r in ok if _meets(r, slo)]
         summary["goodput"] = {
@@ -155,6 +154,31 @@ def summarize(
             "requests_per_s": round(len(good) / window_s, 4) if window_s else None,
         }
     return summary
+
+
+def by_turn(ok: Sequence[RequestRecord]) -> list[dict[str, Any]]:
+    """Per turn number of multi-turn sessions: first turns and later turns seen apart."""
+    turns: dict[int, list[RequestRecord]] = {}
+    for r in ok:
+        if r.turn is not None:
+            turns.setdefault(r.turn, []).append(r)
+    out = []
+    for turn in sorted(turns):
+        rs = turns[turn]
+        rows = [derived(r) for r in rs]
+        both = [r for r in rs if r.cached_tokens is not None and r.prompt_tokens]
+        prompt = sum(r.prompt_tokens or 0 for r in both)
+        out.append(
+            {
+                "turn": turn,
+                "requests": len(rs),
+                "ttft_ms": describe([d["ttft_ms"] for d in rows if d["ttft_ms"] is not None]),
+                "e2e_ms": describe([d["e2e_ms"] for d in rows if d["e2e_ms"] is not None]),
+                "prompt_tokens": describe([r.prompt_tokens for r in rs if r.prompt_tokens is not None]),
+                "cache_hit_rate": round(sum(r.cached_tokens or 0 for r in both) / prompt, 6) if prompt else None,
+            }
+        )
+    return out
 
 
 def _window_s(measured: Sequence[RequestRecord]) -> float | None:

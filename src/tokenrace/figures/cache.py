@@ -1,0 +1,69 @@
+"""Prefix-cache accounting: how much of the prompt the server did not have to compute.
+
+A request's `cached_tokens` comes from `usage.prompt_tokens_details.cached_tokens` (OpenAI, vLLM,
+SGLang) or from llama.cpp's `timings.cache_n`, and says which. The run's hit rate is cached ÷ prompt
+tokens over the successful measured requests that reported both; None when none did (unknown, not 0).
+The engine's own counters (vLLM's prefix-cache hits and queries) are read from two /metrics scrapes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from tokenrace.client.records import RequestRecord
+
+# A hit rate above this, without cache busting, makes TTFT a measure of the cache rather than of prefill.
+NOTABLE_HIT_RATE = 0.2
+
+
+def source_of(records: Sequence[RequestRecord], attr: str) -> str | dict[str, int] | None:
+    """One source name, {source: requests} when they were mixed, or None when none was recorded."""
+    counts = Counter(getattr(r, attr) for r in records if getattr(r, attr) is not None)
+    if not counts:
+        return None
+    if len(counts) == 1:
+        return next(iter(counts))
+    return dict(counts)
+
+
+def hit_rate(records: Sequence[RequestRecord]) -> tuple[float | None, int, int, int]:
+    """(cached ÷ prompt tokens, cached tokens, prompt tokens, requests that reported both)."""
+    both = [r for r in records if r.cached_tokens is not None and r.prompt_tokens]
+    cached = sum(r.cached_tokens or 0 for r in both)
+    prompt = sum(r.prompt_tokens or 0 for r in both)
+    rate = round(cached / prompt, 6) if prompt else None
+    return rate, cached, prompt, len(both)
+
+
+def cache_section(
+    records: Sequence[RequestRecord], busted: bool | None, server: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The summary's `cache`, or None when neither the responses nor the engine said anything."""
+    rate, cached, prompt, n = hit_rate(records)
+    if n == 0 and server is None:
+        return None
+    return {
+        "hit_rate": rate,
+        "cached_tokens": cached if n else None,
+        "prompt_tokens": prompt if n else None,
+        "requests_reporting": n,
+        "source": source_of(records, "cached_tokens_source"),
+        "busted": busted,
+        "server": server,
+    }
+
+
+def cache_warning(section: dict[str, Any] | None) -> str | None:
+    if not section or section.get("hit_rate") is None or section["hit_rate"] < NOTABLE_HIT_RATE:
+        return None
+    pct = section["hit_rate"] * 100
+    source = section.get("source")
+    where = source if isinstance(source, str) else "mixed sources"
+    advice = (
+        "the prompts were busted, so these hits are shared prefixes or later turns"
+        if section.get("busted")
+        else "TTFT measures the cache as much as prefill; --cache-bust sends a unique prefix per request"
+    )
+    return f"prefix cache: {pct:.1f} % of prompt tokens were served from the server's cache ({where}); {advice}"

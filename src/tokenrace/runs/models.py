@@ -1,0 +1,373 @@
+"""The files of a saved run, as typed models: records.jsonl lines, summary.json, manifest.json,
+sweep.json (and profile.json), and the history index row.
+
+Every file carries `schema_version`. Files written before it existed are read as version 0: the
+model fills what they lack with None, never with 0. The JSON Schemas in docs/schema/ are generated
+from these models (`python -m tokenrace.runs.schema`), and a test fails when they are stale.
+
+Nested objects whose layout belongs to another module (the monitor's resources, soak drift, the
+planner's efficiency, the machine's environment) are kept as JSON objects here and typed where they
+are made; what other tools read first (latency statistics, throughput, counts, sources, cost, cache)
+is typed in full.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+JsonObject = dict[str, Any]
+
+
+class _Model(BaseModel):
+    # Unknown keys are kept (a newer tokenrace may add fields; an older reader must not lose them).
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class Stats(_Model):
+    """One metric's distribution over the measured requests (see docs/metrics.md); None when undefined."""
+
+    count: int = 0
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+# --- records.jsonl ---------------------------------------------------------------------------------
+
+
+class RecordLine(_Model):
+    """One request, as written to records.jsonl when it ends. Offsets in ms from the run's t0."""
+
+    schema_version: int = 0
+    seq: int
+    phase: Literal["cold", "warmup", "measure"] = "measure"
+    worker: int | None = None
+    session_id: str | None = None
+    turn: int | None = None
+    intended_start_ms: float | None = None
+    start_ms: float | None = None
+    schedule_lag_ms: float | None = None
+    client_prep_ms: float | None = None
+    connect_ms: float | None = None
+    new_connection: bool | None = None
+    retried_stale_connection: bool = False
+    ttft_ms: float | None = None
+    ttfa_ms: float | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+    ttft_from_intended_ms: float | None = None
+    e2e_from_intended_ms: float | None = None
+    chunk_offsets_ms: list[float] = Field(default_factory=list)
+    chunk_tokens: list[int] | None = None
+    reasoning_chunks: int = 0
+    prompt_tokens: int | None = None
+    prompt_tokens_source: str | None = None
+    output_tokens: int | None = None
+    output_tokens_source: str | None = None
+    cached_tokens: int | None = None
+    cached_tokens_source: Literal["usage", "engine"] | None = None
+    output_chars: int | None = None
+    max_tokens: int | None = None
+    finish_reason: str | None = None
+    status: int | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    retry_after_s: float | None = None
+    response_id: str | None = None
+    server_timing: JsonObject | None = None
+
+
+# --- summary.json ----------------------------------------------------------------------------------
+
+
+class RequestCounts(_Model):
+    total: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+
+class Metrics(_Model):
+    ttft_ms: Stats = Field(default_factory=Stats)
+    ttfa_ms: Stats = Field(default_factory=Stats)
+    tpot_ms: Stats = Field(default_factory=Stats)
+    itl_chunk_ms: Stats = Field(default_factory=Stats)
+    itl_token_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+    connect_ms: Stats = Field(default_factory=Stats)
+    output_tokens: Stats = Field(default_factory=Stats)
+    prompt_tokens: Stats = Field(default_factory=Stats)
+    cached_tokens: Stats = Field(default_factory=Stats)
+    tokens_per_chunk: Stats = Field(default_factory=Stats)
+    schedule_lag_ms: Stats = Field(default_factory=Stats)
+    ttft_from_intended_ms: Stats = Field(default_factory=Stats)
+    e2e_from_intended_ms: Stats = Field(default_factory=Stats)
+
+
+class Throughput(_Model):
+    window_s: float | None = None
+    output_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    steady_output_tokens_per_s: float | None = None
+    steady_window_s: float | None = None
+
+
+class Cold(_Model):
+    seq: int
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    error_kind: str | None = None
+
+
+class TokenCountSource(_Model):
+    """Where the counts came from: one source name, or {source: requests} when they were mixed."""
+
+    output_tokens: str | dict[str, int] | None = None
+    prompt_tokens: str | dict[str, int] | None = None
+    cached_tokens: str | dict[str, int] | None = None
+    approximate: bool = False
+
+
+class Goodput(_Model):
+    slo: dict[str, float]
+    requests: int
+    fraction: float | None = None
+    requests_per_s: float | None = None
+
+
+class ClockPair(_Model):
+    """The client's figure beside the engine's for one metric (p50s per response, or run means)."""
+
+    client_p50: float | None = None
+    server_p50: float | None = None
+    client_minus_server_p50: float | None = None
+    ratio_p50: float | None = None
+    client_mean: float | None = None
+    server_mean: float | None = None
+    ratio_mean: float | None = None
+
+
+class EngineClock(_Model):
+    source: str
+    requests: int | None = None
+    ttft_ms: ClockPair = Field(default_factory=ClockPair)
+    tpot_ms: ClockPair = Field(default_factory=ClockPair)
+
+
+class ServerCache(_Model):
+    """The engine's own prefix-cache counters over the run (deltas of two /metrics scrapes)."""
+
+    source: str
+    queries: float | None = None
+    hits: float | None = None
+    hit_rate: float | None = None
+
+
+class Cache(_Model):
+    """Prefix-cache accounting: cached ÷ prompt tokens over the requests that reported both."""
+
+    hit_rate: float | None = None
+    cached_tokens: int | None = None
+    prompt_tokens: int | None = None
+    requests_reporting: int = 0
+    source: str | dict[str, int] | None = None
+    busted: bool | None = None  # every prompt began with a unique prefix
+    server: ServerCache | None = None
+
+
+class Cost(_Model):
+    basis: Literal["api", "gpu"]
+    usd_per_million_output_tokens: float | None = None
+    usd_per_1k_requests: float | None = None
+    usd_total: float | None = None
+    usd_per_hour: float | None = None
+    price: JsonObject | None = None
+    gpu: JsonObject | None = None
+
+
+class TurnStats(_Model):
+    turn: int
+    requests: int
+    ttft_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+    prompt_tokens: Stats = Field(default_factory=Stats)
+    cache_hit_rate: float | None = None
+
+
+class Summary(_Model):
+    """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
+
+    schema_version: int = 0
+    requests: RequestCounts = Field(default_factory=RequestCounts)
+    error_rate: float | None = None
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    metrics: Metrics = Field(default_factory=Metrics)
+    throughput: Throughput = Field(default_factory=Throughput)
+    offered_rate: float | None = None
+    achieved_rate: float | None = None
+    max_in_flight: int | None = None
+    cold: Cold | None = None
+    token_count_source: TokenCountSource = Field(default_factory=TokenCountSource)
+    cache: Cache | None = None
+    by_turn: list[TurnStats] | None = None
+    server_vs_client: EngineClock | None = None
+    goodput: Goodput | None = None
+    interrupted: bool = False
+    max_error_rate: float | None = None
+    exceeded_max_error_rate: bool = False
+    efficiency: JsonObject | None = None
+    cost: Cost | None = None
+    resources: JsonObject | None = None
+    resource_warnings: list[str] | None = None
+    drift: JsonObject | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+# --- manifest.json ---------------------------------------------------------------------------------
+
+
+class PromptsInfo(_Model):
+    name: str | None = None
+    count: int | None = None
+    sizing: str | None = None
+    cache_bust: bool | None = None
+
+
+class Manifest(_Model):
+    """manifest.json: what was run, against what, and how it was measured. Secrets never appear."""
+
+    schema_version: int = 0
+    tool: str = "tokenrace"
+    version: str | None = None
+    command: list[str] = Field(default_factory=list)
+    settings: JsonObject = Field(default_factory=dict)
+    endpoint: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    models_answer: Any = None
+    server_headers: dict[str, str] | None = None
+    prompts: PromptsInfo = Field(default_factory=PromptsInfo)
+    tokenizer: str | None = None
+    arrival_clock: Literal["socket", "reader"] | None = None
+    engine: JsonObject | None = None
+    started_at: str | None = None
+    t0_perf_counter_ns: int | None = None
+    finished_at: str | None = None
+    interrupted: bool | None = None
+    environment: JsonObject | None = None
+    server: JsonObject | None = None
+    monitor: JsonObject | None = None
+    imported: JsonObject | None = None
+
+
+# --- sweep.json / profile.json ---------------------------------------------------------------------
+
+
+class StepRow(_Model):
+    """One step of a sweep or profile: its key numbers and where its run directory is."""
+
+    step: str
+    value: float | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+    requests: RequestCounts = Field(default_factory=RequestCounts)
+    ttft_ms: JsonObject = Field(default_factory=dict)
+    tpot_ms: JsonObject = Field(default_factory=dict)
+    itl_chunk_ms: JsonObject = Field(default_factory=dict)
+    e2e_ms: JsonObject = Field(default_factory=dict)
+    prompt_tokens_mean: float | None = None
+    cache_hit_rate: float | None = None
+    output_tokens_per_s: float | None = None
+    steady_output_tokens_per_s: float | None = None
+    throughput_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    achieved_rate: float | None = None
+    error_rate: float | None = None
+    goodput_fraction: float | None = None
+    goodput_requests_per_s: float | None = None
+    server_vs_client: EngineClock | None = None
+    efficiency: JsonObject | None = None
+    cost: Cost | None = None
+    run_dir: str | None = None
+    gain: float | None = None
+    saturated: bool | None = None
+    failing: bool | None = None
+    knee: bool | None = None
+    passed: bool | None = None
+
+
+class SweepResult(_Model):
+    """sweep.json (kind "sweep") and profile.json (kind "profile")."""
+
+    schema_version: int = 0
+    kind: Literal["sweep", "profile"] = "sweep"
+    sweep: str | None = None
+    tool: str = "tokenrace"
+    version: str | None = None
+    command: list[str] | None = None
+    endpoint: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    label: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    plan: JsonObject | None = None
+    rule: dict[str, str] | None = None
+    stop_reason: str | None = None
+    knee: JsonObject | None = None
+    steps: list[StepRow] = Field(default_factory=list)
+    engine: JsonObject | None = None
+
+
+# --- the history index -----------------------------------------------------------------------------
+
+
+class HistoryRow(_Model):
+    """One row of the SQLite run index (`tokenrace runs`); the columns are these fields, in order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    path: str
+    kind: Literal["run", "sweep", "profile"]
+    parent_id: str | None = None
+    name: str | None = None
+    label: str | None = None
+    endpoint: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    source: str | None = None
+    version: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    concurrency: float | None = None
+    rate: float | None = None
+    requests: int | None = None
+    error_rate: float | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    e2e_p95_ms: float | None = None
+    output_tokens_per_s: float | None = None
+    cache_hit_rate: float | None = None
+    steps: int | None = None
+    knee: str | None = None
+    indexed_at: str
+
+
+FILE_MODELS: dict[str, type[BaseModel]] = {
+    "records.jsonl": RecordLine,
+    "summary.json": Summary,
+    "manifest.json": Manifest,
+    "sweep.json": SweepResult,
+    "history-row": HistoryRow,
+}

@@ -1,0 +1,94 @@
+"""The one place a run's summary is built: records + the run's context -> `Summary`.
+
+Every section comes from a function in `figures/` (or the monitor's advice); nothing edits a summary
+after this returns. The order matters only where one figure reads another: cost and efficiency read
+the throughput and token means; the engine's clock from /metrics reads the client's means; resource
+warnings read the whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tokenrace.client.records import RequestRecord
+from tokenrace.figures.cache import cache_section, cache_warning
+from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.figures.drift import drift, is_soak
+from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
+from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
+from tokenrace.figures.summary import Windows, by_turn, summarize
+from tokenrace.monitor.advice import resource_warnings
+from tokenrace.runs.models import SCHEMA_VERSION, Summary
+
+
+@dataclass(frozen=True, slots=True)
+class EngineScrapes:
+    """Two /metrics texts of the serving engine, taken before and after the load."""
+
+    engine: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What the summary needs beyond the records: how the load ran and what else was observed."""
+
+    windows: Windows
+    slo: dict[str, float] | None = None
+    max_error_rate: float | None = None  # None: the run failed only when every request failed
+    interrupted: bool = False
+    concurrency: int = 1  # what efficiency is planned at (open loop: the most in flight)
+    efficiency: EfficiencySpec | None = None
+    cost: CostSpec | None = None
+    provider: str | None = None
+    model: str | None = None
+    resources: dict[str, Any] | None = None  # the monitor's summary, when it ran
+    timeseries: Sequence[dict[str, Any]] | None = None  # the monitor's samples, for soak drift
+    t0_ns: int | None = None
+    duration_s: float | None = None
+    scrapes: EngineScrapes | None = None
+    cache_busted: bool | None = None
+    server_cache: dict[str, Any] | None = None  # the engine's prefix-cache counters over the run
+
+
+def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
+    s = summarize(records, ctx.windows, ctx.slo)
+    ok = [r for r in records if r.phase == "measure" and r.ok]
+    s["schema_version"] = SCHEMA_VERSION
+    s["interrupted"] = ctx.interrupted
+    s["max_error_rate"] = ctx.max_error_rate
+    rate = s["error_rate"]
+    limit = ctx.max_error_rate
+    s["exceeded_max_error_rate"] = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
+    s["server_vs_client"] = _engine_clock(ok, ctx.scrapes, s["metrics"])
+    s["cache"] = cache_section(ok, ctx.cache_busted, ctx.server_cache)
+    turns = by_turn(ok)
+    s["by_turn"] = turns or None
+    if ctx.efficiency is not None and s["requests"]["succeeded"]:
+        s["efficiency"] = efficiency_of(s, ctx.efficiency, ctx.concurrency)
+    s["cost"] = cost_of(s, {"provider": ctx.provider, "model": ctx.model}, ctx.cost)
+    if ctx.resources is not None:
+        s["resources"] = ctx.resources
+        s["resource_warnings"] = resource_warnings(ctx.resources, s)
+    if is_soak(ctx.duration_s):
+        s["drift"] = drift(records, ctx.timeseries, None, ctx.t0_ns)
+    s["warnings"] = [w for w in (cache_warning(s["cache"]),) if w]
+    return Summary.model_validate(s)
+
+
+def _engine_clock(
+    ok: Sequence[RequestRecord], scrapes: EngineScrapes | None, metrics: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The engine's clock beside the client's: per response (llama.cpp timings), else /metrics means."""
+    per_response = server_vs_client(ok)
+    if per_response is not None or scrapes is None:
+        return per_response
+    try:
+        return from_metrics_delta(
+            scrapes.engine, scrapes.before, scrapes.after, metrics["ttft_ms"]["mean"], metrics["tpot_ms"]["mean"]
+        )
+    except ValueError:  # a scrape that parsed once and not twice: leave the comparison out
+        return None
