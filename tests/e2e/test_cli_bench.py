@@ -50,7 +50,7 @@ def test_bench_writes_three_files(server: Any, tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert sorted(x.name for x in out.iterdir()) == ["manifest.json", "records.jsonl", "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["requests"] == {"total": 40, "succeeded": 40, "failed": 0}
+    assert summary["requests"] == {"total": 40, "succeeded": 40, "failed": 0, "cancelled": 0}
     for name in (
         "ttft_ms",
         "tpot_ms",

@@ -56,7 +56,7 @@ def test_errors_rates_and_goodput() -> None:
     cancelled = rec(3, 0, [], None, None)
     cancelled.fail("cancelled", "ctrl-c")
     s = summarize([good, slow, bad, cancelled], Windows(), slo={"ttft_ms": 500})
-    assert s["requests"] == {"total": 3, "succeeded": 2, "failed": 1}
+    assert s["requests"] == {"total": 3, "succeeded": 2, "failed": 1, "cancelled": 1}
     assert s["error_rate"] == pytest.approx(1 / 3)
     assert s["errors_by_kind"] == {"http_500": 1}
     assert s["goodput"]["requests"] == 1 and s["goodput"]["fraction"] == pytest.approx(1 / 3)

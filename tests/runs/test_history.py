@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from tests.sweep.helpers import bench
 
-from tokenrace.runs.history import SCHEMA_VERSION, Filters, History, history_path, run_id
 from tokenrace.errors import UsageError
+from tokenrace.runs.history import SCHEMA_VERSION, Filters, History, history_path, run_id
 
 
 def tokenrace(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tokenrace.errors import UsageError
+from tokenrace.report.compare import compare
 from tokenrace.runs.history import Filters, History
 from tokenrace.runs.importers import detect, import_file, import_to_dir
 from tokenrace.runs.reader import load
-from tokenrace.errors import UsageError
-from tokenrace.report.compare import compare
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 VLLM = FIXTURES / "vllm_bench_serve.json"
@@ -46,7 +46,7 @@ def test_vllm_figures_match_vllms_own() -> None:
     doc = json.loads(VLLM.read_text())
     run = import_file(VLLM)
     s = run.summary
-    assert s["requests"] == {"total": 10, "succeeded": doc["completed"], "failed": doc["failed"]}
+    assert s["requests"] == {"total": 10, "succeeded": doc["completed"], "failed": doc["failed"], "cancelled": 0}
     m = s["metrics"]
     # Same per-request values, same numpy statistics: the same numbers (ours are rounded to 4 decimals).
     for ours, theirs in (("ttft_ms", "ttft"), ("itl_chunk_ms", "itl"), ("e2e_ms", "e2el")):
@@ -94,7 +94,12 @@ def test_aiperf_records_and_config() -> None:
     run = import_file(AIPERF)
     agg = json.loads((AIPERF.parent / "profile_export_aiperf.json").read_text())
     s = run.summary
-    assert s["requests"] == {"total": 9, "succeeded": 8, "failed": 1}  # the warm-up request is kept but not measured
+    assert s["requests"] == {
+        "total": 9,
+        "succeeded": 8,
+        "failed": 1,
+        "cancelled": 0,
+    }  # the warm-up request is kept but not measured
     assert [r["phase"] for r in run.records()].count("warmup") == 1
     assert s["metrics"]["ttft_ms"]["p50"] == pytest.approx(agg["time_to_first_token"]["p50"], abs=1e-3)
     assert s["metrics"]["ttft_ms"]["max"] == pytest.approx(agg["time_to_first_token"]["max"], abs=1e-3)

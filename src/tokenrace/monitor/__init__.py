@@ -45,14 +45,8 @@ summary above and the bench summary (``metrics.e2e_ms``, ``throughput``), e.g. "
 ``load_timeseries(directory) -> list[dict]``; ``metrics_url_for(base_url)``:
 ``http://h:p/v1`` -> ``http://h:p/metrics``; ``is_local_url(url)``.
 
-For BenchSession (wiring.py):
-
-- ``monitor_for_bench(directory, base_url, provider, t0_ns, interval_s=1.0, metrics_url=None)``:
-  a MonitorSession sharing the run's t0, scraping ``http://host:port/metrics`` unless the endpoint
-  is a hosted API (``discover_metrics_url``) or ``metrics_url`` is given;
-- ``enrich_summary(summary, resources, monitor, records, t0_ns, duration_s)``: adds ``resources``,
-  ``resource_warnings``, ``drift`` (``--duration`` >= 5 min, with or without the monitor) and,
-  for vLLM/SGLang, ``server_vs_client`` from the /metrics histograms.
+A bench run wires the monitor in through ``tokenrace.runs.instruments.monitor_for_bench``; the
+summary builder (``tokenrace.runs.summary``) takes its resources and samples as context.
 
 Soak drift itself is ``tokenrace.figures.drift.drift(records, timeseries, window_s=None, t0_ns=None)``.
 
@@ -68,7 +62,6 @@ from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
 from tokenrace.monitor.server import MetricsScraper, is_local_url, metrics_url_for
 from tokenrace.monitor.session import TIMESERIES, MonitorSession, load_timeseries
 from tokenrace.monitor.system import SystemSampler
-from tokenrace.monitor.wiring import discover_metrics_url, enrich_summary, monitor_for_bench
 
 __all__ = [
     "TIMESERIES",
@@ -77,11 +70,8 @@ __all__ = [
     "MonitorSession",
     "SamplerUnavailable",
     "SystemSampler",
-    "discover_metrics_url",
-    "enrich_summary",
     "is_local_url",
     "load_timeseries",
     "metrics_url_for",
-    "monitor_for_bench",
     "resource_warnings",
 ]

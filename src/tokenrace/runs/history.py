@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
+from tokenrace.errors import UsageError
 from tokenrace.runs.models import HistoryRow
 from tokenrace.runs.store import MANIFEST, SUMMARY, read_json
-from tokenrace.errors import UsageError
 
 SCHEMA_VERSION = 2  # 2: cache_hit_rate
 DB_NAME = "history.sqlite"

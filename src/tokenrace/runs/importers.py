@@ -15,11 +15,13 @@ from typing import Any
 import orjson
 
 from tokenrace import __version__
-from tokenrace.figures.summary import Windows, summarize
-from tokenrace.runs.saved import RunData
-from tokenrace.runs.store import MANIFEST, RECORDS, SUMMARY, default_run_dir, read_jsonl, write_json
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
+from tokenrace.figures.summary import Windows
+from tokenrace.runs.models import SCHEMA_VERSION, Manifest
+from tokenrace.runs.saved import RunData
+from tokenrace.runs.store import MANIFEST, RECORDS, SUMMARY, default_run_dir, read_jsonl, write_json
+from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000
 UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": NS, "sec": NS}
@@ -119,16 +121,19 @@ def _record(
 
 
 def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> RunData:
-    summary = summarize(records, windows)
-    summary["imported"] = {"tool": manifest["tool"], "source_file": str(path)}
+    imported = {"tool": manifest["tool"], "source_file": str(path)}
+    summary = build_summary(records, RunContext(windows)).model_copy(update={"imported": imported})
+    summary_json = summary.model_dump(mode="json")
     lines = [r.to_json(0) for r in records]
-    return RunData(path, "run", summary, manifest, _records=lines)
+    manifest = Manifest.model_validate(manifest).model_dump(mode="json")
+    return RunData(path, "run", summary_json, manifest, _records=lines)
 
 
 def _manifest(
     tool: str, path: Path, model: str | None, started: str | None, settings: dict[str, Any], extra: dict[str, Any]
 ) -> dict[str, Any]:
     return {
+        "schema_version": SCHEMA_VERSION,
         "tool": tool,
         "version": None,
         "command": extra.pop("command", None),

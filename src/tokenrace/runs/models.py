@@ -229,6 +229,7 @@ class Summary(_Model):
     resources: JsonObject | None = None
     resource_warnings: list[str] | None = None
     drift: JsonObject | None = None
+    imported: JsonObject | None = None  # read from another tool's result file
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -248,7 +249,7 @@ class Manifest(_Model):
     schema_version: int = 0
     tool: str = "tokenrace"
     version: str | None = None
-    command: list[str] = Field(default_factory=list)
+    command: list[str] | None = None
     settings: JsonObject = Field(default_factory=dict)
     endpoint: str | None = None
     provider: str | None = None
@@ -305,11 +306,11 @@ class StepRow(_Model):
     passed: bool | None = None
 
 
-class SweepResult(_Model):
-    """sweep.json (kind "sweep") and profile.json (kind "profile")."""
+class SweepFile(_Model):
+    """sweep.json: the steps of a ramp (concurrency, rate, prompt length or a goodput search)."""
 
     schema_version: int = 0
-    kind: Literal["sweep", "profile"] = "sweep"
+    kind: Literal["sweep"] = "sweep"
     sweep: str | None = None
     tool: str = "tokenrace"
     version: str | None = None
@@ -325,7 +326,21 @@ class SweepResult(_Model):
     stop_reason: str | None = None
     knee: JsonObject | None = None
     steps: list[StepRow] = Field(default_factory=list)
+    prefill: JsonObject | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
+    goodput_search: JsonObject | None = None  # goodput sweeps: the highest rate that met the SLO
+
+
+class ProfileFile(_Model):
+    """profile.json: the embedded engine's cold request, warm requests and concurrency steps."""
+
+    schema_version: int = 0
+    kind: Literal["embedded-profile"] = "embedded-profile"
     engine: JsonObject | None = None
+    model: str | None = None
+    endpoint: str | None = None
+    cold: Cold | None = None
+    warm: JsonObject | None = None
+    steps: list[StepRow] = Field(default_factory=list)
 
 
 # --- the history index -----------------------------------------------------------------------------
@@ -368,6 +383,7 @@ FILE_MODELS: dict[str, type[BaseModel]] = {
     "records.jsonl": RecordLine,
     "summary.json": Summary,
     "manifest.json": Manifest,
-    "sweep.json": SweepResult,
+    "sweep.json": SweepFile,
+    "profile.json": ProfileFile,
     "history-row": HistoryRow,
 }

@@ -8,12 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
+from tokenrace.errors import UsageError
 from tokenrace.runs.history import PROFILE_FILE, SWEEP_FILE, dir_kind, resolve_run
 from tokenrace.runs.importers import import_file
+from tokenrace.runs.models import Manifest, ProfileFile, Summary, SweepFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.saved import RunData
 from tokenrace.runs.store import MANIFEST, SUMMARY, read_json
-from tokenrace.errors import UsageError
+
 
 def load(ref: str | Path) -> RunData:
     """A directory (run, sweep, profile), a history id or name, or a vLLM/AIPerf result file."""
@@ -26,12 +30,12 @@ def load(ref: str | Path) -> RunData:
 def load_dir(path: Path) -> RunData:
     kind = dir_kind(path)
     if kind == "run":
-        return RunData(path, "run", read_json(path / SUMMARY), read_json(path / MANIFEST))
+        return RunData(path, "run", _read(path / SUMMARY, Summary), _read(path / MANIFEST, Manifest))
     if kind is None:
         raise UsageError(
             f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"
         )
-    summary = read_json(path / (SWEEP_FILE if kind == "sweep" else PROFILE_FILE))
+    summary = _read(path / SWEEP_FILE, SweepFile) if kind == "sweep" else _read(path / PROFILE_FILE, ProfileFile)
     steps = [
         (row["step"], load_dir(path / row["step"]))
         for row in summary.get("steps", [])
@@ -41,6 +45,16 @@ def load_dir(path: Path) -> RunData:
     if kind == "profile":
         summary["steps"] = _profile_rows(steps)
     return RunData(path, kind, summary, manifest, steps)
+
+
+def _read(path: Path, model: type[BaseModel]) -> dict[str, Any]:
+    """A saved file through its model: files older than `schema_version` gain its fields as null."""
+    try:
+        return model.model_validate(read_json(path)).model_dump(mode="json")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"{path}: not a tokenrace {path.name} ({where}: {first['msg']})") from None
 
 
 def _profile_rows(steps: list[tuple[str, RunData]]) -> list[dict[str, Any]]:

@@ -12,21 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from tokenrace import __version__
-from tokenrace.load import prompts as prompt_sets
-from tokenrace.figures.cost import CostSpec, add_cost
-from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
-from tokenrace.figures.summary import summarize
-from tokenrace.load.preflight import check_first, choose_model, list_models
-from tokenrace.load.prompts import PromptSet
-from tokenrace.load.runner import Load, Runner
-from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS, from_metrics_delta
-from tokenrace.runs.store import RunStore, default_run_dir
-from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint, server_root
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.redact import redact_argv
 from tokenrace.client.transport import Timeouts
+from tokenrace.figures.cost import CostSpec
+from tokenrace.figures.efficiency import EfficiencySpec
+from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
+from tokenrace.load import prompts as prompt_sets
+from tokenrace.load.preflight import check_first, choose_model, list_models
+from tokenrace.load.prompts import PromptSet
+from tokenrace.load.runner import Load, Runner
+from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
+from tokenrace.monitor.session import MonitorSession, load_timeseries
+from tokenrace.runs.instruments import monitor_for_bench
+from tokenrace.runs.models import SCHEMA_VERSION, Summary
+from tokenrace.runs.store import RunStore, default_run_dir
+from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 
 
 @dataclass(slots=True)
@@ -107,23 +110,10 @@ async def build_prompts(spec: PromptSpec, tok: Tokenizer | None, seed: int | Non
     return PromptSet(ps, base.name)
 
 
-def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: int) -> Any:
+def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: int) -> MonitorSession | None:
     if not s.monitor:
         return None
-    from tokenrace.monitor import monitor_for_bench
-
     return monitor_for_bench(directory, endpoint.base_url, endpoint.provider, t0, s.monitor_interval_s, s.metrics_url)
-
-
-def _enrich(
-    summary: dict[str, Any], resources: Any, monitor: Any, runner: Runner, t0: int, duration_s: float | None
-) -> None:
-    """Resources, resource warnings and soak drift (runs of 5 minutes or more)."""
-    try:
-        from tokenrace.monitor import enrich_summary
-    except ImportError:
-        return
-    enrich_summary(summary, resources, monitor, runner.records, t0, duration_s)
 
 
 async def _scrape_metrics(client: OpenAIClient, base_url: str) -> str | None:
@@ -190,9 +180,9 @@ class BenchSession:
             self.store.write_manifest(manifest)
             runner = Runner(self._send_checked(client, info.models), prompts, s.load, self._finish)
             summary = await self._measure(client, runner, manifest, t0)
-        return BenchResult(directory, summary, manifest, bool(summary["interrupted"]))
+        return BenchResult(directory, summary.model_dump(mode="json"), manifest, summary.interrupted)
 
-    async def _measure(self, client: OpenAIClient, runner: Runner, manifest: dict[str, Any], t0: int) -> dict[str, Any]:
+    async def _measure(self, client: OpenAIClient, runner: Runner, manifest: dict[str, Any], t0: int) -> Summary:
         """Run the load with the side instruments around it; whatever happens, write what was measured."""
         assert self.store is not None
         monitor = _monitor(self.s, self.store.dir, self.endpoint, t0)
@@ -211,11 +201,9 @@ class BenchSession:
                 if rec.seq not in self._written:
                     self.store.append(rec)
             resources = await monitor.stop() if monitor is not None else None
-            summary = self._summary(runner, interrupted)
-            add_cost(summary, manifest, self.s.cost)
-            _enrich(summary, resources, monitor, runner, t0, self.s.load.duration_s)
-            if metrics_before is not None and "server_vs_client" not in summary:
-                await self._engine_clock_from_metrics(client, engine, metrics_before, summary)
+            scrapes = await self._scrapes(client, engine, metrics_before, monitor)
+            ctx = self._context(runner, interrupted, resources, monitor, scrapes, t0, client.model)
+            summary = build_summary(runner.records, ctx)
             manifest["finished_at"] = datetime.now(UTC).isoformat()
             manifest["interrupted"] = interrupted
             self.store.write_manifest(manifest)
@@ -223,14 +211,46 @@ class BenchSession:
             self.store.close()
         return summary
 
-    async def _engine_clock_from_metrics(
-        self, client: OpenAIClient, engine: str, before: str, summary: dict[str, Any]
-    ) -> None:
-        after = await _scrape_metrics(client, self.endpoint.base_url)
-        m = summary["metrics"]
-        svc = from_metrics_delta(engine, before, after or "", m["ttft_ms"]["mean"], m["tpot_ms"]["mean"])
-        if svc is not None:
-            summary["server_vs_client"] = svc
+    async def _scrapes(
+        self, client: OpenAIClient, engine: str | None, before: str | None, monitor: MonitorSession | None
+    ) -> EngineScrapes | None:
+        """The engine's /metrics before and after the load: our own two scrapes, else the monitor's first and last."""
+        if engine is not None and before is not None:
+            after = await _scrape_metrics(client, self.endpoint.base_url)
+            return EngineScrapes(engine, before, after or "")
+        if monitor is not None:
+            m_engine, first, last = monitor.server_metrics_texts()
+            if m_engine is not None and first and last and first is not last:
+                return EngineScrapes(m_engine, first, last)
+        return None
+
+    def _context(
+        self,
+        runner: Runner,
+        interrupted: bool,
+        resources: dict[str, Any] | None,
+        monitor: MonitorSession | None,
+        scrapes: EngineScrapes | None,
+        t0: int,
+        model: str,
+    ) -> RunContext:
+        s = self.s
+        return RunContext(
+            windows=runner.windows,
+            slo=s.slo,
+            max_error_rate=s.max_error_rate,
+            interrupted=interrupted,
+            concurrency=s.load.concurrency if s.load.rate is None else max(1, runner.windows.max_in_flight),
+            efficiency=s.efficiency,
+            cost=s.cost,
+            provider=self.endpoint.provider,
+            model=model,
+            resources=resources,
+            timeseries=load_timeseries(monitor.directory) if monitor is not None else None,
+            t0_ns=t0,
+            duration_s=s.load.duration_s,
+            scrapes=scrapes,
+        )
 
     def _send_checked(self, client: OpenAIClient, models: list[str]) -> Any:
         first = True
@@ -262,20 +282,9 @@ class BenchSession:
         if self.progress is not None:
             self.progress(rec)
 
-    def _summary(self, runner: Runner, interrupted: bool) -> dict[str, Any]:
-        summary = summarize(runner.records, runner.windows, self.s.slo)
-        rate = summary["error_rate"]
-        limit = self.s.max_error_rate
-        summary["interrupted"] = interrupted
-        summary["max_error_rate"] = limit
-        summary["exceeded_max_error_rate"] = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
-        if self.s.efficiency is not None and summary["requests"]["succeeded"]:
-            concurrency = self.s.load.concurrency if self.s.load.rate is None else max(1, runner.windows.max_in_flight)
-            summary["efficiency"] = efficiency_of(summary, self.s.efficiency, concurrency)
-        return summary
-
     def _manifest(self, client: OpenAIClient, info: Any, prompts: PromptSet, started: str, t0: int) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "tool": "tokenrace",
             "version": __version__,
             "command": self.argv,

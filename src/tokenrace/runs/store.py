@@ -16,6 +16,7 @@ import orjson
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
+from tokenrace.runs.models import Manifest, Summary
 
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"
@@ -58,10 +59,10 @@ class RunStore:
         self._records.flush()
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json(self.dir / MANIFEST, manifest)
+        write_json(self.dir / MANIFEST, Manifest.model_validate(manifest).model_dump(mode="json"))
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        write_json(self.dir / SUMMARY, summary)
+    def write_summary(self, summary: Summary) -> None:
+        write_json(self.dir / SUMMARY, summary.model_dump(mode="json"))
 
     def close(self) -> None:
         self._records.close()

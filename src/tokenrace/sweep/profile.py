@@ -10,6 +10,7 @@ from typing import Any
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
+from tokenrace.runs.models import SCHEMA_VERSION, ProfileFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.session import BenchResult, BenchSettings
 from tokenrace.runs.store import default_run_dir, write_json
@@ -72,13 +73,14 @@ async def _run_steps(
         if result.interrupted:
             break
     summary = profile_summary(results, engine.record)
-    write_json(parent / "profile.json", summary)
+    write_json(parent / "profile.json", ProfileFile.model_validate(summary).model_dump(mode="json"))
     return ProfileResult(parent, results, engine.record, summary)
 
 
 def profile_summary(results: list[tuple[str, BenchResult]], engine: dict[str, Any]) -> dict[str, Any]:
     first = results[0][1].summary if results else {}
     return {
+        "schema_version": SCHEMA_VERSION,
         "kind": "embedded-profile",
         "engine": {k: engine.get(k) for k in ("engine", "version", "model_file", "threads", "parallel_slots")},
         "cold": first.get("cold"),

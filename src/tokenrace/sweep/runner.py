@@ -28,6 +28,7 @@ from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.runner import Load
 from tokenrace.runs.history import index_quietly
+from tokenrace.runs.models import SCHEMA_VERSION, SweepFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
 from tokenrace.runs.store import default_run_dir, write_json
@@ -285,6 +286,7 @@ class Sweep:
     def _write(self, finished: bool) -> dict[str, Any]:
         first = self.state.steps[0][1].manifest if self.state.steps else {}
         summary = {
+            "schema_version": SCHEMA_VERSION,
             "kind": "sweep",
             "sweep": self.plan.kind,
             "tool": "tokenrace",
@@ -303,7 +305,7 @@ class Sweep:
             "steps": self.state.rows,
             **self.state.extra,
         }
-        write_json(self.parent / SWEEP_FILE, summary)
+        write_json(self.parent / SWEEP_FILE, SweepFile.model_validate(summary).model_dump(mode="json"))
         return summary
 
 

@@ -11,8 +11,9 @@ import pytest
 from tests.monitor.test_server_metrics import FIXTURES, bump
 
 from tokenrace.client.records import RequestRecord
-from tokenrace.figures.summary import Windows, summarize
-from tokenrace.monitor.wiring import discover_metrics_url, enrich_summary, monitor_for_bench
+from tokenrace.figures.summary import Windows
+from tokenrace.runs.instruments import discover_metrics_url, monitor_for_bench
+from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 from tokenrace.testing.fake_server import FakeServerThread
 
 MS = 1_000_000
@@ -64,8 +65,10 @@ def test_a_monitored_run_gains_resources_warnings_and_the_engines_clock(tmp_path
 
         resources, monitor, t0 = asyncio.run(go())
     records = fake_records(t0, 10, 30.0)
-    summary = summarize(records, Windows())
-    enrich_summary(summary, resources, monitor, records, t0, duration_s=None)
+    engine, first, last = monitor.server_metrics_texts()
+    assert engine is not None and first and last
+    ctx = RunContext(Windows(), resources=resources, t0_ns=t0, scrapes=EngineScrapes(engine, first, last))
+    summary = build_summary(records, ctx).model_dump(mode="json")
     assert summary["resources"]["server"]["engine"] == "vllm"
     assert summary["resources"]["local_server"] is True
     assert any("the server queued up to 3 requests" in w for w in summary["resource_warnings"])
@@ -75,15 +78,14 @@ def test_a_monitored_run_gains_resources_warnings_and_the_engines_clock(tmp_path
         100.0
     )
     assert svc["tpot_ms"]["server_mean"] == pytest.approx(18.0)
-    assert "drift" not in summary  # not a soak
+    assert summary["drift"] is None  # not a soak
 
 
 def test_a_soak_run_gains_drift_even_without_the_monitor() -> None:
     t0 = 10**12
     records = fake_records(t0, 700, 500.0)  # 350 s of requests
-    summary = summarize(records, Windows())
-    enrich_summary(summary, None, None, records, t0, duration_s=350.0)
-    assert "resources" not in summary
+    summary = build_summary(records, RunContext(Windows(), t0_ns=t0, duration_s=350.0)).model_dump(mode="json")
+    assert summary["resources"] is None
     d = summary["drift"]
     assert d["window_s"] == 30.0 and len(d["windows"]) == 12 and d["requests"] == 700
     assert d["findings"] == ["no drift: latency and errors (no timeseries) held steady over 12 windows of 30 s"]

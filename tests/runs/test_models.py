@@ -1,0 +1,114 @@
+"""The saved files' typed models: schemas in docs/schema/ are current, real runs validate against
+them, and files written before `schema_version` are still read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from tests.sweep.helpers import bench
+
+from tokenrace.client.records import RECORD_SCHEMA_VERSION, RequestRecord
+from tokenrace.runs.models import SCHEMA_VERSION, RecordLine, Summary
+from tokenrace.runs.reader import load_dir
+from tokenrace.runs.schema import schema_name, schemas
+from tokenrace.testing.fake_server import FakeServerThread
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_DIR = ROOT / "docs" / "schema"
+
+
+def validator(file_name: str) -> jsonschema.protocols.Validator:
+    schema = json.loads((SCHEMA_DIR / schema_name(file_name)).read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def test_committed_schemas_are_current() -> None:
+    fresh = schemas()
+    on_disk = {p.name: p.read_text() for p in SCHEMA_DIR.glob("*.schema.json")}
+    stale = sorted(n for n in fresh if on_disk.get(n) != fresh[n])
+    extra = sorted(set(on_disk) - set(fresh))
+    assert not stale and not extra, (
+        f"docs/schema is stale ({stale or extra}): run `python -m tokenrace.runs.schema` and commit the result"
+    )
+
+
+def test_the_record_writer_and_its_model_agree() -> None:
+    assert RECORD_SCHEMA_VERSION == SCHEMA_VERSION
+    rec = RequestRecord(seq=3, start_ns=10, first_token_ns=20, end_ns=40, chunk_ns=[20, 30], output_tokens=2)
+    line = rec.to_json(0)
+    assert set(line) <= set(RecordLine.model_fields), set(line) - set(RecordLine.model_fields)
+    assert RecordLine.model_validate(line).model_dump(mode="json", include=set(line)) == line
+
+
+def _errors(v: jsonschema.protocols.Validator, doc: Any) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(doc)]
+
+
+def test_a_real_run_and_sweep_validate_against_docs_schema(tmp_path: Path, tokenrace_home: Path) -> None:
+    with FakeServerThread({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 6}) as srv:
+        run = bench(srv.base_url, tmp_path / "run", requests=6, concurrency=2)
+        sweep_dir = tmp_path / "sweep"
+        p = subprocess.run(
+            [sys.executable, "-m", "tokenrace", "sweep", "--url", srv.base_url, "--concurrencies", "1,2", "--no-stop",
+             "--requests", "4", "--max-tokens", "6", "-o", str(sweep_dir)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+    for d in (run.directory, *sorted(x for x in sweep_dir.iterdir() if x.is_dir())):
+        for name in ("summary.json", "manifest.json"):
+            doc = json.loads((d / name).read_text())
+            assert doc["schema_version"] == SCHEMA_VERSION
+            assert _errors(validator(name), doc) == [], (d, name)
+        lines = [json.loads(x) for x in (d / "records.jsonl").read_text().splitlines()]
+        assert lines and all(line["schema_version"] == SCHEMA_VERSION for line in lines)
+        v = validator("records.jsonl")
+        assert [e for line in lines for e in _errors(v, line)] == []
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    assert sweep["schema_version"] == SCHEMA_VERSION and len(sweep["steps"]) == 2
+    assert _errors(validator("sweep.json"), sweep) == []
+
+
+def test_a_schema_catches_a_wrong_type() -> None:
+    doc = Summary().model_dump(mode="json")
+    doc["error_rate"] = "high"
+    assert _errors(validator("summary.json"), doc)
+
+
+def test_files_without_schema_version_are_still_read(tmp_path: Path) -> None:
+    """A run directory as older versions wrote it: no schema_version, no cache or warnings keys."""
+    with FakeServerThread({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 4}) as srv:
+        run = bench(srv.base_url, tmp_path / "old", requests=3)
+    for name, drop in (
+        ("summary.json", ("schema_version", "cache", "by_turn", "warnings")),
+        ("manifest.json", ("schema_version",)),
+    ):
+        path = run.directory / name
+        doc = json.loads(path.read_text())
+        for key in drop:
+            doc.pop(key)
+        doc["metrics"].pop("cached_tokens", None) if name == "summary.json" else None
+        path.write_text(json.dumps(doc))
+    data = load_dir(run.directory)
+    assert data.summary["schema_version"] == 0 and data.manifest["schema_version"] == 0
+    assert data.summary["cache"] is None and data.summary["warnings"] == []
+    assert data.summary["metrics"]["cached_tokens"]["count"] == 0  # no data: count 0, stats null
+    assert data.summary["metrics"]["cached_tokens"]["p50"] is None
+    assert data.summary["requests"]["succeeded"] == 3
+
+
+def test_a_file_that_is_not_a_summary_gets_one_line(tmp_path: Path) -> None:
+    from tokenrace.errors import UsageError
+
+    with FakeServerThread({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 4}) as srv:
+        run = bench(srv.base_url, tmp_path / "bad", requests=2)
+    (run.directory / "summary.json").write_text(json.dumps({"requests": "many"}))
+    with pytest.raises(UsageError, match=r"summary.json: not a tokenrace summary.json \(requests"):
+        load_dir(run.directory)
