@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from tokenrace.client.records import RequestRecord
+from tokenrace.client.records import RequestRecord, cached_tokens_of
 from tokenrace.client.redact import Redactor
 from tokenrace.client.sse import SSEParser
 from tokenrace.client.transport import StampingHandler, Timeouts, make_session
@@ -313,6 +313,8 @@ class _StreamReader:
         timings = obj.get("timings")
         if timings:
             rec.server_timing = timings
+        if usage or timings:
+            rec.cached_tokens, rec.cached_tokens_source = cached_tokens_of(rec.usage, rec.server_timing)
         if "error" in obj:
             rec.fail("stream_error", str(error_message_from_body(data.encode())))
 
@@ -360,6 +362,7 @@ async def _read_body(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
     rec.response_id = rec.response_id or obj.get("id")
     rec.usage = obj.get("usage")
     rec.server_timing = obj.get("timings")
+    rec.cached_tokens, rec.cached_tokens_source = cached_tokens_of(rec.usage, rec.server_timing)
     choices = obj.get("choices") or [{}]
     choice = choices[0]
     msg = choice.get("message") or {}
