@@ -21,6 +21,8 @@ from tokenrace.load.workloads.sessions import (
     load_sharegpt,
     messages_for_turn,
     parse_turns,
+    session_header_value,
+    session_prompt,
     synthetic_conversations,
     with_think_times,
 )
@@ -193,3 +195,13 @@ def test_with_think_times_for_file_conversations() -> None:
     timed = with_think_times(convs, 2.0, seed=1)
     assert all(len(c.think_s) == 2 and c.turns == convs[0].turns for c in timed)
     assert timed == with_think_times(convs, 2.0, seed=1)
+
+
+def test_session_prompt_header_and_label() -> None:
+    conv = Conversation("conv\r\nX-Evil: 1", (Turn("a", max_tokens=7), Turn("b")))
+    first = session_prompt(conv, 1, [])
+    assert first.headers == {"X-Session-ID": "conv__X-Evil:_1"} and first.max_tokens == 7
+    assert first.label == "conv\r\nX-Evil: 1#1"
+    assert session_prompt(conv, 2, ["ans"], header="X-Conv").headers == {"X-Conv": "conv__X-Evil:_1"}
+    assert session_prompt(conv, 2, ["ans"], header=None).headers is None
+    assert session_header_value("") == "_" and len(session_header_value("x" * 500)) == 128

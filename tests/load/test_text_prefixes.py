@@ -92,6 +92,9 @@ def test_with_prefix_keeps_the_prompt_and_extends_a_system_message() -> None:
     assert out.messages is not None and out.messages[0]["content"] == "PREFIX\n\nbe brief" and out.max_tokens == 9
     assert chat.messages is not None and chat.messages[0]["content"] == "be brief"  # the original is untouched
     assert with_prefix(Prompt(text="hello"), "P").text == "P\n\nhello"
+    keeps = with_prefix(Prompt(text="x", headers={"X-Session-ID": "s"}, label="L"), "P")
+    assert keeps.headers == {"X-Session-ID": "s"} and keeps.label == "L"
+    assert bust(keeps, "n", 1).headers == {"X-Session-ID": "s"}
 
 
 def test_bust_tag_is_first_and_unique_per_request_and_run() -> None:

@@ -17,7 +17,7 @@ is deterministic given the seed.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -88,13 +88,13 @@ def with_prefix(prompt: Prompt, prefix: str) -> Prompt:
     prefix is still the first thing the model reads.
     """
     if prompt.messages is None:
-        return Prompt(text=f"{prefix}\n\n{prompt.as_text()}", max_tokens=prompt.max_tokens, label=prompt.label)
+        return replace(prompt, text=f"{prefix}\n\n{prompt.as_text()}")
     messages = [dict(m) for m in prompt.messages]
     if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
         messages[0]["content"] = f"{prefix}\n\n{messages[0]['content']}"
     else:
         messages.insert(0, {"role": "system", "content": prefix})
-    return Prompt(messages=messages, max_tokens=prompt.max_tokens, label=prompt.label)
+    return replace(prompt, messages=messages)
 
 
 def new_nonce() -> str:
@@ -115,7 +115,7 @@ def bust(prompt: Prompt, nonce: str, seq: int) -> Prompt:
     """
     tag = bust_tag(nonce, seq)
     if prompt.messages is None:
-        return Prompt(text=f"{tag} {prompt.as_text()}", max_tokens=prompt.max_tokens, label=prompt.label)
+        return replace(prompt, text=f"{tag} {prompt.as_text()}")
     messages = [dict(m) for m in prompt.messages]
     if not messages:
         messages = [{"role": "user", "content": tag}]
@@ -126,4 +126,4 @@ def bust(prompt: Prompt, nonce: str, seq: int) -> Prompt:
             first["content"] = [{"type": "text", "text": tag}, *content]
         else:
             first["content"] = f"{tag} {content or ''}".rstrip()
-    return Prompt(messages=messages, max_tokens=prompt.max_tokens, label=prompt.label)
+    return replace(prompt, messages=messages)

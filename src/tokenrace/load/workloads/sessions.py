@@ -27,7 +27,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+from tokenrace.client.openai import Prompt
 from tokenrace.errors import UsageError
+
+DEFAULT_SESSION_HEADER = "X-Session-ID"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,24 @@ def messages_for_turn(conversation: Conversation, turn: int, answers: Sequence[s
         messages.append({"role": "assistant", "content": answer})
     messages.append({"role": "user", "content": conversation.turns[turn - 1].user})
     return messages
+
+
+def session_prompt(
+    conversation: Conversation, turn: int, answers: Sequence[str], header: str | None = DEFAULT_SESSION_HEADER
+) -> Prompt:
+    """The request for `turn` (1-based): its messages (`messages_for_turn`), the turn's max_tokens,
+    and the session header carrying the conversation's id (none when `header` is None)."""
+    messages = messages_for_turn(conversation, turn, answers)
+    headers = {header: session_header_value(conversation.id)} if header else None
+    max_tokens = conversation.turns[turn - 1].max_tokens
+    return Prompt(messages=messages, max_tokens=max_tokens, label=f"{conversation.id}#{turn}", headers=headers)
+
+
+def session_header_value(conv_id: str) -> str:
+    """`conv_id` made safe for an HTTP header: ids from files may hold any text, and a CR/LF or a
+    non-ASCII character would make the request fail before it is sent."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._:-") else "_" for c in conv_id)
+    return safe[:128] or "_"
 
 
 # --- files ------------------------------------------------------------------------------
