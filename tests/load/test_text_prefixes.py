@@ -100,14 +100,18 @@ def test_with_prefix_keeps_the_prompt_and_extends_a_system_message() -> None:
 def test_bust_tag_is_first_and_unique_per_request_and_run() -> None:
     nonce = new_nonce()
     assert nonce != new_nonce() and len(nonce) == 8
-    tags = {bust_tag(nonce, seq) for seq in range(1000)}
-    assert len(tags) == 1000
+    tags = [bust_tag(nonce, seq) for seq in range(1000)]
+    assert len(set(tags)) == 1000 and tags == [bust_tag(nonce, seq) for seq in range(1000)]
+    assert tags != [bust_tag("other", seq) for seq in range(1000)]
+    # token-by-token caches (llama.cpp, SGLang) must find no common opening between requests
+    differ_at_once = sum(a[0] != b[0] for a, b in zip(tags, tags[1:], strict=False))
+    assert differ_at_once > 0.85 * 999
     chat = Prompt(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
     busted = bust(chat, "abcd", 5)
-    assert busted.messages is not None and busted.messages[0]["content"] == "[abcd-5] S"
-    assert bust(Prompt(text="T"), "abcd", 6).text == "[abcd-6] T"
+    assert busted.messages is not None and busted.messages[0]["content"] == f"{bust_tag('abcd', 5)} S"
+    assert bust(Prompt(text="T"), "abcd", 6).text == f"{bust_tag('abcd', 6)} T"
     parts = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "U"}]}])
-    assert bust(parts, "n", 1).as_messages()[0]["content"][0] == {"type": "text", "text": "[n-1]"}
+    assert bust(parts, "n", 1).as_messages()[0]["content"][0] == {"type": "text", "text": bust_tag("n", 1)}
 
 
 def test_busted_prompts_share_no_cache_block() -> None:

@@ -5,8 +5,9 @@
   prefix caches are built for: after the first request of a group, its N tokens need no prefill.
 - Cache busting: a short tag, unique to the request, at the very start of the prompt. Prefix caches
   match from the first token, so a prompt that differs there shares nothing with any other. The
-  chat template's own first tokens (e.g. `<|im_start|>system`) still come before it: a few tokens,
-  less than one cache block in vLLM or SGLang, though llama.cpp counts them in `cache_n`.
+  chat template's own opening still comes before it (a few tokens, or a default system prompt
+  some templates insert: 24 tokens for SmolLM2), and caches that match token by token (llama.cpp,
+  SGLang) report it as cached; vLLM's 16-token blocks usually do not.
 
 The tag must also differ between runs, because a server's cache outlives a run: a second run with
 the same seed would otherwise hit what the first one cached. So the tag is built from a per-run
@@ -16,6 +17,7 @@ is deterministic given the seed.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -103,8 +105,14 @@ def new_nonce() -> str:
 
 
 def bust_tag(nonce: str, seq: int) -> str:
-    """The request's unique tag: the run's nonce and the request's sequence number."""
-    return f"[{nonce}-{seq}]"
+    """The request's unique tag: a hash of (nonce, seq), then seq, which makes it unique.
+
+    The hash comes first because caches that match token by token (llama.cpp, SGLang) would
+    otherwise reuse a common opening such as the nonce itself: measured on llama.cpp, tags
+    `[n1-1]` and `[n1-2]` shared 4 tokens. Hex digits differ from the first character 15 times in 16.
+    """
+    digest = hashlib.blake2b(f"{nonce}:{seq}".encode(), digest_size=4).hexdigest()
+    return f"{digest}-{seq}"
 
 
 def bust(prompt: Prompt, nonce: str, seq: int) -> Prompt:
