@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from tokenrace.client.records import RequestRecord
+from tokenrace.client.records import RequestRecord, cached_tokens_of
 from tokenrace.client.redact import Redactor
 from tokenrace.client.sse import SSEParser
 from tokenrace.client.transport import StampingHandler, Timeouts, make_session
@@ -31,6 +31,8 @@ class Prompt:
     text: str | None = None
     max_tokens: int | None = None
     label: str | None = None
+    # Headers for this request only, e.g. a multi-turn session's id for routers that pin sessions.
+    headers: dict[str, str] | None = None
 
     def as_text(self) -> str:
         if self.text is not None:
@@ -89,8 +91,10 @@ class OpenAIClient:
     def url(self) -> str:
         return f"{self.base_url}/{'chat/completions' if self.options.api == 'chat' else 'completions'}"
 
-    def headers(self) -> dict[str, str]:
+    def headers(self, prompt: Prompt | None = None) -> dict[str, str]:
         h = {"Content-Type": "application/json", **self.options.extra_headers}
+        if prompt is not None and prompt.headers:
+            h.update(prompt.headers)
         if self._api_key:
             h["Authorization"] = f"Bearer {self._api_key}"
         return h
@@ -117,13 +121,14 @@ class OpenAIClient:
     async def send(self, prompt: Prompt, rec: RequestRecord) -> RequestRecord:
         assert self.session is not None, "use the client as an async context manager"
         payload = orjson.dumps(self.body(prompt))
+        headers = self.headers(prompt)
         rec.max_tokens = prompt.max_tokens if prompt.max_tokens is not None else self.options.max_tokens
         reader = _StreamReader(rec, self.options.api) if self.options.stream else None
         deadline = _Deadline(self.timeouts)
         rec.start_ns = perf_ns()
         try:
             async with asyncio.timeout_at(deadline.first(rec.start_ns)) as tm:
-                await self._exchange_fresh(payload, rec, reader, tm, deadline)
+                await self._exchange_fresh(payload, headers, rec, reader, tm, deadline)
         except aiohttp.ConnectionTimeoutError as exc:  # a TimeoutError too: the connect limit, not ours
             rec.fail(*_classify(exc))
         except TimeoutError:
@@ -147,7 +152,13 @@ class OpenAIClient:
         return rec
 
     async def _exchange_fresh(
-        self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline
+        self,
+        payload: bytes,
+        headers: dict[str, str],
+        rec: RequestRecord,
+        reader: _StreamReader | None,
+        tm: Any,
+        deadline: _Deadline,
     ) -> None:
         """Send, replacing pooled keep-alive connections the server has already closed.
 
@@ -158,19 +169,25 @@ class OpenAIClient:
         """
         for _ in range(self._max_connections + 1):
             try:
-                await self._exchange(payload, rec, reader, tm, deadline)
+                await self._exchange(payload, headers, rec, reader, tm, deadline)
                 return
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
                 if rec.connect_ns is not None or rec.headers_ns is not None:
                     raise
                 rec.retried_stale_connection = True
-        await self._exchange(payload, rec, reader, tm, deadline)
+        await self._exchange(payload, headers, rec, reader, tm, deadline)
 
     async def _exchange(
-        self, payload: bytes, rec: RequestRecord, reader: _StreamReader | None, tm: Any, deadline: _Deadline
+        self,
+        payload: bytes,
+        headers: dict[str, str],
+        rec: RequestRecord,
+        reader: _StreamReader | None,
+        tm: Any,
+        deadline: _Deadline,
     ) -> None:
         assert self.session is not None
-        async with self.session.post(self.url, data=payload, headers=self.headers(), trace_request_ctx=rec) as resp:
+        async with self.session.post(self.url, data=payload, headers=headers, trace_request_ctx=rec) as resp:
             rec.headers_ns = perf_ns()
             rec.status = resp.status
             rec.response_id = resp.headers.get("x-request-id")
@@ -313,6 +330,8 @@ class _StreamReader:
         timings = obj.get("timings")
         if timings:
             rec.server_timing = timings
+        if usage or timings:
+            rec.cached_tokens, rec.cached_tokens_source = cached_tokens_of(rec.usage, rec.server_timing)
         if "error" in obj:
             rec.fail("stream_error", str(error_message_from_body(data.encode())))
 
@@ -360,6 +379,7 @@ async def _read_body(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
     rec.response_id = rec.response_id or obj.get("id")
     rec.usage = obj.get("usage")
     rec.server_timing = obj.get("timings")
+    rec.cached_tokens, rec.cached_tokens_source = cached_tokens_of(rec.usage, rec.server_timing)
     choices = obj.get("choices") or [{}]
     choice = choices[0]
     msg = choice.get("message") or {}

@@ -33,6 +33,10 @@ class RequestRecord:
     prompt_tokens_source: str | None = None  # usage | tokenizer | estimate
     output_tokens: int | None = None
     output_tokens_source: str | None = None  # usage | tokenizer | chunks
+    cached_tokens: int | None = None  # prompt tokens the server served from its prefix cache
+    cached_tokens_source: str | None = None  # usage | engine; None when the server did not say
+    session_id: str | None = None  # multi-turn: the conversation this request belongs to
+    turn: int | None = None  # multi-turn: 1 for a conversation's first request, 2 for the next, ...
     finish_reason: str | None = None
     status: int | None = None
     error_kind: str | None = None
@@ -44,10 +48,6 @@ class RequestRecord:
     new_connection: bool | None = None
     retried_stale_connection: bool = False  # closed keep-alive connections were replaced
     max_tokens: int | None = None
-    cached_tokens: int | None = None  # prompt tokens the server served from its prefix cache
-    cached_tokens_source: str | None = None  # usage (prompt_tokens_details) | engine (llama.cpp timings)
-    session_id: str | None = None  # multi-turn workloads: the conversation this request belongs to
-    turn: int | None = None  # 1-based turn number within the session
     worker: int | None = None  # the worker process that sent it, when the load was spread over several
 
     @property
@@ -90,10 +90,10 @@ class RequestRecord:
             "reasoning_chunks": self.reasoning_chunks,
             "prompt_tokens": self.prompt_tokens,
             "prompt_tokens_source": self.prompt_tokens_source,
-            "output_tokens": self.output_tokens,
-            "output_tokens_source": self.output_tokens_source,
             "cached_tokens": self.cached_tokens,
             "cached_tokens_source": self.cached_tokens_source,
+            "output_tokens": self.output_tokens,
+            "output_tokens_source": self.output_tokens_source,
             "output_chars": len(self.text),
             "max_tokens": self.max_tokens,
             "finish_reason": self.finish_reason,
@@ -104,6 +104,28 @@ class RequestRecord:
             "response_id": self.response_id,
             "server_timing": self.server_timing,
         }
+
+
+def cached_tokens_of(usage: Any, timings: Any) -> tuple[int | None, str | None]:
+    """(cached prompt tokens, source) from a response's `usage` and engine `timings`.
+
+    `usage.prompt_tokens_details.cached_tokens` (OpenAI, vLLM, SGLang) is trusted first, as usage is
+    for every token count; llama.cpp's `timings.cache_n` (prompt tokens reused from the slot's cache)
+    second. A server that reports neither leaves the count unknown (None), never 0: vLLM sends
+    `"prompt_tokens_details": null` unless started with --enable-prompt-tokens-details.
+    """
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if _count(cached):
+        return cached, "usage"
+    cache_n = timings.get("cache_n") if isinstance(timings, dict) else None
+    if _count(cache_n):
+        return cache_n, "engine"
+    return None, None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _dur(ns: int | None) -> float | None:

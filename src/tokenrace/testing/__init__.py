@@ -6,7 +6,7 @@ package imports nothing itself, so `python -m tokenrace.testing.fake_server`
 runs without a double-import warning.
 
 Modules: fake_server (runners and public API), fake_app (aiohttp routes),
-fake_config (FakeConfig), fake_plan (what to send and when), fake_openai (wire
+fake_config (FakeConfig), fake_cache (the simulated prefix cache), fake_plan (what to send and when), fake_openai (wire
 shapes, toy tokenizer), fake_log (the send log), fake_precision (a self-check
 of the server's send-time precision).
 """

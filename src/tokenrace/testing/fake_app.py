@@ -8,12 +8,13 @@ POST /v1/chat/completions, /v1/completions, /tokenize, /fake/reset.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from tokenrace import __version__
+from tokenrace.testing.fake_cache import PrefixCache
 from tokenrace.testing.fake_config import FakeConfig, as_config, merge_overrides
 from tokenrace.testing.fake_log import RequestRecord, SendLog
 from tokenrace.testing.fake_openai import (
@@ -29,8 +31,10 @@ from tokenrace.testing.fake_openai import (
     Json,
     ResponseMeta,
     chat_body,
+    chat_prompt_text,
     chat_prompt_tokens,
     completion_body,
+    completion_prompt_text,
     completion_prompt_tokens,
     count_tokens,
     error_body,
@@ -53,6 +57,15 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class ServerState:
     config: FakeConfig
     log: SendLog
+    # One simulated prefix cache per block geometry (size, unit, capacity).
+    caches: dict[tuple[int, str, int | None], PrefixCache] = field(default_factory=dict)
+
+    def cache_for(self, config: FakeConfig) -> PrefixCache:
+        size, unit, capacity = config.cache_block_size, config.cache_block_unit, config.cache_capacity_blocks
+        key = (size, unit, capacity)
+        if key not in self.caches:
+            self.caches[key] = PrefixCache(size, unit, capacity)
+        return self.caches[key]
 
 
 STATE = web.AppKey("fake_state", ServerState)
@@ -203,12 +216,16 @@ async def fake_log(request: web.Request) -> web.Response:
 
 
 async def fake_reset(request: web.Request) -> web.Response:
-    request.app[STATE].log.reset()
+    """Forget the send log and empty the prefix caches: the next request meets a cold server."""
+    state = request.app[STATE]
+    state.log.reset()
+    state.caches.clear()
     return json_response({"status": "ok"})
 
 
 async def fake_stats(request: web.Request) -> web.Response:
-    return json_response(request.app[STATE].log.stats())
+    state = request.app[STATE]
+    return json_response({**state.log.stats(), "cache_blocks": sum(len(c) for c in state.caches.values())})
 
 
 # --- generation ----------------------------------------------------------------------
@@ -248,6 +265,7 @@ async def _respond(request: web.Request, record: RequestRecord, endpoint: Endpoi
     try:
         body = await _read_json_object(request)
         record.stream = body.get("stream") is True
+        _note_session(record, request, body, state.config.session_header)
         config = _request_config(state.config, body, request.headers.get("x-fake-fault"))
         model = _check_model(body, config)
     except BadRequest as exc:
@@ -272,6 +290,10 @@ async def _dispatch(
         req = _gen_request(record, endpoint, body, config, model, rng)
     except BadRequest as exc:
         return await _send_now(request, record, _bad_request(exc))
+    if config.prefix_cache and req.fault not in ("500", "429", "refuse"):
+        # A request refused before generating prefilled nothing, so it neither hits nor fills.
+        lookup = request.app[STATE].cache_for(config).lookup_and_insert(_prompt_text(endpoint, body))
+        req = dataclasses.replace(req, cached_tokens=lookup.cached_tokens)
     _fill_record(record, req)
     if req.fault in ("500", "429"):
         return await _send_now(request, record, _fault_error(req.fault))
@@ -301,6 +323,20 @@ def _fill_record(record: RequestRecord, req: GenRequest) -> None:
     record.model = req.meta.model
     record.prompt_tokens = req.prompt_tokens
     record.completion_tokens = req.output_tokens
+    record.cached_tokens = req.cached_tokens
+
+
+def _note_session(record: RequestRecord, request: web.Request, body: Json, header: str) -> None:
+    """Log the session header and the message count: what a session-pinning router sees."""
+    record.session_id = request.headers.get(header)
+    messages = body.get("messages")
+    record.messages = len(messages) if isinstance(messages, list) else None
+
+
+def _prompt_text(endpoint: Endpoint, body: Json) -> str:
+    if endpoint == "chat":
+        return chat_prompt_text(body["messages"])
+    return completion_prompt_text(body["prompt"])
 
 
 def _request_config(base: FakeConfig, body: Json, header_fault: str | None) -> FakeConfig:
@@ -415,7 +451,7 @@ async def _stream(
     await resp.prepare(request)
     record.status = 200
     _flush_headers(resp)
-    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival)
+    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens)
     spin_ns = ms_to_ns(req.config.spin_ms)
     for step in plan_stream(req):
         if step.kind == "abort":
@@ -447,7 +483,7 @@ async def _send_body(
 ) -> web.StreamResponse:
     """Non-streaming: wait until the last token would be ready, then send one body."""
     log = request.app[STATE].log
-    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival)
+    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens)
     spin_ns = ms_to_ns(req.config.spin_ms)
     if req.fault == "stall":
         pacer.shift(ms_to_ns(req.config.stall_s * 1000))
@@ -470,5 +506,10 @@ def _full_body(req: GenRequest) -> Json:
     reasoning = token_text(0, req.reasoning_tokens)
     answer = token_text(req.reasoning_tokens, req.output_tokens - req.reasoning_tokens)
     if req.meta.endpoint == "chat":
-        return chat_body(req.meta, reasoning, answer, req.finish_reason, usage)
-    return completion_body(req.meta, answer, req.finish_reason, usage)
+        body = chat_body(req.meta, reasoning, answer, req.finish_reason, usage)
+    else:
+        body = completion_body(req.meta, answer, req.finish_reason, usage)
+    timings = req.timings()
+    if timings is not None:
+        body["timings"] = timings
+    return body

@@ -12,6 +12,8 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tokenrace.testing.fake_cache import BlockUnit
+
 FaultKind: TypeAlias = Literal[
     "500",
     "429",
@@ -60,6 +62,22 @@ class FakeConfig(BaseModel):
     spin_ms: float = Field(default=1.0, ge=0)
     metrics_text_path: str | None = None
     log_path: str | None = None
+    # Simulated prefix cache (fake_cache.py). Off by default: the server then reports no
+    # cached tokens at all, as an engine without prefix caching does. On, usage carries
+    # prompt_tokens_details.cached_tokens. Each block geometry (size, unit, capacity) has its
+    # own cache, shared by all requests that use it.
+    prefix_cache: bool = False
+    cache_block_size: int = Field(default=16, ge=1)
+    cache_block_unit: BlockUnit = "tokens"
+    cache_capacity_blocks: int | None = Field(default=None, ge=1)
+    # TTFT = ttft_ms + prefill_ms_per_token x uncached prompt tokens (+ load): a cache hit
+    # shortens it. Without the cache every prompt token is uncached.
+    prefill_ms_per_token: float = Field(default=0.0, ge=0)
+    # llama.cpp's per-response `timings` (cache_n, prompt_n, prompt_ms, predicted_n, predicted_ms)
+    # from the programmed figures, on the last chunk of a stream or in the body.
+    engine_timings: bool = False
+    # The request header whose value the send log records as `session_id`.
+    session_header: str = Field(default="X-Session-ID", min_length=1)
 
     @field_validator("fault", mode="before")
     @classmethod

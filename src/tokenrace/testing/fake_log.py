@@ -47,6 +47,12 @@ class RequestRecord:
     # TCP_NODELAY on the server's socket: Nagle's algorithm would hold small
     # SSE events back waiting for ACKs and distort the timing being measured.
     tcp_nodelay: bool | None = None
+    # The session header's value (FakeConfig.session_header), as a router would pin on it.
+    session_id: str | None = None
+    # Chat: the number of messages in the request; completions: None.
+    messages: int | None = None
+    # Prompt tokens served from the simulated prefix cache; None when the cache is off.
+    cached_tokens: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         entry = asdict(self)

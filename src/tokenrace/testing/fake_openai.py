@@ -42,10 +42,33 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+def chat_prompt_text(messages: list[Any]) -> str:
+    """The text a chat request's prompt is made of: all message contents joined by a space."""
+    return " ".join(_content_text(m.get("content")) for m in messages if isinstance(m, Mapping))
+
+
 def chat_prompt_tokens(messages: list[Any]) -> int:
     """Prompt tokens of a chat request: all message contents joined by a space."""
-    texts = [_content_text(m.get("content")) for m in messages if isinstance(m, Mapping)]
-    return count_tokens(" ".join(texts))
+    return count_tokens(chat_prompt_text(messages))
+
+
+def completion_prompt_text(prompt: Any) -> str:
+    """The text of a completions prompt for the prefix cache: texts joined, token ids as words."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return " ".join(_one_prompt_text(p) for p in prompt)
+    return ""
+
+
+def _one_prompt_text(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, int):
+        return str(item)
+    if isinstance(item, list):
+        return " ".join(str(i) for i in item)
+    return ""
 
 
 def completion_prompt_tokens(prompt: Any) -> int:
@@ -105,15 +128,38 @@ def text_chunk(meta: ResponseMeta, text: str, finish_reason: str | None) -> Json
     return {**meta._head(meta.chunk_object()), "choices": [choice]}
 
 
-def usage_block(prompt_tokens: int, completion_tokens: int, reasoning_tokens: int) -> Json:
+def usage_block(
+    prompt_tokens: int, completion_tokens: int, reasoning_tokens: int, cached_tokens: int | None = None
+) -> Json:
     usage: Json = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached_tokens is not None:
+        # OpenAI's shape, also vLLM's (--enable-prompt-tokens-details) and SGLang's.
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     if reasoning_tokens:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return usage
+
+
+def engine_timings(
+    cached_tokens: int | None, prompt_tokens: int, prompt_ms: float, output_tokens: int, itl_ms: float
+) -> Json:
+    """llama.cpp's per-response `timings`: prompt_n counts the tokens prefilled, cache_n those reused."""
+    cache_n = cached_tokens or 0
+    prompt_n = prompt_tokens - cache_n
+    predicted_ms = itl_ms * max(output_tokens - 1, 0)
+    return {
+        "cache_n": cache_n,
+        "prompt_n": prompt_n,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / prompt_n if prompt_n else None,
+        "predicted_n": output_tokens,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": predicted_ms / (output_tokens - 1) if output_tokens > 1 else None,
+    }
 
 
 def usage_chunk(meta: ResponseMeta, usage: Json) -> Json:

@@ -22,6 +22,7 @@ from tokenrace.testing.fake_openai import (
     Json,
     ResponseMeta,
     delta_chunk,
+    engine_timings,
     role_chunk,
     sse,
     text_chunk,
@@ -45,9 +46,27 @@ class GenRequest:
     finish_reason: str
     include_usage: bool
     fault: str | None
+    cached_tokens: int | None = None  # from the simulated prefix cache; None when it is off
+
+    @property
+    def uncached_tokens(self) -> int:
+        """Prompt tokens the simulated engine must prefill."""
+        return self.prompt_tokens - (self.cached_tokens or 0)
 
     def usage(self) -> Json:
-        return usage_block(self.prompt_tokens, self.output_tokens, self.reasoning_tokens)
+        return usage_block(self.prompt_tokens, self.output_tokens, self.reasoning_tokens, self.cached_tokens)
+
+    def prompt_ms(self) -> float:
+        """The programmed prefill time (load excluded): ttft_ms + per-token cost of the uncached tokens."""
+        return self.config.ttft_ms + self.config.prefill_ms_per_token * self.uncached_tokens
+
+    def timings(self) -> Json | None:
+        """llama.cpp-style `timings`, when the config asks for them."""
+        if not self.config.engine_timings:
+            return None
+        return engine_timings(
+            self.cached_tokens, self.prompt_tokens, self.prompt_ms(), self.output_tokens, self.config.itl_ms
+        )
 
 
 @dataclass(frozen=True)
@@ -113,6 +132,9 @@ def _token_step(req: GenRequest, group: tuple[ChunkKind, int, int], is_last: boo
     else:
         field = "reasoning_content" if kind == "reasoning" else "content"
         chunk = delta_chunk(req.meta, {field: text}, finish)
+    timings = req.timings() if is_last else None
+    if timings is not None:
+        chunk["timings"] = timings  # llama.cpp puts them on the chunk that carries finish_reason
     return Step(kind, sse(chunk), size, first + max(size, 1) - 1)
 
 
@@ -129,14 +151,17 @@ def ms_to_ns(ms: float) -> int:
 class Pacer:
     """Absolute send deadlines: token i is ready at arrival + ttft + i*itl (+ load, jitter).
 
-    Each deadline is derived from the previous *deadline*, never from when the
-    server actually woke up, so oversleeping once does not drift the rest.
+    ttft is ttft_ms + prefill_ms_per_token x `uncached_tokens` (the prompt tokens the
+    prefix cache did not cover). Each deadline is derived from the previous *deadline*,
+    never from when the server actually woke up, so oversleeping once does not drift the rest.
     """
 
-    def __init__(self, arrival_ns: int, config: FakeConfig, rng: random.Random, others: int) -> None:
+    def __init__(
+        self, arrival_ns: int, config: FakeConfig, rng: random.Random, others: int, uncached_tokens: int = 0
+    ) -> None:
         self._config = config
         self._rng = rng
-        ttft = config.ttft_ms + config.load_ttft_ms * others
+        ttft = config.ttft_ms + config.prefill_ms_per_token * uncached_tokens + config.load_ttft_ms * others
         self._grid_ns = arrival_ns + ms_to_ns(ttft)  # when token `_grid_token` is ready
         self._grid_token = 0
         self._last_deadline = arrival_ns

@@ -32,8 +32,15 @@ Ways to run it:
     pass freeze_gc=True (see `quiet_gc`): GC pauses otherwise stall all streams.
 
 Instrument endpoints: GET /fake/log (list of send-log entries; `?wait_idle=S`
-waits up to S s for in-flight requests to finish first), POST /fake/reset,
-GET /fake/stats -> {"max_in_flight", "in_flight", "requests"}.
+waits up to S s for in-flight requests to finish first), POST /fake/reset
+(forgets the log and empties the prefix caches), GET /fake/stats ->
+{"max_in_flight", "in_flight", "requests", "cache_blocks"}.
+
+Prefix caching is simulated when `prefix_cache` is on (fake_cache.py): usage
+then reports `prompt_tokens_details.cached_tokens`, and `prefill_ms_per_token`
+makes TTFT grow with the uncached part of the prompt. Each log entry records the
+session header's value (`session_id`, header `X-Session-ID` unless
+`session_header` says otherwise), the chat message count and the cached tokens.
 """
 
 from __future__ import annotations
