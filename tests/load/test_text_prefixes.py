@@ -122,3 +122,16 @@ def test_busted_prompts_share_no_cache_block() -> None:
         for seq in range(20)
     ]
     assert hits == [0] * 20
+
+
+def test_bust_as_system_message() -> None:
+    tag = bust_tag("n", 3)
+    plain = bust(Prompt(text="hello", max_tokens=5), "n", 3, system=True)
+    assert plain.text is None and plain.max_tokens == 5
+    assert plain.as_messages() == [{"role": "system", "content": tag}, {"role": "user", "content": "hello"}]
+    chat = Prompt(messages=[{"role": "user", "content": "U"}])
+    assert bust(chat, "n", 3, system=True).as_messages()[0] == {"role": "system", "content": tag}
+    with_system = Prompt(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    out = bust(with_system, "n", 3, system=True).as_messages()
+    assert out == [{"role": "system", "content": f"{tag} S"}, {"role": "user", "content": "U"}]
+    assert with_system.messages == [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]

@@ -9,7 +9,9 @@ the prompt misses everything after it, which is what a cache-busting tag relies 
 
 A block is `block_size` words of the toy tokenizer (unit "tokens") or `block_size` characters (unit
 "chars": independent of any tokenizer, for tests whose client counts tokens differently).
-Capacity is in blocks, least recently used evicted first. Pure: no I/O, no clock.
+Capacity is in blocks, least recently used evicted first. A prompt's blocks are cached as it
+arrives (the fake has no prefill to wait for), so a request that arrives while an identical one is
+still "prefilling" already hits; a real engine may not. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations

@@ -115,13 +115,22 @@ def bust_tag(nonce: str, seq: int) -> str:
     return f"{digest}-{seq}"
 
 
-def bust(prompt: Prompt, nonce: str, seq: int) -> Prompt:
+def bust(prompt: Prompt, nonce: str, seq: int, *, system: bool = False) -> Prompt:
     """A copy of `prompt` whose very first characters are the request's unique tag.
 
     For chat the tag goes at the start of the first message, whatever its role, since that is
-    where the prompt (after the template's fixed opening) begins.
+    where the prompt (after the template's fixed opening) begins. With `system`, a prompt without
+    a system message gets the tag as a system message of its own: chat templates that insert a
+    default system prompt when there is none (SmolLM2's, Qwen2.5's) then insert nothing before the
+    tag, and a token-by-token cache finds only the template's first few tokens. The price: the
+    model answers without its default system prompt.
     """
     tag = bust_tag(nonce, seq)
+    if system:
+        messages = [dict(m) for m in prompt.as_messages()]
+        if not messages or messages[0].get("role") != "system":
+            return replace(prompt, messages=[{"role": "system", "content": tag}, *messages], text=None)
+        return bust(replace(prompt, messages=messages, text=None), nonce, seq)
     if prompt.messages is None:
         return replace(prompt, text=f"{tag} {prompt.as_text()}")
     messages = [dict(m) for m in prompt.messages]
