@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from tokenrace.cli.common import parse_duration_s, parse_headers, parse_json_object, parse_mean_std
+from tokenrace.cli.workload_options import apply_workload_options, workload_options
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, resolve_endpoint
 from tokenrace.client.transport import Timeouts
@@ -130,10 +131,14 @@ def bench_options(fn: F) -> F:
     """Apply the shared options (in --help order), then the cost options."""
     for opt in reversed(_OPTIONS):
         fn = opt(fn)
-    return cost_options(fn)
+    return cost_options(workload_options(fn))
 
 
 def settings_from_options(o: dict[str, object]) -> BenchSettings:
+    return apply_workload_options(_settings(o), o)
+
+
+def _settings(o: dict[str, object]) -> BenchSettings:
     endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"])  # type: ignore[arg-type]
     extra = parse_json_object(o["extra_body"], "--extra-body")  # type: ignore[arg-type]
     if o["ignore_eos"]:

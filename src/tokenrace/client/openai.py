@@ -302,6 +302,16 @@ class _StreamReader:
                     if idx < len(rx):
                         t = rx[idx][1]
                 self.on_event(ev.data, t)
+            if self.rec.cancel_after_chunks is not None and len(self.rec.chunk_ns) >= self.rec.cancel_after_chunks:
+                # A client walking away mid-answer (--cancel-rate): closing the response closes the
+                # connection, which is what the server sees when a user stops a generation.
+                n = len(self.rec.chunk_ns)
+                self.rec.fail(
+                    "cancelled",
+                    f"cancelled by the client after {n} content chunks (the run cancels a share of requests)",
+                )
+                self.done = True
+                return
             tm.reschedule(deadline.idle())
         for ev in self.parser.close():
             self.on_event(ev.data, perf_ns())

@@ -48,6 +48,7 @@ class RequestRecord:
     new_connection: bool | None = None
     retried_stale_connection: bool = False  # closed keep-alive connections were replaced
     max_tokens: int | None = None
+    cancel_after_chunks: int | None = None  # the client cancels the stream after this many content chunks
     worker: int | None = None  # the worker process that sent it, when the load was spread over several
 
     @property

@@ -67,3 +67,62 @@ def cache_warning(section: dict[str, Any] | None) -> str | None:
         else "TTFT measures the cache as much as prefill; --cache-bust sends a unique prefix per request"
     )
     return f"prefix cache: {pct:.1f} % of prompt tokens were served from the server's cache ({where}); {advice}"
+
+
+# The engines' own prefix-cache counters (Prometheus): vLLM counts queried and hit prompt tokens;
+# SGLang exposes a running hit-rate gauge.
+_VLLM_COUNTERS = (
+    ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits"),
+    ("vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits"),
+)
+_SGLANG_GAUGE = "sglang:cache_hit_rate"
+
+
+def server_cache(engine: str, before: str, after: str) -> dict[str, Any] | None:
+    """The engine's prefix-cache figures over the run, from two /metrics texts; None when it has none."""
+    if engine == "vllm":
+        for queries_name, hits_name in _VLLM_COUNTERS:
+            queries = counter_delta(before, after, queries_name)
+            hits = counter_delta(before, after, hits_name)
+            if queries is not None and hits is not None:
+                rate = round(hits / queries, 6) if queries > 0 else None
+                return {"source": f"vllm /metrics {hits_name} / {queries_name} (delta over the run)",
+                        "queries": queries, "hits": hits, "hit_rate": rate}  # fmt: skip
+        return None
+    if engine == "sglang":
+        value = _gauge(after, _SGLANG_GAUGE)
+        if value is None:
+            return None
+        return {"source": f"sglang /metrics {_SGLANG_GAUGE} (at the end of the run)", "hit_rate": round(value, 6)}
+    return None
+
+
+def _samples(text: str, name: str) -> list[tuple[str, float]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: list[tuple[str, float]] = []
+    try:
+        for fam in text_string_to_metric_families(text):
+            if fam.name == name or fam.name == name.removesuffix("_total"):
+                out += [(s.name, float(s.value)) for s in fam.samples]
+    except ValueError:  # a scrape that does not parse: no figure, never a crash
+        return []
+    return out
+
+
+def counter_delta(before: str, after: str, name: str) -> float | None:
+    """A Prometheus counter's increase between two scrapes (summed over label sets)."""
+
+    def total(text: str) -> float | None:
+        values = [v for n, v in _samples(text, name) if n in (name, f"{name}_total")]
+        return sum(values) if values else None
+
+    b, a = total(before), total(after)
+    if a is None:
+        return None
+    return a - (b or 0.0)
+
+
+def _gauge(text: str, name: str) -> float | None:
+    values = [v for n, v in _samples(text, name) if n == name]
+    return sum(values) / len(values) if values else None

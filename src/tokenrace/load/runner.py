@@ -14,12 +14,16 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.figures.summary import Windows
 from tokenrace.load.arrivals import schedule
 from tokenrace.load.prompts import PromptSet
+from tokenrace.load.shapes import Stage, StagesKind, concurrency_plan, ramp_offsets, stage_offsets
+from tokenrace.load.workload import Prompts, Sessions, TraceLoad, Workload
 
 perf_ns = time.perf_counter_ns
 Send = Callable[[Prompt, RequestRecord], Awaitable[RequestRecord]]
@@ -39,9 +43,14 @@ class Load:
     cold: bool = True
     seed: int | None = 0
     keep_awake: bool = True  # see keep_awake() below
+    ramp_s: float | None = None  # open loop: the rate rises linearly from 0 to `rate` over this
+    stages: tuple[Stage, ...] | None = None  # piecewise rate (open loop) or concurrency (closed loop)
+    stages_kind: StagesKind = "rate"
+    cancel_rate: float = 0.0  # share of measured requests the client cancels mid-stream
 
-    def validate(self) -> None:
-        if self.requests is None and self.duration_s is None:
+    def validate(self, finite: bool = False) -> None:
+        """`finite`: the workload ends by itself (a trace, a file of sessions)."""
+        if self.requests is None and self.duration_s is None and not finite and self.stages is None:
             raise UsageError("say how much to run: --requests N and/or --duration S")
         if self.requests is not None and self.requests < 1:
             raise UsageError("--requests must be at least 1")
@@ -51,6 +60,10 @@ class Load:
             raise UsageError("--max-concurrency must be at least 1")
         if self.warmup < 0:
             raise UsageError("--warmup cannot be negative")
+        if not 0.0 <= self.cancel_rate <= 1.0:
+            raise UsageError(f"--cancel-rate must be a share between 0 and 1, got {self.cancel_rate}")
+        if self.ramp_s is not None and self.rate is None:
+            raise UsageError("--ramp shapes an open-loop rate: give --rate too")
 
 
 @contextlib.contextmanager
@@ -92,11 +105,12 @@ async def sleep_until(t_ns: int) -> None:
 
 
 class Runner:
-    def __init__(self, send: Send, prompts: PromptSet, load: Load, finish: Finish) -> None:
-        load.validate()
+    def __init__(self, send: Send, workload: Workload | PromptSet, load: Load, finish: Finish) -> None:
+        self.workload: Workload = Prompts(workload) if isinstance(workload, PromptSet) else workload
+        load.validate(finite=isinstance(self.workload, Sessions | TraceLoad))
         self.send = send
-        self.prompts = prompts
         self.load = load
+        self._cancel_rng = np.random.default_rng([load.seed or 0, 0xCA9C])
         self.finish = finish
         self.records: list[RequestRecord] = []
         self.windows = Windows()
@@ -117,21 +131,47 @@ class Runner:
         return self.records
 
     async def _run(self) -> None:
-        if self.load.cold:
+        # Sessions and traces are their own warm-up story: each session's first turn and the trace's
+        # first requests are what production sees cold, so no extra request is sent before them.
+        independent = isinstance(self.workload, Prompts)
+        if self.load.cold and independent:
             await self._one("cold")
-        if self.load.warmup:
+        if self.load.warmup and independent:
             await self._closed("warmup", min(self.load.concurrency, self.load.warmup), self.load.warmup, None)
         self._measuring = True
-        if self.load.rate is not None:
+        if isinstance(self.workload, Sessions):
+            await self._sessions(self.workload)
+        elif self.load.rate is not None or isinstance(self.workload, TraceLoad) or self._rate_stages():
             await self._open()
+        elif self.load.stages is not None:
+            await self._staged_closed(self.load.stages)
         else:
             await self._closed("measure", self.load.concurrency, self.load.requests, self.load.duration_s)
 
-    async def _one(self, phase: str, intended_ns: int | None = None) -> None:
+    def _rate_stages(self) -> bool:
+        return self.load.stages is not None and self.load.stages_kind == "rate"
+
+    async def _one(
+        self,
+        phase: str,
+        intended_ns: int | None = None,
+        index: int | None = None,
+        prompt: Prompt | None = None,
+        session: tuple[str, int] | None = None,
+    ) -> tuple[RequestRecord, str]:
+        """Send one request; `index` picks a trace's request, `prompt` is a session turn's.
+        Returns the record and the generated text (which `finish` may drop from the record)."""
         seq = self._seq
         self._seq += 1
-        prompt = self.prompts.pick(seq)
+        if prompt is None:
+            w = self.workload
+            prompt = w.pick(index if index is not None else seq) if not isinstance(w, Sessions) else None
+        assert prompt is not None
         rec = RequestRecord(seq=seq, phase=phase, intended_start_ns=intended_ns)
+        if session is not None:
+            rec.session_id, rec.turn = session
+        if phase == "measure" and self.load.cancel_rate > 0 and self._cancel_rng.random() < self.load.cancel_rate:
+            rec.cancel_after_chunks = int(self._cancel_rng.integers(1, 9))
         self._in_flight += 1
         if self._measuring:
             self.windows.max_in_flight = max(self.windows.max_in_flight, self._in_flight)
@@ -142,7 +182,50 @@ class Runner:
         finally:
             self._in_flight -= 1
             self.records.append(rec)
+        text = rec.text
         await self.finish(rec, prompt)
+        return rec, text
+
+    async def _sessions(self, sessions: Sessions) -> None:
+        """`concurrency` sessions in flight; each runs its turns in order, the model's real answers
+        kept in its history, with its think time before each later turn. A failed turn ends its
+        session (the next turn would need the answer it did not get)."""
+        budget = len(sessions.conversations) if self.load.requests is None else self.load.requests
+        self._taken = 0
+        self._deadline_ns = perf_ns() + int(self.load.duration_s * 1e9) if self.load.duration_s else None
+        order = iter(range(len(sessions.conversations)))
+
+        async def worker() -> None:
+            while self._take(budget):
+                index = next(order, None)
+                if index is None:
+                    break
+                await self._session(sessions, index)
+            if self.windows.steady_end_ns is None:
+                self.windows.steady_end_ns = perf_ns()
+
+        await _gather_or_cancel([worker() for _ in range(self.load.concurrency)])
+
+    async def _session(self, sessions: Sessions, index: int) -> None:
+        conversation = sessions.conversations[index]
+        answers: list[str] = []
+        for turn in range(1, len(conversation.turns) + 1):
+            pause = conversation.think_before(turn)
+            if pause > 0:
+                await asyncio.sleep(pause)
+            prompt = sessions.turn_prompt(index, turn, answers)
+            rec, text = await self._one("measure", prompt=prompt, session=(conversation.id, turn))
+            if not rec.ok:
+                return
+            answers.append(text)
+
+    async def _staged_closed(self, stages: tuple[Stage, ...]) -> None:
+        """Closed loop whose concurrency changes stage by stage (each stage runs for its duration)."""
+        for stage in concurrency_plan(stages):
+            if stage.concurrency > 0:
+                await self._closed("measure", stage.concurrency, None, stage.end_s - stage.start_s)
+            else:
+                await asyncio.sleep(stage.end_s - stage.start_s)
 
     async def _closed(self, phase: str, workers: int, count: int | None, duration_s: float | None) -> None:
         self._taken = 0
@@ -166,27 +249,20 @@ class Runner:
 
     async def _open(self) -> None:
         load = self.load
-        assert load.rate is not None
-        offsets = schedule(
-            load.rate,
-            load.arrival,
-            count=load.requests,
-            duration_s=load.duration_s,
-            burstiness=load.burstiness,
-            seed=load.seed,
-        )
-        self.windows.offered_rate = load.rate
+        offsets = self._offsets()
+        self.windows.offered_rate = load.rate if load.ramp_s is None and load.stages is None else None
+        trace = isinstance(self.workload, TraceLoad)
         cap = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
         tasks: set[asyncio.Task[None]] = set()
         base = perf_ns()
         self.windows.steady_start_ns = base
         try:
-            for off in offsets:
+            for i, off in enumerate(offsets):
                 intended = base + int(off * 1e9)
                 await sleep_until(intended)
                 if cap is not None:
                     await cap.acquire()
-                task = asyncio.create_task(self._capped(intended, cap))
+                task = asyncio.create_task(self._capped(intended, cap, i if trace else None))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             self.windows.steady_end_ns = perf_ns()
@@ -198,9 +274,25 @@ class Runner:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    async def _capped(self, intended_ns: int, cap: asyncio.Semaphore | None) -> None:
+    def _offsets(self) -> list[float]:
+        """The open loop's send offsets (s): the trace's, a shaped rate's (ramp, stages) or a flat rate's."""
+        load, w = self.load, self.workload
+        if isinstance(w, TraceLoad):
+            n = len(w.offsets_s) if load.requests is None else min(load.requests, len(w.offsets_s))
+            offsets = list(w.offsets_s[:n])
+            return [o for o in offsets if o < load.duration_s] if load.duration_s is not None else offsets
+        n, b, seed = load.requests, load.burstiness, load.seed
+        if load.stages is not None and load.stages_kind == "rate":
+            return stage_offsets(load.stages, load.arrival, count=n, burstiness=b, seed=seed)
+        assert load.rate is not None
+        if load.ramp_s is not None:
+            d = load.duration_s
+            return ramp_offsets(load.rate, load.ramp_s, load.arrival, count=n, duration_s=d, burstiness=b, seed=seed)
+        return schedule(load.rate, load.arrival, count=n, duration_s=load.duration_s, burstiness=b, seed=seed)
+
+    async def _capped(self, intended_ns: int, cap: asyncio.Semaphore | None, index: int | None = None) -> None:
         try:
-            await self._one("measure", intended_ns)
+            await self._one("measure", intended_ns, index)
         finally:
             if cap is not None:
                 cap.release()

@@ -71,6 +71,7 @@ class ServerTokenizer:
         self._headers = headers
         self.name = "server:/tokenize"
         self.local = False
+        self.decodes = True  # /detokenize answers (probed): needed to cut a text to an exact length
 
     async def encode(self, text: str) -> list[int]:
         body = {"content": text, "prompt": text, "model": self._model, "add_special_tokens": False}
@@ -105,9 +106,19 @@ def load_tokenizer(path: str) -> Tokenizer:
 
 async def probe_server_tokenizer(tok: ServerTokenizer) -> bool:
     try:
-        return len(await tok.encode("hello world")) > 0
+        ids = await tok.encode("hello world")
     except Exception:  # noqa: BLE001 - any failure means "this server has no usable /tokenize"
         return False
+    try:
+        tok.decodes = bool(ids) and "hello" in await tok.decode(ids)
+    except Exception:  # noqa: BLE001 - counting still works; exact sizing falls back to word counts
+        tok.decodes = False
+    return len(ids) > 0
+
+
+def can_decode(tok: Tokenizer | None) -> bool:
+    """Whether `tok` can turn ids back into text (a server without /detokenize cannot)."""
+    return tok is not None and getattr(tok, "decodes", True)
 
 
 async def fill_token_counts(rec: RequestRecord, prompt_text: str, tok: Tokenizer | None) -> None:

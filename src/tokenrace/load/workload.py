@@ -15,9 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenrace.client.openai import Prompt
+from tokenrace.errors import UsageError
 from tokenrace.load.prompts import PromptSet
-from tokenrace.load.workloads.prefixes import SharedPrefixes, bust, draw_groups
-from tokenrace.load.workloads.sessions import DEFAULT_SESSION_HEADER, Conversation, session_prompt
+from tokenrace.load.tokens import Tokenizer, can_decode
+from tokenrace.load.workloads.prefixes import SharedPrefixes, bust, draw_groups, new_nonce, shared_prefixes
+from tokenrace.load.workloads.sessions import (
+    DEFAULT_SESSION_HEADER,
+    Conversation,
+    ConversationFile,
+    TurnsSpec,
+    load_messages_jsonl,
+    load_sharegpt,
+    session_prompt,
+    synthetic_conversations,
+    with_think_times,
+)
+from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS, TracePromptBuilder, load_trace
 
 # Sequence numbers of a run are far below this; sessions' bust tags use this offset plus the session
 # index, so a session's tag never equals an independent request's.
@@ -86,3 +99,87 @@ class TraceLoad:
 
 
 Workload = Prompts | Sessions | TraceLoad
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """How to shape what is sent (the prompt source itself comes from the run's PromptSet)."""
+
+    cache_bust: bool | None = None  # None: bust built-in and synthetic prompts, not the user's own
+    shared_prefix_tokens: int | None = None
+    prefix_groups: int = 1
+    turns: TurnsSpec | None = None  # synthetic multi-turn sessions
+    think_time_s: float = 0.0
+    sessions_file: str | None = None  # ShareGPT JSON or messages JSONL
+    session_header: str | None = DEFAULT_SESSION_HEADER
+    trace_file: str | None = None
+    trace_format: str = "mooncake"
+    trace_speed: float = 1.0
+    trace_block_tokens: int = DEFAULT_BLOCK_TOKENS
+
+    def busts(self, base: PromptSet) -> bool:
+        if self.cache_bust is not None:
+            return self.cache_bust
+        if self.sessions_file is not None or self.trace_file is not None:
+            return False
+        return base.name == "builtin" or base.name.startswith("synthetic")
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """The workload, and what the manifest records about it."""
+
+    workload: Workload
+    kind: str  # prompts | sessions | trace
+    busted: bool
+    nonce: str
+    source: str
+    sizing: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+async def build_workload(
+    spec: WorkloadSpec, base: PromptSet, tokenizer: Tokenizer | None, seed: int | None, sessions: int
+) -> Built:
+    """Load files and make prompts before the load starts. `sessions`: how many synthetic sessions."""
+    nonce = new_nonce()  # per run: a server's cache outlives a run, so tags must differ between runs
+    seed = seed or 0
+    tokenizer = tokenizer if can_decode(tokenizer) else None  # exact sizing cuts token ids back into text
+    if spec.trace_file is not None:
+        trace = load_trace(spec.trace_file, spec.trace_format)
+        builder = TracePromptBuilder(trace, tokenizer, spec.trace_block_tokens, seed, nonce)
+        built = await builder.build_all()
+        offsets = tuple(trace.offsets(spec.trace_speed))
+        exact = tokenizer is not None and all(b.tokens == b.target for b in built)
+        load = TraceLoad(tuple(b.prompt for b in built), offsets, trace.source)
+        return Built(load, "trace", True, nonce, trace.source, "exact" if exact else "approximate")
+    prefixes = None
+    if spec.shared_prefix_tokens is not None:
+        prefixes = await shared_prefixes(spec.shared_prefix_tokens, spec.prefix_groups, tokenizer, seed)
+    busted = spec.busts(base)
+    tag = nonce if busted else None
+    sizing = prefixes.sizing if prefixes is not None else base.sizing
+    if spec.sessions_file is not None or spec.turns is not None:
+        notes: tuple[str, ...] = ()
+        if spec.sessions_file is not None:
+            loaded = _conversation_file(spec.sessions_file)
+            conversations = with_think_times(loaded.conversations, spec.think_time_s, seed)
+            source, notes = loaded.source, loaded.skipped
+        else:
+            assert spec.turns is not None
+            users = [p.as_text() for p in base.prompts]
+            conversations = synthetic_conversations(sessions, spec.turns, users, spec.think_time_s, seed)
+            source = f"synthetic sessions over {base.name}"
+        workload = Sessions(tuple(conversations), spec.session_header, prefixes, tag, source)
+        return Built(workload, "sessions", busted, nonce, source, sizing, notes)
+    return Built(Prompts(base, prefixes, tag), "prompts", busted, nonce, base.name, sizing)
+
+
+def _conversation_file(path: str) -> ConversationFile:
+    """ShareGPT JSON (a list) or OpenAI messages JSONL, told apart by the first character."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip()
+    except OSError as exc:
+        raise UsageError(f"cannot read the sessions file {path}: {exc.strerror}") from None
+    return load_sharegpt(path) if head.startswith(b"[") else load_messages_jsonl(path)

@@ -243,6 +243,16 @@ class PromptsInfo(_Model):
     cache_bust: bool | None = None
 
 
+class Workload(_Model):
+    """What was sent: independent prompts, sessions or a trace, and whether prompts were busted."""
+
+    kind: Literal["prompts", "sessions", "trace"]
+    source: str | None = None
+    cache_bust: bool | None = None
+    nonce: str | None = None  # the run's bust tags are made from it; unique per run
+    notes: list[str] = Field(default_factory=list)
+
+
 class Manifest(_Model):
     """manifest.json: what was run, against what, and how it was measured. Secrets never appear."""
 
@@ -268,6 +278,7 @@ class Manifest(_Model):
     server: JsonObject | None = None
     monitor: JsonObject | None = None
     imported: JsonObject | None = None
+    workload: Workload | None = None
 
 
 # --- sweep.json / profile.json ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ from tokenrace.client.providers import ResolvedEndpoint, server_root
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.redact import redact_argv
 from tokenrace.client.transport import Timeouts
+from tokenrace.figures.cache import server_cache
 from tokenrace.figures.cost import CostSpec
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
@@ -25,6 +26,7 @@ from tokenrace.load.preflight import check_first, choose_model, list_models
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.runner import Load, Runner
 from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
+from tokenrace.load.workload import Built, WorkloadSpec, build_workload
 from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.runs.instruments import monitor_for_bench
 from tokenrace.runs.models import SCHEMA_VERSION, Summary
@@ -49,6 +51,7 @@ class BenchSettings:
     timeouts: Timeouts = field(default_factory=Timeouts)
     load: Load = field(default_factory=Load)
     prompts: PromptSpec = field(default_factory=PromptSpec)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     tokenizer: str | None = None
     slo: dict[str, float] | None = None
     output: Path | None = None
@@ -152,6 +155,7 @@ class BenchSession:
         self.argv = redact_argv(argv if argv is not None else sys.argv)
         self.tokenizer: Tokenizer | None = None
         self.store: RunStore | None = None
+        self.built: Built | None = None
         self._written: set[int] = set()
 
     async def run(self) -> BenchResult:
@@ -173,12 +177,14 @@ class BenchSession:
             client.model = choose_model(s.model, info)
             self.tokenizer = await self._tokenizer(client)
             prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed)
+            built = await build_workload(s.workload, prompts, self.tokenizer, s.load.seed, s.load.requests or 64)
+            self.built = built
             directory = s.output or default_run_dir(s.label or client.model.split("/")[-1])
             self.store = RunStore(directory, t0)
-            manifest = self._manifest(client, info, prompts, started, t0)
+            manifest = self._manifest(client, info, prompts, built, started, t0)
             manifest["environment"], manifest["server"] = await _environment(client)
             self.store.write_manifest(manifest)
-            runner = Runner(self._send_checked(client, info.models), prompts, s.load, self._finish)
+            runner = Runner(self._send_checked(client, info.models), built.workload, s.load, self._finish)
             summary = await self._measure(client, runner, manifest, t0)
         return BenchResult(directory, summary.model_dump(mode="json"), manifest, summary.interrupted)
 
@@ -250,6 +256,8 @@ class BenchSession:
             t0_ns=t0,
             duration_s=s.load.duration_s,
             scrapes=scrapes,
+            cache_busted=self.built.busted if self.built is not None else None,
+            server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
         )
 
     def _send_checked(self, client: OpenAIClient, models: list[str]) -> Any:
@@ -282,7 +290,9 @@ class BenchSession:
         if self.progress is not None:
             self.progress(rec)
 
-    def _manifest(self, client: OpenAIClient, info: Any, prompts: PromptSet, started: str, t0: int) -> dict[str, Any]:
+    def _manifest(
+        self, client: OpenAIClient, info: Any, prompts: PromptSet, built: Built, started: str, t0: int
+    ) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "tool": "tokenrace",
@@ -294,7 +304,19 @@ class BenchSession:
             "model": client.model,
             "models_answer": info.models_answer,
             "server_headers": info.headers,
-            "prompts": {"name": prompts.name, "count": len(prompts.prompts), "sizing": prompts.sizing},
+            "prompts": {
+                "name": prompts.name,
+                "count": len(prompts.prompts),
+                "sizing": built.sizing,
+                "cache_bust": built.busted,
+            },
+            "workload": {
+                "kind": built.kind,
+                "source": built.source,
+                "cache_bust": built.busted,
+                "nonce": built.nonce,
+                "notes": list(built.notes),
+            },
             "tokenizer": self.tokenizer.name if self.tokenizer else None,
             "arrival_clock": "socket" if client.stamping else "reader",
             "engine": self.s.engine,

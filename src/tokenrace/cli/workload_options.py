@@ -1,0 +1,112 @@
+"""The workload flags of `bench` and `sweep`: cache busting, shared prefixes, sessions, traces,
+load shapes and client cancellations. Parsed into the core's WorkloadSpec and Load fields."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from tokenrace.cli.common import parse_duration_s
+from tokenrace.load.shapes import parse_stages
+from tokenrace.load.workload import WorkloadSpec
+from tokenrace.load.workloads.sessions import DEFAULT_SESSION_HEADER, parse_turns
+from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS
+from tokenrace.runs.session import BenchSettings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPTIONS = [
+    click.option(
+        "--cache-bust/--no-cache-bust",
+        default=None,
+        help="A unique prefix per request, so the server's prefix cache cannot serve it "
+        "[default: on for built-in and synthetic prompts, off for your own prompts, sessions and traces].",
+    ),
+    click.option(
+        "--shared-prefix-tokens", type=int, help="Every request starts with one of K shared system prompts of N tokens."
+    ),
+    click.option("--prefix-groups", type=int, default=1, show_default=True, help="K: distinct shared prefixes."),
+    click.option(
+        "--turns", help="Multi-turn sessions: turns per session, N or MEAN,STD; --concurrency counts sessions."
+    ),
+    click.option("--think-time", help="Mean pause between a session's turns (exponential), e.g. 2s."),
+    click.option(
+        "--sessions",
+        "sessions_file",
+        type=click.Path(dir_okay=False),
+        help="Replay conversations: ShareGPT JSON or JSONL with OpenAI messages (user turns sent, real answers kept).",
+    ),
+    click.option(
+        "--session-header",
+        default=DEFAULT_SESSION_HEADER,
+        show_default=True,
+        help="Header carrying each session's id, for gateways and routers that pin sessions.",
+    ),
+    click.option(
+        "--trace", "trace_file", type=click.Path(dir_okay=False), help="Replay a timestamped trace, open loop."
+    ),
+    click.option(
+        "--trace-format", type=click.Choice(["mooncake", "azure", "jsonl"]), default="mooncake", show_default=True
+    ),
+    click.option("--trace-speed", type=float, default=1.0, show_default=True, help="2 replays twice as fast."),
+    click.option(
+        "--trace-block-tokens",
+        type=int,
+        default=DEFAULT_BLOCK_TOKENS,
+        show_default=True,
+        help="Mooncake: tokens per hash id block.",
+    ),
+    click.option("--ramp", help="Open loop: raise the rate linearly from 0 to --rate over this long (e.g. 30s)."),
+    click.option("--stages", help="Piecewise load, e.g. 30s@2,60s@8,30s@2 (rates, or concurrency with --stages-kind)."),
+    click.option("--stages-kind", type=click.Choice(["rate", "concurrency"]), default="rate", show_default=True),
+    click.option(
+        "--cancel-rate",
+        type=float,
+        default=0.0,
+        show_default=True,
+        help="Share of requests the client cancels mid-stream.",
+    ),
+]
+
+
+def workload_options(fn: F) -> F:
+    for opt in reversed(_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchSettings:
+    """The settings with the workload flags applied (all parsed here, before any network call)."""
+    turns = parse_turns(o["turns"]) if o.get("turns") else None
+    think = parse_duration_s(o.get("think_time"), "--think-time") or 0.0
+    stages = parse_stages(o["stages"], o.get("stages_kind") or "rate") if o.get("stages") else None
+    ramp = parse_duration_s(o.get("ramp"), "--ramp")
+    workload = WorkloadSpec(
+        cache_bust=o.get("cache_bust"),
+        shared_prefix_tokens=o.get("shared_prefix_tokens"),
+        prefix_groups=o.get("prefix_groups") or 1,
+        turns=turns,
+        think_time_s=think,
+        sessions_file=o.get("sessions_file"),
+        session_header=o.get("session_header") or None,
+        trace_file=o.get("trace_file"),
+        trace_format=o.get("trace_format") or "mooncake",
+        trace_speed=o.get("trace_speed") or 1.0,
+        trace_block_tokens=o.get("trace_block_tokens") or DEFAULT_BLOCK_TOKENS,
+    )
+    load = dataclasses.replace(
+        settings.load,
+        ramp_s=ramp,
+        stages=stages,
+        stages_kind=o.get("stages_kind") or "rate",
+        cancel_rate=o.get("cancel_rate") or 0.0,
+    )
+    if (workload.trace_file or workload.sessions_file) and o.get("requests") is None and not o.get("duration"):
+        load = dataclasses.replace(load, requests=None, duration_s=None)  # the whole file
+    if stages is not None and o.get("requests") is None:
+        load = dataclasses.replace(load, requests=None)  # the stages say how long
+    load.validate(finite=bool(workload.trace_file or workload.sessions_file))
+    return dataclasses.replace(settings, workload=workload, load=load)
