@@ -53,6 +53,15 @@ def unwrap(text: str) -> str:
     return t
 
 
+def peel(text: str) -> str:
+    """`unwrap`, also taking off one sentence-ending period at each layer ("**19**." -> "19")."""
+    while True:
+        t = unwrap(unwrap(text).removesuffix("."))
+        if t == text:
+            return t
+        text = t
+
+
 def parse_number(text: str) -> Decimal | None:
     """A whole string as a number (thousands commas allowed), or None."""
     if not _NUMBER_RE.fullmatch(text):
@@ -64,7 +73,8 @@ def parse_number(text: str) -> Decimal | None:
 
 
 class NumberCheck(BaseModel):
-    """The last non-empty line is the number: alone, after "Answer:", or ending an equation."""
+    """The last non-empty line is the number: alone, after "Answer:", or ending an equation;
+    Markdown emphasis and a final period are ignored, thousands commas accepted, value compared."""
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["number"] = "number"
@@ -74,7 +84,8 @@ class NumberCheck(BaseModel):
         lines = [ln for ln in output.strip().splitlines() if ln.strip()]
         if not lines:
             return _wrong("no answer")
-        m = _FINAL_NUMBER.match(unwrap(lines[-1]))
+        # Emphasis marks anywhere on the line ("Answer: **19**") cannot change a digit: dropped.
+        m = _FINAL_NUMBER.match(peel(re.sub(r"\*+|`+|__", "", lines[-1])))
         if m is None:
             return _wrong("the last line is not a number on its own")
         got = parse_number(m.group(1))
@@ -91,10 +102,9 @@ class ListCheck(BaseModel):
     items: list[str]
 
     def check(self, output: str) -> Verdict:
-        t = unwrap(output)
+        t = peel(output)
         if t.startswith("[") and t.endswith("]"):
-            t = t[1:-1]
-        t = t.strip().removesuffix(".")
+            t = peel(t[1:-1])
         got = [x for x in re.split(r"\s*,\s*|\s+", t.strip()) if x]
         if got != self.items:
             return _wrong(f"got {', '.join(got[:20])}")
@@ -141,7 +151,7 @@ class AnswerCheck(BaseModel):
 
 
 def _normal(text: str) -> str:
-    return re.sub(r"\s+", " ", unwrap(text)).removesuffix(".").strip()
+    return re.sub(r"\s+", " ", peel(text))
 
 
 class RegexCheck(BaseModel):

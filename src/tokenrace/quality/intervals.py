@@ -54,9 +54,10 @@ def paired_difference_ci(
 ) -> tuple[float, float, float] | None:
     """B's accuracy minus A's over the same items, with Newcombe's (1998) method 10 interval.
 
-    Returns (difference, low, high), or None with no items. Method 10 combines the Wilson intervals
-    of the two accuracies and corrects for their correlation (phi of the 2x2 table); unlike the paired
-    Wald interval it never leaves [-1, 1] and does not collapse to zero width when few pairs differ.
+    Returns (difference, low, high), or None with no items. Method 10 ("square and add") combines the
+    Wilson intervals of the two accuracies and corrects for their correlation (phi of the 2x2 table);
+    unlike the paired Wald interval it never leaves [-1, 1] and does not collapse to zero width when
+    few pairs differ.
     """
     counts = (both_right, only_a, only_b, both_wrong)
     if any(c < 0 for c in counts):
@@ -71,7 +72,15 @@ def paired_difference_ci(
     l_a, u_a = wa
     l_b, u_b = wb
     denom = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = 0.0 if denom == 0 else (a * d - b * c) / math.sqrt(denom)
+    # Newcombe's phi: the 2x2 table's correlation, with a continuity correction of n/2 taken off a
+    # positive cross product (and small positive ones set to 0), as the method is published.
+    cross = a * d - b * c
+    if denom == 0 or 0 <= cross <= n / 2:
+        phi = 0.0
+    elif cross > n / 2:
+        phi = (cross - n / 2) / math.sqrt(denom)
+    else:
+        phi = cross / math.sqrt(denom)
     diff = p_b - p_a
     # Newcombe writes theta = p1 - p2; here p1 is B and p2 is A (B - A is the question asked).
     lower = math.sqrt(max(0.0, (p_b - l_b) ** 2 - 2 * phi * (p_b - l_b) * (u_a - p_a) + (u_a - p_a) ** 2))
