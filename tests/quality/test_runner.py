@@ -10,14 +10,15 @@ import pytest
 from tests.quality.fake_answers import AnswerServer, behaviour
 
 from tokenrace.errors import UsageError
-from tokenrace.quality.models import ITEMS, load_quality, read_items
+from tokenrace.quality.models import ITEMS, QualityResult, load_quality, read_items
 from tokenrace.quality.paired import compare_dirs
 from tokenrace.quality.runner import QualitySettings, run_quality
-from tokenrace.quality.suites import resolve_suites
+from tokenrace.quality.suites import Item, resolve_suites
 
 
-def run(items: list, url: str, out: Path, **kw: object) -> object:
-    return asyncio.run(run_quality(items, QualitySettings(base_url=url, **kw), out))  # type: ignore[arg-type]
+def run(items: list[Item], url: str, out: Path, concurrency: int = 1, model: str | None = None) -> QualityResult:
+    settings = QualitySettings(base_url=url, concurrency=concurrency, model=model)
+    return asyncio.run(run_quality(items, settings, out))
 
 
 @pytest.mark.parametrize("share", [0.3, 0.7])
@@ -26,7 +27,7 @@ def test_measured_accuracy_covers_the_configured_share(tmp_path: Path, share: fl
     with AnswerServer(behaviour(items, share, seed=2)) as srv:
         result = run(items, srv.url, tmp_path / "r", concurrency=4)
         bodies = srv.behaviour.bodies
-    acc = result.overall.accuracy  # type: ignore[attr-defined]
+    acc = result.overall.accuracy
     assert acc.n == 240 and acc.ci_low < share < acc.ci_high
     assert acc.ci_high - acc.ci_low < 0.13  # n=240 pins it to about +-6 points
     # Defaults: temperature 0 and the fixed seed, on every request; each item its own max_tokens.
@@ -47,7 +48,7 @@ def test_failed_requests_are_reported_apart_not_wrong(tmp_path: Path) -> None:
     items = resolve_suites(["arithmetic", "copy"], 15, 0)
     with AnswerServer(behaviour(items, 1.0, fail_every=5)) as srv:
         result = run(items, srv.url, tmp_path / "r")
-    overall = result.overall  # type: ignore[attr-defined]
+    overall = result.overall
     assert overall.errors == 6 and overall.errors_by_kind == {"http_500": 6}
     assert overall.wrong == 0 and overall.right == 24
     assert overall.accuracy.value == 1.0 and overall.accuracy.n == 24
@@ -60,8 +61,8 @@ def test_unreachable_server_is_a_record_per_item(tmp_path: Path) -> None:
 
     items = resolve_suites(["copy"], 3, 0)
     result = run(items, f"http://127.0.0.1:{free_port()}/v1", tmp_path / "r", model="m")
-    assert result.overall.errors == 3 and result.overall.accuracy.value is None  # type: ignore[attr-defined]
-    assert result.overall.errors_by_kind == {"connection_refused": 3}  # type: ignore[attr-defined]
+    assert result.overall.errors == 3 and result.overall.accuracy.value is None
+    assert result.overall.errors_by_kind == {"connection_refused": 3}
 
 
 def test_existing_run_is_not_overwritten(tmp_path: Path) -> None:
@@ -81,7 +82,8 @@ def test_paired_comparison_of_a_good_and_a_worse_server(tmp_path: Path) -> None:
     p = c.paired
     assert p.n == 150 and p.both_right + p.only_a + p.only_b + p.both_wrong == 150
     assert c.verdict == "B worse" and p.p_value is not None and p.p_value < 0.001
-    assert c.difference.ci_low < -0.35 < c.difference.ci_high  # type: ignore[operator]
+    low, high = c.difference.ci_low, c.difference.ci_high
+    assert low is not None and high is not None and low < -0.35 < high
     assert c.agreement.exact_match_rate is not None and c.agreement.exact_match_rate < 0.9
     # The same server twice: identical answers, no difference, full agreement.
     same = compare_dirs(tmp_path / "a", tmp_path / "a2")
