@@ -28,7 +28,8 @@ def test_measured_accuracy_covers_the_configured_share(tmp_path: Path, share: fl
         result = run(items, srv.url, tmp_path / "r", concurrency=4)
         bodies = srv.behaviour.bodies
     acc = result.overall.accuracy
-    assert acc.n == 240 and acc.ci_low < share < acc.ci_high
+    assert acc.n == 240 and acc.ci_low is not None and acc.ci_high is not None
+    assert acc.ci_low < share < acc.ci_high
     assert acc.ci_high - acc.ci_low < 0.13  # n=240 pins it to about +-6 points
     # Defaults: temperature 0 and the fixed seed, on every request; each item its own max_tokens.
     assert {b["temperature"] for b in bodies} == {0.0} and {b["seed"] for b in bodies} == {0}
