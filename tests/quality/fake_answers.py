@@ -25,6 +25,7 @@ class Behaviour:
     share: float  # probability of a right answer
     seed: int = 0
     fail_every: int | None = None  # every n-th request (1-based) answers HTTP 500
+    delay_s: float = 0.0  # before each answer
     answers: dict[str, tuple[str, str]] = field(default_factory=dict)  # prompt -> (right, wrong)
     requests: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -47,6 +48,7 @@ def build_app(b: Behaviour) -> web.Application:
         b.authorizations.append(request.headers.get("Authorization"))
         if b.fail_every and b.requests % b.fail_every == 0:
             return web.json_response({"error": {"message": "programmed failure"}}, status=500)
+        await asyncio.sleep(b.delay_s)
         prompt = body["messages"][-1]["content"]
         right, wrong = b.answers[prompt]
         answer = right if random.Random(f"{b.seed}/{prompt}").random() < b.share else wrong

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import fake_key
+from tests.conftest import fake_key, sigint_default
 from tests.quality.fake_answers import AnswerServer, behaviour
 
 from tokenrace.cli import main
@@ -86,3 +90,32 @@ def test_bad_input_is_one_line_naming_the_flag(
     code, _, err = tokenrace(capsys, "quality", *args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
+    items = resolve_suites(["copy"], 40, 0)
+    b = behaviour(items, 1.0)
+    b.delay_s = 0.1
+    out = tmp_path / "r"
+    with AnswerServer(b) as srv:
+        argv = [sys.executable, "-m", "tokenrace", "quality", "--url", srv.url, "--suite", "copy", "--samples", "40"]
+        proc = subprocess.Popen(
+            [*argv, "-o", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=sigint_default,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if (out / "items.jsonl").is_file() and len((out / "items.jsonl").read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "saved in" in err
+    lines = (out / "items.jsonl").read_text().splitlines()
+    saved = json.loads((out / "quality.json").read_text())
+    assert saved["interrupted"] is True and 3 <= len(lines) < 40
+    assert saved["overall"]["right"] == len(lines)

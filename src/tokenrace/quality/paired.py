@@ -175,7 +175,8 @@ def compare_dirs(a_dir: Path, b_dir: Path, labels: tuple[str, str] = ("A", "B"))
 def _pct(x: float | None, signed: bool = False) -> str:
     if x is None:
         return "–"
-    return f"{x * 100:+.1f} %" if signed else f"{x * 100:.1f} %"
+    # A difference of two accuracies is in percentage points, not per cent of either.
+    return f"{x * 100:+.1f} pp" if signed else f"{x * 100:.1f} %"
 
 
 def _ms(x: float | None) -> str:
