@@ -119,3 +119,16 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
     saved = json.loads((out / "quality.json").read_text())
     assert saved["interrupted"] is True and 3 <= len(lines) < 40
     assert saved["overall"]["right"] == len(lines)
+
+
+def test_unreachable_endpoint_is_one_line_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tokenrace.serve.process import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    for extra in ([], ["--model", "m"]):  # the model lookup fails first, or else the first item
+        out = tmp_path / f"r{len(extra)}"
+        code, _, err = tokenrace(
+            capsys, "quality", "--url", url, "--suite", "copy", "--samples", "3", "-o", str(out), *extra
+        )
+        assert code == 3 and len(err.strip().splitlines()) == 1, err
+        assert url.removesuffix("/v1") in err

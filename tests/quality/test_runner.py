@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests.quality.fake_answers import AnswerServer, behaviour
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import PreflightError, UsageError
 from tokenrace.quality.models import ITEMS, QualityResult, load_quality, read_items
 from tokenrace.quality.paired import compare_dirs
 from tokenrace.quality.runner import QualitySettings, run_quality
@@ -57,13 +57,24 @@ def test_failed_requests_are_reported_apart_not_wrong(tmp_path: Path) -> None:
     assert len(errors) == 6 and all(r.error_kind == "http_500" and r.output is None for r in errors)
 
 
-def test_unreachable_server_is_a_record_per_item(tmp_path: Path) -> None:
+def test_unreachable_server_stops_after_the_first_record(tmp_path: Path) -> None:
     from tokenrace.serve.process import free_port
 
     items = resolve_suites(["copy"], 3, 0)
-    result = run(items, f"http://127.0.0.1:{free_port()}/v1", tmp_path / "r", model="m")
-    assert result.overall.errors == 3 and result.overall.accuracy.value is None
-    assert result.overall.errors_by_kind == {"connection_refused": 3}
+    with pytest.raises(PreflightError, match="connection refused"):
+        run(items, f"http://127.0.0.1:{free_port()}/v1", tmp_path / "r", model="m")
+    records = read_items(tmp_path / "r")
+    assert [r.error_kind for r in records] == ["connection_refused"]
+    saved = load_quality(tmp_path / "r")
+    assert saved is not None and saved.interrupted and saved.overall.errors == 1
+    assert saved.overall.accuracy.value is None
+
+
+def test_a_later_failure_does_not_stop_the_run(tmp_path: Path) -> None:
+    items = resolve_suites(["copy"], 4, 0)
+    with AnswerServer(behaviour(items, 1.0, fail_every=2)) as srv:
+        result = run(items, srv.url, tmp_path / "r")
+    assert result.overall.errors == 2 and result.overall.right == 2 and not result.interrupted
 
 
 def test_existing_run_is_not_overwritten(tmp_path: Path) -> None:

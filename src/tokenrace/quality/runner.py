@@ -77,10 +77,13 @@ async def run_quality(
                 if not model:
                     model = await _first_model(client)
                     client.model = model
-                await _ask_all(client, items, settings.concurrency, sink, results, on_item)
+                fatal = await _ask_all(client, items, settings.concurrency, sink, results, on_item)
         except asyncio.CancelledError:
             _finish(out_dir, results, settings, model, created, engine, items, interrupted=True)
             raise
+    if fatal is not None:
+        _finish(out_dir, results, settings, model, created, engine, items, interrupted=True)
+        raise PreflightError(f"{settings.base_url}: {fatal.error_message} (the answers so far are in {out_dir})")
     return _finish(out_dir, results, settings, model, created, engine, items, interrupted=False)
 
 
@@ -109,12 +112,19 @@ async def _ask_all(
     sink: IO[bytes],
     results: list[ItemResult],
     on_item: OnItem | None,
-) -> None:
+) -> ItemResult | None:
+    """Ask every item; returns the failed first answer that stopped the run, if one did.
+
+    Every failed request is a record, but when the first answer already says the endpoint cannot
+    serve these requests at all (refused, unauthorized, no such model or path), asking the other
+    items would only repeat it: the run stops there, as bench's preflight does.
+    """
     queue = list(enumerate(items))
     queue.reverse()
+    fatal: list[ItemResult] = []
 
     async def worker() -> None:
-        while queue:
+        while queue and not fatal:
             seq, item = queue.pop()
             result = await ask(client, item, seq)
             sink.write(orjson.dumps(result.model_dump(mode="json")) + b"\n")
@@ -122,8 +132,14 @@ async def _ask_all(
             results.append(result)
             if on_item is not None:
                 on_item(result)
+            if len(results) == 1 and result.error_kind in FATAL_FIRST:
+                fatal.append(result)
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))))
+    return fatal[0] if fatal else None
+
+
+FATAL_FIRST = {"connection_refused", "dns", "http_401", "http_403", "http_404"}
 
 
 async def ask(client: OpenAIClient, item: Item, seq: int) -> ItemResult:
