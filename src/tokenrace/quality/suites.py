@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from tokenrace.errors import UsageError
 from tokenrace.quality.checkers import (
@@ -186,7 +186,6 @@ def builtin_items(suite: str, samples: int, seed: int) -> list[Item]:
     return out
 
 
-_CHECK_ADAPTER: TypeAdapter[Any] = TypeAdapter(Check)
 _USER_KEYS = {"answer", "regex", "json_schema"}
 
 
@@ -242,7 +241,7 @@ def _user_item(line: str, suite: str, index: int, where: str) -> Item:
     return Item(id=str(item_id), suite=suite, prompt=prompt, check=check, max_tokens=max_tokens)
 
 
-def _user_check(key: str, value: Any, where: str) -> Any:
+def _user_check(key: str, value: Any, where: str) -> AnswerCheck | RegexCheck | JsonSchemaCheck:
     if key == "answer":
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise UsageError(f"{where}: `answer` must be a string or a number")
@@ -260,10 +259,7 @@ def _user_check(key: str, value: Any, where: str) -> Any:
     problem = check_schema(value)
     if problem is not None:
         raise UsageError(f"{where}: `json_schema` is not a valid JSON Schema ({problem})")
-    try:
-        return _CHECK_ADAPTER.validate_python({"kind": "json_schema", "json_schema": value})
-    except ValidationError as exc:  # pragma: no cover - the shape was checked above
-        raise UsageError(f"{where}: {exc.errors()[0]['msg']}") from None
+    return JsonSchemaCheck(json_schema=value)
 
 
 def resolve_suites(names: list[str], samples: int | None, seed: int) -> list[Item]:
