@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "compare": "tokenrace.cli.compare",
     "report": "tokenrace.cli.report",
     "gateway": "tokenrace.cli.gateway",
+    "quality": "tokenrace.cli.quality",
 }
 
 

@@ -1,0 +1,275 @@
+"""`tokenrace quality`: are the answers right? One endpoint, or two compared item by item."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tokenrace.cli.common import echo_json
+from tokenrace.client.providers import resolve_endpoint
+from tokenrace.errors import UsageError
+from tokenrace.quality.models import ItemResult, QualityResult
+from tokenrace.quality.paired import COMPARISON, QualityComparison, compare_dirs, difference_line, rows, to_markdown
+from tokenrace.quality.runner import QualitySettings
+from tokenrace.quality.suites import BUILTIN, DEFAULT_SAMPLES, resolve_suites
+from tokenrace.quality.targets import Target, parse_target, run_target
+
+T = TypeVar("T")
+
+
+@click.command("quality")
+@click.argument("targets", nargs=-1)
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Compare two TARGETS item by item (run directories, URLs or .gguf files); with none, the "
+    "embedded model's Q4_1 against a Q2_K copy made here.",
+)
+@click.option(
+    "--url", help="Base URL, e.g. http://localhost:8000/v1 (env OPENAI_BASE_URL). Omit for the embedded model."
+)
+@click.option("--model", help="Model name; default: the first one the server lists (a .gguf path without --url).")
+@click.option("--model-b", help="With --compare: B's model name (default: --model).")
+@click.option("--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY when set).")
+@click.option("--api-key-env-b", help="With --compare: B's key variable (default: --api-key-env).")
+@click.option(
+    "--suite",
+    "suites",
+    multiple=True,
+    help=f"Built-in suite ({', '.join(BUILTIN)}), `all` (default), or a JSONL file (repeatable).",
+)
+@click.option("--samples", type=int, help=f"Items per suite (built-in default {DEFAULT_SAMPLES}; caps a JSONL suite).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated items and the requests.")
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--concurrency", type=int, default=1, show_default=True, help="Requests in flight.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory (default runs/<UTC time>-quality); with --compare it holds a/, b/ and comparison.json.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print quality.json (or the comparison) as JSON.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="With --compare: print Markdown tables.")
+def command(targets: tuple[str, ...], compare: bool, **o: Any) -> None:
+    """Ask verifiable questions and check every answer exactly: accuracy with a Wilson 95 % interval
+    per suite, failed requests reported apart. Writes items.jsonl (as items finish) and quality.json.
+
+    With --compare, run (or read) two sides over the same items and report who is right where, the
+    exact McNemar p-value, B - A with a 95 % interval and a verdict, their agreement, and speed.
+    """
+    items = resolve_suites(list(o["suites"]), o["samples"], o["seed"])
+    if not compare:
+        if targets:
+            raise UsageError("TARGETS are for --compare; point one run at an endpoint with --url")
+        _single(items, o)
+    else:
+        _compare(targets, items, o)
+
+
+def _settings(o: dict[str, Any], url: str, model: str | None, key_env: str | None) -> QualitySettings:
+    key, source = _key(key_env)
+    return QualitySettings(
+        base_url=url,
+        model=model,
+        api_key=key,
+        key_source=source,
+        seed=o["seed"],
+        temperature=o["temperature"],
+        concurrency=o["concurrency"],
+        extra={"samples": o["samples"]},
+    )
+
+
+def _key(key_env: str | None) -> tuple[str | None, str | None]:
+    if key_env:
+        value = os.environ.get(key_env)
+        if not value:
+            raise UsageError(f"--api-key-env {key_env}: the variable is not set")
+        return value, key_env
+    if os.environ.get("OPENAI_API_KEY"):
+        return os.environ["OPENAI_API_KEY"], "OPENAI_API_KEY"
+    return None, None
+
+
+def _default_dir(name: str) -> Path:
+    from tokenrace.bench.store import default_run_dir
+
+    return default_run_dir(name)
+
+
+def _single(items: list[Any], o: dict[str, Any]) -> None:
+    endpoint = resolve_endpoint(o["url"], None, None)
+    if endpoint is None:
+        from tokenrace.serve.embedded import default_model
+
+        model = o["model"] if o["model"] and str(o["model"]).endswith(".gguf") else None
+        target = parse_target(str(model or default_model()))
+        click.echo(f"starting the embedded model (llama-server, {target.label})...", err=True)
+    else:
+        target = Target("endpoint", endpoint.base_url, endpoint.base_url)
+    out = o["output"] or _default_dir("quality")
+    settings = _settings(o, target.value, o["model"] if target.kind == "endpoint" else None, o["api_key_env"])
+    result = _run(run_target(target, items, settings, out, _progress(len(items), o["as_json"])), out)
+    if o["as_json"]:
+        echo_json(result.model_dump(mode="json"))
+    else:
+        print_result(result, Console(width=max(100, Console().width)))
+        click.echo(f"run directory: {out}")
+
+
+def _compare(targets: tuple[str, ...], items: list[Any], o: dict[str, Any]) -> None:
+    if not targets:
+        if o["url"]:
+            raise UsageError("--compare with --url: name both sides as TARGETS (two URLs or run directories)")
+        sides = _embedded_pair()
+    elif len(targets) == 2:
+        sides = [parse_target(t) for t in targets]
+    else:
+        raise UsageError(f"--compare takes two TARGETS (or none for the embedded demonstration), got {len(targets)}")
+    needs_run = any(t.kind != "run" for t in sides)
+    parent = o["output"] or (_default_dir("quality-compare") if needs_run else None)
+    dirs: list[Path] = []
+    for side, sub, model, key_env in (
+        (sides[0], "a", o["model"], o["api_key_env"]),
+        (sides[1], "b", o["model_b"] or o["model"], o["api_key_env_b"] or o["api_key_env"]),
+    ):
+        if side.kind == "run":
+            dirs.append(Path(side.value))
+            continue
+        assert parent is not None
+        out = Path(parent) / sub
+        settings = _settings(o, side.value, model if side.kind == "endpoint" else None, key_env)
+        if side.kind == "gguf":
+            click.echo(f"{sub.upper()}: starting the embedded engine on {side.label} ({side.value})...", err=True)
+        _run(run_target(side, items, settings, out, _progress(len(items), o["as_json"] or o["as_markdown"])), out)
+        dirs.append(out)
+    report = compare_dirs(dirs[0], dirs[1], (sides[0].label, sides[1].label))
+    if parent is not None:
+        from tokenrace.bench.store import write_json
+
+        Path(parent).mkdir(parents=True, exist_ok=True)
+        write_json(Path(parent) / COMPARISON, report.model_dump(mode="json"))
+    if o["as_json"]:
+        echo_json(report.model_dump(mode="json"))
+    elif o["as_markdown"]:
+        click.echo(to_markdown(report), nl=False)
+    else:
+        print_comparison(report, Console(width=max(100, Console().width)))
+    if parent is not None and not o["as_json"]:
+        click.echo(f"comparison: {Path(parent) / COMPARISON}", err=True)
+
+
+def _embedded_pair() -> list[Target]:
+    from tokenrace.quality.quantize import quantized_copy
+    from tokenrace.serve.embedded import default_model
+
+    base = default_model()
+    click.echo("making (or reusing) a Q2_K copy of the embedded model with llama-quantize...", err=True)
+    return [parse_target(str(base)), parse_target(str(quantized_copy(base, "Q2_K")))]
+
+
+def _run(coro: Coroutine[Any, Any, T], out: Path) -> T:
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: the items answered so far are saved in {out}", err=True)
+        sys.exit(130)
+
+
+def _progress(total: int, quiet: bool) -> Any:
+    if quiet or not sys.stderr.isatty():
+        return None
+    counts = {"right": 0, "wrong": 0, "error": 0}
+
+    def on_item(r: ItemResult) -> None:
+        counts[r.verdict] += 1
+        done = sum(counts.values())
+        click.echo(
+            f"\r  {done}/{total} answered: {counts['right']} right, {counts['wrong']} wrong, {counts['error']} failed",
+            err=True,
+            nl=done == total,
+        )
+
+    return on_item
+
+
+def _acc_cells(score: Any) -> list[str]:
+    a = score.accuracy
+    if a.value is None:
+        return ["–", "–", str(score.right), str(score.wrong), str(score.errors)]
+    return [
+        f"{a.value * 100:.1f} %",
+        f"{a.ci_low * 100:.1f} - {a.ci_high * 100:.1f} %",
+        str(score.right),
+        str(score.wrong),
+        str(score.errors),
+    ]
+
+
+def print_result(r: QualityResult, console: Console) -> None:
+    t = Table(title=f"quality of {r.model} @ {r.endpoint}", title_justify="left", header_style="bold")
+    for h in ("suite", "accuracy", "95 % CI (Wilson)", "right", "wrong", "failed"):
+        t.add_column(h, justify="left" if h == "suite" else "right")
+    for name, s in r.suites.items():
+        t.add_row(name, *_acc_cells(s))
+    t.add_row("overall", *_acc_cells(r.overall), style="bold")
+    console.print(t)
+    sp = r.speed
+    console.print(
+        f"speed over {sp.requests} requests: TTFT p50 {sp.ttft_ms_p50} ms, TPOT p50 {sp.tpot_ms_p50} ms, "
+        f"{sp.output_tokens_per_s} output tok/s",
+        highlight=False,
+    )
+    if r.overall.errors:
+        kinds = ", ".join(f"{k} {v}" for k, v in r.overall.errors_by_kind.items())
+        console.print(f"failed requests (not counted as wrong): {kinds}", style="yellow", highlight=False)
+    if r.interrupted:
+        console.print("interrupted: the figures cover the items answered before the stop", style="yellow")
+
+
+def print_comparison(c: QualityComparison, console: Console) -> None:
+    t = Table(title="speed and quality, side by side", title_justify="left", header_style="bold")
+    t.add_column("")
+    t.add_column(f"A: {c.a.label}", justify="right")
+    t.add_column(f"B: {c.b.label}", justify="right")
+    for what, a, b in rows(c):
+        t.add_row(what, a, b)
+    console.print(t)
+    p = c.paired
+    console.print(
+        f"paired over {p.n} items: both right {p.both_right}, only A {p.only_a}, only B {p.only_b}, "
+        f"both wrong {p.both_wrong}",
+        highlight=False,
+    )
+    style = "red" if c.verdict == "B worse" else "green" if c.verdict == "B better" else None
+    console.print(difference_line(c), style=style, highlight=False)
+    st = Table(title="per suite (B - A)", title_justify="left", header_style="bold")
+    for h in ("suite", "n", "only A", "only B", "B - A", "95 % CI", "verdict"):
+        st.add_column(h, justify="left" if h in ("suite", "verdict") else "right")
+    for name, s in c.suites.items():
+        d = s.difference
+        cells = (
+            ["–", "–"]
+            if d.value is None or d.ci_low is None or d.ci_high is None
+            else [f"{d.value * 100:+.1f} pp", f"{d.ci_low * 100:+.1f} .. {d.ci_high * 100:+.1f}"]
+        )
+        st.add_row(name, str(s.paired.n), str(s.paired.only_a), str(s.paired.only_b), *cells, s.verdict)
+    console.print(st)
+    ag = c.agreement
+    if ag.exact_match_rate is not None and ag.token_similarity is not None:
+        console.print(
+            f"agreement over {ag.n} pairs: exact match {ag.exact_match_rate * 100:.1f} %, "
+            f"token similarity {ag.token_similarity * 100:.1f} %",
+            highlight=False,
+        )
+    for w in c.warnings:
+        console.print(f"WARNING: {w}", style="bold red", highlight=False)
+    console.print(f"CI of B - A: {c.difference.method}; verdict from the CI.", style="dim", highlight=False)

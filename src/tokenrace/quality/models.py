@@ -1,0 +1,135 @@
+"""The files of a quality run: items.jsonl (one ItemResult per line) and quality.json (QualityResult)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tokenrace.errors import UsageError
+from tokenrace.quality.intervals import wilson
+
+SCHEMA_VERSION = 1
+ITEMS = "items.jsonl"
+QUALITY = "quality.json"
+
+VerdictName = Literal["right", "wrong", "error"]
+
+
+class ItemResult(BaseModel):
+    """One item as asked and answered. `verdict` is `error` when the request failed: no answer was
+    judged, and the item counts neither as right nor as wrong."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    suite: str
+    prompt: str
+    expected: dict[str, Any]  # the checker, as JSON (kind and what it expects)
+    output: str | None
+    verdict: VerdictName
+    reason: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    output_tokens_source: str | None = None
+    finish_reason: str | None = None
+
+
+class Accuracy(BaseModel):
+    """Share of judged items answered right, with Wilson's 95 % interval; None when nothing was judged."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+
+    @classmethod
+    def of(cls, right: int, n: int) -> Accuracy:
+        ci = wilson(right, n)
+        if ci is None:
+            return cls(value=None, ci_low=None, ci_high=None, n=0)
+        return cls(value=right / n, ci_low=ci[0], ci_high=ci[1], n=n)
+
+
+class Score(BaseModel):
+    accuracy: Accuracy
+    right: int
+    wrong: int
+    errors: int  # failed requests: not judged, not in `accuracy`
+    errors_by_kind: dict[str, int]
+
+
+class Speed(BaseModel):
+    """From the item records (successful requests): medians per request, and output tokens over the
+    summed request time (what one stream delivers; requests run one at a time by default)."""
+
+    ttft_ms_p50: float | None
+    tpot_ms_p50: float | None
+    e2e_ms_p50: float | None
+    output_tokens_per_s: float | None
+    requests: int
+
+
+class QualityResult(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["quality"] = "quality"
+    created_at: str
+    endpoint: str
+    model: str
+    settings: dict[str, Any]
+    suites: dict[str, Score]
+    overall: Score
+    speed: Speed
+    engine: dict[str, Any] | None = None
+    interrupted: bool = False
+
+
+def read_items(run_dir: Path) -> list[ItemResult]:
+    path = Path(run_dir) / ITEMS
+    out = []
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{run_dir}: cannot read {ITEMS} ({exc.strerror})") from None
+    for lineno, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(ItemResult.model_validate(orjson.loads(line)))
+        except (orjson.JSONDecodeError, ValidationError):
+            # A run killed mid-write leaves a partial last line: the lines before it still count.
+            if lineno == len(raw.splitlines()):
+                break
+            raise UsageError(f"{path}:{lineno}: not an item record") from None
+    return out
+
+
+def load_quality(run_dir: str | Path) -> QualityResult | None:
+    """The quality section of a run directory, or None when it has none.
+
+    For `compare` and the HTML report: a directory without quality.json is not an error.
+    """
+    path = Path(run_dir) / QUALITY
+    if not path.is_file():
+        return None
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != "quality":
+        return None
+    if data.get("schema_version", 0) > SCHEMA_VERSION:
+        raise UsageError(f"{path}: schema_version {data['schema_version']} is newer than this tokenrace reads")
+    try:
+        return QualityResult.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{path}: not a quality result ({exc.errors()[0]['msg']})") from None

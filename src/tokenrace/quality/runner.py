@@ -1,0 +1,220 @@
+"""Ask every item of a suite, judge each answer, and stream the results to the run directory.
+
+items.jsonl gets one line per item as soon as it is judged (flushed), so a crash or Ctrl-C keeps
+what was measured; quality.json is written at the end, or on interruption from the items so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+import orjson
+
+from tokenrace.bench.store import write_json
+from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+from tokenrace.client.records import RequestRecord, derived
+from tokenrace.client.transport import Timeouts
+from tokenrace.errors import PreflightError, UsageError
+from tokenrace.quality.models import ITEMS, QUALITY, ItemResult, QualityResult
+from tokenrace.quality.scoring import by_suite, score, speed
+from tokenrace.quality.suites import Item
+
+
+@dataclass(slots=True)
+class QualitySettings:
+    base_url: str
+    model: str | None = None
+    api_key: str | None = None
+    key_source: str | None = None  # the variable the key came from: recorded, never the key
+    seed: int = 0
+    temperature: float = 0.0
+    concurrency: int = 1
+    api: str = "chat"
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    extra: dict[str, Any] = field(default_factory=dict)  # recorded in quality.json's settings
+
+
+OnItem = Callable[[ItemResult], None]
+
+
+async def run_quality(
+    items: list[Item],
+    settings: QualitySettings,
+    out_dir: Path,
+    engine: dict[str, Any] | None = None,
+    on_item: OnItem | None = None,
+) -> QualityResult:
+    if settings.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    out_dir = Path(out_dir)
+    if (out_dir / ITEMS).exists():
+        raise UsageError(f"{out_dir} already holds a quality run; choose another -o")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out_dir}: {exc.strerror}") from None
+    options = RequestOptions(
+        api=settings.api,
+        stream=True,
+        include_usage=True,
+        max_tokens=None,  # each item sets its own
+        temperature=settings.temperature,
+        seed=settings.seed,
+    )
+    results: list[ItemResult] = []
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    client = OpenAIClient(settings.base_url, settings.model or "", settings.api_key, options, settings.timeouts)
+    model = settings.model
+    with open(out_dir / ITEMS, "ab") as sink:
+        try:
+            async with client:
+                if not model:
+                    model = await _first_model(client)
+                    client.model = model
+                fatal = await _ask_all(client, items, settings.concurrency, sink, results, on_item)
+        except asyncio.CancelledError:
+            _finish(out_dir, results, settings, model, created, engine, items, interrupted=True)
+            raise
+    if fatal is not None:
+        _finish(out_dir, results, settings, model, created, engine, items, interrupted=True)
+        raise PreflightError(f"{settings.base_url}: {fatal.error_message} (the answers so far are in {out_dir})")
+    return _finish(out_dir, results, settings, model, created, engine, items, interrupted=False)
+
+
+async def _first_model(client: OpenAIClient) -> str:
+    """The first model the server lists, as bench does when --model is not given."""
+    assert client.session is not None
+    try:
+        async with client.session.get(f"{client.base_url}/models", headers=client.headers()) as r:
+            if r.status != 200:
+                raise PreflightError(f"GET {client.base_url}/models answered HTTP {r.status}; pass --model")
+            data = await r.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise PreflightError(
+            f"cannot reach {client.base_url}: {client.redact(str(exc)) or type(exc).__name__}"
+        ) from None
+    models = [m.get("id") for m in (data.get("data") or []) if isinstance(m, dict) and m.get("id")]
+    if not models:
+        raise PreflightError(f"{client.base_url}/models lists no model; pass --model")
+    return str(models[0])
+
+
+async def _ask_all(
+    client: OpenAIClient,
+    items: list[Item],
+    concurrency: int,
+    sink: IO[bytes],
+    results: list[ItemResult],
+    on_item: OnItem | None,
+) -> ItemResult | None:
+    """Ask every item; returns the failed first answer that stopped the run, if one did.
+
+    Every failed request is a record, but when the first answer already says the endpoint cannot
+    serve these requests at all (refused, unauthorized, no such model or path), asking the other
+    items would only repeat it: the run stops there, as bench's preflight does.
+    """
+    queue = list(enumerate(items))
+    queue.reverse()
+    fatal: list[ItemResult] = []
+
+    async def worker() -> None:
+        while queue and not fatal:
+            seq, item = queue.pop()
+            result = await ask(client, item, seq)
+            sink.write(orjson.dumps(result.model_dump(mode="json")) + b"\n")
+            sink.flush()
+            results.append(result)
+            if on_item is not None:
+                on_item(result)
+            if len(results) == 1 and result.error_kind in FATAL_FIRST:
+                fatal.append(result)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))))
+    return fatal[0] if fatal else None
+
+
+FATAL_FIRST = {"connection_refused", "dns", "http_401", "http_403", "http_404"}
+
+
+async def ask(client: OpenAIClient, item: Item, seq: int) -> ItemResult:
+    """One request; a failed request is a result with an error kind, never an exception."""
+    rec = RequestRecord(seq=seq)
+    prompt = Prompt(messages=[{"role": "user", "content": item.prompt}], max_tokens=item.max_tokens)
+    await client.send(prompt, rec)
+    _count_tokens(rec)
+    d = derived(rec)
+    common: dict[str, Any] = {
+        "id": item.id,
+        "suite": item.suite,
+        "prompt": item.prompt,
+        "expected": item.check.model_dump(mode="json"),
+        "ttft_ms": d["ttft_ms"],
+        "tpot_ms": d["tpot_ms"],
+        "e2e_ms": d["e2e_ms"],
+        "prompt_tokens": rec.prompt_tokens,
+        "output_tokens": rec.output_tokens,
+        "output_tokens_source": rec.output_tokens_source,
+        "finish_reason": rec.finish_reason,
+    }
+    if not rec.ok:
+        return ItemResult(
+            **common,
+            output=rec.text or None,
+            verdict="error",
+            error_kind=rec.error_kind,
+            error_message=rec.error_message,
+        )
+    verdict = item.check.check(rec.text)
+    return ItemResult(**common, output=rec.text, verdict="right" if verdict.correct else "wrong", reason=verdict.reason)
+
+
+def _count_tokens(rec: RequestRecord) -> None:
+    usage = rec.usage or {}
+    if isinstance(usage.get("completion_tokens"), int):
+        rec.output_tokens, rec.output_tokens_source = usage["completion_tokens"], "usage"
+    elif rec.chunk_ns:
+        # Without usage, one content chunk is taken as one token (what llama.cpp and vLLM stream).
+        rec.output_tokens, rec.output_tokens_source = len(rec.chunk_ns), "chunks"
+    if isinstance(usage.get("prompt_tokens"), int):
+        rec.prompt_tokens, rec.prompt_tokens_source = usage["prompt_tokens"], "usage"
+
+
+def _finish(
+    out_dir: Path,
+    results: list[ItemResult],
+    settings: QualitySettings,
+    model: str | None,
+    created: str,
+    engine: dict[str, Any] | None,
+    items: list[Item],
+    interrupted: bool,
+) -> QualityResult:
+    suites = list(dict.fromkeys(i.suite for i in items))
+    result = QualityResult(
+        created_at=created,
+        endpoint=settings.base_url,
+        model=model or "",
+        settings={
+            "seed": settings.seed,
+            "temperature": settings.temperature,
+            "concurrency": settings.concurrency,
+            "api": settings.api,
+            "suites": suites,
+            "items": len(items),
+            "api_key_from": settings.key_source,
+            **settings.extra,
+        },
+        suites={name: s for name, s in sorted(by_suite(results).items(), key=lambda kv: suites.index(kv[0]))},
+        overall=score(results),
+        speed=speed(results),
+        engine=engine,
+        interrupted=interrupted,
+    )
+    write_json(out_dir / QUALITY, result.model_dump(mode="json"))
+    return result
