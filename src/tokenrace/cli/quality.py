@@ -100,7 +100,7 @@ def _key(key_env: str | None) -> tuple[str | None, str | None]:
 
 
 def _default_dir(name: str) -> Path:
-    from tokenrace.bench.store import default_run_dir
+    from tokenrace.runs.store import default_run_dir
 
     return default_run_dir(name)
 
@@ -153,7 +153,7 @@ def _compare(targets: tuple[str, ...], items: list[Any], o: dict[str, Any]) -> N
         dirs.append(out)
     report = compare_dirs(dirs[0], dirs[1], (sides[0].label, sides[1].label))
     if parent is not None:
-        from tokenrace.bench.store import write_json
+        from tokenrace.runs.store import write_json
 
         Path(parent).mkdir(parents=True, exist_ok=True)
         write_json(Path(parent) / COMPARISON, report.model_dump(mode="json"))

@@ -9,7 +9,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tokenrace.errors import UsageError
-from tokenrace.quality.intervals import wilson
+from tokenrace.stats import wilson
 
 SCHEMA_VERSION = 1
 ITEMS = "items.jsonl"

@@ -10,9 +10,9 @@ from pydantic import BaseModel
 
 from tokenrace.errors import UsageError
 from tokenrace.quality.agreement import agreement, exact_match
-from tokenrace.quality.intervals import mcnemar_exact, paired_difference_ci
 from tokenrace.quality.models import Accuracy, ItemResult, QualityResult, Speed, load_quality, read_items
 from tokenrace.quality.scoring import score, speed
+from tokenrace.stats import mcnemar_exact, paired_difference_ci
 
 SCHEMA_VERSION = 1
 COMPARISON = "comparison.json"

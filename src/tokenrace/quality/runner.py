@@ -16,7 +16,6 @@ from typing import IO, Any
 import aiohttp
 import orjson
 
-from tokenrace.bench.store import write_json
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.transport import Timeouts
@@ -24,6 +23,7 @@ from tokenrace.errors import PreflightError, UsageError
 from tokenrace.quality.models import ITEMS, QUALITY, ItemResult, QualityResult
 from tokenrace.quality.scoring import by_suite, score, speed
 from tokenrace.quality.suites import Item
+from tokenrace.runs.store import write_json
 
 
 @dataclass(slots=True)

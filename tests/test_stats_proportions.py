@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tokenrace.quality.intervals import mcnemar_exact, paired_difference_ci, wilson
+from tokenrace.stats import mcnemar_exact, paired_difference_ci, wilson
 
 
 @pytest.mark.parametrize(
