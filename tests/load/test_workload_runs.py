@@ -151,3 +151,23 @@ def test_workload_flags_are_checked_before_any_connection(tmp_path: Path) -> Non
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert p.returncode == 2 and "turns" in p.stderr and "connect" not in p.stderr.lower(), p.stderr
+
+
+def test_compare_table_and_report_show_the_cache(cached: FakeServerThread, tmp_path: Path) -> None:
+    from tokenrace.report.compare import compare
+    from tokenrace.report.html import write
+    from tokenrace.report.tables import headline_lines
+    from tokenrace.runs.reader import load
+
+    busted = run(cached, tmp_path / "a", WorkloadSpec(), requests=24)
+    plain = run(cached, tmp_path / "b", WorkloadSpec(cache_bust=False), requests=24)
+    lines = headline_lines(plain.summary)
+    assert any(x.startswith("prefix cache: ") and "prompts not busted" in x for x in lines), lines
+    assert any("prompts busted" in x for x in headline_lines(busted.summary))
+    report = compare([load(busted.directory), load(plain.directory)])
+    text = " ".join(report.warnings + report.comparisons[0].warnings)
+    assert "prefix cache hit rate differs" in text and "cache busting differs" in text
+    row = next(r for r in report.comparisons[0].rows if r.metric == "cache.hit_rate")
+    assert row.b is not None and row.a is not None and row.change == pytest.approx(row.b - row.a)
+    page = write([load(plain.directory)], tmp_path / "r.html", None, None).read_text()
+    assert "prefix cache" in page and "What a sceptic would ask" in page

@@ -187,7 +187,7 @@ def sweep_table(s: dict[str, Any]) -> Table:
     t = Table(title=f"{kind} sweep: {s.get('model')} @ {s.get('endpoint')}", title_justify="left", header_style="bold")
     first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}[kind]
     priced = any(_usd(row) is not None for row in s["steps"])
-    cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %")
+    cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached")
     for c in (*cols, *(("$/M out tok",) if priced else ()), ""):
         t.add_column(c, justify="left" if c in ("step", "") else "right")
     for row in s["steps"]:
@@ -204,6 +204,7 @@ def sweep_table(s: dict[str, Any]) -> Table:
             fmt(row["throughput_tokens_per_s"]),
             _gain(row.get("gain")),
             fmt(None if row["error_rate"] is None else row["error_rate"] * 100),
+            "—" if row.get("cache_hit_rate") is None else f"{row['cache_hit_rate'] * 100:.0f} %",
             *((fmt(_usd(row), 4),) if priced else ()),
             _mark(row),
         )
@@ -233,7 +234,7 @@ def _mark(row: dict[str, Any]) -> str:
         return "[red]errors[/]"
     if row.get("saturated"):
         return "[yellow]saturated[/]"
-    if "passed" in row:
+    if row.get("passed") is not None:
         return "[green]meets SLO[/]" if row["passed"] else "[red]misses SLO[/]"
     return ""
 

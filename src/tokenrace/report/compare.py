@@ -27,6 +27,7 @@ LATENCIES = (
 )
 STATS = ("p50", "p95")
 OUTPUT_GAP = 0.10  # warn when measured mean prompt/output lengths differ by more than this
+CACHE_GAP = 0.10  # warn when prefix-cache hit rates differ by more than 10 percentage points
 # Throughput's interval: a block bootstrap over time slices of the run (see token_blocks).
 MAX_BLOCKS, MIN_BLOCKS, BLOCK_E2E = 30, 10, 2.0
 
@@ -256,9 +257,26 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
     return rows
 
 
+def cache_row(a: RunData, b: RunData) -> Row | None:
+    """The prefix cache's share of prompt tokens (no CI: a ratio of sums; the difference is what matters)."""
+    ha, hb = _hit_rate(a), _hit_rate(b)
+    if ha is None and hb is None:
+        return None
+    diff = hb - ha if ha is not None and hb is not None else None
+    return Row("cache.hit_rate", "prefix cache hit rate", "fraction", ha, hb, diff, None, None, None, "—", "difference")
+
+
+def _hit_rate(run: RunData) -> float | None:
+    c = run.summary.get("cache")
+    return c.get("hit_rate") if isinstance(c, dict) else None
+
+
 def compare_runs(a: RunData, b: RunData, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
     rows = [latency_row(a, b, key, label, unit, stat) for key, label, unit in LATENCIES for stat in STATS]
     rows += [throughput_row(a, b), error_row(a, b)]
+    cache = cache_row(a, b)
+    if cache is not None:
+        rows.append(cache)
     eff = efficiency_row(a, b)
     if eff is not None:
         rows.append(eff)
@@ -288,6 +306,8 @@ CONDITIONS: tuple[tuple[str, Callable[[RunData], Any]], ...] = (
     ("streaming", lambda r: _setting(r, "request", "stream")),
     ("API", lambda r: _setting(r, "request", "api")),
     ("ignore_eos", lambda r: bool((_setting(r, "request", "extra_body") or {}).get("ignore_eos"))),
+    ("cache busting", lambda r: (r.manifest.get("workload") or {}).get("cache_bust")),
+    ("workload", lambda r: (r.manifest.get("workload") or {}).get("kind")),
     ("tool version", lambda r: f"{r.manifest.get('tool')} {r.manifest.get('version')}"),
 )
 
@@ -302,6 +322,15 @@ def condition_warnings(a: RunData, b: RunData) -> list[str]:
         ma, mb = (r.summary["metrics"].get(key, {}).get("mean") for r in (a, b))
         if ma and mb and abs(mb / ma - 1) > OUTPUT_GAP:
             out.append(f"{name} differs: mean {ma:.1f} (A) vs {mb:.1f} (B) tokens")
+    ha, hb = _hit_rate(a), _hit_rate(b)
+    if ha is not None and hb is not None and abs(hb - ha) > CACHE_GAP:
+        out.append(
+            f"prefix cache hit rate differs: {ha * 100:.1f} % (A) vs {hb * 100:.1f} % (B) of prompt tokens; "
+            "TTFT compares cache hits as much as prefill (bust prompts with --cache-bust on both)"
+        )
+    elif (ha is None) != (hb is None):
+        known = "A" if ha is not None else "B"
+        out.append(f"prefix cache hit rate is known for {known} only: TTFT may include cache hits on one side")
     return out
 
 

@@ -459,9 +459,20 @@ def run_cards(run: RunData, cost: dict[str, Any] | None, bound: float | None) ->
         (
             "errors",
             f"{_f(None if s['error_rate'] is None else s['error_rate'] * 100, 2)} %",
-            f"{req['failed']} of {req['total']} requests",
+            f"{req['failed']} of {req['total']} requests"
+            + (f"; {req['cancelled']} cancelled by the client" if req.get("cancelled") else ""),
         ),
     ]
+    cache = s.get("cache") or {}
+    if cache:
+        busted = {True: "prompts busted", False: "prompts not busted"}.get(cache.get("busted"), "")
+        items.append(
+            (
+                "prefix cache",
+                "not reported" if cache.get("hit_rate") is None else f"{cache['hit_rate'] * 100:.1f} %",
+                "of prompt tokens served from the server's cache" + (f" · {busted}" if busted else ""),
+            )
+        )
     if cost and cost.get("usd_per_million_output_tokens") is not None:
         items.append(
             (
@@ -562,6 +573,10 @@ def _run_page(run: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> 
     page = Page(f"{m.get('model')} @ {m.get('endpoint')}", f"run {run.name} · {_when(m.get('started_at'))}")
     bound = sol(run) if sol else None
     page.add("Key numbers", run_cards(run, cost_of(run.summary, m, cost), bound), summary_table(run.summary))
+    findings = [*(run.summary.get("warnings") or []), *(run.summary.get("resource_warnings") or [])]
+    if findings:
+        items = "".join(f"<li>{html.escape(w)}</li>" for w in findings)
+        page.add("What a sceptic would ask", f"<ul class='warnings'>{items}</ul>")
     _run_charts(page, [(run.name, run)])
     return page
 
@@ -660,7 +675,7 @@ def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
     for r in s["steps"]:
         load = r["rate"] if r.get("rate") is not None else r["concurrency"]
         mark = "knee" if r.get("knee") else "saturated" if r.get("saturated") else "errors" if r.get("failing") else ""
-        mark = mark or ("meets SLO" if r.get("passed") else "misses SLO" if "passed" in r else "")
+        mark = mark or ("meets SLO" if r.get("passed") else "misses SLO" if r.get("passed") is not None else "")
         gain = "—" if r.get("gain") is None else f"{r['gain'] * 100:+.1f} %"
         cells = [
             r["step"],

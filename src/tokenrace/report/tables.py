@@ -18,6 +18,7 @@ ROWS = (
     ("Schedule lag", "schedule_lag_ms", "ms"),
     ("Output tokens", "output_tokens", "tok"),
     ("Prompt tokens", "prompt_tokens", "tok"),
+    ("Cached tokens", "cached_tokens", "tok"),
     ("Tokens/chunk", "tokens_per_chunk", "tok"),
 )
 COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
@@ -50,7 +51,8 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
     tp = summary["throughput"]
     lines = [
         f"requests: {req['succeeded']}/{req['total']} ok, error rate {fmt(_pct(summary['error_rate']))} %"
-        + (f"  errors: {summary['errors_by_kind']}" if summary["errors_by_kind"] else ""),
+        + (f"  errors: {summary['errors_by_kind']}" if summary["errors_by_kind"] else "")
+        + (f"  cancelled by the client: {req['cancelled']}" if req.get("cancelled") else ""),
         f"throughput: {fmt(tp['output_tokens_per_s'])} output tok/s, {fmt(tp['requests_per_s'], 2)} req/s"
         f" over {fmt(tp['window_s'], 2)} s; steady {fmt(tp['steady_output_tokens_per_s'])} tok/s",
     ]
@@ -66,6 +68,8 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
         f"token counts from: output={src.get('output_tokens')}, prompt={src.get('prompt_tokens')}"
         + (" (approximate: counted chunks)" if src.get("approximate") else "")
     )
+    lines.extend(cache_lines(summary))
+    lines.extend(turn_lines(summary.get("by_turn")))
     eff = summary.get("efficiency")
     if eff and not eff.get("error"):
         lines.append(
@@ -82,12 +86,51 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
         lines.extend(summary_lines(summary["resources"]))
     lines.extend(f"warning: {w}" for w in summary.get("resource_warnings") or [])
     lines.extend(f"drift: {f}" for f in (summary.get("drift") or {}).get("findings") or [])
+    lines.extend(f"warning: {w}" for w in summary.get("warnings") or [])
     if summary.get("goodput"):
         g = summary["goodput"]
         lines.append(
             f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}"
         )
     return lines
+
+
+def cache_lines(summary: dict[str, Any]) -> list[str]:
+    """The prefix cache's share of the prompt, and whether prompts were busted; nothing when unknown."""
+    c = summary.get("cache")
+    if not c:
+        return []
+    busted = {True: "; prompts busted (a unique prefix per request)", False: "; prompts not busted"}.get(
+        c.get("busted"), ""
+    )
+    if c.get("hit_rate") is None:
+        line = "prefix cache: the server did not report cached tokens" + busted
+    else:
+        line = (
+            f"prefix cache: {fmt(_pct(c['hit_rate']))} % of prompt tokens cached "
+            f"({fmt(c['cached_tokens'])} of {fmt(c['prompt_tokens'])}, from {_source_text(c.get('source'))}){busted}"
+        )
+    out = [line]
+    server = c.get("server")
+    if server and server.get("hit_rate") is not None:
+        out.append(f"prefix cache (engine's own counters): {fmt(_pct(server['hit_rate']))} % ({server['source']})")
+    return out
+
+
+def _source_text(source: Any) -> str:
+    if isinstance(source, dict):
+        return ", ".join(f"{k} x{v}" for k, v in source.items())
+    return str(source) if source else "—"
+
+
+def turn_lines(by_turn: list[dict[str, Any]] | None) -> list[str]:
+    if not by_turn:
+        return []
+    return [
+        f"turn {t['turn']}: {t['requests']} requests, TTFT p50 {fmt(t['ttft_ms']['p50'])} ms, "
+        f"prompt {fmt((t['prompt_tokens'] or {}).get('mean'), 0)} tok, cached {fmt(_pct(t['cache_hit_rate']))} %"
+        for t in by_turn
+    ]
 
 
 def _pct(x: float | None) -> float | None:
@@ -112,7 +155,7 @@ def print_summary(summary: dict[str, Any], console: Console | None = None, title
 def profile_table(summary: dict[str, Any]) -> Table:
     """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT."""
     t = Table(title="steps", title_justify="left", header_style="bold")
-    for col in ("step", "conc.", "ok", "TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s"):
+    for col in ("step", "conc.", "ok", "TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached"):
         t.add_column(col, justify="left" if col == "step" else "right")
     cold = summary.get("cold")
     if cold:
@@ -121,6 +164,7 @@ def profile_table(summary: dict[str, Any]) -> Table:
             "1",
             "1/1" if not cold.get("error_kind") else "0/1",
             fmt(cold["ttft_ms"]),
+            "",
             "",
             "",
             "",
@@ -139,8 +183,13 @@ def profile_table(summary: dict[str, Any]) -> Table:
             *(fmt(row["tpot_ms"][q]) for q in ("p50", "p95", "max")),
             fmt(row["output_tokens_per_s"]),
             fmt(row["requests_per_s"], 2),
+            _cached_cell(row.get("cache_hit_rate")),
         )
     return t
+
+
+def _cached_cell(rate: float | None) -> str:
+    return "—" if rate is None else f"{rate * 100:.0f} %"
 
 
 def print_profile(summary: dict[str, Any], console: Console | None = None) -> None:

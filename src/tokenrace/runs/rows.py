@@ -39,6 +39,7 @@ def step_row(
         "itl_chunk_ms": _pick(m, "itl_chunk_ms"),
         "e2e_ms": _pick(m, "e2e_ms"),
         "prompt_tokens_mean": (m.get("prompt_tokens") or {}).get("mean"),
+        "cache_hit_rate": (s.get("cache") or {}).get("hit_rate"),
         "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
         "steady_output_tokens_per_s": s["throughput"].get("steady_output_tokens_per_s"),
         "throughput_tokens_per_s": sweep_throughput(s),
