@@ -203,6 +203,15 @@ def print_profile(summary: dict[str, Any], console: Console | None = None) -> No
         highlight=False,
     )
     console.print(profile_table(summary))
+    bust = summary.get("cache_bust")
+    if bust is not None:
+        console.print(
+            "prompts: built-in, busted (a unique prefix per request, so the prefix cache cannot serve them and "
+            "the steps compare prefill with prefill; --no-cache-bust allows hits)"
+            if bust
+            else "prompts: built-in, not busted: the prefix cache serves repeated prompts (see the cached column)",
+            highlight=False,
+        )
     cold, warm = summary.get("cold") or {}, (summary.get("warm") or {}).get("ttft_ms") or {}
     if cold.get("ttft_ms") is not None and warm.get("p50") is not None:
         console.print(

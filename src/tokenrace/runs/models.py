@@ -352,6 +352,7 @@ class ProfileFile(_Model):
     cold: Cold | None = None
     warm: JsonObject | None = None
     steps: list[StepRow] = Field(default_factory=list)
+    cache_bust: bool | None = None  # the built-in prompts were busted (a unique prefix per request)
 
 
 # --- the history index -----------------------------------------------------------------------------

@@ -86,4 +86,5 @@ def profile_summary(results: list[tuple[str, BenchResult]], engine: dict[str, An
         "cold": first.get("cold"),
         "warm": {"ttft_ms": first.get("metrics", {}).get("ttft_ms"), "e2e_ms": first.get("metrics", {}).get("e2e_ms")},
         "steps": [step_row(n, r.directory, r.summary, r.manifest) for n, r in results],
+        "cache_bust": (results[0][1].manifest.get("workload") or {}).get("cache_bust") if results else None,
     }
