@@ -101,7 +101,7 @@ class GatewayMetrics:
         )
         self.shadow_agreement = Histogram(
             P + "shadow_agreement",
-            "Output agreement of shadow vs primary (bag-of-words F1, 0..1)",
+            "Output agreement of shadow vs primary (token-level similarity, 0..1)",
             rb,
             buckets=AGREEMENT_BUCKETS,
             registry=r,
