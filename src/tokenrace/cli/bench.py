@@ -95,7 +95,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object],
         # Inside the profile, so that the pass asks the engine that was measured before it stops.
         async def after(engine: RunningEngine, directory: Path) -> QualityResult:
             return await bench_quality.quality_pass(
-                settings, engine.base_url, engine.model, samples, directory, bool(o["as_json"])
+                settings, engine.base_url, engine.model, samples, directory, bool(o["as_json"]), engine.record
             )
 
     result = run_async(

@@ -58,12 +58,19 @@ def quality_settings(settings: BenchSettings, base_url: str, model: str, samples
 
 
 async def quality_pass(
-    settings: BenchSettings, base_url: str, model: str, samples: int, run_dir: Path, quiet: bool
+    settings: BenchSettings,
+    base_url: str,
+    model: str,
+    samples: int,
+    run_dir: Path,
+    quiet: bool,
+    engine: dict[str, Any] | None = None,
 ) -> QualityResult:
     items = resolve_suites([], samples, settings.load.seed or 0)
     if not quiet:
         click.echo(f"quality pass: {len(items)} items on the same endpoint...", err=True)
-    return await run_quality(items, quality_settings(settings, base_url, model, samples), run_dir / QUALITY_SUBDIR)
+    s = quality_settings(settings, base_url, model, samples)
+    return await run_quality(items, s, run_dir / QUALITY_SUBDIR, engine)
 
 
 def run_pass(settings: BenchSettings, base_url: str, model: str, samples: int, run_dir: Path, quiet: bool) -> Any:
