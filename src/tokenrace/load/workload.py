@@ -111,6 +111,7 @@ class WorkloadSpec:
     turns: TurnsSpec | None = None  # synthetic multi-turn sessions
     think_time_s: float = 0.0
     sessions_file: str | None = None  # ShareGPT JSON or messages JSONL
+    skip_invalid_sessions: bool = False  # leave out (and count) entries a public dump gets wrong
     session_header: str | None = DEFAULT_SESSION_HEADER
     trace_file: str | None = None
     trace_format: str = "mooncake"
@@ -162,9 +163,9 @@ async def build_workload(
     if spec.sessions_file is not None or spec.turns is not None:
         notes: tuple[str, ...] = ()
         if spec.sessions_file is not None:
-            loaded = _conversation_file(spec.sessions_file)
+            loaded = _conversation_file(spec.sessions_file, spec.skip_invalid_sessions)
             conversations = with_think_times(loaded.conversations, spec.think_time_s, seed)
-            source, notes = loaded.source, loaded.skipped
+            source, notes = loaded.source, skipped_notes(loaded.skipped)
         else:
             assert spec.turns is not None
             users = [p.as_text() for p in base.prompts]
@@ -175,11 +176,26 @@ async def build_workload(
     return Built(Prompts(base, prefixes, tag), "prompts", busted, nonce, base.name, sizing)
 
 
-def _conversation_file(path: str) -> ConversationFile:
+def _conversation_file(path: str, skip_invalid: bool) -> ConversationFile:
     """ShareGPT JSON (a list) or OpenAI messages JSONL, told apart by the first character."""
     try:
         with open(path, "rb") as f:
             head = f.read(4096).lstrip()
     except OSError as exc:
         raise UsageError(f"cannot read the sessions file {path}: {exc.strerror}") from None
-    return load_sharegpt(path) if head.startswith(b"[") else load_messages_jsonl(path)
+    if head.startswith(b"["):
+        return load_sharegpt(path, skip_invalid)
+    return load_messages_jsonl(path, skip_invalid)
+
+
+MAX_SKIPPED_NOTES = 20
+
+
+def skipped_notes(skipped: tuple[str, ...]) -> tuple[str, ...]:
+    """The manifest's account of skipped entries: how many, and the first few reasons (a public
+    dump can have thousands)."""
+    if not skipped:
+        return ()
+    more = len(skipped) - MAX_SKIPPED_NOTES
+    tail = (f"... and {more} more",) if more > 0 else ()
+    return (f"{len(skipped)} conversations skipped (--skip-invalid-sessions)", *skipped[:MAX_SKIPPED_NOTES], *tail)

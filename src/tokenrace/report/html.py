@@ -679,7 +679,7 @@ def _sweep_cards(s: dict[str, Any], sw: RunData, cost: CostSpec | None) -> list[
 def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
     priced = any(v is not None for v in costs.values())
     cols = (
-        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %"]
+        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %", "cached %"]
         + (["$/M out tok"] if priced else [])
         + [""]
     )
@@ -701,6 +701,9 @@ def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
             _f(r["throughput_tokens_per_s"]),
             gain,
             _f(None if r["error_rate"] is None else r["error_rate"] * 100),
+            # The prefix cache's share of the step's prompt tokens: a step served from the cache
+            # has a lower TTFT for a reason other than load.
+            _f(None if r.get("cache_hit_rate") is None else r["cache_hit_rate"] * 100),
         ]
         cells += [_f(costs.get(r["step"]), 4)] if priced else []
         cells.append(mark)
