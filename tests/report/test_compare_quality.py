@@ -114,3 +114,35 @@ def test_bad_quality_samples_is_refused_before_the_speed_run(
     code, _, err = in_process(capsys, "bench", "--url", good.url, "--quality-samples", "0", "-o", str(tmp_path / "r"))
     assert code == 2 and "--quality-samples must be at least 1" in err and len(err.strip().splitlines()) == 1
     assert good.behaviour.requests == seen and not (tmp_path / "r").exists()
+
+
+def test_sweeps_are_compared_by_the_passes_in_their_directories(
+    servers: tuple[AnswerServer, AnswerServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from tokenrace.client.openai import RequestOptions
+    from tokenrace.client.providers import ResolvedEndpoint
+    from tokenrace.load.runner import Load
+    from tokenrace.runs.session import BenchSettings
+    from tokenrace.sweep.runner import SweepPlan, run_sweep
+
+    dirs = []
+    for srv, name in zip(servers, ("sa", "sb"), strict=True):
+        settings = BenchSettings(
+            endpoint=ResolvedEndpoint(srv.url, None, None, "fake"),
+            request=RequestOptions(max_tokens=8),
+            load=Load(requests=4, cold=False),
+            output=tmp_path / name,
+        )
+        d = asyncio.run(run_sweep(settings, SweepPlan(values=(1, 2), stop_early=False))).directory
+        args = ["quality", "--url", srv.url, "--suite", "copy", "--suite", "sorting", "--samples", str(SAMPLES)]
+        code, _, err = in_process(capsys, *args, "-o", str(d / "quality"), "--json")
+        assert code == 0, err
+        dirs.append(d)
+    report = compare([load(dirs[0]), load(dirs[1])])
+    (section,) = report.quality
+    assert section.comparison is not None and section.comparison.verdict == "B worse"
+    assert all("quality.accuracy" not in {r.metric for r in c.rows} for c in report.comparisons)  # per run only
+    assert "Quality: does the faster one still answer correctly?" in build([load(dirs[0]), load(dirs[1])])
+    assert "Quality: are the answers right?" in build([load(dirs[0])])
