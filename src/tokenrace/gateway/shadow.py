@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 perf_ns = time.perf_counter_ns
 PRIMARY_WAIT_S = 600.0
-# The similarity's alignment runs on the gateway's event loop: 512 tokens a side cost about 1 ms,
-# a whole 8000-token answer 50-70 ms, which would stall every request the gateway is proxying.
+# The similarity's alignment runs on the gateway's event loop: 512 tokens a side cost under 1 ms,
+# a whole 8000-token answer 50-100 ms (benchmarks/agreement_cost.py), which would stall every
+# request the gateway is proxying.
 SCORE_TOKENS = 512
 
 
