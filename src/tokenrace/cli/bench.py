@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from tokenrace.cli.common import echo_json
+from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
 from tokenrace.load.progress import LiveProgress
 from tokenrace.report.tables import print_summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
 
+T = TypeVar("T")
 
-def run_async(coro):  # type: ignore[no-untyped-def]
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
     try:
         import uvloop
 
@@ -28,7 +32,7 @@ def run_async(coro):  # type: ignore[no-untyped-def]
 @click.command("bench")
 @bench_options
 @click.pass_context
-def command(ctx: click.Context, **o: object) -> None:
+def command(ctx: click.Context, /, **o: Any) -> None:
     """Benchmark an OpenAI-compatible endpoint and write records.jsonl, summary.json, manifest.json.
 
     With no --url (and no OPENAI_BASE_URL), start the embedded llama.cpp model and run the default
@@ -49,7 +53,7 @@ def command(ctx: click.Context, **o: object) -> None:
 LOAD_FLAGS = ("concurrency", "rate", "requests", "duration")
 
 
-def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object], single_run: bool) -> None:
+def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_run: bool) -> None:
     from tokenrace.report.tables import print_profile
     from tokenrace.serve.embedded import EmbeddedOptions
     from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
