@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from tokenrace.cli import bench_quality
-from tokenrace.cli.common import echo_json
+from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
 from tokenrace.load.progress import LiveProgress
 from tokenrace.report.tables import print_summary
@@ -21,8 +22,10 @@ if TYPE_CHECKING:
     from tokenrace.quality.models import QualityResult
     from tokenrace.serve.launch import RunningEngine
 
+T = TypeVar("T")
 
-def run_async(coro):  # type: ignore[no-untyped-def]
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
     try:
         import uvloop
 
@@ -35,7 +38,7 @@ def run_async(coro):  # type: ignore[no-untyped-def]
 @bench_options
 @bench_quality.OPTION
 @click.pass_context
-def command(ctx: click.Context, **o: object) -> None:
+def command(ctx: click.Context, /, **o: Any) -> None:
     """Benchmark an OpenAI-compatible endpoint and write records.jsonl, summary.json, manifest.json.
 
     With no --url (and no OPENAI_BASE_URL), start the embedded llama.cpp model and run the default
@@ -64,7 +67,7 @@ def command(ctx: click.Context, **o: object) -> None:
 LOAD_FLAGS = ("concurrency", "rate", "requests", "duration")
 
 
-def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object], single_run: bool) -> None:
+def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_run: bool) -> None:
     from tokenrace.report.tables import print_profile
     from tokenrace.serve.embedded import EmbeddedOptions
     from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile

@@ -66,7 +66,10 @@ class RequestRecord:
     def to_json(self, t0_ns: int) -> dict[str, Any]:
         """The records.jsonl line: offsets in ms from the run's t0, durations in ms."""
         d = derived(self)
-        ms = lambda ns: None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)
+
+        def ms(ns: int | None) -> float | None:
+            return None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)
+
         return {
             "schema_version": RECORD_SCHEMA_VERSION,
             "seq": self.seq,

@@ -90,6 +90,12 @@ class Done:
 # --- the call -------------------------------------------------------------------------------------
 
 
+def _draining(gw: Gateway) -> bool:
+    # Read afresh: the drain can start while a request awaits its backend (a direct read after the
+    # check at the top of handle() would be narrowed to False by the type checker).
+    return gw.draining
+
+
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | Stream | None:
     t0 = perf_ns()
     if gw.draining:
@@ -106,7 +112,7 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | S
     try:
         return await _handle(request, endpoint, gw, t0)
     except asyncio.CancelledError:
-        if not gw.draining or task.cancelling() > 1:
+        if not _draining(gw) or task.cancelling() > 1:
             raise
         task.uncancel()  # the drain ran out while this request waited for its backend
         return error_reply(

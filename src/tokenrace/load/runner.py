@@ -278,8 +278,8 @@ class Runner:
         """The open loop's send offsets (s): the trace's, a shaped rate's (ramp, stages) or a flat rate's."""
         load, w = self.load, self.workload
         if isinstance(w, TraceLoad):
-            n = len(w.offsets_s) if load.requests is None else min(load.requests, len(w.offsets_s))
-            offsets = list(w.offsets_s[:n])
+            last = len(w.offsets_s) if load.requests is None else min(load.requests, len(w.offsets_s))
+            offsets = list(w.offsets_s[:last])
             return [o for o in offsets if o < load.duration_s] if load.duration_s is not None else offsets
         n, b, seed = load.requests, load.burstiness, load.seed
         if load.stages is not None and load.stages_kind == "rate":

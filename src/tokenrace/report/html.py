@@ -469,7 +469,8 @@ def run_cards(run: RunData, cost: dict[str, Any] | None, bound: float | None) ->
     ]
     cache = s.get("cache") or {}
     if cache:
-        busted = {True: "prompts busted", False: "prompts not busted"}.get(cache.get("busted"), "")
+        flag = cache.get("busted")
+        busted = "prompts busted" if flag is True else "prompts not busted" if flag is False else ""
         items.append(
             (
                 "prefix cache",
