@@ -32,6 +32,7 @@ from tokenrace.gateway.shadow import summary as shadow_summary
 
 if TYPE_CHECKING:
     from tokenrace.gateway.scrape import Scraper
+    from tokenrace.gateway.telemetry import Tracing
 from tokenrace.gateway.stream import Endpoint
 
 log = logging.getLogger("tokenrace.gateway")
@@ -59,6 +60,8 @@ class Gateway:
         self._ticker: asyncio.Task[None] | None = None
         self.last_reload_error: str | None = None
         self.scraper: Scraper | None = None  # made only when a least_queue pool needs one (imports aiohttp)
+        self.tracing: Tracing | None = None  # OpenTelemetry, imported only when the config turns it on
+        self._follow_telemetry()
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -73,6 +76,8 @@ class Gateway:
             self._ticker.cancel()
         if self.scraper is not None:
             await self.scraper.close()
+        if self.tracing is not None:
+            self.tracing.shutdown()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -87,6 +92,17 @@ class Gateway:
             self.scraper = Scraper()
         if self.scraper is not None:
             self.scraper.follow(self.runtime.scraped)
+
+    def _follow_telemetry(self) -> None:
+        """Start or stop the request spans as `telemetry.otel` says."""
+        wanted = self.runtime.config.telemetry.otel
+        if wanted and self.tracing is None:
+            from tokenrace.gateway.telemetry import Tracing
+
+            self.tracing = Tracing()  # OTEL_* come from the process environment, as exporters read them
+        elif not wanted and self.tracing is not None:
+            self.tracing.shutdown()
+            self.tracing = None
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task, keeping a reference so it is not collected mid-flight."""
@@ -117,6 +133,7 @@ class Gateway:
         self.runtime = new
         self.last_reload_error = None
         self._follow_scrapes()
+        self._follow_telemetry()
         for backend in new.retired_backends(old):
             self.spawn(self._retire(backend, config.drain_s))
         if old.config.listen != config.listen:

@@ -135,24 +135,37 @@ async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) ->
         route = _route(rt, body)
     except Refused as refused:
         gw.metrics.child(gw.metrics.rejected, refused.reason).inc()
-        return refused.reply()
+        reply = refused.reply()
+        if gw.tracing is not None:
+            gw.tracing.request(
+                t0_ns=t0, path=request.path, status=reply.status, route=None, backend=None,
+                attempts=0, ttft_s=None, stream=False, request_id=None,
+            )  # fmt: skip
+        return reply
     gw.metrics.child(gw.metrics.client_requests, client).inc()
     call = Call(gw, rt, route, endpoint, body, request.body, t0, _request_id(request))
     response = await call.run(request)
-    if rt.config.log.requests:  # one line per request, off by default (it costs on the hot path)
+    # A log line and a span per request are both off by default (they cost on the hot path).
+    if rt.config.log.requests or gw.tracing is not None:
         status, backend = (
             (response.status, response.headers.get("x-tokenrace-backend")) if response is not None else (499, None)
         )
-        gw.event(
-            "request",
-            request_id=call.request_id,
-            client=client,
-            route=route.name,
-            stream=call.stream,
-            backend=backend,
-            status=status,
-            duration_ms=round((perf_ns() - t0) / 1e6, 3),
-        )
+        if gw.tracing is not None:
+            gw.tracing.request(
+                t0_ns=t0, path=request.path, status=status, route=route.name, backend=backend,
+                attempts=call.attempts, ttft_s=call.ttft_s, stream=call.stream, request_id=call.request_id,
+            )  # fmt: skip
+        if rt.config.log.requests:
+            gw.event(
+                "request",
+                request_id=call.request_id,
+                client=client,
+                route=route.name,
+                stream=call.stream,
+                backend=backend,
+                status=status,
+                duration_ms=round((perf_ns() - t0) / 1e6, 3),
+            )
     return response
 
 
