@@ -275,16 +275,23 @@ def _text_of(content: Any) -> str:
 class Decisions:
     """Counts of choices by instance and reason, and the last one with its inputs."""
 
+    __slots__ = ("counts", "_last")
+
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.last: dict[str, Any] | None = None
+        self._last: tuple[str, str, str | None, dict[str, Any] | None] | None = None
 
-    def record(self, choice: Choice, inputs: dict[str, Any]) -> None:
-        self.counts[(choice.name, choice.reason)] += 1
-        self.last = {"backend": choice.name, "reason": choice.reason, "detail": choice.detail, **inputs}
+    def record(self, name: str, reason: str, detail: str | None = None, inputs: dict[str, Any] | None = None) -> None:
+        # Per request: a counter and a tuple; the dicts are built when someone looks.
+        self.counts[(name, reason)] += 1
+        self._last = (name, reason, detail, inputs)
 
     def snapshot(self) -> dict[str, Any]:
         by_backend: dict[str, dict[str, int]] = {}
         for (name, reason), n in sorted(self.counts.items()):
             by_backend.setdefault(name, {})[reason] = n
-        return {"counts": by_backend, "last": self.last}
+        last = None
+        if self._last is not None:
+            name, reason, detail, inputs = self._last
+            last = {"backend": name, "reason": reason, "detail": detail, **(inputs or {})}
+        return {"counts": by_backend, "last": last}

@@ -141,9 +141,11 @@ class Target:
             only = self.backends[0]
             why = only.unavailable(now)
             return (only, None) if why is None else (None, why)
+        if self.policy == "least_in_flight":
+            return self._least_in_flight(tried, now)
         available: list[Backend] = []
         reasons: list[str] = []
-        for backend in sorted(self.backends, key=lambda b: (b.name in tried, b.in_flight)):
+        for backend in self.backends:
             why = backend.unavailable(now)
             if why is None:
                 available.append(backend)
@@ -152,12 +154,24 @@ class Target:
         if not available:
             return None, reasons[0] if reasons else "no backend"
         choice, inputs = self._choose(available, tried, now, request)
-        self.decisions.record(choice, inputs)
+        self.decisions.record(choice.name, choice.reason, choice.detail, inputs)
         return next(b for b in available if b.name == choice.name), None
+
+    def _least_in_flight(self, tried: set[str], now: float) -> tuple[Backend | None, str | None]:
+        """routing.least_in_flight, inlined: the default policy keeps the request path as short as it was."""
+        draw = self.rng.random
+        reasons: list[str] = []
+        for backend in sorted(self.backends, key=lambda b: (b.name in tried, b.in_flight, draw())):
+            why = backend.unavailable(now)
+            if why is None:
+                self.decisions.record(backend.name, "least_in_flight")
+                return backend, None
+            reasons.append(why)
+        return None, reasons[0] if reasons else "no backend"
 
     def _choose(
         self, available: list[Backend], tried: set[str], now: float, request: KeySource | None
-    ) -> tuple[routing.Choice, dict[str, Any]]:
+    ) -> tuple[routing.Choice, dict[str, Any] | None]:
         candidates = [
             routing.Candidate(
                 b.name, b.in_flight, b.name in tried, b.load, STALE_INTERVALS * b.config.metrics.interval_s
@@ -172,13 +186,17 @@ class Target:
             key = request.affinity_key(a.header, a.prefix_chars) if request is not None else None
             point = routing.hash64(key) if key is not None else None
             choice = routing.bounded_load(self.ring, point, candidates, a.load_factor, self.rng)
-            where = {"key_hash": f"{point:016x}", "ring_position": round(point / 2**64, 6)} if point is not None else {}
-            return choice, where
-        return routing.least_in_flight(candidates, self.rng), {}
+            return choice, {"point": point}  # shown as key_hash and ring_position (routing_state)
+        return routing.least_in_flight(candidates, self.rng), None
 
     def routing_state(self) -> dict[str, Any]:
         """The policy and its inputs per instance, for /admin/state."""
         out: dict[str, Any] = {"policy": self.policy, **self.decisions.snapshot()}
+        last = out["last"]
+        if last is not None and "point" in last:
+            point = last.pop("point")
+            last["key_hash"] = f"{point:016x}" if point is not None else None
+            last["ring_position"] = round(point / 2**64, 6) if point is not None else None
         if self.affinity is not None and self.ring is not None:
             out["affinity"] = self.affinity.model_dump()
             out["ring_share"] = self.ring.shares()
