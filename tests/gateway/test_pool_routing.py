@@ -3,6 +3,7 @@ keeps conversations on the instance whose prefix cache holds them (fake servers 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -10,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
-from tokenrace.gateway.config import ConfigError, parse_config
+from tokenrace.gateway.config import BackendConfig, ConfigError, Secret, parse_config
+from tokenrace.gateway.runtime import Backend
+from tokenrace.gateway.scrape import Scraper
 from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ENV, GatewayThread, config_text, http
@@ -153,3 +157,67 @@ def test_policy_settings_are_checked() -> None:
     assert "must be >= 1" in check(
         {"backend": ["a", "b"], "policy": "prefix_affinity", "affinity": {"load_factor": 0.5}}
     )
+
+
+def test_the_scrape_sends_the_backends_key_to_its_own_origin_only() -> None:
+    seen: list[str | None] = []
+
+    async def metrics(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(text="sglang:num_queue_reqs 2\nsglang:token_usage 0.5\n")
+
+    async def main() -> list[tuple[float | None, float | None, str | None]]:
+        runners = []
+        ports = []
+        for _ in range(2):
+            app = web.Application()
+            app.router.add_get("/metrics", metrics)
+            runner = web.AppRunner(app)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            runners.append(runner)
+            ports.append(runner.addresses[0][1])
+        scraper = Scraper()
+        out = []
+        own = f"http://127.0.0.1:{ports[0]}"
+        for metrics_url in (None, f"http://127.0.0.1:{ports[1]}/metrics"):
+            config = BackendConfig.model_validate({"url": own + "/v1", "metrics": {"url": metrics_url}})
+            load = await scraper.scrape(Backend("x", config, Secret("sk-scrape-secret-0123456789")))
+            out.append((load.waiting, load.kv_usage, load.engine))
+        await scraper.close()
+        for runner in runners:
+            await runner.cleanup()
+        return out
+
+    loads = asyncio.run(main())
+    assert loads == [(2.0, 0.5, "sglang"), (2.0, 0.5, "sglang")]
+    assert seen == ["Bearer sk-scrape-secret-0123456789", None]
+
+
+def test_a_reload_starts_and_stops_the_scrapes(tmp_path: Path) -> None:
+    prom = tmp_path / "a.prom"
+    waiting(prom, 3)
+    path = tmp_path / "gw.yaml"
+
+    def write(policy: str) -> None:
+        target = {"backend": ["a", "b"], "policy": policy}
+        backends = {n: {"url": f.base_url, "metrics": {"interval_s": 0.1}} for n, f in (("a", a), ("b", b))}
+        path.write_text(config_text(backends, [{"model": "m", "backends": [target]}]))
+
+    with (
+        FakeServerThread({**FAST, "metrics_text_path": str(prom)}) as a,
+        FakeServerThread({**FAST, "metrics_text_path": str(prom)}) as b,
+    ):
+        write("least_in_flight")
+        with GatewayThread(path.read_text(), path=path) as gw:
+            assert "load" not in state(gw)["backends"]["a"] and gw.gw.scraper is None
+            write("least_queue")
+            assert gw.call(gw.gw.reload) is True
+            until(lambda: state(gw)["backends"]["a"]["load"].get("waiting") == 3)
+            assert gw.gw.scraper is not None and gw.call(gw.gw.scraper.following) == ["a", "b"]
+            write("least_in_flight")
+            assert gw.call(gw.gw.reload) is True
+            assert "load" not in state(gw)["backends"]["a"]
+            scraper = gw.gw.scraper
+            assert scraper is not None and gw.call(scraper.following) == []

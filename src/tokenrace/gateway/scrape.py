@@ -38,6 +38,10 @@ class Scraper:
         for backend in wanted - set(self._tasks):
             self._tasks[backend] = loop.create_task(self._forever(backend), name=f"scrape-{backend.name}")
 
+    def following(self) -> list[str]:
+        """The names of the backends being scraped."""
+        return sorted(b.name for b in self._tasks)
+
     async def close(self) -> None:
         tasks = list(self._tasks.values())
         self._tasks.clear()
