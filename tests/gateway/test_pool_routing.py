@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from tokenrace.gateway.runtime import Backend
 from tokenrace.gateway.scrape import Scraper
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import ENV, GatewayThread, config_text, http
+from .helpers import ENV, ROOT, GatewayThread, config_text, http
 from .test_proxy import post, state
 
 FAST = {"ttft_ms": 1, "itl_ms": 0, "output_tokens": 4, "models": ["m"]}
@@ -221,3 +223,22 @@ def test_a_reload_starts_and_stops_the_scrapes(tmp_path: Path) -> None:
             assert "load" not in state(gw)["backends"]["a"]
             scraper = gw.gw.scraper
             assert scraper is not None and gw.call(scraper.following) == []
+
+
+def test_check_names_the_pool_policies(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    target = {"backend": ["a", "b"], "policy": "prefix_affinity"}
+    path.write_text(
+        config_text(
+            {"a": {"url": "http://a:1/v1"}, "b": {"url": "http://b:1/v1"}}, [{"model": "m", "backends": [target]}]
+        )
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "tokenrace", "gateway", "check", "--no-env", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "prefix_affinity pool on m: a, b" in out.stdout

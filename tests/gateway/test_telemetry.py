@@ -4,10 +4,12 @@ import, when off."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from tokenrace.errors import UsageError
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import ROOT, GatewayThread, chat
+from .helpers import ENV, ROOT, GatewayThread, chat, config_text
 from .test_proxy import FAST_RETRY, post
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra (opentelemetry-sdk) is not installed")
@@ -122,3 +124,19 @@ print(json.dumps([gw.tracing is None, any(m.startswith("opentelemetry") for m in
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout) == [True, False]
+
+
+def test_an_exporter_no_package_provides_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    path.write_text(config_text({"a": {"url": "http://127.0.0.1:9/v1"}}, [{"model": "m", "backends": ["a"]}],
+                                telemetry={"otel": True}))  # fmt: skip
+    env = {**os.environ, **ENV, "OTEL_TRACES_EXPORTER": "nope", "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "tokenrace", "gateway", "--config", str(path), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert out.returncode != 0 and out.stdout == ""
+    assert out.stderr.strip().count("\n") == 0 and "OTEL_TRACES_EXPORTER names 'nope'" in out.stderr, out.stderr
