@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import orjson
@@ -27,8 +27,12 @@ from tokenrace.gateway.canary import Decision
 from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_config, resolve_secrets
 from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply, json_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
-from tokenrace.gateway.runtime import Backend, Runtime
+from tokenrace.gateway.runtime import Backend, Runtime, public
 from tokenrace.gateway.shadow import summary as shadow_summary
+
+if TYPE_CHECKING:
+    from tokenrace.gateway.scrape import Scraper
+    from tokenrace.gateway.telemetry import Tracing
 from tokenrace.gateway.stream import Endpoint
 
 log = logging.getLogger("tokenrace.gateway")
@@ -55,6 +59,9 @@ class Gateway:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self.last_reload_error: str | None = None
+        self.scraper: Scraper | None = None  # made only when a least_queue pool needs one (imports aiohttp)
+        self.tracing: Tracing | None = None  # OpenTelemetry, imported only when the config turns it on
+        self._follow_telemetry()
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -62,15 +69,40 @@ class Gateway:
         for backend in self.runtime.backends.values():
             backend.open()
         self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+        self._follow_scrapes()
 
     async def close(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.scraper is not None:
+            await self.scraper.close()
+        if self.tracing is not None:
+            self.tracing.shutdown()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for backend in self.runtime.backends.values():
             await backend.close()
+
+    def _follow_scrapes(self) -> None:
+        """Read the /metrics of the backends the current runtime's least_queue pools need."""
+        if self.scraper is None and self.runtime.scraped:
+            from tokenrace.gateway.scrape import Scraper
+
+            self.scraper = Scraper()
+        if self.scraper is not None:
+            self.scraper.follow(self.runtime.scraped)
+
+    def _follow_telemetry(self) -> None:
+        """Start or stop the request spans as `telemetry.otel` says."""
+        wanted = self.runtime.config.telemetry.otel
+        if wanted and self.tracing is None:
+            from tokenrace.gateway.telemetry import Tracing
+
+            self.tracing = Tracing()  # OTEL_* come from the process environment, as exporters read them
+        elif not wanted and self.tracing is not None:
+            self.tracing.shutdown()
+            self.tracing = None
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task, keeping a reference so it is not collected mid-flight."""
@@ -100,6 +132,8 @@ class Gateway:
             self.redact.add(secret)
         self.runtime = new
         self.last_reload_error = None
+        self._follow_scrapes()
+        self._follow_telemetry()
         for backend in new.retired_backends(old):
             self.spawn(self._retire(backend, config.drain_s))
         if old.config.listen != config.listen:
@@ -185,6 +219,7 @@ class Gateway:
                 "in_flight": b.in_flight,
                 "max_in_flight": b.config.max_in_flight,
                 "breaker": b.breaker.snapshot(now),
+                **({"load": _load_state(b, now)} if b in rt.scraped else {}),
             }
             for name, b in rt.backends.items()
         }
@@ -213,6 +248,21 @@ class Gateway:
             "backends": backends,
             "routes": routes,
         }
+
+
+def _load_state(backend: Backend, now: float) -> dict[str, Any]:
+    """The latest /metrics reading of a scraped backend, with its age."""
+    load = backend.load
+    base: dict[str, Any] = {"url": public(backend.metrics_url()), "interval_s": backend.config.metrics.interval_s}
+    if load is None:
+        return base | {"reading": None}
+    return base | {
+        "engine": load.engine,
+        "waiting": load.waiting,
+        "kv_usage": load.kv_usage,
+        "age_s": round(now - load.at, 3),
+        "error": load.error,
+    }
 
 
 # --- handlers -----------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tokenrace.client.redact import Redactor
 from tokenrace.errors import UsageError
+from tokenrace.gateway.routing import Policy
 from tokenrace.gateway.yamlpos import Path, YamlError, format_path, line_of, load_with_lines
 
 RetryKind = Literal["connect", "disconnect", "429", "5xx", "timeout"]
@@ -70,6 +71,23 @@ class BreakerConfig(_Model):
     probes: int = Field(default=1, ge=1)
 
 
+class MetricsConfig(_Model):
+    """Where and how often the engine's Prometheus /metrics is read (only for `least_queue` pools).
+
+    `url` defaults to the backend URL's origin + /metrics (vLLM, SGLang, llama.cpp with --metrics).
+    A reading older than three intervals is stale."""
+
+    url: str | None = None
+    interval_s: float = Field(default=1.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must start with http:// or https:// and name a host")
+        return value
+
+
 class BackendConfig(_Model):
     url: str
     api_key_env: str | None = None
@@ -78,6 +96,7 @@ class BackendConfig(_Model):
     timeouts: TimeoutsConfig = TimeoutsConfig()
     max_in_flight: int = Field(default=256, ge=1)
     breaker: BreakerConfig = BreakerConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     @field_validator("url")
     @classmethod
@@ -102,11 +121,22 @@ class BackendConfig(_Model):
 # --- routes ------------------------------------------------------------------------------
 
 
+class AffinityConfig(_Model):
+    """`prefix_affinity`: the key is the `header`'s value, else the prompt's first `prefix_chars`
+    characters; no instance takes more than `load_factor` times the pool's mean load."""
+
+    header: str | None = "X-Session-ID"
+    prefix_chars: int = Field(default=256, ge=1)
+    load_factor: float = Field(default=1.25, ge=1)
+
+
 class TargetConfig(_Model):
-    """One share of a route's traffic: a backend, or a list of equal instances (least in flight wins)."""
+    """One share of a route's traffic: a backend, or a pool of equal instances chosen by `policy`."""
 
     backend: str | list[str]
     weight: float = Field(default=1.0, ge=0)
+    policy: Policy = "least_in_flight"
+    affinity: AffinityConfig | None = None
 
     @field_validator("backend")
     @classmethod
@@ -114,6 +144,12 @@ class TargetConfig(_Model):
         if isinstance(value, list) and not value:
             raise ValueError("name at least one backend")
         return value
+
+    @model_validator(mode="after")
+    def _affinity_for_affinity(self) -> TargetConfig:
+        if self.affinity is not None and self.policy != "prefix_affinity":
+            raise ValueError("affinity: applies only with policy: prefix_affinity")
+        return self
 
     @property
     def names(self) -> list[str]:
@@ -277,6 +313,13 @@ class LogConfig(_Model):
     requests: bool = False
 
 
+class TelemetryConfig(_Model):
+    """`otel: true` emits one OpenTelemetry span per request (the `otel` extra); the exporter is
+    chosen by the standard OTEL_* environment variables."""
+
+    otel: bool = False
+
+
 class GatewayConfig(_Model):
     listen: ListenConfig = ListenConfig()
     backends: dict[str, BackendConfig] = Field(min_length=1)
@@ -287,6 +330,7 @@ class GatewayConfig(_Model):
     limits: LimitsConfig = LimitsConfig()
     drain_s: float = Field(default=30.0, ge=0)
     log: LogConfig = LogConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
 
     def route(self, model: str) -> RouteConfig | None:
         return next((r for r in self.routes if r.model == model), None)
