@@ -92,6 +92,9 @@ def report(result: BenchResult, as_json: bool) -> None:
     else:
         print_summary(result.summary, title=f"{result.manifest['model']} @ {result.manifest['endpoint']}")
         click.echo(f"run directory: {result.directory}")
+    workers = result.manifest.get("workers") or {}
+    if workers.get("reason"):
+        click.echo(f"--workers {workers['requested']}: {workers['count']} ({workers['reason']})", err=True)
     if result.interrupted:
         click.echo("interrupted: what was measured is saved", err=True)
         sys.exit(130)
