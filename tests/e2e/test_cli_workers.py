@@ -86,3 +86,16 @@ def test_auto_without_a_calibration_sends_from_one_process_and_says_why(tmp_path
     run_dir = next((tmp_path / "runs").iterdir())
     assert all(r["worker"] is None for r in _records(run_dir))
     assert json.loads((run_dir / "manifest.json").read_text())["workers"]["kind"] == "process"
+
+
+def test_a_sweep_runs_every_step_over_the_workers(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    with spawn_fake_server({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 8}) as srv:
+        argv = ["sweep", "--url", srv.url, "--concurrencies", "2,4", "--requests", "16", "--workers", "2"]
+        p = subprocess.run(
+            [sys.executable, "-m", "tokenrace", *argv, "-o", str(out)], capture_output=True, text=True, timeout=300
+        )
+    assert p.returncode == 0, p.stderr
+    for step in ("c2", "c4"):
+        assert json.loads((out / step / "manifest.json").read_text())["workers"]["count"] == 2
+        assert {r["worker"] for r in _records(out / step)} == {0, 1}
