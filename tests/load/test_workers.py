@@ -164,3 +164,21 @@ def test_cancelling_the_run_returns_each_workers_cancelled_records() -> None:
     cancelled = [r for r in runner.records if r.error_kind == "cancelled"]
     assert len(cancelled) == 4  # the four in flight, each recorded by the worker that sent it
     assert all(r.first_token_ns is not None and r.chunk_ns for r in cancelled)  # their stamps came back
+
+
+def test_a_client_defect_in_a_worker_becomes_a_record_not_a_hang() -> None:
+    async def go() -> RequestRecord:
+        from tokenrace.load.worker_core import WorkerCore
+
+        core = WorkerCore(_config("http://127.0.0.1:9"))
+        await core.open()
+        try:
+            # A prompt the client cannot serialise: the client raises instead of recording a failure.
+            bad = Prompt(messages=[{"role": "user", "content": object()}])
+            return await core.job(0, None, bad, RequestRecord(seq=0))
+        finally:
+            await core.close()
+
+    rec = run(go())
+    assert rec.error_kind == "worker_error" and "TypeError" in (rec.error_message or "")
+    assert rec.end_ns is not None and rec.end_ns >= rec.start_ns > 0

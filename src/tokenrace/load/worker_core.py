@@ -107,8 +107,13 @@ class WorkerCore:
             await asyncio.wait({task})
         finally:
             self._jobs.pop(job_id, None)
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            # The client never raises for a failed request; this is a defect, and it must not leave
+            # the parent waiting for a record that never comes.
+            rec.start_ns = rec.start_ns or perf_ns()
+            rec.end_ns = rec.end_ns or perf_ns()
+            rec.fail("worker_error", f"the worker's client raised {type(exc).__name__}: {exc}")
         if rec.error_kind is None and task.cancelled():
             # Cancelled before the send began: nothing reached the server.
             rec.start_ns = rec.start_ns or perf_ns()

@@ -506,7 +506,10 @@ def calibration_ceilings() -> tuple[float, int] | None:
         calibration = importlib.import_module("tokenrace.load.calibration")
     except ImportError:
         return None
-    saved = calibration.load_saved()
+    load_saved = getattr(calibration, "load_saved", None)
+    if load_saved is None:
+        return None
+    saved = load_saved()
     if saved is None:
         return None
     return float(saved.ceiling_chunks_per_s), int(saved.ceiling_streams)
