@@ -83,7 +83,9 @@ class Link(Protocol):
 
 class Pool(Protocol):
     kind: str  # "processes" | "ray"
-    links: list[Any]
+
+    @property
+    def links(self) -> Sequence[Link]: ...
 
     async def start(self) -> None: ...
 
@@ -107,7 +109,7 @@ class Dispatcher:
         self.sent = [0] * len(pool.links)
         self.lost_requests = 0
 
-    def _pick(self) -> Any | None:
+    def _pick(self) -> Link | None:
         """The live worker with the fewest requests in flight; ties go round the workers in turn."""
         links = self.pool.links
         best = None
@@ -144,7 +146,7 @@ class Dispatcher:
         merge(rec, got, link.clock)
         return rec
 
-    async def _take_cancelled(self, fut: asyncio.Future[RequestRecord], link: Any, rec: RequestRecord, t: int) -> None:
+    async def _take_cancelled(self, fut: asyncio.Future[RequestRecord], link: Link, rec: RequestRecord, t: int) -> None:
         """Wait (briefly) for the worker's own record of a cancelled stream, so its stamps are kept."""
         try:
             got = await asyncio.wait_for(asyncio.shield(fut), CANCEL_WAIT_S)
