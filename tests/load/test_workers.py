@@ -163,7 +163,9 @@ def test_cancelling_the_run_returns_each_workers_cancelled_records() -> None:
         runner = run(go(srv.base_url))
     cancelled = [r for r in runner.records if r.error_kind == "cancelled"]
     assert len(cancelled) == 4  # the four in flight, each recorded by the worker that sent it
-    assert all(r.first_token_ns is not None and r.chunk_ns for r in cancelled)  # their stamps came back
+    # Each record is the worker's own (the client's message and stamps), not a stand-in from the parent.
+    assert all(r.error_message == "interrupted before the response ended" for r in cancelled)
+    assert any(r.chunk_ns for r in cancelled)  # streams cut mid-answer keep the chunks that arrived
 
 
 def test_a_client_defect_in_a_worker_becomes_a_record_not_a_hang() -> None:
