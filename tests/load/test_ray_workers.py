@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -77,6 +78,7 @@ def ray_cluster() -> Iterator[str]:
         yield address
     finally:
         _stop((address, temp))
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 async def _bench(address: str, url: str, load: Load) -> tuple[Runner, RayPool, int, int]:
