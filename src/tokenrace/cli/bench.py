@@ -128,6 +128,9 @@ def report(result: BenchResult, as_json: bool, quality: QualityResult | None = N
         click.echo(f"run directory: {result.directory}")
         if quality is not None:
             bench_quality.print_pass(quality, result.directory)
+    workers = result.manifest.get("workers") or {}
+    if workers.get("reason"):
+        click.echo(f"--workers {workers['requested']}: {workers['count']} ({workers['reason']})", err=True)
     if result.interrupted:
         click.echo("interrupted: what was measured is saved", err=True)
         sys.exit(130)

@@ -18,6 +18,7 @@ from tokenrace.figures.cost import CostSpec, spec
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.figures.summary import parse_slo
 from tokenrace.load.runner import Load
+from tokenrace.load.workers import WorkersSpec, parse_workers
 from tokenrace.runs.session import BenchSettings, PromptSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -123,6 +124,14 @@ _OPTIONS = [
         type=float,
         help="Exit non-zero above this error rate (default: only if every request failed).",
     ),
+    click.option(
+        "--workers",
+        help="Send from N worker processes, or 'auto' (as many as the calibrated client needs); one scheduler keeps the load.",
+    ),
+    click.option(
+        "--ray",
+        help="Run the workers as Ray actors spread over a Ray cluster's nodes: 'auto' or the cluster's address.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
 ]
 
@@ -189,7 +198,15 @@ def _settings(o: Options) -> BenchSettings:
         monitor=bool(o["monitor"]),
         monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,
         metrics_url=o["metrics_url"],
+        workers=_workers_spec(o.get("workers"), o.get("ray")),
     )
+
+
+def _workers_spec(workers: str | None, ray: str | None) -> WorkersSpec | None:
+    """--workers N|auto and --ray auto|ADDRESS; None: this process sends."""
+    if workers is None and ray is None:
+        return None
+    return WorkersSpec(parse_workers(workers), ray)
 
 
 def _efficiency_spec(o: Options) -> EfficiencySpec | None:
