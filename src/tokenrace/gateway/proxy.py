@@ -129,7 +129,7 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | S
 async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) -> Reply | Stream | None:
     rt = gw.runtime
     try:
-        client = _client(rt, request)
+        client = await _client(gw, rt, request)
         body = _json_body(request.body)
         route = _route(rt, body)
     except Refused as refused:
@@ -155,13 +155,13 @@ async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) ->
     return response
 
 
-def _client(rt: Runtime, request: Request) -> str:
+async def _client(gw: Gateway, rt: Runtime, request: Request) -> str:
     client = rt.auth.identify(request.headers.get("authorization"))
     if client is None:
         raise Refused(
             401, "Missing or unknown API key. Send 'Authorization: Bearer <key>'.", "invalid_api_key", "unauthorized"
         )
-    wait = rt.auth.throttle(client, monotonic())
+    wait = await _throttle(gw, rt, client)
     if wait is not None:
         retry = str(max(1, math.ceil(wait)))
         raise Refused(
@@ -172,6 +172,19 @@ def _client(rt: Runtime, request: Request) -> str:
             {"Retry-After": retry},
         )
     return client
+
+
+async def _throttle(gw: Gateway, rt: Runtime, client: str) -> float | None:
+    """Seconds until the client may go on (None: now): from the shared bucket when Redis answers."""
+    bucket = rt.auth.bucket(client)
+    if bucket is None:
+        return None
+    shared = gw.shared
+    if shared is not None and shared.up:
+        answered, wait = await shared.take(client, bucket.rate, bucket.capacity)
+        if answered:
+            return wait
+    return bucket.take(monotonic())
 
 
 def _json_body(raw: bytes) -> dict[str, Any]:

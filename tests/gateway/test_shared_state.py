@@ -1,0 +1,370 @@
+"""Two real gateway processes on one real redis-server behave as one gateway.
+
+Each test starts its own `redis-server` (Debian's) on a free port and two `tokenrace gateway`
+processes whose configs say `state: {redis_url_env: GW_REDIS_URL}`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tokenrace.gateway.config import ConfigError, parse_config, resolve_secrets
+from tokenrace.testing.fake_server import FakeServerThread
+
+from .helpers import ADMIN_KEY, AUTH, ENV, chat, config_text, http, spawn_gateway
+
+REDIS_SERVER = shutil.which("redis-server")
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="needs Debian's redis-server (scripts/setup.sh --tests)")
+FOLLOW_WITHIN_S = 1.0  # the documented bound; the assertions allow 3x on this shared machine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A throwaway redis-server (no persistence) that a test can kill and start again."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        assert REDIS_SERVER is not None
+        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(
+            [*argv, "--dir", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        client = redis.Redis(port=self.port, socket_timeout=1)
+        wait_for(lambda: _pings(client), 10, "redis-server did not start")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=2, decode_responses=True)
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> float:
+    """Poll until check() is truthy; returns the seconds it took."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"{what} (after {timeout} s)")
+        time.sleep(every)
+    return time.monotonic() - start
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeServerThread]:
+    with FakeServerThread({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 4, "models": ["m"]}) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def fake_canary() -> Iterator[FakeServerThread]:
+    with FakeServerThread({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 4, "models": ["m"]}) as srv:
+        yield srv
+
+
+Pair = tuple[str, str]
+
+
+class Fleet:
+    """fleet(backends, routes, **extra) -> (url A, url B): two gateway processes on one Redis."""
+
+    def __init__(self, redis_server: RedisServer, workdir: Path) -> None:
+        self.redis_server = redis_server
+        self.workdir = workdir
+        self.prefix = f"test:{uuid.uuid4().hex[:8]}"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def __call__(self, backends: dict[str, Any], routes: list[dict[str, Any]], **extra: Any) -> Pair:
+        state = {"redis_url_env": "GW_REDIS_URL", "key_prefix": self.prefix, **extra.pop("state", {})}
+        path = self.workdir / "gateway.yaml"
+        path.write_text(config_text(backends, routes, state=state, **extra))
+        urls = []
+        for _ in range(2):
+            proc, url = spawn_gateway(path, env={"GW_REDIS_URL": self.redis_server.url})
+            self.procs[url] = proc
+            urls.append(url)
+        return urls[0], urls[1]
+
+
+@pytest.fixture
+def two_gateways(redis_server: RedisServer, tmp_path: Path) -> Iterator[Fleet]:
+    fleet = Fleet(redis_server, tmp_path)
+    yield fleet
+    for proc in fleet.procs.values():
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> str:
+    """Stop a gateway (SIGTERM, then kill); returns what it logged on stderr."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.stderr.read().decode() if proc.stderr is not None else ""
+
+
+def admin_state(url: str) -> dict[str, Any]:
+    status, _, raw = http("GET", url + "/admin/state", key=ADMIN_KEY)
+    assert status == 200, raw
+    state: dict[str, Any] = json.loads(raw)
+    return state
+
+
+def metric(url: str, name: str) -> float | None:
+    """The value of an unlabelled sample in /metrics; None when it is not exported."""
+    _, _, raw = http("GET", url + "/metrics", key=None)
+    for line in raw.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def ask(url: str, **body: Any) -> tuple[int, dict[str, str]]:
+    status, headers, _ = http("POST", url + "/v1/chat/completions", chat(stream=False, **body))
+    return status, {k.lower(): v for k, v in headers.items()}
+
+
+def leader_and_follower(a: str, b: str) -> tuple[str, str]:
+    def one_leader() -> bool:
+        flags = [admin_state(u)["state"]["canary_leader"] for u in (a, b)]
+        return sorted(flags) == [False, True]
+
+    wait_for(one_leader, 10, "exactly one instance should hold the canary lease")
+    return (a, b) if admin_state(a)["state"]["canary_leader"] else (b, a)
+
+
+# --- rate limits ------------------------------------------------------------------------------------
+
+
+def test_a_rate_limit_holds_across_both_instances(fake: FakeServerThread, two_gateways: Any) -> None:
+    # 10 tokens and a negligible refill: 10 requests may pass in all, whichever instance they reach.
+    limited = {"keys": [{**AUTH["keys"][0], "rate_limit": {"rps": 0.01, "burst": 10}}]}
+    a, b = two_gateways({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], auth=limited)
+    answers = [(url, *ask(url)) for _ in range(15) for url in (a, b)]
+    admitted = [url for url, status, _ in answers if status == 200]
+    limited_answers = [h for _, status, h in answers if status == 429]
+    assert len(admitted) == 10, [s for _, s, _ in answers]  # one instance alone would admit 10 itself
+    assert len(limited_answers) == 20 and all("retry-after" in h for h in limited_answers)
+    assert admitted.count(a) >= 1 and admitted.count(b) >= 1
+    assert admin_state(a)["state"]["backend"] == "redis" and admin_state(a)["state"]["up"] is True
+
+
+# --- canary -----------------------------------------------------------------------------------------
+
+
+def canary_route(**canary: Any) -> dict[str, Any]:
+    return {"model": "m", "backends": ["a"], "canary": {"backend": "c", **canary}}
+
+
+def test_a_rollback_on_one_instance_is_followed_by_the_other(
+    fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Any
+) -> None:
+    backends = {"a": {"url": fake.base_url}, "c": {"url": fake_canary.base_url}}
+    a, b = two_gateways(backends, [canary_route(steps=[50, 100], hold_s=600)])
+    leader, follower = leader_and_follower(a, b)
+    wait_for(lambda: admin_state(follower)["routes"]["m"]["canary"]["weight_pct"] == 50, 5, "follower at step 1")
+    status, _, raw = http("POST", follower + "/admin/canary/m/rollback", key=ADMIN_KEY)
+    assert status == 200, raw
+    taken = time.monotonic()
+    seen = wait_for(
+        lambda: admin_state(leader)["routes"]["m"]["canary"]["state"] == "rolled_back",
+        3 * FOLLOW_WITHIN_S,
+        "the other instance did not follow the rollback",
+    )
+    print(f"rollback followed after {seen:.3f} s (polled every 0.05 s)")
+    canary = admin_state(leader)["routes"]["m"]["canary"]
+    assert canary["weight_pct"] == 0
+    last = canary["decisions"][-1]
+    assert last["action"] == "rollback" and last["by"] == "admin"
+    assert last["instance"] == admin_state(follower)["state"]["instance"]
+    assert time.monotonic() - taken < 10
+    # The leader now sends nothing to the canary.
+    assert {ask(leader)[1]["x-tokenrace-backend"] for _ in range(10)} == {"a"}
+
+
+def test_when_the_lease_holder_stops_the_other_takes_over(
+    fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Fleet
+) -> None:
+    backends = {"a": {"url": fake.base_url}, "c": {"url": fake_canary.base_url}}
+    a, b = two_gateways(backends, [canary_route(steps=[50, 100], hold_s=600)])
+    leader, follower = leader_and_follower(a, b)
+    log = stop(two_gateways.procs[leader])
+    assert '"canary_lease_taken"' in log
+    # The stopping holder releases its lease: the other takes it on its next sync, not after lease_s.
+    took = wait_for(lambda: admin_state(follower)["state"]["canary_leader"], 5, "the follower did not take the lease")
+    print(f"lease taken over after {took:.3f} s")
+    assert metric(follower, "tokenrace_gateway_state_leader") == 1
+    status, _, raw = http("POST", follower + "/admin/canary/m/pause", key=ADMIN_KEY)
+    assert status == 200 and json.loads(raw)["canary"]["state"] == "paused"
+
+
+def test_the_lease_holder_decides_on_samples_from_both_instances(
+    fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Any
+) -> None:
+    backends = {"a": {"url": fake.base_url}, "c": {"url": fake_canary.base_url}}
+    route = canary_route(steps=[50, 100], hold_s=1.0, min_requests=5, eval_interval_s=0.2)
+    a, b = two_gateways(backends, [route])
+    leader, follower = leader_and_follower(a, b)
+    leader_id = admin_state(leader)["state"]["instance"]
+
+    # Traffic only through the follower: the leader can advance only on the samples it is sent.
+    def advanced() -> bool:
+        for _ in range(5):
+            ask(follower)
+        return bool(admin_state(follower)["routes"]["m"]["canary"]["weight_pct"] >= 100)
+
+    wait_for(advanced, 20, "the canary did not advance on the follower's traffic", every=0.1)
+    assert metric(leader, 'tokenrace_gateway_client_requests_total{client="tester"}') is None
+    decisions = admin_state(follower)["routes"]["m"]["canary"]["decisions"]
+    automatic = [d for d in decisions if d["by"] == "auto" and d["action"] in ("advance", "promote")]
+    assert automatic and {d["instance"] for d in automatic} == {leader_id}
+    assert admin_state(leader)["routes"]["m"]["canary"]["decisions"] == decisions
+
+
+# --- breakers ---------------------------------------------------------------------------------------
+
+
+def test_a_breaker_opened_on_one_instance_is_open_on_the_other(fake: FakeServerThread, two_gateways: Any) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every attempt fails to connect
+    backends = {"dead": {"url": dead, "breaker": {"failures": 1, "open_s": 60}}, "a": {"url": fake.base_url}}
+    routes = [{"model": "m", "backends": ["dead"], "fallback": ["a"]}]
+    a, b = two_gateways(backends, routes, retry={"attempts": 1})
+    assert admin_state(b)["backends"]["dead"]["breaker"]["state"] == "closed"
+    status, headers = ask(a)
+    assert status == 200 and headers["x-tokenrace-backend"] == "a"
+    assert admin_state(a)["backends"]["dead"]["breaker"]["state"] == "open"
+    seen = wait_for(
+        lambda: admin_state(b)["backends"]["dead"]["breaker"]["state"] == "open",
+        3 * FOLLOW_WITHIN_S,
+        "the other instance did not open its breaker",
+    )
+    print(f"breaker open followed after {seen:.3f} s")
+    assert metric(b, 'tokenrace_gateway_breaker_state{backend="dead"}') == 2
+    # b sent nothing to `dead` itself, and now skips it.
+    assert metric(b, 'tokenrace_gateway_upstream_attempts_total{backend="dead",outcome="connect",route="m"}') is None
+    assert ask(b)[1]["x-tokenrace-backend"] == "a"
+
+
+# --- Redis going away -------------------------------------------------------------------------------
+
+
+def test_traffic_goes_on_when_redis_stops_and_sharing_resumes_when_it_returns(
+    fake: FakeServerThread, redis_server: RedisServer, two_gateways: Any
+) -> None:
+    limited = {"keys": [{**AUTH["keys"][0], "rate_limit": {"rps": 1000, "burst": 1000}}]}
+    a, b = two_gateways({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], auth=limited)
+    for url in (a, b):
+        assert ask(url)[0] == 200
+        assert metric(url, "tokenrace_gateway_state_backend_up") == 1
+        assert metric(url, "tokenrace_gateway_state_fallbacks_total") == 0
+
+    redis_server.kill()
+    statuses = [ask(url)[0] for _ in range(10) for url in (a, b)]
+    assert statuses == [200] * 20
+    for url in (a, b):
+        wait_for(lambda u=url: metric(u, "tokenrace_gateway_state_backend_up") == 0, 5, "backend_up should drop")
+        assert metric(url, "tokenrace_gateway_state_fallbacks_total") == 1
+        state = admin_state(url)["state"]
+        assert state["up"] is False and state["canary_leader"] is False and state["last_error"]
+        assert ask(url)[0] == 200
+
+    redis_server.start()  # same port, empty
+    for url in (a, b):
+        wait_for(lambda u=url: metric(u, "tokenrace_gateway_state_backend_up") == 1, 10, "should reconnect")
+    prefix = admin_state(a)["state"]["key_prefix"]
+    assert ask(a)[0] == 200 and ask(b)[0] == 200
+    assert redis_server.client().exists(f"{prefix}:rate:tester") == 1  # the shared bucket is back in use
+
+
+def test_the_outage_is_logged_once_and_the_url_never(
+    fake: FakeServerThread, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    secret_url = f"redis://:{uuid.uuid4().hex}@127.0.0.1:{redis_server.port}/0"
+    redis_server.client().config_set("requirepass", secret_url.split(":")[2].split("@")[0])
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        config_text(
+            {"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], state={"redis_url_env": "GW_REDIS_URL"}
+        )
+    )
+    proc, url = spawn_gateway(path, env={"GW_REDIS_URL": secret_url})
+    try:
+        assert metric(url, "tokenrace_gateway_state_backend_up") == 1
+        redis_server.kill()
+        wait_for(lambda: metric(url, "tokenrace_gateway_state_backend_up") == 0, 5, "backend_up should drop")
+        for _ in range(5):
+            assert ask(url)[0] == 200
+        time.sleep(1.0)  # several syncs fail meanwhile
+        assert json.dumps(admin_state(url)).count(secret_url) == 0
+    finally:
+        log = stop(proc)
+    assert log.count('"state_backend_down"') == 1, log[-3000:]
+    assert secret_url not in log and secret_url.split("@")[0] not in log
+
+
+# --- configuration ----------------------------------------------------------------------------------
+
+
+def test_state_needs_its_variable_and_a_redis_url() -> None:
+    text = config_text({"a": {"url": "http://127.0.0.1:9/v1"}}, [{"model": "m", "backends": ["a"]}])
+    with_state = text + "state: {redis_url_env: GW_REDIS_URL}\n"
+    with pytest.raises(ConfigError, match="GW_REDIS_URL is not set"):
+        parse_config(with_state, "g.yaml", ENV)
+    config = parse_config(with_state, "g.yaml", {**ENV, "GW_REDIS_URL": "http://user:hunter2@host"})
+    with pytest.raises(ConfigError) as err:
+        resolve_secrets(config, {**ENV, "GW_REDIS_URL": "http://user:hunter2@host"})
+    assert "redis://" in str(err.value) and "hunter2" not in str(err.value)
+    with pytest.raises(ConfigError, match="sync_interval_s"):
+        parse_config(text + "state: {redis_url_env: X, sync_interval_s: 2}\n", "g.yaml", {**ENV, "X": "redis://h"})
+    secrets = resolve_secrets(config, {**ENV, "GW_REDIS_URL": "redis://:pw-123456@h:6379"})
+    assert "redis://:pw-123456@h:6379" in secrets.values()  # so the redactor scrubs it from every log line
+
+
+def test_without_state_everything_stays_in_memory(fake: FakeServerThread, gateway: Any) -> None:
+    gw = gateway({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])
+    assert admin_state(gw.url)["state"] == {"backend": "memory", "up": None}
+    assert metric(gw.url, "tokenrace_gateway_state_backend_up") is None
