@@ -180,7 +180,7 @@ def leader_and_follower(a: str, b: str) -> tuple[str, str]:
 # --- rate limits ------------------------------------------------------------------------------------
 
 
-def test_a_rate_limit_holds_across_both_instances(fake: FakeServerThread, two_gateways: Any) -> None:
+def test_a_rate_limit_holds_across_both_instances(fake: FakeServerThread, two_gateways: Fleet) -> None:
     # 10 tokens and a negligible refill: 10 requests may pass in all, whichever instance they reach.
     limited = {"keys": [{**AUTH["keys"][0], "rate_limit": {"rps": 0.01, "burst": 10}}]}
     a, b = two_gateways({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], auth=limited)
@@ -196,20 +196,20 @@ def test_a_rate_limit_holds_across_both_instances(fake: FakeServerThread, two_ga
 # --- canary -----------------------------------------------------------------------------------------
 
 
-def canary_route(**canary: Any) -> dict[str, Any]:
-    return {"model": "m", "backends": ["a"], "canary": {"backend": "c", **canary}}
+def canary_fleet(fleet: Fleet, fake: FakeServerThread, fake_canary: FakeServerThread, **canary: Any) -> tuple[str, str]:
+    """Two instances with a canary on route m (baseline a, canary c); returns (leader, follower)."""
+    backends = {"a": {"url": fake.base_url}, "c": {"url": fake_canary.base_url}}
+    a, b = fleet(backends, [{"model": "m", "backends": ["a"], "canary": {"backend": "c", **canary}}])
+    return leader_and_follower(a, b)
 
 
 def test_a_rollback_on_one_instance_is_followed_by_the_other(
-    fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Any
+    fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Fleet
 ) -> None:
-    backends = {"a": {"url": fake.base_url}, "c": {"url": fake_canary.base_url}}
-    a, b = two_gateways(backends, [canary_route(steps=[50, 100], hold_s=600)])
-    leader, follower = leader_and_follower(a, b)
+    leader, follower = canary_fleet(two_gateways, fake, fake_canary, steps=[50, 100], hold_s=600)
     wait_for(lambda: admin_state(follower)["routes"]["m"]["canary"]["weight_pct"] == 50, 5, "follower at step 1")
     status, _, raw = http("POST", follower + "/admin/canary/m/rollback", key=ADMIN_KEY)
     assert status == 200, raw
-    taken = time.monotonic()
     seen = wait_for(
         lambda: admin_state(leader)["routes"]["m"]["canary"]["state"] == "rolled_back",
         3 * FOLLOW_WITHIN_S,
@@ -221,7 +221,6 @@ def test_a_rollback_on_one_instance_is_followed_by_the_other(
     last = canary["decisions"][-1]
     assert last["action"] == "rollback" and last["by"] == "admin"
     assert last["instance"] == admin_state(follower)["state"]["instance"]
-    assert time.monotonic() - taken < 10
     # The leader now sends nothing to the canary.
     assert {ask(leader)[1]["x-tokenrace-backend"] for _ in range(10)} == {"a"}
 
@@ -229,9 +228,7 @@ def test_a_rollback_on_one_instance_is_followed_by_the_other(
 def test_when_the_lease_holder_stops_the_other_takes_over(
     fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Fleet
 ) -> None:
-    backends = {"a": {"url": fake.base_url}, "c": {"url": fake_canary.base_url}}
-    a, b = two_gateways(backends, [canary_route(steps=[50, 100], hold_s=600)])
-    leader, follower = leader_and_follower(a, b)
+    leader, follower = canary_fleet(two_gateways, fake, fake_canary, steps=[50, 100], hold_s=600)
     log = stop(two_gateways.procs[leader])
     assert '"canary_lease_taken"' in log
     # The stopping holder releases its lease: the other takes it on its next sync, not after lease_s.
@@ -243,12 +240,10 @@ def test_when_the_lease_holder_stops_the_other_takes_over(
 
 
 def test_the_lease_holder_decides_on_samples_from_both_instances(
-    fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Any
+    fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Fleet
 ) -> None:
-    backends = {"a": {"url": fake.base_url}, "c": {"url": fake_canary.base_url}}
-    route = canary_route(steps=[50, 100], hold_s=1.0, min_requests=5, eval_interval_s=0.2)
-    a, b = two_gateways(backends, [route])
-    leader, follower = leader_and_follower(a, b)
+    canary = {"steps": [50, 100], "hold_s": 1.0, "min_requests": 5, "eval_interval_s": 0.2}
+    leader, follower = canary_fleet(two_gateways, fake, fake_canary, **canary)
     leader_id = admin_state(leader)["state"]["instance"]
 
     # Traffic only through the follower: the leader can advance only on the samples it is sent.
@@ -268,7 +263,7 @@ def test_the_lease_holder_decides_on_samples_from_both_instances(
 # --- breakers ---------------------------------------------------------------------------------------
 
 
-def test_a_breaker_opened_on_one_instance_is_open_on_the_other(fake: FakeServerThread, two_gateways: Any) -> None:
+def test_a_breaker_opened_on_one_instance_is_open_on_the_other(fake: FakeServerThread, two_gateways: Fleet) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every attempt fails to connect
     backends = {"dead": {"url": dead, "breaker": {"failures": 1, "open_s": 60}}, "a": {"url": fake.base_url}}
     routes = [{"model": "m", "backends": ["dead"], "fallback": ["a"]}]
@@ -293,7 +288,7 @@ def test_a_breaker_opened_on_one_instance_is_open_on_the_other(fake: FakeServerT
 
 
 def test_traffic_goes_on_when_redis_stops_and_sharing_resumes_when_it_returns(
-    fake: FakeServerThread, redis_server: RedisServer, two_gateways: Any
+    fake: FakeServerThread, redis_server: RedisServer, two_gateways: Fleet
 ) -> None:
     limited = {"keys": [{**AUTH["keys"][0], "rate_limit": {"rps": 1000, "burst": 1000}}]}
     a, b = two_gateways({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], auth=limited)
