@@ -6,6 +6,7 @@ processes whose configs say `state: {redis_url_env: GW_REDIS_URL}`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -21,7 +22,9 @@ from typing import Any
 import pytest
 import redis
 
-from tokenrace.gateway.config import ConfigError, parse_config, resolve_secrets
+from tokenrace.gateway.config import ConfigError, Secret, StateConfig, parse_config, resolve_secrets
+from tokenrace.gateway.runtime import Runtime
+from tokenrace.gateway.shared import SharedState
 from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ADMIN_KEY, AUTH, ENV, chat, config_text, http, spawn_gateway
@@ -371,3 +374,67 @@ def test_without_state_everything_stays_in_memory(fake: FakeServerThread, gatewa
     gw = gateway({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])
     assert admin_state(gw.url)["state"] == {"backend": "memory", "up": None}
     assert metric(gw.url, "tokenrace_gateway_state_backend_up") is None
+
+
+# --- the scripts, in-process ------------------------------------------------------------------------
+
+
+def shared_for(redis_server: RedisServer, prefix: str, **config: Any) -> SharedState:
+    state = StateConfig(redis_url_env="GW_REDIS_URL", key_prefix=prefix, **config)
+    return SharedState(state, Secret(redis_server.url), lambda *a, **k: None, lambda *a, **k: None, lambda: None)
+
+
+def test_the_lua_bucket_takes_refills_and_says_how_long_to_wait(redis_server: RedisServer) -> None:
+    async def go() -> tuple[list[tuple[bool, float | None]], tuple[bool, float | None]]:
+        shared = shared_for(redis_server, "unit:bucket")
+        shared.up = True
+        taken = [await shared.take("k", 10.0, 2.0) for _ in range(3)]
+        await asyncio.sleep(0.25)  # 10 tokens/s: the bucket is full again
+        after = await shared.take("k", 10.0, 2.0)
+        await shared.close()
+        return taken, after
+
+    taken, after = asyncio.run(go())
+    assert taken[:2] == [(True, None), (True, None)]
+    answered, wait = taken[2]
+    assert answered and wait is not None and 0 < wait <= 0.1
+    assert after == (True, None)
+
+
+def test_a_canary_write_needs_the_lease_and_the_version_it_read(redis_server: RedisServer) -> None:
+    text = config_text(
+        {"a": {"url": "http://127.0.0.1:9/v1"}, "c": {"url": "http://127.0.0.1:9/v1"}},
+        [{"model": "m", "backends": ["a"], "canary": {"backend": "c"}}],
+    )
+    env = {**ENV, "GW_REDIS_URL": redis_server.url}
+    config = parse_config(text, "g.yaml", env)
+
+    async def go() -> dict[str, Any]:
+        one, two = (shared_for(redis_server, "unit:lease", lease_s=1.0) for _ in range(2))
+        rt_one, rt_two = (Runtime(config, resolve_secrets(config, env), 1) for _ in range(2))
+        route_one, route_two = rt_one.routes["m"], rt_two.routes["m"]
+        assert route_one.canary is not None and route_two.canary is not None
+        await one.sync(rt_one, lambda *a: None)  # takes the lease, writes the ramp (version 1)
+        await two.sync(rt_two, lambda *a: None)  # follows it
+        decision = route_one.canary.admin("pause", time.monotonic())
+        out = {
+            "leaders": (one.leader, two.leader),
+            "versions": (route_one.canary.shared_version, route_two.canary.shared_version),
+            "forged": await two._write_canary(route_two, route_two.canary, [decision], "someone/1", 1),
+            "stale": await one._write_canary(route_one, route_one.canary, [decision], one._token, 0),
+            "right": await one._write_canary(route_one, route_one.canary, [decision], one._token, 1),
+        }
+        old_token = one._token
+        await asyncio.sleep(1.2)  # `one` stops renewing: its lease expires and `two` takes it
+        await two.sync(rt_two, lambda *a: None)
+        out["after_expiry"] = (two.leader, await one._write_canary(route_one, route_one.canary, [], old_token, 2))
+        out["followed"] = route_two.canary.state
+        await one.close()
+        await two.close()
+        return out
+
+    out = asyncio.run(go())
+    assert out["leaders"] == (True, False) and out["versions"] == (1, 1)
+    assert (out["forged"], out["stale"], out["right"]) == (-1, -2, 2)
+    assert out["after_expiry"] == (True, -1)  # the old holder is fenced off
+    assert out["followed"] == "paused"
