@@ -73,6 +73,15 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(10)
 
+    def shutdown_saving(self) -> None:
+        """Stop as a restart with persistence does: the data is saved and read back on start()."""
+        try:
+            self.client().shutdown(save=True)
+        except redis.ConnectionError:
+            pass  # the server closes the connection as it exits
+        if self.proc is not None:
+            self.proc.wait(10)
+
     def client(self) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=2, decode_responses=True)
 
@@ -253,7 +262,9 @@ def test_when_the_lease_holder_stops_the_other_takes_over(
 def test_the_lease_holder_decides_on_samples_from_both_instances(
     fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Fleet
 ) -> None:
+    # A wide latency margin: 5 requests on a busy machine must not read as a latency breach.
     canary = {"steps": [50, 100], "hold_s": 1.0, "min_requests": 5, "eval_interval_s": 0.2}
+    canary["margin"] = {"latency_ms": 5000}
     leader, follower = canary_fleet(two_gateways, fake, fake_canary, **canary)
     leader_id = admin_state(leader)["state"]["instance"]
 
@@ -266,9 +277,14 @@ def test_the_lease_holder_decides_on_samples_from_both_instances(
     wait_for(advanced, 20, "the canary did not advance on the follower's traffic", every=0.1)
     assert metric(leader, 'tokenrace_gateway_client_requests_total{client="tester"}') is None
     decisions = admin_state(follower)["routes"]["m"]["canary"]["decisions"]
-    automatic = [d for d in decisions if d["by"] == "auto" and d["action"] in ("advance", "promote")]
-    assert automatic and {d["instance"] for d in automatic} == {leader_id}
-    assert admin_state(leader)["routes"]["m"]["canary"]["decisions"] == decisions
+    assert any(d["action"] == "advance" for d in decisions)
+    assert {d["instance"] for d in decisions if d["by"] == "auto"} == {leader_id}
+
+    def same_log() -> bool:
+        logs = [admin_state(u)["routes"]["m"]["canary"]["decisions"] for u in (leader, follower)]
+        return bool(logs[0] == logs[1])
+
+    wait_for(same_log, 3 * FOLLOW_WITHIN_S, "the two instances show different decision logs")
 
 
 # --- breakers ---------------------------------------------------------------------------------------
@@ -324,6 +340,24 @@ def test_traffic_goes_on_when_redis_stops_and_sharing_resumes_when_it_returns(
     prefix = admin_state(a)["state"]["key_prefix"]
     assert ask(a)[0] == 200 and ask(b)[0] == 200
     assert redis_server.client().exists(f"{prefix}:rate:tester") == 1  # the shared bucket is back in use
+
+
+def test_a_rollback_taken_while_redis_was_away_is_kept_when_it_returns(
+    fake: FakeServerThread, fake_canary: FakeServerThread, redis_server: RedisServer, two_gateways: Fleet
+) -> None:
+    leader, follower = canary_fleet(two_gateways, fake, fake_canary, steps=[50, 100], hold_s=600)
+    redis_server.shutdown_saving()  # the shared ramp (running, 50 %) comes back with it
+    wait_for(lambda: metric(follower, "tokenrace_gateway_state_backend_up") == 0, 5, "backend_up should drop")
+    status, _, raw = http("POST", follower + "/admin/canary/m/rollback", key=ADMIN_KEY)
+    assert status == 200, raw  # taken locally: the other instance cannot know yet
+    assert admin_state(leader)["routes"]["m"]["canary"]["state"] == "running"
+    redis_server.start()  # the saved ramp says "running"; the rollback is newer, and a rollback wins
+    wait_for(
+        lambda: admin_state(leader)["routes"]["m"]["canary"]["state"] == "rolled_back",
+        10,
+        "the rollback taken during the outage was lost",
+    )
+    assert admin_state(follower)["routes"]["m"]["canary"]["state"] == "rolled_back"
 
 
 def test_the_outage_is_logged_once_and_the_url_never(

@@ -122,6 +122,16 @@ return batches
 """
 
 
+def _local_wins(canary: Canary, record: dict[str, Any], record_last_unix: float) -> bool:
+    """After an outage: do the decisions this instance took meanwhile replace the shared ramp?
+    A rollback wins over anything else (safety first); otherwise the newest decision wins."""
+    if not canary.unshared:
+        return False
+    mine = (canary.state == "rolled_back", canary.unshared[-1].at_unix)
+    theirs = (record.get("state") == "rolled_back", record_last_unix)
+    return mine > theirs
+
+
 def canary_fingerprint(route: RouteConfig) -> str:
     """Instances follow one shared ramp only when they run the same canary over the same baseline."""
     doc = orjson.dumps(
@@ -290,24 +300,15 @@ class SharedState:
         canary = route.canary
         assert canary is not None
         canary.instance = self.instance
-        key = self.key("canary", route.name)
-        found: list[str | None] = await self.client.hmget(key, ["version", "fingerprint", "last_unix"])  # type: ignore[assignment]
-        version_b, fingerprint_b, last_b = found
-        fingerprint = canary_fingerprint(route.config)
-        if version_b is None or fingerprint_b != fingerprint:
-            if self.leader:  # start (or restart) the shared ramp from this copy
-                expected = int(version_b) if version_b is not None else 0
-                version = await self._write_canary(route, canary, list(canary.decisions), self._token, expected, True)
-                canary.shared_version = version if version is not None and version > 0 else None
-            elif version_b is not None and route.name not in self._mismatch_warned:
-                self._mismatch_warned.add(route.name)
-                self._warn("canary_config_differs", route=route.name, note="not following until the configs match")
+        fields = ["version", "fingerprint", "last_unix", "data"]
+        found: list[str | None] = await self.client.hmget(self.key("canary", route.name), fields)  # type: ignore[assignment]
+        version_s, fingerprint, last_s, data = found
+        if version_s is None or data is None or fingerprint != canary_fingerprint(route.config):
+            await self._start_ramp(route, canary, version_s is not None)
             return
-        version = int(version_b)
+        version = int(version_s)
         if version != canary.shared_version:
-            newer_here = canary.unshared and canary.unshared[-1].at_unix > float(last_b or 0)
-            if canary.shared_version is None and newer_here:
-                # Decisions taken while Redis was unreachable are newer than the shared ones: they win.
+            if canary.shared_version is None and _local_wins(canary, orjson.loads(data), float(last_s or 0)):
                 written = await self._write_canary(route, canary, canary.unshared, "", version)
                 if written is not None and written > 0:
                     canary.shared_version = written
@@ -315,6 +316,17 @@ class SharedState:
                 return
             await self._adopt_canary(route, canary, version, now, wall)
         await self._pool_samples(route, canary, now, wall)
+
+    async def _start_ramp(self, route: Route, canary: Canary, other_config: bool) -> None:
+        """No shared ramp for this configuration yet: the lease holder starts it from its copy."""
+        if self.leader:
+            key = self.key("canary", route.name)
+            expected = int(await self.client.hget(key, "version") or 0)
+            version = await self._write_canary(route, canary, list(canary.decisions), self._token, expected, True)
+            canary.shared_version = version if version is not None and version > 0 else None
+        elif other_config and route.name not in self._mismatch_warned:
+            self._mismatch_warned.add(route.name)
+            self._warn("canary_config_differs", route=route.name, note="not following until the configs match")
 
     async def _adopt_canary(self, route: Route, canary: Canary, version: int, now: float, wall: float) -> None:
         key = self.key("canary", route.name)
