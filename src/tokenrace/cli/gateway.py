@@ -82,6 +82,8 @@ def _summary(config: object) -> str:
             ramp = " -> ".join(f"{s:g}%" for s in route.canary.steps)
             parts.append(f"canary on {route.model}: {route.canary.names[0]} {ramp}, hold {route.canary.hold_s:g} s")
     parts.append("client keys required" if config.auth.required else "no client keys (auth.required: false)")
+    if config.state is not None:
+        parts.append(f"state shared through Redis (${config.state.redis_url_env}, keys {config.state.key_prefix}:*)")
     return "; ".join(parts)
 
 
