@@ -109,6 +109,8 @@ class Gateway:
             self.redact.add(secret)
         self.runtime = new
         self.last_reload_error = None
+        if self.shared is not None:
+            self.shared.reloaded()  # new backends adopt the shared breaker states on the next sync
         for backend in new.retired_backends(old):
             self.spawn(self._retire(backend, config.drain_s))
         if old.config.listen != config.listen:

@@ -205,6 +205,9 @@ class SharedState:
                 route.canary.shared_version = None  # re-read (or write back) the shared ramp
         self._event("state_backend_up", instance=self.instance, after_fallback=was is False)
 
+    def reloaded(self) -> None:
+        self._breakers_seen.clear()
+
     def decides(self, canary: Canary) -> bool:
         """Does this instance take this canary's automatic decisions? The lease holder, once it follows
         the shared record; every instance when Redis is unreachable (each on its own)."""
