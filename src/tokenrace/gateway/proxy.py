@@ -27,6 +27,7 @@ from tokenrace.client.openai import error_message_from_body
 from tokenrace.gateway.canary import Sample
 from tokenrace.gateway.http import Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics
+from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime, Target
 from tokenrace.gateway.stream import Endpoint, StreamTap, error_event
 from tokenrace.gateway.upstream import Response, UpstreamError
@@ -161,7 +162,8 @@ async def _client(gw: Gateway, rt: Runtime, request: Request) -> str:
         raise Refused(
             401, "Missing or unknown API key. Send 'Authorization: Bearer <key>'.", "invalid_api_key", "unauthorized"
         )
-    wait = await _throttle(gw, rt, client)
+    bucket = rt.auth.bucket(client)
+    wait = await _throttle(gw, bucket, client) if bucket is not None else None
     if wait is not None:
         retry = str(max(1, math.ceil(wait)))
         raise Refused(
@@ -174,11 +176,8 @@ async def _client(gw: Gateway, rt: Runtime, request: Request) -> str:
     return client
 
 
-async def _throttle(gw: Gateway, rt: Runtime, client: str) -> float | None:
+async def _throttle(gw: Gateway, bucket: TokenBucket, client: str) -> float | None:
     """Seconds until the client may go on (None: now): from the shared bucket when Redis answers."""
-    bucket = rt.auth.bucket(client)
-    if bucket is None:
-        return None
     shared = gw.shared
     if shared is not None and shared.up:
         answered, wait = await shared.take(client, bucket.rate, bucket.capacity)
