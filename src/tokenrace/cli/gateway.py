@@ -87,6 +87,8 @@ def _summary(config: object) -> str:
     parts.append("client keys required" if config.auth.required else "no client keys (auth.required: false)")
     if config.telemetry.otel:
         parts.append("OpenTelemetry spans on")
+    if config.state is not None:
+        parts.append(f"state shared through Redis (${config.state.redis_url_env}, keys {config.state.key_prefix}:*)")
     return "; ".join(parts)
 
 

@@ -320,6 +320,30 @@ class TelemetryConfig(_Model):
     otel: bool = False
 
 
+class StateConfig(_Model):
+    """State shared by several instances through Redis. The URL (which may hold a password) is read
+    from the environment variable `redis_url_env`, never from the file."""
+
+    redis_url_env: str
+    key_prefix: str = Field(default="tokenrace:gateway", min_length=1)
+    sync_interval_s: float = Field(default=0.25, gt=0, le=0.5)
+    lease_s: float = Field(default=2.0, gt=0)
+    timeout_s: float = Field(default=0.25, gt=0)
+
+    @field_validator("redis_url_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        checked = _check_env_name(value)
+        assert checked is not None
+        return checked
+
+    @model_validator(mode="after")
+    def _lease_outlives_syncs(self) -> StateConfig:
+        if self.lease_s < 4 * self.sync_interval_s:
+            raise ValueError("lease_s must be at least 4 x sync_interval_s (the lease is renewed on each sync)")
+        return self
+
+
 class GatewayConfig(_Model):
     listen: ListenConfig = ListenConfig()
     backends: dict[str, BackendConfig] = Field(min_length=1)
@@ -331,6 +355,7 @@ class GatewayConfig(_Model):
     drain_s: float = Field(default=30.0, ge=0)
     log: LogConfig = LogConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    state: StateConfig | None = None
 
     def route(self, model: str) -> RouteConfig | None:
         return next((r for r in self.routes if r.model == model), None)
@@ -489,6 +514,8 @@ def missing_env(config: GatewayConfig, env: Mapping[str, str]) -> list[tuple[Pat
             wanted.append((("auth", "keys", i, "key_env"), key.key_env))
     if config.admin is not None and config.admin.key_env:
         wanted.append((("admin", "key_env"), config.admin.key_env))
+    if config.state is not None:
+        wanted.append((("state", "redis_url_env"), config.state.redis_url_env))
     return [(p, f"environment variable {v} is not set") for p, v in wanted if not env.get(v)]
 
 
@@ -532,10 +559,12 @@ class Secrets:
     upstream: dict[str, Secret] = field(default_factory=dict)
     client_digests: dict[str, str] = field(default_factory=dict)  # digest -> key name
     admin_digest: str | None = None
+    state_url: Secret | None = None  # the Redis URL: it may carry a password
 
     def values(self) -> list[str]:
         """Every secret value, for a Redactor."""
-        return [s.reveal() for s in self.upstream.values()]
+        out = [s.reveal() for s in self.upstream.values()]
+        return out + ([self.state_url.reveal()] if self.state_url is not None else [])
 
 
 def resolve_secrets(config: GatewayConfig, env: Mapping[str, str]) -> Secrets:
@@ -546,7 +575,21 @@ def resolve_secrets(config: GatewayConfig, env: Mapping[str, str]) -> Secrets:
     upstream = {n: Secret(env[b.api_key_env]) for n, b in config.backends.items() if b.api_key_env}
     digests = {_digest_of(k, env): k.name for k in config.auth.keys}
     admin = _digest_of(config.admin, env) if config.admin is not None else None
-    return Secrets(upstream, digests, admin)
+    return Secrets(upstream, digests, admin, _state_url(config, env))
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _state_url(config: GatewayConfig, env: Mapping[str, str]) -> Secret | None:
+    if config.state is None:
+        return None
+    name = config.state.redis_url_env
+    url = env[name]
+    if not url.startswith(REDIS_SCHEMES):
+        # The value is not echoed: it may hold a password.
+        raise ConfigError([f"state.redis_url_env: {name} must hold a redis://, rediss:// or unix:// URL"])
+    return Secret(url)
 
 
 def _digest_of(key: KeyConfig, env: Mapping[str, str]) -> str:

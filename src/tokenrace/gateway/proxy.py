@@ -28,6 +28,7 @@ from tokenrace.gateway import routing
 from tokenrace.gateway.canary import Sample
 from tokenrace.gateway.http import Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics
+from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime, Target
 from tokenrace.gateway.stream import Endpoint, StreamTap, error_event
 from tokenrace.gateway.upstream import Response, UpstreamError
@@ -130,7 +131,7 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | S
 async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) -> Reply | Stream | None:
     rt = gw.runtime
     try:
-        client = _client(rt, request)
+        client = await _client(gw, rt, request)
         body = _json_body(request.body)
         route = _route(rt, body)
     except Refused as refused:
@@ -169,13 +170,14 @@ async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) ->
     return response
 
 
-def _client(rt: Runtime, request: Request) -> str:
+async def _client(gw: Gateway, rt: Runtime, request: Request) -> str:
     client = rt.auth.identify(request.headers.get("authorization"))
     if client is None:
         raise Refused(
             401, "Missing or unknown API key. Send 'Authorization: Bearer <key>'.", "invalid_api_key", "unauthorized"
         )
-    wait = rt.auth.throttle(client, monotonic())
+    bucket = rt.auth.bucket(client)
+    wait = await _throttle(gw, bucket, client) if bucket is not None else None
     if wait is not None:
         retry = str(max(1, math.ceil(wait)))
         raise Refused(
@@ -186,6 +188,16 @@ def _client(rt: Runtime, request: Request) -> str:
             {"Retry-After": retry},
         )
     return client
+
+
+async def _throttle(gw: Gateway, bucket: TokenBucket, client: str) -> float | None:
+    """Seconds until the client may go on (None: now): from the shared bucket when Redis answers."""
+    shared = gw.shared
+    if shared is not None and shared.up:
+        answered, wait = await shared.take(client, bucket.rate, bucket.capacity)
+        if answered:
+            return wait
+    return bucket.take(monotonic())
 
 
 def _json_body(raw: bytes) -> dict[str, Any]:

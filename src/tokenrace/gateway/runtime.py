@@ -341,6 +341,10 @@ class ClientAuth:
         bucket = self._buckets.get(client)
         return bucket.take(now) if bucket is not None else None
 
+    def bucket(self, client: str) -> TokenBucket | None:
+        """The client's local bucket (its rate and capacity), None without a limit."""
+        return self._buckets.get(client)
+
     def is_admin(self, authorization: str | None) -> bool:
         key = _bearer(authorization)
         if key is None or self._admin is None:
