@@ -59,8 +59,9 @@ class Gateway:
     # -- lifecycle --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        env = os.environ if self.env is None else self.env
         for backend in self.runtime.backends.values():
-            backend.open()
+            backend.open(env)
         self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
 
     async def close(self) -> None:
@@ -95,7 +96,7 @@ class Gateway:
         old = self.runtime
         new = Runtime(config, secrets, generation=old.generation + 1, previous=old)
         for backend in new.new_backends(old):
-            backend.open()
+            backend.open(env)
         for secret in secrets.values():
             self.redact.add(secret)
         self.runtime = new

@@ -507,7 +507,10 @@ class Connection(asyncio.Protocol):
 
 def _target(raw: bytes) -> tuple[str, str]:
     """The path and query of an origin-form (`/p?q`) or absolute-form (`http://h/p?q`) target."""
-    if raw[:1] != b"/" and raw[:7].lower() != b"http://" and raw[:8].lower() != b"https://":
+    if raw[:1] == b"/":  # origin-form, the usual: llhttp checked its characters
+        path, _, query = raw.partition(b"?")
+        return path.decode("latin-1"), query.partition(b"#")[0].decode("latin-1")
+    if raw[:7].lower() != b"http://" and raw[:8].lower() != b"https://":
         raise BadRequest(400, "The request target must be a path or an http(s) URL.", "bad_request_line")
     try:
         url = httptools.parse_url(raw)

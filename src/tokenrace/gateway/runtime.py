@@ -13,6 +13,7 @@ import hmac
 import random
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,7 +32,7 @@ from tokenrace.gateway.config import (
     sha256_hex,
 )
 from tokenrace.gateway.ratelimit import TokenBucket
-from tokenrace.gateway.upstream import Pool
+from tokenrace.gateway.upstream import Pool, proxy_for
 
 ArmName = Literal["baseline", "canary", "fallback"]
 PATHS = {"chat": "/chat/completions", "completions": "/completions"}
@@ -68,8 +69,15 @@ class Backend:
         )
         return self.config == other.config and same_key
 
-    def open(self) -> None:
-        self.pool = Pool(self.config.url, self.config.timeouts.connect_s, self.config.max_in_flight)
+    def open(self, env: Mapping[str, str]) -> None:
+        """Start the pool; `env` says which proxy, if any, the backend is reached through."""
+        self.pool = Pool(
+            self.config.url,
+            self.config.timeouts.connect_s,
+            self.config.max_in_flight,
+            ca_bundle=self.config.ca_bundle,
+            proxy=proxy_for(self.config.url, env),
+        )
         self.heads = {name: self.pool.head(path, self.headers) for name, path in PATHS.items()}
 
     async def close(self) -> None:
