@@ -540,22 +540,19 @@ def _body_length(headers: dict[str, str], version: tuple[int, int]) -> int:
 
 # llhttp's reasons (its error texts) -> the error code the client sees; the first match wins.
 _CODES = (
-    ("version", "http_version"),
     ("chunk", "bad_chunk"),
     ("content-length", "bad_content_length"),
     ("transfer-encoding", "bad_framing"),
     ("header", "bad_header"),
-    ("lf", "bad_header"),
-    ("cr", "bad_header"),
 )
 
 
 def _refusal(reason: str) -> BadRequest:
     """A BadRequest for what llhttp refused, with its reason."""
+    if reason == "Invalid HTTP version":  # well-formed, but neither 1.0 nor 1.1 (nor 0.9 or 2.0, llhttp's others)
+        return BadRequest(505, "Only HTTP/1.0 and HTTP/1.1 are served.", "http_version")
     low = reason.lower()
-    code = next((c for word, c in _CODES if word in low), "bad_request_line")
-    if code == "http_version":
-        return BadRequest(505, f"Only HTTP/1.0 and HTTP/1.1 are served ({reason}).", code)
+    code = next((c for word, c in _CODES if word in low), "bad_request")
     return BadRequest(400, f"Malformed request: {reason}.", code)
 
 
