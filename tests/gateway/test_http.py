@@ -231,6 +231,41 @@ def read_answer_head_only(sock: socket.socket) -> tuple[str, dict[str, str], byt
     return head[0], {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:] if line)}, b""
 
 
+def test_a_bad_request_pipelined_behind_good_ones_is_refused_after_their_answers(srv: ServerThread) -> None:
+    with srv.connect() as sock:
+        sock.sendall(
+            b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"  # answered slowly, in pieces: the rest waits
+            + post("/second", b"two")
+            + b"GET /third HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\xa0\r\n\r\n"
+            + post("/never", b"")
+        )
+        assert read_answer(sock)[2] == b"one two three"
+        assert json.loads(read_answer(sock)[2])["body"] == "two"
+        status, headers, body = read_answer(sock)
+        assert status.startswith("HTTP/1.1 400") and headers["connection"] == "close"
+        assert json.loads(body)["error"]["code"] == "bad_framing" and closed(sock)
+
+
+def test_an_upgrade_without_a_body_is_answered_as_http_1_1_and_the_next_request_follows(srv: ServerThread) -> None:
+    with srv.connect() as sock:
+        sock.sendall(
+            b"GET /up HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"
+            + b"GET /after HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        assert json.loads(read_answer(sock)[2])["path"] == "/up"
+        assert json.loads(read_answer(sock)[2])["path"] == "/after"
+
+
+def test_trailer_fields_do_not_reach_the_request_headers(srv: ServerThread) -> None:
+    with srv.connect() as sock:
+        sock.sendall(
+            b"POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"2\r\nok\r\n0\r\nAuthorization: Bearer smuggled\r\nX-Trailer: 1\r\n\r\n"
+        )
+        seen = json.loads(read_answer(sock)[2])
+        assert seen["body"] == "ok" and "authorization" not in seen["headers"] and "x-trailer" not in seen["headers"]
+
+
 def test_a_handler_that_raises_gets_500_and_the_connection_goes_on(srv: ServerThread) -> None:
     with srv.connect() as sock:
         sock.sendall(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
