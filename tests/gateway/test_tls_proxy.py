@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tokenrace.gateway.config import ConfigError, parse_config
-from tokenrace.gateway.upstream import proxy_for
+from tokenrace.gateway.upstream import Pool, UpstreamError, proxy_for
 from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ENV, GatewayThread, chat, config_text, http
@@ -178,6 +178,17 @@ def test_which_backends_use_a_proxy() -> None:
         assert proxy_for(local, env) is None  # loopback never goes through a proxy
     assert proxy_for("https://api.openai.com/v1", {}) is None
     assert proxy_for("https://api.openai.com/v1", {**env, "NO_PROXY": "*"}) is None
+
+
+def test_a_proxy_that_is_not_http_is_a_clear_connect_error() -> None:
+    async def main() -> None:
+        pool = Pool("https://api.example.com/v1", 2.0, 1, proxy="https://user:secret@proxy.corp:3128")
+        with pytest.raises(UpstreamError) as info:
+            await pool.request(pool.head("/chat/completions", {}), b"", b"{}")
+        assert info.value.kind == "connect" and "only http:// proxies" in str(info.value)
+        assert "secret" not in str(info.value) and "proxy.corp:3128" in str(info.value)
+
+    asyncio.run(main())
 
 
 def test_a_ca_bundle_must_load_and_is_for_https_only(tmp_path: Path, cert: tuple[Path, Path]) -> None:

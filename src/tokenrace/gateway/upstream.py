@@ -114,6 +114,11 @@ class Pool:
         return None
 
     async def _connect(self) -> Connection:
+        if self.proxy is not None and self.proxy.scheme != "http":
+            raise UpstreamError(
+                "connect",
+                f"the proxy {self._proxy_name()} is {self.proxy.scheme}://: only http:// proxies are supported",
+            )
         try:
             async with asyncio.timeout(self.connect_s):
                 return await (self._tunnel() if self.proxy is not None and self._ssl else self._open())
