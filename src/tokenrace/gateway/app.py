@@ -69,8 +69,9 @@ class Gateway:
     # -- lifecycle --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        env = os.environ if self.env is None else self.env
         for backend in self.runtime.backends.values():
-            backend.open()
+            backend.open(env)
         state, url = self.runtime.config.state, self.runtime.secrets.state_url
         if state is not None and url is not None:
             # Imported only with `state:`: the redis package imports OpenTelemetry when it is installed.
@@ -139,7 +140,7 @@ class Gateway:
         old = self.runtime
         new = Runtime(config, secrets, generation=old.generation + 1, previous=old)
         for backend in new.new_backends(old):
-            backend.open()
+            backend.open(env)
         for secret in secrets.values():
             self.redact.add(secret)
         self.runtime = new
