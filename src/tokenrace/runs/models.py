@@ -104,6 +104,7 @@ class Metrics(_Model):
     itl_token_ms: Stats = Field(default_factory=Stats)
     e2e_ms: Stats = Field(default_factory=Stats)
     connect_ms: Stats = Field(default_factory=Stats)
+    client_prep_ms: Stats = Field(default_factory=Stats)
     output_tokens: Stats = Field(default_factory=Stats)
     prompt_tokens: Stats = Field(default_factory=Stats)
     cached_tokens: Stats = Field(default_factory=Stats)
