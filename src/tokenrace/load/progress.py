@@ -13,8 +13,8 @@ from tokenrace.client.records import NS_PER_MS, RequestRecord
 
 
 class LiveProgress:
-    def __init__(self, total: int | None, enabled: bool = True) -> None:
-        self.console = Console(stderr=True)
+    def __init__(self, total: int | None, enabled: bool = True, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
         self.ttfts: list[float] = []
         self.tokens = 0

@@ -11,8 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tokenrace.datadir import home
 from tokenrace.errors import EngineError
-from tokenrace.runs.history import home
 from tokenrace.serve.embedded import INSTALL_HINT, binary_env, find_llama_server, sha256_of
 
 
