@@ -102,3 +102,16 @@ def test_tokens_per_chunk_mean_pools_known_and_usage_only_requests() -> None:
     assert full["count"] == 3 and full["p50"] == 2.0
     # no token total but the chunk count: undefined, not 1
     assert summarize([from_chunks], Windows())["metrics"]["tokens_per_chunk"]["mean"] is None
+
+
+def test_client_load_cpu_alone_makes_a_run_client_bound_even_uncalibrated() -> None:
+    from tokenrace.figures.client_load import ClientCeiling, ClientObservation, client_load, client_warning
+
+    r = rec(0, 0, [100, 110, 130], [1, 2, 4], 7)
+    busy = client_load([r], 2.0, 1, ClientObservation(95.0, None))
+    assert busy["client_bound"] is True and "95 % of a core" in busy["causes"][0]
+    assert "client may have limited" in (client_warning(busy) or "")
+    idle = client_load([r], 2.0, 1, ClientObservation(10.0, None))
+    assert idle["client_bound"] is None and client_warning(idle) is None and idle["chunks_per_s"] == 1.5
+    none_within = client_load([r], 2.0, 1, ClientObservation(10.0, ClientCeiling(None, None)))
+    assert none_within["client_bound"] is True and "no load" in none_within["causes"][0]

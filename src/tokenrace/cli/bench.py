@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
+from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.load.progress import LiveProgress
 from tokenrace.report.tables import print_summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
 
 
-def run_async(coro):  # type: ignore[no-untyped-def]
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
     try:
         import uvloop
 
         return uvloop.run(coro)
     except ImportError:
         return asyncio.run(coro)
+
+
+T = TypeVar("T")
 
 
 @click.command("bench")
@@ -92,6 +98,9 @@ def report(result: BenchResult, as_json: bool) -> None:
     else:
         print_summary(result.summary, title=f"{result.manifest['model']} @ {result.manifest['endpoint']}")
         click.echo(f"run directory: {result.directory}")
+    client = result.summary.get("client_load")
+    if client and not client["calibrated"]:
+        click.echo(HOW_TO_CALIBRATE, err=True)
     if result.interrupted:
         click.echo("interrupted: what was measured is saved", err=True)
         sys.exit(130)

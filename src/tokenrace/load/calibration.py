@@ -40,6 +40,7 @@ from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import NS_PER_MS, RequestRecord
 from tokenrace.datadir import home
 from tokenrace.errors import UsageError
+from tokenrace.figures.client_load import ClientCeiling
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.load.tokens import fill_token_counts
@@ -128,6 +129,26 @@ def save_calibration(cal: Calibration, path: Path | None = None) -> Path:
     return p
 
 
+def calibrated_ceiling() -> ClientCeiling | None:
+    """This machine's ceiling for a bench to compare its load with; None when never calibrated."""
+    cal = load_calibration()
+    if cal is None:
+        return None
+    return ClientCeiling(cal.ceiling_chunks_per_s, cal.ceiling_streams, cal.created_at)
+
+
+class CpuMeter:
+    """This process's CPU time from its creation to `pct()`, as % of one core over the wall time."""
+
+    def __init__(self) -> None:
+        self._proc = psutil.Process()
+        self._cpu0, self._t0 = _cpu_s(self._proc), time.perf_counter()
+
+    def pct(self) -> float:
+        wall = max(time.perf_counter() - self._t0, 1e-9)
+        return round(100.0 * (_cpu_s(self._proc) - self._cpu0) / wall, 1)
+
+
 # --- bias: the client's stamps against the server's send log -------------------------------------
 
 
@@ -214,7 +235,6 @@ async def drive(
     its measured records and the client process's CPU over the step (% of one core)."""
     fake = {"ttft_ms": ttft_ms, "itl_ms": step.itl_ms, "output_tokens": step.tokens, "role_chunk": True}
     opts = RequestOptions(max_tokens=None, extra_body={"fake": fake})
-    proc = psutil.Process()
 
     async def finish(rec: RequestRecord, prompt: Prompt) -> None:
         await fill_token_counts(rec, prompt.as_text(), None)
@@ -226,10 +246,10 @@ async def drive(
     load = Load(concurrency=n, requests=n * step.rounds, warmup=n, cold=False, keep_awake=keep_awake)
     async with OpenAIClient(base_url, "fake-model", options=opts, max_connections=step.streams) as client:
         runner = Runner(client.send, single("hello"), load, finish)
-        cpu0, t0 = _cpu_s(proc), time.perf_counter()
+        cpu = CpuMeter()
         await runner.run()
-        cpu = 100.0 * (_cpu_s(proc) - cpu0) / max(time.perf_counter() - t0, 1e-9)
-    return [r for r in runner.records if r.phase == "measure"], round(cpu, 1)
+        pct = cpu.pct()
+    return [r for r in runner.records if r.phase == "measure"], pct
 
 
 def _cpu_s(proc: psutil.Process) -> float:

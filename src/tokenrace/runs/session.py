@@ -18,10 +18,12 @@ from tokenrace.client.records import RequestRecord
 from tokenrace.client.redact import redact_argv
 from tokenrace.client.transport import Timeouts
 from tokenrace.figures.cache import server_cache
+from tokenrace.figures.client_load import ClientObservation
 from tokenrace.figures.cost import CostSpec
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
 from tokenrace.load import prompts as prompt_sets
+from tokenrace.load.calibration import CpuMeter, calibrated_ceiling
 from tokenrace.load.preflight import check_first, choose_model, list_models
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.runner import Load, Runner
@@ -157,6 +159,7 @@ class BenchSession:
         self.store: RunStore | None = None
         self.built: Built | None = None
         self._written: set[int] = set()
+        self.client_cpu_pct: float | None = None
 
     async def run(self) -> BenchResult:
         s = self.s
@@ -198,11 +201,13 @@ class BenchSession:
         engine = (manifest.get("server") or {}).get("engine")
         metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine in ENGINE_HISTOGRAMS else None
         interrupted = False
+        cpu = CpuMeter()
         try:
             await runner.run()
         except asyncio.CancelledError:
             interrupted = True
         finally:
+            self.client_cpu_pct = cpu.pct()
             for rec in runner.records:
                 if rec.seq not in self._written:
                     self.store.append(rec)
@@ -258,6 +263,7 @@ class BenchSession:
             scrapes=scrapes,
             cache_busted=self.built.busted if self.built is not None else None,
             server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
+            client=ClientObservation(self.client_cpu_pct, calibrated_ceiling()),
         )
 
     def _send_checked(self, client: OpenAIClient, models: list[str]) -> Any:
