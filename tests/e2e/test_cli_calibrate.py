@@ -6,26 +6,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.test_cli_bench import tokenrace as run_cli
 
 from tokenrace.load.calibration import Calibration, MachineInfo, load_calibration, save_calibration
 from tokenrace.testing.fake_server import spawn_fake_server
 
 
-def tokenrace(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TOKENRACE_HOME": str(home)},
-        stdin=subprocess.DEVNULL,
-    )
+def tokenrace(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, env={"TOKENRACE_HOME": str(home)})
 
 
 @pytest.fixture(scope="module")
