@@ -70,9 +70,16 @@ class Scenario:
 
     @property
     def fake(self) -> dict[str, Any]:
-        return {"ttft_ms": self.ttft_ms, "itl_ms": self.itl_ms, "output_tokens": self.tokens, "role_chunk": True}
+        return {
+            "ttft_ms": self.ttft_ms,
+            "itl_ms": self.itl_ms,
+            "output_tokens": self.tokens,
+            "role_chunk": True,
+            "spin_ms": SPIN_MS,
+        }
 
 
+SPIN_MS = 0.0  # see --spin
 PIN: dict[str, set[int] | None] = {"server": None, "clients": None}
 
 SCENARIOS = (
