@@ -10,10 +10,12 @@ processes on Linux). Two clients drive it in turn, in the same run, against the 
   request ends, live progress drawn, the garbage collector quieted), and in variants that each take
   one of those away (or add the opt-in keep-awake spin), to measure what each costs.
 
-Per request, TTFT bias = the client's TTFT (send -> first content chunk's arrival) - the server's (its
-bytes off the server's socket -> first content chunk written); per content chunk, chunk bias =
-arrival stamp - send stamp. Every tokenrace figure is printed as its excess over the floor's figure
-from the same run (tokenrace p50 - floor p50, p99 - p99), with a verdict per target:
+Per request, TTFT bias = the arrival stamp of the first content chunk - the server's send stamp of
+it (the send, TTFT's other end, is stamped microseconds before the `send()` call that hands the
+request to the kernel; what follows before the server reads it is the server's own time, shown apart
+as the request leg); per content chunk, chunk bias = arrival stamp - send stamp; per gap, ITL bias =
+the client's gap - the server's. Every tokenrace figure is printed as its excess over the floor's
+figure from the same run (tokenrace p50 - floor p50, p99 - p99), with a verdict per target:
 
 - A: 8 streams, TTFT 100 ms, ITL 10 ms: TTFT excess <= 0.15 ms p50, <= 1 ms p99;
 - B: 32 streams, TTFT 100 ms, ITL 5 ms (~6k chunks/s): TTFT excess <= 0.5 ms p50, <= 2 ms p99.
@@ -155,19 +157,61 @@ def progress_on_a_terminal(total: int) -> LiveProgress:
     return LiveProgress(total, console=Console(file=open(os.devnull, "w"), force_terminal=True))
 
 
-def tokenrace(srv: FakeServerProcess, sc: Scenario, rounds: int, v: Variant, tmp: Path) -> tuple[Bias, float | None]:
+class Costs:
+    """CPU time (`thread_time`, so that the VM's stalls do not count) of bench's own work on the
+    event loop's thread: each record written, each progress call (and redraw), each GC pause."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[float]] = {"record write": [], "progress": [], "GC pause": []}
+        self._gc_t0 = 0
+
+    def timed(self, name: str, fn: Any, *args: Any) -> None:
+        t0 = time.thread_time_ns()
+        fn(*args)
+        self.calls[name].append((time.thread_time_ns() - t0) / 1e6)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_t0 = time.thread_time_ns()
+        else:
+            self.calls["GC pause"].append((time.thread_time_ns() - self._gc_t0) / 1e6)
+
+    @contextlib.contextmanager
+    def watching_gc(self) -> Iterator[None]:
+        gc.callbacks.append(self._on_gc)
+        try:
+            yield
+        finally:
+            gc.callbacks.remove(self._on_gc)
+
+    def lines(self, seconds: float) -> list[str]:
+        out = []
+        for name, v in self.calls.items():
+            if v:
+                p = percentiles(v)
+                out.append(
+                    f"    {name:<13} {len(v):>5} calls  CPU p50 {p.p50:.3f} p99 {p.p99:.3f} max {max(v):.3f} ms  "
+                    f"{sum(v) / seconds:.2f} ms per second ({sum(v) / seconds / 10:.3f} % of the time)"
+                )
+        return out
+
+
+def tokenrace(
+    srv: FakeServerProcess, sc: Scenario, rounds: int, v: Variant, tmp: Path, costs: Costs | None = None
+) -> tuple[Bias, float | None]:
     step = StepPlan(sc.streams, sc.itl_ms, sc.tokens, rounds)
     store = RunStore(tmp / f"{time.perf_counter_ns()}", time.perf_counter_ns()) if v.records else None
     progress = progress_on_a_terminal(sc.streams * rounds) if v.progress else None
+    c = costs or Costs()
 
     def sink(rec: RequestRecord) -> None:
         if store is not None:
-            store.append(rec)
+            c.timed("record write", store.append, rec)
         if progress is not None:
-            progress(rec)
+            c.timed("progress", progress, rec)
 
     srv.reset()
-    with conditions(v), progress or contextlib.nullcontext():
+    with conditions(v), progress or contextlib.nullcontext(), c.watching_gc():
         records, cpu = run_loop(drive(srv.base_url, step, sink, ttft_ms=sc.ttft_ms, keep_awake=v.spin))
     if store is not None:
         store.close()
@@ -197,6 +241,7 @@ def pooled(biases: list[Bias]) -> Bias:
         out.ttft += b.ttft
         out.itl += b.itl
         out.chunk += b.chunk
+        out.request_leg += b.request_leg
     return out
 
 
@@ -207,16 +252,16 @@ def excess(a: Percentiles, f: Percentiles) -> str:
 
 
 def line(name: str, b: Bias, f: Bias | None, cpu: float | None = None) -> str:
-    t, i, c = percentiles(b.ttft), percentiles(b.itl), percentiles(b.chunk)
+    t, i, c, r = percentiles(b.ttft), percentiles(b.itl), percentiles(b.chunk), percentiles(b.request_leg)
     if f is None:
         return (
             f"  {name:<34} TTFT bias p50/p99 {t.p50:.3f} / {t.p99:.3f} ms   ITL bias {i.p50:+.3f} / {i.p99:+.3f}   "
-            f"chunk bias {c.p50:.3f} / {c.p99:.3f}   ({len(b.ttft)} requests)"
+            f"chunk bias {c.p50:.3f} / {c.p99:.3f}   request leg {r.p50:.3f} / {r.p99:.3f}   ({len(b.ttft)} requests)"
         )
-    ft, fi, fc = percentiles(f.ttft), percentiles(f.itl), percentiles(f.chunk)
+    ft, fi, fc, fr = percentiles(f.ttft), percentiles(f.itl), percentiles(f.chunk), percentiles(f.request_leg)
     return (
         f"  {name:<34} excess over the floor, p50 / p99 ms: TTFT {excess(t, ft)}   ITL {excess(i, fi)}   "
-        f"chunk {excess(c, fc)}   client CPU {cpu if cpu is not None else '—'}%"
+        f"chunk {excess(c, fc)}   request leg {excess(r, fr)}   client CPU {cpu if cpu is not None else '—'}%"
     )
 
 
@@ -236,13 +281,17 @@ def scenario(sc: Scenario, variants: tuple[Variant, ...], rounds: int, requests_
     floors: list[Bias] = []
     runs: dict[str, list[Bias]] = {v.name: [] for v in variants}
     cpus: dict[str, list[float]] = {v.name: [] for v in variants}
+    costs = Costs()
+    t_bench = 0.0
     with spawn_fake_server({}) as srv:
         if PIN["server"] is not None:
             os.sched_setaffinity(srv.proc.pid, PIN["server"])
         for _ in range(rounds):
             floors.append(floor(srv, sc, requests_rounds))
             for v in variants:
-                b, cpu = tokenrace(srv, sc, requests_rounds, v, tmp)
+                t0 = time.perf_counter()
+                b, cpu = tokenrace(srv, sc, requests_rounds, v, tmp, costs if v is BENCH else None)
+                t_bench += time.perf_counter() - t0 if v is BENCH else 0.0
                 runs[v.name].append(b)
                 if cpu is not None:
                     cpus[v.name].append(cpu)
@@ -251,6 +300,9 @@ def scenario(sc: Scenario, variants: tuple[Variant, ...], rounds: int, requests_
     for v in variants:
         cpu = round(sum(cpus[v.name]) / len(cpus[v.name]), 1) if cpus[v.name] else None
         print(line(v.name, pooled(runs[v.name]), f, cpu))
+    print(f"  bench's own work on the event loop ({BENCH.name}):")
+    for text in costs.lines(t_bench):
+        print(text)
     print(verdict(sc, pooled(runs[BENCH.name]), f), flush=True)
 
 

@@ -6,9 +6,11 @@ reached its handler. The client runs as `bench` runs it (the runner, the socket 
 and a record file written per request) at rising stream counts and chunk rates. Each step's bias is
 the client's figure minus the server's:
 
-- TTFT bias: per request, the client's TTFT (send -> first content chunk's arrival) minus the
-  server's (the request's bytes off its socket -> first content chunk written): the two one-way
-  trips through the kernel and everything the client added;
+- TTFT bias: per request, the arrival stamp of its first content chunk minus the server's send stamp
+  of that chunk. The other end of TTFT, the send, is stamped just before the `send()` that hands the
+  request to the kernel, microseconds before it; on loopback that call delivers the bytes to the
+  server's socket at once, so what follows before the server reads them (its own wake-up, its loop
+  busy with other streams) is the server's time, logged apart as the request leg;
 - ITL bias: per gap between content chunks, the client's gap minus the server's;
 - chunk bias: per content chunk, its arrival stamp minus its send stamp.
 
@@ -82,6 +84,7 @@ class CalibrationStep(_Model):
     ttft_bias_ms: Percentiles = Field(default_factory=Percentiles)
     itl_bias_ms: Percentiles = Field(default_factory=Percentiles)
     chunk_bias_ms: Percentiles = Field(default_factory=Percentiles)
+    request_leg_ms: Percentiles = Field(default_factory=Percentiles)  # send -> the server read it
     client_cpu_pct: float | None = None  # the client process's CPU over the step, % of one core
     within_limit: bool = False  # every bias under the limit at the median
 
@@ -159,6 +162,7 @@ class Bias:
     ttft: list[float] = field(default_factory=list)
     itl: list[float] = field(default_factory=list)
     chunk: list[float] = field(default_factory=list)
+    request_leg: list[float] = field(default_factory=list)  # send stamp -> the server read the request
 
 
 def server_view(log: Sequence[dict[str, Any]]) -> dict[str, tuple[int, list[int]]]:
@@ -175,7 +179,8 @@ def bias_of(start_ns: int, arrivals: Sequence[int], server_in_ns: int, sent: Seq
     """Add one request's differences to `into`; False when its chunks do not pair with the server's."""
     if not sent or len(sent) != len(arrivals):
         return False
-    into.ttft.append(((arrivals[0] - start_ns) - (sent[0] - server_in_ns)) / NS_PER_MS)
+    into.ttft.append((arrivals[0] - sent[0]) / NS_PER_MS)
+    into.request_leg.append((server_in_ns - start_ns) / NS_PER_MS)
     into.chunk.extend((a - s) / NS_PER_MS for a, s in zip(arrivals, sent, strict=True))
     for i in range(1, len(sent)):
         into.itl.append(((arrivals[i] - arrivals[i - 1]) - (sent[i] - sent[i - 1])) / NS_PER_MS)
@@ -273,6 +278,7 @@ def summarize_step(step: StepPlan, records: Sequence[RequestRecord], log: Sequen
         ttft_bias_ms=percentiles(bias.ttft),
         itl_bias_ms=percentiles(bias.itl),
         chunk_bias_ms=percentiles(bias.chunk),
+        request_leg_ms=percentiles(bias.request_leg),
     )
     medians = (row.ttft_bias_ms.p50, row.itl_bias_ms.p50, row.chunk_bias_ms.p50)
     row.within_limit = len(ok) == len(records) and all(m is not None and abs(m) < BIAS_LIMIT_MS for m in medians)
