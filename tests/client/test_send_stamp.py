@@ -77,3 +77,31 @@ def test_a_request_that_never_left_has_no_preparation_and_starts_at_begin() -> N
     assert r.error_kind == "connection_refused"
     assert r.client_prep_ns is None and r.start_ns == r.begin_ns
     assert r.to_json(r.begin_ns)["client_prep_ms"] is None
+
+
+def test_open_loop_lag_and_latency_from_intended_hold_the_preparation(server: Any) -> None:
+    from tokenrace.load.prompts import single
+    from tokenrace.load.runner import Load, Runner
+
+    async def go() -> list[RequestRecord]:
+        async with OpenAIClient(server.base_url, "fake-model", options=RequestOptions(max_tokens=None)) as c:
+
+            async def finish(rec: RequestRecord, prompt: Prompt) -> None:
+                return None
+
+            load = Load(rate=50.0, arrival="constant", requests=10, cold=False)
+            return await Runner(c.send, single("hi"), load, finish).run()
+
+    recs = run(go())
+    assert len(recs) == 10
+    for r in recs:
+        assert r.ok, r.error_message
+        d = derived(r)
+        assert r.intended_start_ns is not None and r.intended_start_ns <= r.begin_ns < r.start_ns
+        # the lag is how late the request really left: the scheduler's lateness + preparation + connect
+        assert d["schedule_lag_ms"] is not None and d["schedule_lag_ms"] > 0
+        assert r.client_prep_ns is not None
+        lag_ns = r.start_ns - r.intended_start_ns
+        assert lag_ns >= r.client_prep_ns + (r.connect_ns or 0)
+        assert d["ttft_from_intended_ms"] == pytest.approx(d["schedule_lag_ms"] + d["ttft_ms"], abs=1e-3)
+        assert d["e2e_from_intended_ms"] == pytest.approx(d["schedule_lag_ms"] + d["e2e_ms"], abs=1e-3)
