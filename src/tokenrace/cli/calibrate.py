@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +29,8 @@ from tokenrace.load.calibration import (
 def command(quick: bool, as_json: bool, no_save: bool) -> None:
     """Measure this machine's client against the built-in fake server at rising load.
 
-    The fake server runs in a process of its own and logs when it wrote each byte; the client runs as
-    `bench` runs it. Reports the client's TTFT and ITL bias (its figure minus the server's) and its
+    The fake server runs in a process of its own, alone on the last core, and logs when it wrote each
+    byte; the client runs as `bench` runs it, on the other cores. Reports the client's TTFT and ITL bias (its figure minus the server's) and its
     ceiling: the most content chunks/s and streams with every bias under 1 ms at the median. The
     result is saved as calibration.json in the data directory ($TOKENRACE_HOME), and every bench then
     says whether its own load went past that ceiling (`client_bound`).
@@ -42,7 +45,11 @@ def command(quick: bool, as_json: bool, no_save: bool) -> None:
 
     if not as_json:
         click.echo("calibrating: the fake server at rising load (streams x chunk rate)...", err=True)
-    with tempfile.TemporaryDirectory(prefix="tokenrace-calibrate-") as tmp, spawn_fake_server({}) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="tokenrace-calibrate-") as tmp,
+        spawn_fake_server({}) as server,
+        apart_from(server.proc.pid),
+    ):
         store = RunStore(Path(tmp), time.perf_counter_ns())
         try:
             cal = run_async(calibrate_with(server.base_url, server, quick, _loop_name(), store.append, on_step=shown))
@@ -53,6 +60,25 @@ def command(quick: bool, as_json: bool, no_save: bool) -> None:
         echo_json(cal.model_dump(mode="json"))
     else:
         _print(cal, where)
+
+
+@contextlib.contextmanager
+def apart_from(server_pid: int) -> Iterator[None]:
+    """The fake server alone on the last core, this client on the others, while calibrating.
+
+    The server stands in for one on another machine: sharing the client's core, it would take the
+    time the client needs and the ceiling would be the pair's. Nothing is pinned on one core.
+    """
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cores) < 2:
+        yield
+        return
+    os.sched_setaffinity(server_pid, {cores[-1]})
+    os.sched_setaffinity(0, set(cores[:-1]))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, set(cores))
 
 
 def _loop_name() -> str:

@@ -1,6 +1,6 @@
 """How far this machine's client can be trusted, and up to what load: `tokenrace calibrate`.
 
-The built-in fake server runs in a process of its own and logs `perf_counter_ns()` just before it
+The built-in fake server runs in a process of its own (alone on the last core) and logs `perf_counter_ns()` just before it
 writes each SSE event (CLOCK_MONOTONIC is shared between processes on Linux), and when each request
 reached its handler. The client runs as `bench` runs it (the runner, the socket stamps, token counts
 and a record file written per request) at rising stream counts and chunk rates. Each step's bias is
@@ -238,7 +238,10 @@ async def drive(
 ) -> tuple[list[RequestRecord], float | None]:
     """Run one step as bench would (`sink` writes each record, as bench's record file does); returns
     its measured records and the client process's CPU over the step (% of one core)."""
+    # spin_ms 0: the server sleeps to each send instead of spinning its last millisecond; its send
+    # stamps stay exact, and a small machine's core stays free for the client.
     fake = {"ttft_ms": ttft_ms, "itl_ms": step.itl_ms, "output_tokens": step.tokens, "role_chunk": True}
+    fake["spin_ms"] = 0
     opts = RequestOptions(max_tokens=None, extra_body={"fake": fake})
 
     async def finish(rec: RequestRecord, prompt: Prompt) -> None:
