@@ -13,21 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenrace.client.records import RequestRecord
+from tokenrace.load.calibration import ClientCeiling
 
 CPU_LIMIT_PCT = 90.0
 HOW_TO_CALIBRATE = (
     "no client calibration on this machine yet: run `tokenrace calibrate` (under a minute) so that every "
     "run can say whether the client limited it"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ClientCeiling:
-    """This machine's calibrated ceiling (None: no load was within the bias limit)."""
-
-    chunks_per_s: float | None
-    streams: int | None
-    calibrated_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,6 @@ from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import NS_PER_MS, RequestRecord
 from tokenrace.errors import UsageError
-from tokenrace.figures.client_load import ClientCeiling
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.load.tokens import fill_token_counts
@@ -130,6 +129,15 @@ def save_calibration(cal: Calibration, path: Path | None = None) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot save the calibration to {p}: {exc.strerror}") from None
     return p
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCeiling:
+    """This machine's calibrated ceiling (None: no load was within the bias limit)."""
+
+    chunks_per_s: float | None
+    streams: int | None
+    calibrated_at: str | None = None
 
 
 def calibrated_ceiling() -> ClientCeiling | None:
