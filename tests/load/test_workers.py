@@ -164,7 +164,9 @@ def test_cancelling_the_run_returns_each_workers_cancelled_records() -> None:
     cancelled = [r for r in runner.records if r.error_kind == "cancelled"]
     assert len(cancelled) == 4  # the four in flight, each recorded by the worker that sent it
     # Each record is the worker's own (the client's message and stamps), not a stand-in from the parent.
-    assert all(r.error_message == "interrupted before the response ended" for r in cancelled)
+    assert all(r.error_message == "interrupted before the response ended" for r in cancelled), [
+        r.error_message for r in cancelled
+    ]
     assert any(r.chunk_ns for r in cancelled)  # streams cut mid-answer keep the chunks that arrived
 
 

@@ -19,23 +19,22 @@ import random
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from tokenrace.client.openai import error_message_from_body
 from tokenrace.gateway import routing
 from tokenrace.gateway.canary import Sample
+from tokenrace.gateway.context import ProxyContext
 from tokenrace.gateway.http import Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics
 from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime, Target
-from tokenrace.gateway.stream import Endpoint, StreamTap, error_event
+from tokenrace.gateway.shadow import run_shadow
+from tokenrace.gateway.stream import Endpoint, StreamTap, error_event, response_text
 from tokenrace.gateway.upstream import Response, UpstreamError
 from tokenrace.gateway.watchdog import Watchdog
-
-if TYPE_CHECKING:
-    from tokenrace.gateway.app import Gateway
 
 perf_ns = time.perf_counter_ns
 monotonic = time.monotonic
@@ -92,13 +91,13 @@ class Done:
 # --- the call -------------------------------------------------------------------------------------
 
 
-def _draining(gw: Gateway) -> bool:
+def _draining(gw: ProxyContext) -> bool:
     # Read afresh: the drain can start while a request awaits its backend (a direct read after the
     # check at the top of handle() would be narrowed to False by the type checker).
     return gw.draining
 
 
-async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | Stream | None:
+async def handle(gw: ProxyContext, request: Request, endpoint: Endpoint) -> Reply | Stream | None:
     t0 = perf_ns()
     if gw.draining:
         return error_reply(
@@ -128,7 +127,7 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | S
         gw.active.discard(task)
 
 
-async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) -> Reply | Stream | None:
+async def _handle(request: Request, endpoint: Endpoint, gw: ProxyContext, t0: int) -> Reply | Stream | None:
     rt = gw.runtime
     try:
         client = await _client(gw, rt, request)
@@ -170,7 +169,7 @@ async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) ->
     return response
 
 
-async def _client(gw: Gateway, rt: Runtime, request: Request) -> str:
+async def _client(gw: ProxyContext, rt: Runtime, request: Request) -> str:
     client = rt.auth.identify(request.headers.get("authorization"))
     if client is None:
         raise Refused(
@@ -190,7 +189,7 @@ async def _client(gw: Gateway, rt: Runtime, request: Request) -> str:
     return client
 
 
-async def _throttle(gw: Gateway, bucket: TokenBucket, client: str) -> float | None:
+async def _throttle(gw: ProxyContext, bucket: TokenBucket, client: str) -> float | None:
     """Seconds until the client may go on (None: now): from the shared bucket when Redis answers."""
     shared = gw.shared
     if shared is not None and shared.up:
@@ -243,7 +242,7 @@ class Call:
 
     def __init__(
         self,
-        gw: Gateway,
+        gw: ProxyContext,
         rt: Runtime,
         route: Route,
         endpoint: Endpoint,
@@ -423,8 +422,6 @@ class Call:
             self.gw.metrics.shadow_requests.labels(self.route.name, shadow.backend.name, "skipped_busy").inc()
             return
         self.primary_text = asyncio.get_running_loop().create_future()
-        from tokenrace.gateway.shadow import run_shadow  # imported late: the shadow is off the hot path
-
         self.gw.spawn(run_shadow(self.gw, self.route, shadow, self, self.primary_text))
 
     def _primary_done(self, text: str | None) -> None:
@@ -778,16 +775,3 @@ def _usage_and_text(body: bytes, endpoint: Endpoint, want_text: bool) -> tuple[d
     if not want_text:
         return usage, None
     return usage, response_text(obj, endpoint)
-
-
-def response_text(obj: dict[str, Any], endpoint: Endpoint) -> str | None:
-    choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
-    first = choices[0]
-    if endpoint == "chat":
-        message = first.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        return content if isinstance(content, str) else None
-    text = first.get("text")
-    return text if isinstance(text, str) else None

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tokenrace.gateway.stream import StreamTap
+from tokenrace.gateway.stream import StreamTap, response_text
 from tokenrace.gateway.upstream import Response, UpstreamError
 from tokenrace.text_agreement import agreement, exact_match
 
 if TYPE_CHECKING:
-    from tokenrace.gateway.app import Gateway
-    from tokenrace.gateway.proxy import Call
+    from tokenrace.gateway.context import ProxyContext
+    from tokenrace.gateway.context import ShadowCall as Call
     from tokenrace.gateway.runtime import Route, Shadow
 
 perf_ns = time.perf_counter_ns
@@ -33,7 +33,7 @@ SCORE_TOKENS = 512
 
 
 async def run_shadow(
-    gw: Gateway, route: Route, shadow: Shadow, call: Call, primary: asyncio.Future[str | None]
+    gw: ProxyContext, route: Route, shadow: Shadow, call: Call, primary: asyncio.Future[str | None]
 ) -> None:
     backend = shadow.backend
     m = gw.metrics
@@ -111,8 +111,6 @@ async def _read_stream(call: Call, resp: Response, t0: int) -> tuple[str, float 
 
 
 def _text(body: bytes, call: Call) -> str | None:
-    from tokenrace.gateway.proxy import response_text
-
     try:
         obj: Any = orjson.loads(body)
     except orjson.JSONDecodeError:

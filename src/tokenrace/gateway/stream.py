@@ -293,3 +293,17 @@ def error_event(tap: StreamTap, message: str, code: str, request_id: str) -> byt
         "error": {"message": message, "type": "upstream_error", "param": None, "code": code},
     }
     return b"data: " + orjson.dumps(body) + b"\n\n" + DONE
+
+
+def response_text(obj: dict[str, Any], endpoint: Endpoint) -> str | None:
+    """The answer's text in a whole (non-streamed) response body, or None when it has none."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    first = choices[0]
+    if endpoint == "chat":
+        message = first.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        return content if isinstance(content, str) else None
+    text = first.get("text")
+    return text if isinstance(text, str) else None

@@ -278,7 +278,8 @@ class Runner:
                 await asyncio.gather(*tasks)
         except asyncio.CancelledError:
             for t in tasks:
-                t.cancel()
+                if t.cancelling() == 0:  # not already cancelled by the gather above (see _gather_or_cancel)
+                    t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
@@ -312,6 +313,9 @@ async def _gather_or_cancel(coros: list[Awaitable[None]]) -> None:
         await asyncio.gather(*tasks)
     except BaseException:
         for t in tasks:
-            t.cancel()
+            # Once only: a cancelled gather has already cancelled its children, and a second cancel
+            # would cut short a send that is collecting its own cancelled record (a worker's, say).
+            if t.cancelling() == 0:
+                t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import TokenraceError, UsageError
+from tokenrace.load.calibration import calibrated_ceiling
 from tokenrace.load.clocks import ClockOffset, probe, to_parent_clock, to_worker_clock
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
 
@@ -491,8 +492,6 @@ def resolve_count(spec: WorkersSpec, streams: int) -> tuple[int, str | None]:
     client, and without one sends from this one process."""
     if spec.count is not None:
         return spec.count, None
-    from tokenrace.load.calibration import calibrated_ceiling  # imports the runner, which imports this module
-
     ceiling = calibrated_ceiling()
     if ceiling is None:
         return 1, "no calibration of this machine's client yet (`tokenrace calibrate` measures it): one process sends"

@@ -1,0 +1,46 @@
+"""What the request path needs of the gateway around it, as protocols.
+
+The proxy and the shadow are handed these rather than the whole `Gateway`, so they do not import
+the application module that imports them, and a test can hand them something smaller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from tokenrace.gateway.breaker import Transition
+    from tokenrace.gateway.metrics import GatewayMetrics
+    from tokenrace.gateway.runtime import Backend, Runtime
+    from tokenrace.gateway.shared import SharedState
+    from tokenrace.gateway.stream import Endpoint
+    from tokenrace.gateway.telemetry import Tracing
+
+
+class ProxyContext(Protocol):
+    """The running gateway, as the proxy sees it."""
+
+    metrics: GatewayMetrics
+    runtime: Runtime
+    active: set[asyncio.Task[Any]]  # handler tasks of proxied requests, for the drain
+    shared: SharedState | None
+    tracing: Tracing | None
+    draining: bool
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+    def on_breaker(self, backend: Backend, transition: Transition | None) -> None: ...
+
+    def event(self, kind: str, **fields: Any) -> None: ...
+
+
+class ShadowCall(Protocol):
+    """The client request a shadow copies."""
+
+    request_id: str
+    endpoint: Endpoint
+    stream: bool
+
+    def upstream_body(self, backend: Backend) -> bytes: ...
