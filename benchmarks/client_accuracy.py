@@ -5,7 +5,7 @@ event; CLOCK_MONOTONIC is shared between processes on Linux), drives it with tok
 runner in this process, and prints the bias (client arrival stamp minus server send stamp) of the
 first content chunk (TTFT bias) and of every chunk, p50/p99, and the achieved chunks/s.
 
-    python benchmarks/client_accuracy.py            # the two issue scenarios + max chunk rate search
+    python benchmarks/client_accuracy.py            # the two scenarios + max chunk rate search
     python benchmarks/client_accuracy.py --quick    # the two scenarios only
 """
 

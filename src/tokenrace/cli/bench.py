@@ -13,7 +13,7 @@ from tokenrace.cli.options import bench_options, settings_from_options
 from tokenrace.load.progress import LiveProgress
 from tokenrace.report.tables import print_summary
 from tokenrace.runs.history import index_quietly
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
+from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, read_inputs
 
 
 def run_async(coro):  # type: ignore[no-untyped-def]
@@ -69,6 +69,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object],
         # The embedded model's file and this CPU are known: every step shows % of the bound.
         settings.efficiency = EfficiencySpec("cpu", model or str(default_model()))
     steps = (("run", settings.load),) if single_run else DEFAULT_STEPS
+    read_inputs(settings)  # bad input is reported before the engine takes its seconds to start
     click.echo("starting the embedded model (llama.cpp llama-server, SmolLM2-135M-Instruct Q4_1)...", err=True)
 
     def progress_for(name: str, load: object) -> LiveProgress:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -20,7 +21,7 @@ from tokenrace.load.runner import Load
 from tokenrace.report.tables import fmt
 from tokenrace.runs.session import BenchSettings
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
-from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, parse_values, run_sweep
+from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, run_sweep
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 MAX_EMBEDDED_SLOTS = 32
@@ -122,6 +123,19 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
         tolerance=o["tolerance"],
         max_probes=o["max_probes"],
     )
+
+
+def parse_values(text: str | None, flag: str) -> tuple[float, ...] | None:
+    """'1,2,4,8' -> (1.0, 2.0, 4.0, 8.0)."""
+    if text is None:
+        return None
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
+        raise UsageError(f"{flag}: expected positive numbers, got {text!r}")
+    return values
 
 
 def _progress_for(o: dict[str, Any]) -> Any:

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ PROVIDERS: dict[str, Provider] = {
 def normalize_base_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"--url must look like http://host:port/v1, got {url!r}")
+        raise InvalidInput("url", f"must look like http://host:port/v1, got {url!r}")
     path = parts.path.rstrip("/")
     for suffix in ("/chat/completions", "/completions"):
         if path.endswith(suffix):
@@ -76,7 +76,7 @@ def resolve_endpoint(url: str | None, api_key: str | None, provider: str | None)
     if provider:
         preset = PROVIDERS.get(provider.lower())
         if preset is None:
-            raise UsageError(f"unknown --provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
+            raise InvalidInput("provider", f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
     base = url or (preset.base_url if preset else None) or os.environ.get("OPENAI_BASE_URL")
     if not base:
         return None

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tokenrace import __version__
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
 from tokenrace.runs.saved import RunData
@@ -780,7 +780,7 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
     try:
         from tokenrace.plan import plan
     except ImportError:
-        raise UsageError("--hardware needs the planner (tokenrace.plan), which is not installed here") from None
+        raise InvalidInput("hardware", "needs the planner (tokenrace.plan), which is not installed here") from None
 
     def bound(run: RunData) -> float | None:
         name = model or _model_of(run)

@@ -1,0 +1,95 @@
+"""Bad input is reported as bad input, before any network call: against an unreachable URL the user
+sees what to fix in the command (exit 2), not a connection error (exit 3)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from tests.e2e.test_cli_bench import tokenrace
+
+from tokenrace.errors import InvalidInput
+from tokenrace.load.arrivals import check_arrivals
+from tokenrace.load.runner import Load
+
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens, a connect is refused
+
+
+def _input_error(p: object, flag: str) -> str:
+    rc, err = p.returncode, p.stderr.strip()  # type: ignore[attr-defined]
+    assert rc == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}"), err
+    assert "127.0.0.1:9" not in err and "connect" not in err, err
+    return lines[0]
+
+
+def test_negative_rate_against_an_unreachable_url(tmp_path: Path) -> None:
+    p = tokenrace("bench", "--url", UNREACHABLE, "--rate", "-3", "--requests", "2", "-o", str(tmp_path / "r"))
+    assert "must be positive, got -3" in _input_error(p, "--rate")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_bad_line_in_the_prompts_file_is_named(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "hello"}\n{"prompt": \n')
+    p = tokenrace("bench", "--url", UNREACHABLE, "--prompts", str(prompts), "--requests", "2")
+    assert f"{prompts}:2: not JSON" in _input_error(p, "--prompts")
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--burstiness", "0", "--arrival", "gamma", "--rate", "2"], "--burstiness"),
+        (["--max-concurrency", "0", "--rate", "2"], "--max-concurrency"),
+        (["--tokenizer", "/no/such/tokenizer.json"], "--tokenizer"),
+        (["--price", "in=1,out=1", "--gpu-hour-cost", "2"], "--price"),
+        (["--gpus", "2"], "--gpus"),
+        (["--slo", "speed=fast"], "--slo"),
+    ],
+)
+def test_other_inputs_name_their_flag(args: list[str], flag: str) -> None:
+    _input_error(tokenrace("bench", "--url", UNREACHABLE, "--requests", "2", *args), flag)
+
+
+def test_a_bad_trace_file_names_the_trace_flag(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("not json\n")
+    p = tokenrace("bench", "--url", UNREACHABLE, "--trace", str(trace), "--trace-format", "jsonl")
+    assert f"{trace}:1" in _input_error(p, "--trace")
+
+
+def test_an_output_directory_that_holds_a_run(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "records.jsonl").write_text("")
+    p = tokenrace("bench", "--url", UNREACHABLE, "--requests", "2", "-o", str(tmp_path / "r"))
+    assert "already holds a run" in _input_error(p, "--output")
+
+
+def test_the_core_names_the_input_not_the_flag() -> None:
+    with pytest.raises(InvalidInput) as err:
+        check_arrivals(-3.0, "poisson")
+    assert err.value.param == "rate" and "--" not in str(err.value)
+    with pytest.raises(InvalidInput) as err:
+        Load(max_concurrency=0, rate=1.0, requests=1).validate()
+    assert err.value.param == "max_concurrency" and "--" not in str(err.value)
+
+
+CORE = ("client", "load", "figures", "runs", "sweep", "report")
+# A raise whose message speaks of a command-line flag: `Error("--rate ...")`, `Error(f"... --output")`.
+FLAG_IN_ERROR = re.compile(r"""(Error|InvalidInput)\((["'][a-z_]+["'],\s*)?f?["'][^"']*?(?<![\w-])--[a-z][a-z-]+""")
+
+
+def test_core_errors_do_not_speak_flags() -> None:
+    src = Path(__file__).resolve().parents[2] / "src" / "tokenrace"
+    found = [
+        f"{path.relative_to(src)}:{n}: {line.strip()}"
+        for package in CORE
+        for path in sorted((src / package).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if FLAG_IN_ERROR.search(line) and "vllm bench serve" not in line  # another tool's flags
+    ]
+    assert not found, "\n".join(found)
+    assert FLAG_IN_ERROR.search('raise UsageError(f"--rate must be positive")')  # the pattern bites
+    assert FLAG_IN_ERROR.search('raise UsageError("choose another --output")')
