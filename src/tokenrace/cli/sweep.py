@@ -274,7 +274,7 @@ def sweep_lines(s: dict[str, Any]) -> list[str]:
             if s["stop_reason"] == "completed"
             else f"knee: none ({s['stop_reason']} at the first step)"
         )
-    lines.append(f"stopped: {s['stop_reason']}")
+    lines.append(f"stopped: {fmt(s.get('stop_reason') or 'no reason recorded (an older sweep.json)')}")
     if s.get("prefill"):
         p = s["prefill"]
         lines.append(
