@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from tokenrace.engines import ENGINES
 from tokenrace.errors import InvalidInput
 
 
@@ -21,20 +22,20 @@ class Provider:
     engine: str  # what serves it, for the manifest
 
 
-PROVIDERS: dict[str, Provider] = {
-    p.name: p
-    for p in [
-        Provider("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY", "groq"),
-        Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "openai"),
-        Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", "together"),
-        Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "openrouter"),
-        Provider("fireworks", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", "fireworks"),
-        Provider("vllm", "http://localhost:8000/v1", "VLLM_API_KEY", "vllm"),
-        Provider("sglang", "http://localhost:30000/v1", "SGLANG_API_KEY", "sglang"),
-        Provider("llamacpp", "http://localhost:8080/v1", "LLAMA_API_KEY", "llama.cpp"),
-        Provider("ollama", "http://localhost:11434/v1", None, "ollama"),
-    ]
-}
+HOSTED_PROVIDERS = (
+    Provider("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY", "groq"),
+    Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "openai"),
+    Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", "together"),
+    Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "openrouter"),
+    Provider("fireworks", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", "fireworks"),
+)
+# A local engine on its default port (tokenrace.engines), e.g. `--provider sglang` -> localhost:30000.
+ENGINE_PROVIDERS = tuple(
+    Provider(e.name, f"http://localhost:{e.default_port}/v1", e.key_env, e.name)
+    for e in ENGINES.values()
+    if e.default_port is not None
+)
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (*HOSTED_PROVIDERS, *ENGINE_PROVIDERS)}
 
 
 def normalize_base_url(url: str) -> str:
