@@ -47,6 +47,9 @@ def test_a_bad_line_in_the_prompts_file_is_named(tmp_path: Path) -> None:
         (["--price", "in=1,out=1", "--gpu-hour-cost", "2"], "--price"),
         (["--gpus", "2"], "--gpus"),
         (["--slo", "speed=fast"], "--slo"),
+        (["--hardware", "H100-SXM", "--model-config", "no-such-model-xyz"], "--model-config"),
+        (["--hardware", "no-such-gpu-xyz", "--model-config", "llama-3.1-8b"], "--hardware"),
+        (["--hardware", "H100-SXM", "--model-config", "llama-3.1-8b", "--precision", "bf99"], "--precision"),
     ],
 )
 def test_other_inputs_name_their_flag(args: list[str], flag: str) -> None:
@@ -76,7 +79,7 @@ def test_the_core_names_the_input_not_the_flag() -> None:
     assert err.value.param == "max_concurrency" and "--" not in str(err.value)
 
 
-CORE = ("client", "load", "figures", "runs", "sweep", "report")
+CORE = ("client", "load", "figures", "runs", "sweep", "report", "plan", "doctor", "serve", "monitor")
 # A raise whose message speaks of a command-line flag: `Error("--rate ...")`, `Error(f"... --output")`.
 FLAG_IN_ERROR = re.compile(r"""(Error|InvalidInput)\((["'][a-z_]+["'],\s*)?f?["'][^"']*?(?<![\w-])--[a-z][a-z-]+""")
 
@@ -88,7 +91,7 @@ def test_core_errors_do_not_speak_flags() -> None:
         for package in CORE
         for path in sorted((src / package).rglob("*.py"))
         for n, line in enumerate(path.read_text().splitlines(), 1)
-        if FLAG_IN_ERROR.search(line) and "vllm bench serve" not in line  # another tool's flags
+        if FLAG_IN_ERROR.search(line) and not re.search(r"vllm bench serve|tokenrace \w+ --", line)  # a command to run
     ]
     assert not found, "\n".join(found)
     assert FLAG_IN_ERROR.search('raise UsageError(f"--rate must be positive")')  # the pattern bites

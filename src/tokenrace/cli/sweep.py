@@ -19,7 +19,7 @@ from tokenrace.figures.cost import CostSpec
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
 from tokenrace.report.tables import fmt
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.session import BenchSettings, read_inputs
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
 from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, run_sweep
 
@@ -162,6 +162,8 @@ def _embedded(
     settings.model = None
     # One slot per request in flight: past its slots llama-server queues (and, busy, may reset connections).
     slots = int(min(max(plan.values or (4.0,)), MAX_EMBEDDED_SLOTS))
+    plan.validate(settings)  # bad input is reported before the engine takes its seconds to start
+    read_inputs(settings)
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)
 
     async def go() -> SweepResult:

@@ -20,7 +20,7 @@ from tokenrace.client.transport import Timeouts
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import server_cache
 from tokenrace.figures.cost import CostSpec
-from tokenrace.figures.efficiency import EfficiencySpec
+from tokenrace.figures.efficiency import EfficiencySpec, check_spec
 from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
 from tokenrace.load import prompts as prompt_sets
 from tokenrace.load.preflight import check_first, choose_model, list_models
@@ -116,6 +116,8 @@ def read_inputs(s: BenchSettings) -> Inputs:
     s.load.validate(finite=bool(s.workload.trace_file or s.workload.sessions_file))
     if s.output is not None and (Path(s.output) / RECORDS).exists():
         raise InvalidInput("output", f"{s.output} already holds a run; choose another directory")
+    if s.efficiency is not None:
+        check_spec(s.efficiency)
     local = s.tokenizer is not None and s.tokenizer != "server"
     return Inputs(
         prompts=None if s.prompts.input_tokens is not None else _given_prompts(s.prompts),
