@@ -21,7 +21,7 @@ def _input_error(p: object, flag: str) -> str:
     assert rc == 2, err
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}"), err
-    assert "127.0.0.1:9" not in err and "connect" not in err, err
+    assert "127.0.0.1:9" not in err and "cannot reach" not in err and "Cannot connect" not in err, err
     return lines[0]
 
 
@@ -47,6 +47,14 @@ def test_a_bad_line_in_the_prompts_file_is_named(tmp_path: Path) -> None:
         (["--price", "in=1,out=1", "--gpu-hour-cost", "2"], "--price"),
         (["--gpus", "2"], "--gpus"),
         (["--slo", "speed=fast"], "--slo"),
+        (["--prefix-groups", "0", "--shared-prefix-tokens", "32"], "--prefix-groups"),
+        (["--shared-prefix-tokens", "0"], "--shared-prefix-tokens"),
+        (["--max-tokens", "0"], "--max-tokens"),
+        (["--timeout-connect", "-1"], "--timeout-connect"),
+        (["--max-error-rate", "2"], "--max-error-rate"),
+        (["--monitor", "--metrics-url", "garbage"], "--metrics-url"),
+        (["--stages", "10s@x"], "--stages"),
+        (["--turns", "0"], "--turns"),
         (["--hardware", "H100-SXM", "--model-config", "no-such-model-xyz"], "--model-config"),
         (["--hardware", "no-such-gpu-xyz", "--model-config", "llama-3.1-8b"], "--hardware"),
         (["--hardware", "H100-SXM", "--model-config", "llama-3.1-8b", "--precision", "bf99"], "--precision"),

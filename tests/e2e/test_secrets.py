@@ -92,7 +92,7 @@ def test_a_key_from_the_environment_is_hidden(
 
 def test_a_header_from_an_unset_variable_is_an_input_error() -> None:
     p = tokenrace("bench", "--url", "http://127.0.0.1:9", "--header", "X-Api-Key: env:TOKENRACE_NO_SUCH_VAR")
-    assert p.returncode == 2 and "TOKENRACE_NO_SUCH_VAR" in p.stderr and "connect" not in p.stderr
+    assert p.returncode == 2 and "TOKENRACE_NO_SUCH_VAR" in p.stderr and "cannot reach" not in p.stderr
 
 
 def test_secret_names() -> None:

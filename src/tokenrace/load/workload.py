@@ -12,6 +12,7 @@ sessions, or a timestamped trace. Built once before the load starts, outside any
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -120,6 +121,19 @@ class WorkloadSpec:
     trace_speed: float = 1.0
     trace_block_tokens: int = DEFAULT_BLOCK_TOKENS
 
+    def validate(self) -> None:
+        """Raise InvalidInput for a size, a count or a speed that no workload can have."""
+        if self.shared_prefix_tokens is not None and self.shared_prefix_tokens < 1:
+            raise InvalidInput("shared_prefix_tokens", f"must be at least 1 token, got {self.shared_prefix_tokens}")
+        if self.prefix_groups < 1:
+            raise InvalidInput("prefix_groups", f"must be at least 1, got {self.prefix_groups}")
+        if not self.think_time_s >= 0:
+            raise InvalidInput("think_time", f"must not be negative, got {self.think_time_s} s")
+        if not (self.trace_speed > 0 and math.isfinite(self.trace_speed)):
+            raise InvalidInput("trace_speed", f"must be a positive number, got {self.trace_speed}")
+        if self.trace_block_tokens < 1:
+            raise InvalidInput("trace_block_tokens", f"must be at least 1 token, got {self.trace_block_tokens}")
+
     def busts(self, base: PromptSet) -> bool:
         if self.cache_bust is not None:
             return self.cache_bust
@@ -150,7 +164,9 @@ class WorkloadFiles:
 
 
 def read_workload_files(spec: WorkloadSpec) -> WorkloadFiles:
-    """Read the spec's files. A bad file raises InvalidInput naming the input (`trace`, `sessions`)."""
+    """Check the spec and read its files. A bad file raises InvalidInput naming the input (`trace`,
+    `sessions`)."""
+    spec.validate()
     trace_file, sessions_file = spec.trace_file, spec.sessions_file
     trace = _as_input("trace", lambda: load_trace(trace_file, spec.trace_format)) if trace_file else None
     conversations = _as_input("sessions", lambda: _conversation_file(sessions_file)) if sessions_file else None

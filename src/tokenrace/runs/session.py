@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -116,6 +117,7 @@ def read_inputs(s: BenchSettings) -> Inputs:
     s.load.validate(finite=bool(s.workload.trace_file or s.workload.sessions_file))
     if s.output is not None and (Path(s.output) / RECORDS).exists():
         raise InvalidInput("output", f"{s.output} already holds a run; choose another directory")
+    _check_request(s)
     if s.efficiency is not None:
         check_spec(s.efficiency)
     local = s.tokenizer is not None and s.tokenizer != "server"
@@ -124,6 +126,21 @@ def read_inputs(s: BenchSettings) -> Inputs:
         files=read_workload_files(s.workload),
         tokenizer=load_tokenizer(s.tokenizer) if local and s.tokenizer else None,
     )
+
+
+def _check_request(s: BenchSettings) -> None:
+    if s.request.max_tokens is not None and s.request.max_tokens < 1:
+        raise InvalidInput("max_tokens", f"must be at least 1, got {s.request.max_tokens}")
+    for name in ("connect", "first_byte", "idle", "total"):
+        limit = getattr(s.timeouts, name)
+        if limit is not None and not limit > 0:
+            raise InvalidInput(f"timeout_{name}", f"must be a positive number of seconds, got {limit}")
+    if s.max_error_rate is not None and not 0 <= s.max_error_rate <= 1:
+        raise InvalidInput("max_error_rate", f"must be a share between 0 and 1, got {s.max_error_rate}")
+    if s.metrics_url is not None:
+        parts = urlsplit(s.metrics_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise InvalidInput("metrics_url", f"must look like http://host:port/metrics, got {s.metrics_url!r}")
 
 
 def _given_prompts(spec: PromptSpec) -> PromptSet:
