@@ -200,7 +200,11 @@ def _report(result: SweepResult, as_json: bool) -> None:
 
 def sweep_table(s: dict[str, Any]) -> Table:
     kind = s["sweep"]
-    t = Table(title=f"{kind} sweep: {s.get('model')} @ {s.get('endpoint')}", title_justify="left", header_style="bold")
+    t = Table(
+        title=f"{kind} sweep: {fmt(s.get('model'))} @ {fmt(s.get('endpoint'))}",
+        title_justify="left",
+        header_style="bold",
+    )
     first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}[kind]
     priced = any(_usd(row) is not None for row in s["steps"])
     cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached")
