@@ -104,3 +104,30 @@ def test_core_errors_do_not_speak_flags() -> None:
     assert not found, "\n".join(found)
     assert FLAG_IN_ERROR.search('raise UsageError(f"--rate must be positive")')  # the pattern bites
     assert FLAG_IN_ERROR.search('raise UsageError("choose another --output")')
+
+
+def test_every_input_the_core_names_has_a_flag() -> None:
+    import importlib
+
+    import click
+
+    from tokenrace.cli import COMMANDS, flag_for
+
+    flags: set[str] = set()
+
+    def collect(cmd: click.Command) -> None:
+        for param in cmd.params:
+            flags.update(o.split("/")[0] for o in (*param.opts, *param.secondary_opts))
+        for sub in getattr(cmd, "commands", {}).values():
+            collect(sub)
+
+    for module in COMMANDS.values():
+        collect(importlib.import_module(module).command)
+    src = Path(__file__).resolve().parents[2] / "src" / "tokenrace"
+    named = {
+        m.group(1)
+        for path in src.rglob("*.py")
+        for m in re.finditer(r"""InvalidInput\(\s*f?["']([a-z_]+)["']""", path.read_text())
+    }
+    assert len(named) > 30, named  # the scan finds them
+    assert not {p for p in named if flag_for(p) not in flags}, sorted(p for p in named if flag_for(p) not in flags)

@@ -52,19 +52,12 @@ def cli() -> None:
     """Measure LLM inference backends honestly, plan hardware, and route traffic between them."""
 
 
-# Inputs whose flag is not `--` + the input's name with dashes.
-FLAG_OF: dict[str, str] = {
-    "duration_s": "--duration",
-    "prompts_file": "--prompts",
-    "sessions_file": "--sessions",
-    "trace_file": "--trace",
-    "ramp_s": "--ramp",
-}
-
-
 def flag_for(param: str) -> str:
-    """The command-line flag that sets the core's input `param` (`max_concurrency` -> `--max-concurrency`)."""
-    return FLAG_OF.get(param, "--" + param.replace("_", "-"))
+    """The command-line flag that sets the core's input `param` (`max_concurrency` -> `--max-concurrency`).
+
+    The core names an input as the flag does, in snake case; a test checks that every name the core
+    raises has its flag."""
+    return "--" + param.replace("_", "-")
 
 
 def error_line(err: TokenraceError) -> str:
