@@ -12,7 +12,7 @@ extras="embedded"
 want_chromium=0
 for arg in "$@"; do
   case "$arg" in
-    --tests) extras="embedded,test"; want_chromium=1 ;;
+    --tests) extras="embedded,test,otel,ray"; want_chromium=1 ;;  # otel, ray: their tests run in CI too
     *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
   esac
 done

@@ -31,6 +31,19 @@ def fake_key(prefix: str, name: str = "test") -> str:
     return f"{prefix}notarealkey{name}{'0' * 8}"
 
 
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`tokenrace ARGS` run in this process: (exit code, stdout, stderr)."""
+    from tokenrace.cli import main
+
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def sigint_default() -> None:
     """preexec_fn for a child a test will interrupt: a shell without job control starts background
     jobs with SIGINT ignored, children inherit that, and Python then installs no Ctrl-C handler."""

@@ -131,8 +131,8 @@ def _grouped_resampled(groups: Sequence[np.ndarray], stat: str, rng: np.random.G
 
 
 def ratio_ci(
-    a: Sequence[float] | Sequence[np.ndarray],
-    b: Sequence[float] | Sequence[np.ndarray],
+    a: Sequence[float] | Sequence[np.ndarray] | np.ndarray,
+    b: Sequence[float] | Sequence[np.ndarray] | np.ndarray,
     stat: str = "p50",
     grouped: bool = False,
     resamples: int = RESAMPLES,
@@ -159,7 +159,9 @@ def ratio_ci(
     return RatioCI(sa, sb, ratio, float(low), float(high))
 
 
-def _as_groups(x: Sequence[float] | Sequence[np.ndarray], grouped: bool) -> np.ndarray | list[np.ndarray] | None:
+def _as_groups(
+    x: Sequence[float] | Sequence[np.ndarray] | np.ndarray, grouped: bool
+) -> np.ndarray | list[np.ndarray] | None:
     if grouped:
         groups = [np.asarray(g, dtype=float) for g in x]
         groups = [g for g in groups if g.size]

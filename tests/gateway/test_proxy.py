@@ -389,6 +389,7 @@ def test_shadow_copies_are_compared_and_never_reach_the_client(
     assert metric(gw, "tokenrace_gateway_shadow_ttft_seconds_count", backend="b") == 2
     shadow = state(gw)["routes"]["m"]["shadow"]
     assert shadow["agreement_mean"] == 1.0 and shadow["ok"] == 3 and shadow["ttft_ms"]["p50"] is not None
+    assert shadow["exact_match_rate"] == 1.0
     post(gw, chat(max_tokens=4))  # both get max_tokens 4: still equal
     with FakeServerThread({"ttft_ms": 1, "itl_ms": 0, "output_tokens": 4, "models": ["m"]}) as short:
         gw2 = gateway(
@@ -399,7 +400,9 @@ def test_shadow_copies_are_compared_and_never_reach_the_client(
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and metric(gw2, "tokenrace_gateway_shadow_agreement_count") < 1:
             time.sleep(0.05)
-        assert abs(metric(gw2, "tokenrace_gateway_shadow_agreement_sum") - 2 * 4 / 12) < 1e-9  # 4 of 8 words shared
+        # The token-level similarity of the quality comparison: the short answer is the first 4 of 8 tokens.
+        assert abs(metric(gw2, "tokenrace_gateway_shadow_agreement_sum") - 2 * 4 / 12) < 1e-9
+        assert state(gw2)["routes"]["m"]["shadow"]["exact_match_rate"] == 0.0
 
 
 def test_http_1_0_clients_get_a_stream_ended_by_close(

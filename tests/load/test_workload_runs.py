@@ -171,3 +171,70 @@ def test_compare_table_and_report_show_the_cache(cached: FakeServerThread, tmp_p
     assert row.b is not None and row.a is not None and row.change == pytest.approx(row.b - row.a)
     page = write([load(plain.directory)], tmp_path / "r.html", None, None).read_text()
     assert "prefix cache" in page and "What a sceptic would ask" in page
+
+
+def test_the_report_shows_cancelled_requests(tmp_path: Path) -> None:
+    from tokenrace.report.html import build
+    from tokenrace.report.tables import headline_lines
+    from tokenrace.runs.reader import load
+
+    with FakeServerThread({"ttft_ms": 1, "itl_ms": 2, "output_tokens": 40}) as srv:
+        r = run(srv, tmp_path / "cancel", WorkloadSpec(), requests=30, cancel_rate=0.5)
+    n = r.summary["requests"]["cancelled"]
+    assert n > 0
+    assert any(f"cancelled by the client: {n}" in x for x in headline_lines(r.summary))
+    assert f"{n} cancelled by the client" in build([load(r.directory)])
+
+
+def test_the_sweep_report_has_a_cached_column(cached: FakeServerThread, tmp_path: Path) -> None:
+    import re
+
+    from tokenrace.report.html import build
+    from tokenrace.runs.reader import load
+    from tokenrace.sweep.runner import SweepPlan, run_sweep
+
+    settings = BenchSettings(
+        endpoint=ResolvedEndpoint(cached.base_url, None, None, "fake"),
+        request=RequestOptions(max_tokens=8),
+        load=Load(requests=12, cold=False),
+        workload=WorkloadSpec(cache_bust=False),  # the built-in prompts repeat: later steps hit
+        output=tmp_path / "sweep",
+    )
+    sweep = asyncio.run(run_sweep(settings, SweepPlan(values=(1, 2), stop_early=False)))
+    rates = [row["cache_hit_rate"] for row in sweep.summary["steps"]]
+    assert rates[-1] is not None and rates[-1] > 0.3
+    page = build([load(sweep.directory)])
+    table = page[page.index("<table") : page.index("</table>")]
+    assert "cached %" in table
+    assert f"{rates[-1] * 100:,.1f}" in re.findall(r"<td class='num'>([^<]*)</td>", table)
+
+
+def test_a_public_dump_with_bad_entries_stops_or_is_skipped_with_a_count(
+    cached: FakeServerThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.conftest import in_process
+
+    good = {"id": "ok", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
+    bad = [{"id": "empty", "conversations": []}, {"id": "gpt-first", "conversations": [{"from": "gpt", "value": "x"}]}]
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps([good, *bad, good | {"id": "ok2"}]))
+    args = ["bench", "--url", cached.base_url, "--sessions", str(path), "--max-tokens", "4", "--no-cold"]
+    code, _, err = in_process(capsys, *args, "-o", str(tmp_path / "strict"))
+    assert code == 2 and "entry 1" in err and len(err.strip().splitlines()) == 1
+    code, _, err = in_process(capsys, *args, "--skip-invalid-sessions", "-o", str(tmp_path / "skip"), "--json")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "skip" / "manifest.json").read_text())
+    notes = manifest["workload"]["notes"]
+    assert notes[0] == "2 conversations skipped (--skip-invalid-sessions)" and len(notes) == 3
+    assert json.loads((tmp_path / "skip" / "summary.json").read_text())["requests"]["total"] == 2
+    code, _, err = in_process(capsys, "bench", "--url", cached.base_url, "--skip-invalid-sessions")
+    assert code == 2 and "--skip-invalid-sessions applies to a --sessions file" in err
+
+
+def test_skipped_notes_count_all_and_list_the_first_few() -> None:
+    from tokenrace.load.workload import MAX_SKIPPED_NOTES, skipped_notes
+
+    assert skipped_notes(()) == ()
+    notes = skipped_notes(tuple(f"entry {i}: empty" for i in range(MAX_SKIPPED_NOTES + 5)))
+    assert notes[0].startswith(f"{MAX_SKIPPED_NOTES + 5} conversations skipped")
+    assert notes[-1] == "... and 5 more" and len(notes) == MAX_SKIPPED_NOTES + 2

@@ -19,6 +19,8 @@ from tests.quality.answers import right_answer, wrong_answer
 
 from tokenrace.quality.suites import Item
 
+FILLER = "the quick brown fox jumps over the lazy dog"
+
 
 @dataclass
 class Behaviour:
@@ -50,7 +52,8 @@ def build_app(b: Behaviour) -> web.Application:
             return web.json_response({"error": {"message": "programmed failure"}}, status=500)
         await asyncio.sleep(b.delay_s)
         prompt = body["messages"][-1]["content"]
-        right, wrong = b.answers[prompt]
+        # A prompt that is not a quality item (bench's speed run) gets the same filler either way.
+        right, wrong = b.answers.get(prompt, (FILLER, FILLER))
         answer = right if random.Random(f"{b.seed}/{prompt}").random() < b.share else wrong
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)

@@ -10,23 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import fake_key, sigint_default
+from tests.conftest import fake_key, in_process, sigint_default
 from tests.quality.fake_answers import AnswerServer, behaviour
 
-from tokenrace.cli import main
 from tokenrace.quality.suites import resolve_suites
 
 SECRET = fake_key("sk-", "quality")
-
-
-def tokenrace(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_one_run_json_and_key_from_a_variable(
@@ -37,7 +26,7 @@ def test_one_run_json_and_key_from_a_variable(
     items = resolve_suites(["copy", "sorting"], 6, 0)
     with AnswerServer(behaviour(items, 1.0)) as srv:
         args = ["quality", "--url", srv.url, "--suite", "copy", "--suite", "sorting", "--samples", "6"]
-        code, out, err = tokenrace(
+        code, out, err = in_process(
             capsys, *args, "--api-key-env", "MY_QUALITY_KEY", "-o", str(tmp_path / "r"), "--json"
         )
         auth = set(srv.behaviour.authorizations)
@@ -54,20 +43,22 @@ def test_compare_two_endpoints_then_two_directories(tmp_path: Path, capsys: pyte
     items = resolve_suites(["arithmetic", "json_extract"], 20, 0)
     with AnswerServer(behaviour(items, 0.95, seed=1)) as a, AnswerServer(behaviour(items, 0.4, seed=2)) as b:
         args = ["quality", "--compare", a.url, b.url, "--suite", "arithmetic", "--suite", "json_extract"]
-        code, out, err = tokenrace(capsys, *args, "--samples", "20", "-o", str(tmp_path / "cmp"), "--markdown")
+        code, out, err = in_process(capsys, *args, "--samples", "20", "-o", str(tmp_path / "cmp"), "--markdown")
     assert code == 0, err
     assert "| both right | only A right | only B right | both wrong | exact McNemar p |" in out
     assert "B worse" in out and "TTFT p50 (ms)" in out
     saved = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
     assert saved["kind"] == "quality-comparison" and saved["paired"]["n"] == 40
     assert set(saved["suites"]) == {"arithmetic", "json_extract"}
-    code, out, err = tokenrace(
+    code, out, err = in_process(
         capsys, "quality", "--compare", str(tmp_path / "cmp" / "a"), str(tmp_path / "cmp" / "b"), "--json"
     )
     assert code == 0, err
     again = json.loads(out)
     assert again["paired"] == saved["paired"] and again["verdict"] == saved["verdict"] == "B worse"
-    code, out, err = tokenrace(capsys, "quality", "--compare", str(tmp_path / "cmp" / "a"), str(tmp_path / "cmp" / "b"))
+    code, out, err = in_process(
+        capsys, "quality", "--compare", str(tmp_path / "cmp" / "a"), str(tmp_path / "cmp" / "b")
+    )
     assert code == 0 and "speed and quality, side by side" in out and "B worse" in out
 
 
@@ -87,7 +78,7 @@ def test_compare_two_endpoints_then_two_directories(tmp_path: Path, capsys: pyte
 def test_bad_input_is_one_line_naming_the_flag(
     capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
-    code, _, err = tokenrace(capsys, "quality", *args)
+    code, _, err = in_process(capsys, "quality", *args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
 
@@ -127,7 +118,7 @@ def test_unreachable_endpoint_is_one_line_exit_3(tmp_path: Path, capsys: pytest.
     url = f"http://127.0.0.1:{free_port()}/v1"
     for extra in ([], ["--model", "m"]):  # the model lookup fails first, or else the first item
         out = tmp_path / f"r{len(extra)}"
-        code, _, err = tokenrace(
+        code, _, err = in_process(
             capsys, "quality", "--url", url, "--suite", "copy", "--samples", "3", "-o", str(out), *extra
         )
         assert code == 3 and len(err.strip().splitlines()) == 1, err

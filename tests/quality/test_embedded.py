@@ -51,3 +51,21 @@ def test_compare_q4_1_with_a_local_q2_k_copy(tmp_path: Path, capsys: pytest.Capt
     copies = list((Path(os.environ["TOKENRACE_HOME"]) / "models").glob("*Q2_K*.gguf"))
     assert len(copies) == 1 and Path(b["engine"]["model_file"]["path"]) == copies[0]
     assert (out / "a" / "items.jsonl").is_file() and (out / "b" / "quality.json").is_file()
+
+
+def test_bench_quality_samples_asks_the_measured_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    require_embedded()
+    out = tmp_path / "profile"
+    args = ["bench", "--requests", "3", "--max-tokens", "8", "--quality-samples", "1", "-o", str(out), "--json"]
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert exc.code in (0, None)
+    doc = json.loads(capsys.readouterr().out)
+    quality = doc["quality"]
+    # One item per built-in suite, asked of the engine the profile measured, before it stopped.
+    assert quality["settings"]["items"] == 6 and quality["engine"]["model_file"]["quantization"] == "MOSTLY_Q4_1"
+    manifest = json.loads((out / "run" / "manifest.json").read_text())
+    assert quality["endpoint"] == manifest["endpoint"] and quality["model"] == manifest["model"]
+    assert (out / "quality" / "quality.json").is_file() and (out / "profile.json").is_file()
+    assert len((out / "quality" / "items.jsonl").read_text().splitlines()) == 6

@@ -43,7 +43,8 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS or importlib.util.find_spec(COMMANDS[name]) is None:
             return None
-        return importlib.import_module(COMMANDS[name]).command
+        command: click.Command = importlib.import_module(COMMANDS[name]).command
+        return command
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

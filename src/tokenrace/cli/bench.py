@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tokenrace.cli.common import echo_json
+from tokenrace.cli import bench_quality
+from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
 from tokenrace.load.progress import LiveProgress
 from tokenrace.report.tables import print_summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, read_inputs
 
+if TYPE_CHECKING:
+    from tokenrace.quality.models import QualityResult
+    from tokenrace.serve.launch import RunningEngine
 
-def run_async(coro):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
     try:
         import uvloop
 
@@ -27,14 +36,19 @@ def run_async(coro):  # type: ignore[no-untyped-def]
 
 @click.command("bench")
 @bench_options
+@bench_quality.OPTION
 @click.pass_context
-def command(ctx: click.Context, **o: object) -> None:
+def command(ctx: click.Context, /, **o: Any) -> None:
     """Benchmark an OpenAI-compatible endpoint and write records.jsonl, summary.json, manifest.json.
 
     With no --url (and no OPENAI_BASE_URL), start the embedded llama.cpp model and run the default
     profile: one cold request, 10 warm requests at concurrency 1, then concurrency 2 and 4.
+    With --quality-samples N, a quality pass follows on the same endpoint (RUN/quality/).
     """
     settings = settings_from_options(o)
+    samples = o["quality_samples"]
+    assert samples is None or isinstance(samples, int)
+    bench_quality.check_samples(samples)
     if settings.endpoint is None:
         explicit = any(ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE for k in LOAD_FLAGS)
         _embedded(ctx, settings, o, single_run=explicit)
@@ -43,13 +57,17 @@ def command(ctx: click.Context, **o: object) -> None:
     with progress:
         result = run_async(BenchSession(settings, progress, sys.argv).run())
     index_quietly(result.directory)
-    report(result, bool(o["as_json"]))
+    quality = None
+    if samples and not result.interrupted:
+        base_url, model = settings.endpoint.base_url, str(result.manifest["model"])
+        quality = bench_quality.run_pass(settings, base_url, model, samples, result.directory, bool(o["as_json"]))
+    report(result, bool(o["as_json"]), quality)
 
 
 LOAD_FLAGS = ("concurrency", "rate", "requests", "duration")
 
 
-def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object], single_run: bool) -> None:
+def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_run: bool) -> None:
     from tokenrace.report.tables import print_profile
     from tokenrace.serve.embedded import EmbeddedOptions
     from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
@@ -75,24 +93,45 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: dict[str, object],
     def progress_for(name: str, load: object) -> LiveProgress:
         return LiveProgress(getattr(load, "requests", None), enabled=not o["as_json"])
 
+    samples = o["quality_samples"]
+    after = None
+    if isinstance(samples, int):
+        # Inside the profile, so that the pass asks the engine that was measured before it stops.
+        async def after(engine: RunningEngine, directory: Path) -> QualityResult:
+            return await bench_quality.quality_pass(
+                settings, engine.base_url, engine.model, samples, directory, bool(o["as_json"]), engine.record
+            )
+
     result = run_async(
-        run_profile(settings, EmbeddedOptions(model=Path(model) if model else None), progress_for, steps)
+        run_profile(settings, EmbeddedOptions(model=Path(model) if model else None), progress_for, steps, after)
     )
     if o["as_json"]:
-        echo_json(result.summary)
+        echo_json(_with_quality(result.summary, result.after))
     else:
         print_profile(result.summary)
         click.echo(f"run directory: {result.directory}")
+        if result.after is not None:
+            bench_quality.print_pass(result.after, result.directory)
     if any(r.interrupted for _, r in result.steps):
         sys.exit(130)
 
 
-def report(result: BenchResult, as_json: bool) -> None:
+def _with_quality(summary: dict[str, Any], quality: QualityResult | None) -> dict[str, Any]:
+    """The printed JSON: the summary, plus the quality pass's quality.json when there was one."""
+    return summary if quality is None else {**summary, "quality": quality.model_dump(mode="json")}
+
+
+def report(result: BenchResult, as_json: bool, quality: QualityResult | None = None) -> None:
     if as_json:
-        echo_json(result.summary)
+        echo_json(_with_quality(result.summary, quality))
     else:
         print_summary(result.summary, title=f"{result.manifest['model']} @ {result.manifest['endpoint']}")
         click.echo(f"run directory: {result.directory}")
+        if quality is not None:
+            bench_quality.print_pass(quality, result.directory)
+    workers = result.manifest.get("workers") or {}
+    if workers.get("reason"):
+        click.echo(f"--workers {workers['requested']}: {workers['count']} ({workers['reason']})", err=True)
     if result.interrupted:
         click.echo("interrupted: what was measured is saved", err=True)
         sys.exit(130)

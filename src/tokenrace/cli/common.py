@@ -10,6 +10,10 @@ import click
 
 from tokenrace.errors import UsageError
 
+# click's parsed option values. Their types are set by the option declarations, which mypy cannot see,
+# so the CLI edge takes them as Any and the core receives typed settings built from them.
+Options = dict[str, Any]
+
 
 def parse_duration_s(text: str | None, flag: str = "--duration") -> float | None:
     """`90`, `90s`, `5m`, `1h`, `250ms` -> seconds."""

@@ -12,7 +12,18 @@ from rich.table import Table
 
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.sweep import wide_console
-from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title, to_csv, to_markdown
+from tokenrace.report.compare import (
+    HEADER,
+    Report,
+    compare,
+    cost_rows,
+    quality_title,
+    table_rows,
+    title,
+    to_csv,
+    to_markdown,
+)
+from tokenrace.report.quality import QualitySection, side_rows
 from tokenrace.report.tables import fmt
 from tokenrace.runs.reader import load
 
@@ -31,6 +42,9 @@ def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: boo
     result JSON (--save-result --save-detailed) or an AIPerf profile_export.jsonl. The first is the
     baseline A. Sweeps are compared step by step (same concurrency, rate or prompt size). Cost rows
     appear with --price or --gpu-hour-cost, or when the price table knows the runs' provider and model.
+    A run with a quality pass (quality.json in its directory or its quality/ subdirectory, as
+    `bench --quality-samples` writes) adds its accuracy, and the paired verdict when both sides
+    answered the same items.
     """
     report = compare([load(r) for r in runs], extra=cost_rows(spec_from_options(o)))
     if as_json or as_markdown or as_csv:
@@ -65,6 +79,8 @@ def print_report(report: Report, console: Console) -> None:
             style = "green" if r.verdict == "B better" else "red" if r.verdict in ("B worse", "B fails more") else None
             t.add_row(*row, style=style)
         console.print(t)
+    for q in report.quality:
+        print_quality(q, console)
     if report.knees:
         for name, knee in report.knees.items():
             k = "not reached" if not knee else f"{knee['step']} ({fmt(knee.get('throughput_tokens_per_s'))} tok/s)"
@@ -75,3 +91,19 @@ def print_report(report: Report, console: Console) -> None:
         style="dim",
         highlight=False,
     )
+
+
+def print_quality(q: QualitySection, console: Console) -> None:
+    from tokenrace.cli.quality import print_paired
+
+    t = Table(title=quality_title(q), title_justify="left", header_style="bold")
+    t.add_column("")
+    t.add_column("A", justify="right")
+    t.add_column("B", justify="right")
+    for what, a, b in side_rows(q):
+        t.add_row(what, a, b)
+    console.print(t)
+    if q.comparison is not None:
+        print_paired(q.comparison, console, warnings=False)  # they are in the panel above
+    if q.note:
+        console.print(q.note, style="yellow", highlight=False)

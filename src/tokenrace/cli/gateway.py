@@ -78,10 +78,17 @@ def _summary(config: object) -> str:
     assert isinstance(config, GatewayConfig)
     parts = [_count(len(config.backends), "backend"), _count(len(config.routes), "route")]
     for route in config.routes:
+        for target in route.backends:
+            if len(target.names) > 1 and target.policy != "least_in_flight":
+                parts.append(f"{target.policy} pool on {route.model}: {', '.join(target.names)}")
         if route.canary is not None:
             ramp = " -> ".join(f"{s:g}%" for s in route.canary.steps)
             parts.append(f"canary on {route.model}: {route.canary.names[0]} {ramp}, hold {route.canary.hold_s:g} s")
     parts.append("client keys required" if config.auth.required else "no client keys (auth.required: false)")
+    if config.telemetry.otel:
+        parts.append("OpenTelemetry spans on")
+    if config.state is not None:
+        parts.append(f"state shared through Redis (${config.state.redis_url_env}, keys {config.state.key_prefix}:*)")
     return "; ".join(parts)
 
 

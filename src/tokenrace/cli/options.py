@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from tokenrace.cli.common import parse_duration_s, parse_headers, parse_json_object, parse_mean_std
+from tokenrace.cli.common import Options, parse_duration_s, parse_headers, parse_json_object, parse_mean_std
 from tokenrace.cli.workload_options import apply_workload_options, workload_options
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, resolve_endpoint
@@ -18,6 +18,7 @@ from tokenrace.figures.cost import CostSpec, spec
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.figures.summary import parse_slo
 from tokenrace.load.runner import Load
+from tokenrace.load.workers import WorkersSpec, parse_workers
 from tokenrace.runs.session import BenchSettings, PromptSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -129,6 +130,14 @@ _OPTIONS = [
         type=float,
         help="Exit non-zero above this error rate (default: only if every request failed).",
     ),
+    click.option(
+        "--workers",
+        help="Send from N worker processes, or 'auto' (as many as the calibrated client needs); one scheduler keeps the load.",
+    ),
+    click.option(
+        "--ray",
+        help="Run the workers as Ray actors spread over a Ray cluster's nodes: 'auto' or the cluster's address.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
 ]
 
@@ -140,73 +149,81 @@ def bench_options(fn: F) -> F:
     return cost_options(workload_options(fn))
 
 
-def settings_from_options(o: dict[str, object]) -> BenchSettings:
+def settings_from_options(o: Options) -> BenchSettings:
     return apply_workload_options(_settings(o), o)
 
 
-def _settings(o: dict[str, object]) -> BenchSettings:
-    endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"])  # type: ignore[arg-type]
-    extra = parse_json_object(o["extra_body"], "--extra-body")  # type: ignore[arg-type]
+def _settings(o: Options) -> BenchSettings:
+    endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"])
+    extra = parse_json_object(o["extra_body"], "--extra-body")
     if o["ignore_eos"]:
         extra.setdefault("ignore_eos", True)
-    duration = parse_duration_s(o["duration"])  # type: ignore[arg-type]
+    duration = parse_duration_s(o["duration"])
     requests = o["requests"] if o["requests"] is not None or duration else 100
-    output_tokens = parse_mean_std(o["output_tokens"], "--output-tokens")  # type: ignore[arg-type]
-    headers, env_headers = parse_headers(o["headers"])  # type: ignore[arg-type]
+    output_tokens = parse_mean_std(o["output_tokens"], "--output-tokens")
+    headers, env_headers = parse_headers(o["headers"])
     return BenchSettings(
         endpoint=endpoint,
-        model=o["model"],  # type: ignore[arg-type]
+        model=o["model"],
         request=RequestOptions(
             api=o["api"],
             stream=o["stream"],
-            include_usage=o["include_usage"],  # type: ignore[arg-type]
+            include_usage=o["include_usage"],
             max_tokens=o["max_tokens"],
             temperature=o["temperature"],
-            seed=o["seed"],  # type: ignore[arg-type]
+            seed=o["seed"],
             extra_body=extra,
             extra_headers=headers,
         ),
-        timeouts=Timeouts(o["timeout_connect"], o["timeout_first_byte"], o["timeout_idle"], o["timeout_total"]),  # type: ignore[arg-type]
+        timeouts=Timeouts(o["timeout_connect"], o["timeout_first_byte"], o["timeout_idle"], o["timeout_total"]),
         load=Load(
             concurrency=o["concurrency"],
             rate=o["rate"],
             arrival=o["arrival"],
-            burstiness=o["burstiness"],  # type: ignore[arg-type]
+            burstiness=o["burstiness"],
             max_concurrency=o["max_concurrency"],
             requests=requests,
-            duration_s=duration,  # type: ignore[arg-type]
+            duration_s=duration,
             warmup=o["warmup"],
             cold=o["cold"],
             seed=o["seed"],
-            keep_awake=bool(o["keep_awake"]),  # type: ignore[arg-type]
+            keep_awake=bool(o["keep_awake"]),
         ),
         prompts=PromptSpec(
             text=o["prompt"],
-            file=o["prompts_file"],  # type: ignore[arg-type]
-            input_tokens=parse_mean_std(o["input_tokens"], "--input-tokens"),  # type: ignore[arg-type]
+            file=o["prompts_file"],
+            input_tokens=parse_mean_std(o["input_tokens"], "--input-tokens"),
             output_tokens=output_tokens,
         ),
-        tokenizer=o["tokenizer"],  # type: ignore[arg-type]
-        slo=parse_slo(o["slo"]),  # type: ignore[arg-type]
-        output=o["output"],  # type: ignore[arg-type]
-        label=o["label"],  # type: ignore[arg-type]
-        max_error_rate=o["max_error_rate"],  # type: ignore[arg-type]
+        tokenizer=o["tokenizer"],
+        slo=parse_slo(o["slo"]),
+        output=o["output"],
+        label=o["label"],
+        max_error_rate=o["max_error_rate"],
         efficiency=_efficiency_spec(o),
         cost=spec_from_options(o),
         monitor=bool(o["monitor"]),
-        monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,  # type: ignore[arg-type]
-        metrics_url=o["metrics_url"],  # type: ignore[arg-type]
+        monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,
+        metrics_url=o["metrics_url"],
+        workers=_workers_spec(o.get("workers"), o.get("ray")),
         secret_headers=env_headers,
     )
 
 
-def _efficiency_spec(o: dict[str, object]) -> EfficiencySpec | None:
+def _workers_spec(workers: str | None, ray: str | None) -> WorkersSpec | None:
+    """--workers N|auto and --ray auto|ADDRESS; None: this process sends."""
+    if workers is None and ray is None:
+        return None
+    return WorkersSpec(parse_workers(workers), ray)
+
+
+def _efficiency_spec(o: Options) -> EfficiencySpec | None:
     hardware, model = o["hardware"], o["model_config"]
     if not hardware and not model:
         return None
     if not hardware or not model:
         raise UsageError("--hardware and --model-config go together (the bound needs both)")
-    return EfficiencySpec(str(hardware), str(model), o["precision"], o["devices"])  # type: ignore[arg-type]
+    return EfficiencySpec(str(hardware), str(model), o["precision"], o["devices"])
 
 
 # --- cost flags ---------------------------------------------------------------------------------

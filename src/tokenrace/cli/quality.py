@@ -243,6 +243,11 @@ def print_comparison(c: QualityComparison, console: Console) -> None:
     for what, a, b in rows(c):
         t.add_row(what, a, b)
     console.print(t)
+    print_paired(c, console)
+
+
+def print_paired(c: QualityComparison, console: Console, warnings: bool = True) -> None:
+    """Who is right where, B - A with its interval and verdict, per suite, and the agreement."""
     p = c.paired
     console.print(
         f"paired over {p.n} items: both right {p.both_right}, only A {p.only_a}, only B {p.only_b}, "
@@ -270,6 +275,6 @@ def print_comparison(c: QualityComparison, console: Console) -> None:
             f"token similarity {ag.token_similarity * 100:.1f} %",
             highlight=False,
         )
-    for w in c.warnings:
+    for w in c.warnings if warnings else []:
         console.print(f"WARNING: {w}", style="bold red", highlight=False)
     console.print(f"CI of B - A: {c.difference.method}; verdict from the CI.", style="dim", highlight=False)

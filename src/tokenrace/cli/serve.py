@@ -7,10 +7,11 @@ import shlex
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import click
 
-from tokenrace.cli.common import parse_json_object
+from tokenrace.cli.common import Options, parse_json_object
 from tokenrace.engines import LAUNCHABLE
 from tokenrace.errors import EngineError, UsageError
 from tokenrace.serve.embedded import EmbeddedOptions, find_llama_server
@@ -51,12 +52,12 @@ from tokenrace.serve.process import EngineProcess, wait_ready
 @click.option("--force", is_flag=True, help="Launch even when the planner says the model does not fit.")
 @click.option("--ready-timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for readiness.")
 def command(
-    model_arg: str | None, model_opt: str | None, engine: str, fake: bool, fake_config: str | None, **o: object
+    model_arg: str | None, model_opt: str | None, engine: str, fake: bool, fake_config: str | None, **o: Any
 ) -> None:
     """Start an engine, wait until it answers a real request, print its URL, stop on Ctrl-C."""
     model = model_opt or model_arg
     if fake:
-        _serve_fake(parse_json_object(fake_config, "--fake-config"), str(o["host"]), o["port"])  # type: ignore[arg-type]
+        _serve_fake(parse_json_object(fake_config, "--fake-config"), str(o["host"]), o["port"])
         return
     if engine == "embedded":
         _serve_embedded(model, o)
@@ -71,14 +72,14 @@ def _wait_for_ctrl_c() -> None:
     stop.wait()
 
 
-def _serve_embedded(model: str | None, o: dict[str, object]) -> None:
+def _serve_embedded(model: str | None, o: Options) -> None:
     opts = EmbeddedOptions(
         model=Path(model) if model else None,
         port=o["port"],
-        host=str(o["host"]),  # type: ignore[arg-type]
+        host=str(o["host"]),
         threads=o["threads"],
         ctx_size=int(o["ctx_size"]),
-        parallel=int(o["parallel"]),  # type: ignore[arg-type]
+        parallel=int(o["parallel"]),
     )
     if o["dry_run"]:
         from tokenrace.serve.embedded import default_model, llama_server_command, require_binary
@@ -87,7 +88,7 @@ def _serve_embedded(model: str | None, o: dict[str, object]) -> None:
             shlex.join(llama_server_command(require_binary(), opts.model or default_model(), opts.port or 0, opts))
         )
         return
-    engine = asyncio.run(start_embedded(opts, float(o["ready_timeout"])))  # type: ignore[arg-type]
+    engine = asyncio.run(start_embedded(opts, float(o["ready_timeout"])))
     try:
         click.echo(f"serving {engine.model} at {engine.base_url} (llama-server pid {engine.proc.pid}); Ctrl-C stops it")
         _wait_for_ctrl_c()
@@ -95,26 +96,26 @@ def _serve_embedded(model: str | None, o: dict[str, object]) -> None:
         engine.stop()
 
 
-def _serve_engine(engine: str, model: str | None, o: dict[str, object]) -> None:
+def _serve_engine(engine: str, model: str | None, o: Options) -> None:
     if not model:
         raise UsageError(f"--engine {engine} needs a MODEL (an id such as meta-llama/Llama-3.1-8B-Instruct, or a path)")
     spec = LaunchSpec(
         engine=engine,
         model=model,
         host=str(o["host"]),
-        port=int(o["port"] or default_port(engine)),  # type: ignore[arg-type]
+        port=int(o["port"] or default_port(engine)),
         tensor_parallel_size=int(o["tensor_parallel_size"]),
-        max_model_len=o["max_model_len"],  # type: ignore[arg-type]
+        max_model_len=o["max_model_len"],
         gpu_memory_utilization=o["gpu_memory_utilization"],
-        dtype=o["dtype"],  # type: ignore[arg-type]
+        dtype=o["dtype"],
         quantization=o["quantization"],
         max_num_seqs=o["max_num_seqs"],
-        gpu_layers=o["gpu_layers"],  # type: ignore[arg-type]
-        parallel=int(o["parallel"]),  # type: ignore[arg-type]
+        gpu_layers=o["gpu_layers"],
+        parallel=int(o["parallel"]),
     )
     llama = find_llama_server()
     argv = build_command(spec, str(llama) if llama else "llama-server")
-    fit = check_fit(spec, o["hardware"])  # type: ignore[arg-type]
+    fit = check_fit(spec, o["hardware"])
     if o["dry_run"]:
         click.echo(f"# fit: {fit.message}", err=True)
         click.echo(shlex.join(argv))
@@ -126,7 +127,7 @@ def _serve_engine(engine: str, model: str | None, o: dict[str, object]) -> None:
         raise EngineError(f"{engine} is not installed: {INSTALL[engine]}")
     proc = EngineProcess(argv, engine).start()
     try:
-        ready = asyncio.run(wait_ready(proc, f"http://{spec.host}:{spec.port}", None, float(o["ready_timeout"])))  # type: ignore[arg-type]
+        ready = asyncio.run(wait_ready(proc, f"http://{spec.host}:{spec.port}", None, float(o["ready_timeout"])))
         click.echo(
             f"serving {ready['model']} at http://{spec.host}:{spec.port}/v1 ({engine} pid {proc.pid}); Ctrl-C stops it"
         )
@@ -135,7 +136,7 @@ def _serve_engine(engine: str, model: str | None, o: dict[str, object]) -> None:
         proc.stop()
 
 
-def _serve_fake(config: dict[str, object], host: str, port: int | None) -> None:
+def _serve_fake(config: Options, host: str, port: int | None) -> None:
     from tokenrace.testing.fake_server import serve
 
     def ready(url: str) -> None:

@@ -93,7 +93,7 @@ def command(ctx: click.Context, /, **o: Any) -> None:
 
 
 def run_async(coro: Coroutine[Any, Any, SweepResult]) -> SweepResult:
-    result: SweepResult = _run_async(coro)  # type: ignore[no-untyped-call]
+    result: SweepResult = _run_async(coro)
     return result
 
 

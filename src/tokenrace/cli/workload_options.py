@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from tokenrace.cli.common import parse_duration_s
+from tokenrace.errors import UsageError
 from tokenrace.load.shapes import parse_stages
 from tokenrace.load.workload import WorkloadSpec
 from tokenrace.load.workloads.sessions import DEFAULT_SESSION_HEADER, parse_turns
@@ -38,6 +39,12 @@ _OPTIONS = [
         "sessions_file",
         type=click.Path(dir_okay=False),
         help="Replay conversations: ShareGPT JSON or JSONL with OpenAI messages (user turns sent, real answers kept).",
+    ),
+    click.option(
+        "--skip-invalid-sessions",
+        is_flag=True,
+        help="With --sessions: leave out entries that are not a usable conversation (empty, assistant-first), "
+        "counted in the manifest, instead of stopping at the first.",
     ),
     click.option(
         "--session-header",
@@ -80,6 +87,8 @@ def workload_options(fn: F) -> F:
 
 def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchSettings:
     """The settings with the workload flags applied (all parsed here, before any network call)."""
+    if o.get("skip_invalid_sessions") and not o.get("sessions_file"):
+        raise UsageError("--skip-invalid-sessions applies to a --sessions file; none was given")
     turns = parse_turns(o["turns"]) if o.get("turns") else None
     think = parse_duration_s(o.get("think_time"), "--think-time") or 0.0
     stages = parse_stages(o["stages"], o.get("stages_kind") or "rate") if o.get("stages") else None
@@ -91,6 +100,7 @@ def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchS
         turns=turns,
         think_time_s=think,
         sessions_file=o.get("sessions_file"),
+        skip_invalid_sessions=bool(o.get("skip_invalid_sessions")),
         session_header=o.get("session_header") or None,
         trace_file=o.get("trace_file"),
         trace_format=o.get("trace_format") or "mooncake",

@@ -279,10 +279,9 @@ class _StreamReader:
 
     async def read(self, resp: aiohttp.ClientResponse, tm: Any, deadline: _Deadline) -> None:
         proto = resp.connection.protocol if resp.connection is not None else None
-        stamped = isinstance(proto, StampingHandler)
         content = resp.content
         try:
-            await self._loop(content, proto if stamped else None, tm, deadline)
+            await self._loop(content, proto if isinstance(proto, StampingHandler) else None, tm, deadline)
         finally:
             self.rec.text = "".join(self.pieces)
         self.rec.end_ns = perf_ns()

@@ -12,6 +12,13 @@ from typing import Any
 NS_PER_MS = 1_000_000
 RECORD_SCHEMA_VERSION = 1  # records.jsonl lines; the model is tokenrace.runs.models.RecordLine
 
+# The record's absolute perf_counter_ns() stamps taken where the request is sent (a worker's clock,
+# when a worker sent it; `chunk_ns` holds more of them). `intended_start_ns` is the scheduler's own,
+# and `connect_ns` is a duration: neither moves when stamps change clocks.
+CLOCK_STAMPS = ("start_ns", "headers_ns", "first_token_ns", "first_answer_ns", "end_ns")
+SCHEDULER_STAMPS = ("intended_start_ns",)
+DURATIONS_NS = ("connect_ns",)
+
 
 @dataclass(slots=True)
 class RequestRecord:
@@ -66,7 +73,10 @@ class RequestRecord:
     def to_json(self, t0_ns: int) -> dict[str, Any]:
         """The records.jsonl line: offsets in ms from the run's t0, durations in ms."""
         d = derived(self)
-        ms = lambda ns: None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)
+
+        def ms(ns: int | None) -> float | None:
+            return None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)
+
         return {
             "schema_version": RECORD_SCHEMA_VERSION,
             "seq": self.seq,

@@ -45,7 +45,8 @@ def _install_stamping(connector: aiohttp.TCPConnector) -> bool:
     factory = getattr(connector, "_factory", None)
     if not isinstance(factory, functools.partial) or factory.func is not ResponseHandler:
         return False
-    connector._factory = functools.partial(StampingHandler, **factory.keywords)  # type: ignore[attr-defined]
+    # A private attribute (checked above): setattr keeps the type checker from pinning it to ResponseHandler.
+    setattr(connector, "_factory", functools.partial(StampingHandler, **factory.keywords))  # noqa: B010
     return True
 
 

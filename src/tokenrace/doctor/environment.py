@@ -80,7 +80,7 @@ def _pci_nvidia_count(probe: Probe) -> int | None:
 
 def _nvml() -> dict[str, Any] | None:
     try:
-        import pynvml  # type: ignore[import-untyped]
+        import pynvml
 
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001 - no library, no driver, no device: all mean "ask nvidia-smi"

@@ -55,7 +55,7 @@ def local_bytes(path: Path) -> int:
 
 def _planner_bytes(name: str) -> tuple[int | None, str]:
     try:
-        from tokenrace.plan import load_model  # type: ignore[attr-defined]
+        from tokenrace.plan import load_model
     except ImportError:
         return None, "the planner (tokenrace.plan.load_model) is not available"
     try:

@@ -128,7 +128,7 @@ class SystemProbe:
 
     def memory(self) -> Memory | None:
         try:
-            import psutil  # type: ignore[import-untyped]
+            import psutil
 
             vm = psutil.virtual_memory()
         except Exception:  # noqa: BLE001 - psutil can fail in odd sandboxes

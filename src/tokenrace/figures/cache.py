@@ -21,7 +21,7 @@ NOTABLE_HIT_RATE = 0.2
 
 def source_of(records: Sequence[RequestRecord], attr: str) -> str | dict[str, int] | None:
     """One source name, {source: requests} when they were mixed, or None when none was recorded."""
-    counts = Counter(getattr(r, attr) for r in records if getattr(r, attr) is not None)
+    counts: Counter[str] = Counter(getattr(r, attr) for r in records if getattr(r, attr) is not None)
     if not counts:
         return None
     if len(counts) == 1:

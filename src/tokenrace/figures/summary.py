@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+from tokenrace.figures.cache import source_of
 from tokenrace.stats import describe
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
@@ -47,15 +48,6 @@ def _itl(records: Sequence[RequestRecord]) -> tuple[list[float], list[float], li
                     token_gaps.append(gap / k)
                     weights.append(k)
     return chunk_gaps, token_gaps, weights, per_chunk
-
-
-def _source(records: Sequence[RequestRecord], attr: str) -> str | dict[str, int] | None:
-    counts = Counter(getattr(r, attr) for r in records if getattr(r, attr) is not None)
-    if not counts:
-        return None
-    if len(counts) == 1:
-        return next(iter(counts))
-    return dict(counts)
 
 
 def _meets(r: RequestRecord, slo: dict[str, float]) -> bool:
@@ -139,9 +131,9 @@ def summarize(
         "max_in_flight": windows.max_in_flight,
         "cold": _cold(records),
         "token_count_source": {
-            "output_tokens": _source(ok, "output_tokens_source"),
-            "prompt_tokens": _source(ok, "prompt_tokens_source"),
-            "cached_tokens": _source(ok, "cached_tokens_source"),
+            "output_tokens": source_of(ok, "output_tokens_source"),
+            "prompt_tokens": source_of(ok, "prompt_tokens_source"),
+            "cached_tokens": source_of(ok, "cached_tokens_source"),
             "approximate": any(r.output_tokens_source == "chunks" for r in ok),
         },
     }

@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import orjson
@@ -27,8 +27,13 @@ from tokenrace.gateway.canary import Decision
 from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_config, resolve_secrets
 from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply, json_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
-from tokenrace.gateway.runtime import Backend, Runtime
+from tokenrace.gateway.runtime import Backend, Route, Runtime, public
 from tokenrace.gateway.shadow import summary as shadow_summary
+from tokenrace.gateway.shared import SharedState, local_summary
+
+if TYPE_CHECKING:
+    from tokenrace.gateway.scrape import Scraper
+    from tokenrace.gateway.telemetry import Tracing
 from tokenrace.gateway.stream import Endpoint
 
 log = logging.getLogger("tokenrace.gateway")
@@ -54,23 +59,59 @@ class Gateway:
         self.started_unix = time.time()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
+        self._syncer: asyncio.Task[None] | None = None
+        self.shared: SharedState | None = None  # Redis, with `state:` in the config
         self.last_reload_error: str | None = None
+        self.scraper: Scraper | None = None  # made only when a least_queue pool needs one (imports aiohttp)
+        self.tracing: Tracing | None = None  # OpenTelemetry, imported only when the config turns it on
+        self._follow_telemetry()
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         for backend in self.runtime.backends.values():
             backend.open()
+        state, url = self.runtime.config.state, self.runtime.secrets.state_url
+        if state is not None and url is not None:
+            self.shared = SharedState(state, url, self.warn, self.event, self.metrics.state_fallbacks.inc)
+            await self.shared.sync(self.runtime, self.on_breaker_adopted)  # follow the others from the start
+            self._syncer = asyncio.get_running_loop().create_task(self._sync_forever(self.shared))
         self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+        self._follow_scrapes()
 
     async def close(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
-        for task in list(self._tasks):
+        loops = [t for t in (self._ticker, self._syncer) if t is not None]
+        for task in [*loops, *self._tasks]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*loops, *self._tasks, return_exceptions=True)
+        if self.scraper is not None:
+            await self.scraper.close()
+        if self.tracing is not None:
+            self.tracing.shutdown()
+        if self.shared is not None:
+            await self.shared.close()  # after its users stopped: the lease is released for the others
         for backend in self.runtime.backends.values():
             await backend.close()
+
+    def _follow_scrapes(self) -> None:
+        """Read the /metrics of the backends the current runtime's least_queue pools need."""
+        if self.scraper is None and self.runtime.scraped:
+            from tokenrace.gateway.scrape import Scraper
+
+            self.scraper = Scraper()
+        if self.scraper is not None:
+            self.scraper.follow(self.runtime.scraped)
+
+    def _follow_telemetry(self) -> None:
+        """Start or stop the request spans as `telemetry.otel` says."""
+        wanted = self.runtime.config.telemetry.otel
+        if wanted and self.tracing is None:
+            from tokenrace.gateway.telemetry import Tracing
+
+            self.tracing = Tracing()  # OTEL_* come from the process environment, as exporters read them
+        elif not wanted and self.tracing is not None:
+            self.tracing.shutdown()
+            self.tracing = None
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a background task, keeping a reference so it is not collected mid-flight."""
@@ -100,10 +141,16 @@ class Gateway:
             self.redact.add(secret)
         self.runtime = new
         self.last_reload_error = None
+        self._follow_scrapes()
+        self._follow_telemetry()
+        if self.shared is not None:
+            self.shared.reloaded()  # new backends adopt the shared breaker states on the next sync
         for backend in new.retired_backends(old):
             self.spawn(self._retire(backend, config.drain_s))
         if old.config.listen != config.listen:
             self.event("reload_listen_ignored", note="listen: changes need a restart")
+        if old.config.state != config.state:
+            self.event("reload_state_ignored", note="state: changes need a restart")
         self.event("reloaded", generation=new.generation, routes=list(new.routes), backends=list(new.backends))
         return True
 
@@ -120,19 +167,37 @@ class Gateway:
         while True:
             await asyncio.sleep(self._tick_interval())
             try:
-                self.tick(time.monotonic())
+                taken = self.tick(time.monotonic())
+                if self.shared is not None:
+                    for route, decision in taken:
+                        await self.shared.decided(route, decision)
             except Exception:  # a bug here must not stop every later canary decision
                 log.exception("canary tick failed")
+
+    async def _sync_forever(self, shared: SharedState) -> None:
+        while True:
+            await asyncio.sleep(shared.config.sync_interval_s)
+            try:
+                await shared.sync(self.runtime, self.on_breaker_adopted)
+            except Exception:  # a bug here must not stop following the other instances
+                log.exception("shared state sync failed")
 
     def _tick_interval(self) -> float:
         intervals = [r.canary.config.eval_interval_s for r in self.runtime.routes.values() if r.canary is not None]
         return max(MIN_TICK_S, min(intervals, default=1.0))
 
-    def tick(self, now: float) -> None:
-        """Evaluate every canary once (the ticker calls this; tests may call it directly)."""
+    def tick(self, now: float) -> list[tuple[Route, Decision]]:
+        """Evaluate every canary once (the ticker calls this; tests may call it directly).
+
+        With shared state, only the lease holder decides; the others evaluate their own window for
+        /admin/state and follow the holder's decisions."""
+        taken = []
         for route in self.runtime.routes.values():
             canary, target = route.canary, route.canary_target
             if canary is None or target is None:
+                continue
+            if self.shared is not None and not self.shared.decides(canary):
+                canary.last_eval = canary.evaluate(now)
                 continue
             open_reason = next(
                 (f"{b.name}: {b.breaker.reason}" for b in target.backends if b.breaker.refresh(now) == "open"), None
@@ -140,6 +205,8 @@ class Gateway:
             decision = canary.tick(now, open_reason)
             if decision is not None:
                 self.on_decision(route.name, target.label, decision)
+                taken.append((route, decision))
+        return taken
 
     def on_decision(self, route: str, backend: str, decision: Decision) -> None:
         self.metrics.canary_decisions.labels(route, decision.action).inc()
@@ -150,6 +217,19 @@ class Gateway:
             return
         self.metrics.breaker_transitions.labels(backend.name, transition.new).inc()
         self.event("breaker_" + transition.new, backend=backend.name, old=transition.old, reason=transition.reason)
+        if self.shared is not None and transition.new != "half_open":  # each instance probes for itself
+            self.spawn(self.shared.write_breaker(backend, time.monotonic(), time.time()))
+
+    def on_breaker_adopted(self, backend: Backend, transition: Transition, by: str) -> None:
+        """A breaker state another instance reached, now applied here."""
+        self.metrics.breaker_transitions.labels(backend.name, transition.new).inc()
+        self.event(
+            "breaker_" + transition.new,
+            backend=backend.name,
+            old=transition.old,
+            reason=transition.reason,
+            shared_from=by,
+        )
 
     def snapshot(self) -> StateSnapshot:
         """Live state for the scrape-time gauges."""
@@ -167,12 +247,22 @@ class Gateway:
             for r in self.runtime.routes.values()
             if r.canary is not None and r.canary_target is not None
         }
-        return StateSnapshot(breakers, weights)
+        shared = self.shared
+        if shared is None:
+            return StateSnapshot(breakers, weights)
+        return StateSnapshot(breakers, weights, float(shared.up is True), float(shared.leader))
 
     def event(self, kind: str, **fields: Any) -> None:
         """One JSON log line, scrubbed of every secret the gateway knows."""
+        log.info("%s", self._line(kind, fields))
+
+    def warn(self, kind: str, **fields: Any) -> None:
+        """event() at warning level: something an operator should look at."""
+        log.warning("%s", self._line(kind, fields))
+
+    def _line(self, kind: str, fields: dict[str, Any]) -> str:
         line = orjson.dumps({"event": kind, "t": round(time.time(), 3), **fields}, default=str).decode()
-        log.info("%s", self.redact(line))
+        return self.redact(line)
 
     # -- state --------------------------------------------------------------------------------------------
 
@@ -185,6 +275,7 @@ class Gateway:
                 "in_flight": b.in_flight,
                 "max_in_flight": b.config.max_in_flight,
                 "breaker": b.breaker.snapshot(now),
+                **({"load": _load_state(b, now)} if b in rt.scraped else {}),
             }
             for name, b in rt.backends.items()
         }
@@ -210,9 +301,25 @@ class Gateway:
                 "loaded_unix": round(rt.loaded_unix, 3),
                 "last_reload_error": self.last_reload_error,
             },
+            "state": self.shared.summary() if self.shared is not None else local_summary(),
             "backends": backends,
             "routes": routes,
         }
+
+
+def _load_state(backend: Backend, now: float) -> dict[str, Any]:
+    """The latest /metrics reading of a scraped backend, with its age."""
+    load = backend.load
+    base: dict[str, Any] = {"url": public(backend.metrics_url()), "interval_s": backend.config.metrics.interval_s}
+    if load is None:
+        return base | {"reading": None}
+    return base | {
+        "engine": load.engine,
+        "waiting": load.waiting,
+        "kv_usage": load.kv_usage,
+        "age_s": round(now - load.at, 3),
+        "error": load.error,
+    }
 
 
 # --- handlers -----------------------------------------------------------------------------------------
@@ -244,7 +351,7 @@ def admin_state(gw: Gateway, request: Request) -> Reply:
     return json_reply(gw.state())
 
 
-def admin_canary(gw: Gateway, request: Request, name: str | None, action: str) -> Reply:
+async def admin_canary(gw: Gateway, request: Request, name: str | None, action: str) -> Reply:
     """POST /admin/canary/{route}/{action} or /admin/canary/{action} (?route= or the only canary)."""
     denied = _admin_denied(gw, request, write=True)
     if denied is not None:
@@ -265,6 +372,8 @@ def admin_canary(gw: Gateway, request: Request, name: str | None, action: str) -
     except ValueError as exc:
         return error_reply(409, str(exc), "invalid_request_error", "conflict")
     gw.on_decision(route.name, route.canary_target.label, decision)
+    if gw.shared is not None:
+        await gw.shared.decided(route, decision)  # every instance follows within one sync
     return json_reply(
         {"route": route.name, "decision": decision.as_json(), "canary": route.canary.snapshot(time.monotonic())}
     )
@@ -320,7 +429,7 @@ def build_handler(gw: Gateway) -> Handler:
                 rest = unquote(path[len(CANARY_PREFIX) :])
                 name, _, action = rest.rpartition("/")
                 if action in CANARY_ACTIONS:
-                    return admin_canary(gw, request, name or None, action)
+                    return await admin_canary(gw, request, name or None, action)
         elif method in ("GET", "HEAD"):
             page = _GET.get(path)
             if page is not None:

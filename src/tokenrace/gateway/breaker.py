@@ -155,6 +155,21 @@ class Breaker:
         self.since = time.time()
         self.last_transition = Transition(self.backend, old, new, reason)
 
+    # -- sharing with other instances -----------------------------------------------------
+
+    def shared_record(self, now: float, wall: float) -> dict[str, object]:
+        """The state other instances adopt: which, why, since and until when (wall clock)."""
+        until = wall + (self.open_until - now) if self.state == "open" and self.open_until is not None else None
+        return {"state": self.state, "reason": self.reason, "since_unix": self.since, "open_until_unix": until}
+
+    def adopt(self, state: State, reason: str, open_until_unix: float | None, now: float, wall: float) -> Transition:
+        """Take the state another instance reached (its failure counts stay its own)."""
+        self.force(state, reason, now)
+        if state == "open" and open_until_unix is not None:
+            self.open_until = now + (open_until_unix - wall)
+        assert self.last_transition is not None
+        return self.last_transition
+
     # -- reporting -----------------------------------------------------------------------
 
     def window_stats(self) -> tuple[int, int]:

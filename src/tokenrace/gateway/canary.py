@@ -52,6 +52,20 @@ class Decision:
     reason: str
     by: str = "auto"
     numbers: dict[str, Any] = field(default_factory=dict)
+    instance: str | None = None  # the gateway instance that took it, when instances share state
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Decision:
+        return cls(
+            float(data["at_unix"]),
+            data["action"],
+            float(data["from_weight_pct"]),
+            float(data["to_weight_pct"]),
+            str(data["reason"]),
+            str(data["by"]),
+            dict(data.get("numbers") or {}),
+            data.get("instance"),
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +76,7 @@ class Decision:
             "reason": self.reason,
             "by": self.by,
             "numbers": self.numbers,
+            "instance": self.instance,
         }
 
 
@@ -115,6 +130,13 @@ class Canary:
         }
         self.decisions: deque[Decision] = deque(maxlen=MAX_DECISIONS)
         self.last_eval: dict[str, Any] | None = None
+        # Shared state (several instances): samples to ship to the deciding instance (None: keep
+        # them here only), the version of the shared record this copy follows (None: not synced),
+        # and decisions taken while the shared store was unreachable.
+        self.outbox: list[tuple[Arm, Sample]] | None = None
+        self.shared_version: int | None = None
+        self.unshared: list[Decision] = []
+        self.instance: str | None = None
         self._decide("start", self.weight, f"canary starts at step 1 of {len(config.steps)}", "config", {})
 
     @property
@@ -123,6 +145,8 @@ class Canary:
 
     def record(self, arm: Arm, sample: Sample) -> None:
         self.samples[arm].append(sample)
+        if self.outbox is not None:
+            self.outbox.append((arm, sample))
 
     # -- automatic ----------------------------------------------------------------------
 
@@ -262,9 +286,33 @@ class Canary:
     def _decide(
         self, action: Action, to: float, why: str, by: str, numbers: dict[str, Any], old: float | None = None
     ) -> Decision:
-        decision = Decision(time.time(), action, self.weight if old is None else old, to, why, by, numbers)
+        decision = Decision(
+            time.time(), action, self.weight if old is None else old, to, why, by, numbers, self.instance
+        )
         self.decisions.append(decision)
         return decision
+
+    # -- sharing with other instances -------------------------------------------------------
+
+    def shared_record(self, now: float, wall: float) -> dict[str, Any]:
+        """Where the ramp stands, for the instances that follow (times on the wall clock)."""
+        return {
+            "state": self.state,
+            "step": self.step,
+            "weight": self.weight,
+            "step_started_unix": wall - (now - self.step_started),
+            "held_logged": self._held_logged,
+        }
+
+    def adopt(self, record: dict[str, Any], decisions: list[Decision], now: float, wall: float) -> None:
+        """Follow the ramp another instance decided."""
+        self.state = record["state"]
+        self.step = int(record["step"])
+        self.weight = float(record["weight"])
+        self.step_started = now - (wall - float(record["step_started_unix"]))
+        self._held_logged = bool(record["held_logged"])
+        self.decisions.clear()
+        self.decisions.extend(decisions[-MAX_DECISIONS:])
 
     def snapshot(self, now: float) -> dict[str, Any]:
         return {

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tokenrace.client.redact import Redactor
 from tokenrace.errors import UsageError
+from tokenrace.gateway.routing import Policy
 from tokenrace.gateway.yamlpos import Path, YamlError, format_path, line_of, load_with_lines
 
 RetryKind = Literal["connect", "disconnect", "429", "5xx", "timeout"]
@@ -70,6 +71,23 @@ class BreakerConfig(_Model):
     probes: int = Field(default=1, ge=1)
 
 
+class MetricsConfig(_Model):
+    """Where and how often the engine's Prometheus /metrics is read (only for `least_queue` pools).
+
+    `url` defaults to the backend URL's origin + /metrics (vLLM, SGLang, llama.cpp with --metrics).
+    A reading older than three intervals is stale."""
+
+    url: str | None = None
+    interval_s: float = Field(default=1.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must start with http:// or https:// and name a host")
+        return value
+
+
 class BackendConfig(_Model):
     url: str
     api_key_env: str | None = None
@@ -78,6 +96,7 @@ class BackendConfig(_Model):
     timeouts: TimeoutsConfig = TimeoutsConfig()
     max_in_flight: int = Field(default=256, ge=1)
     breaker: BreakerConfig = BreakerConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     @field_validator("url")
     @classmethod
@@ -102,11 +121,22 @@ class BackendConfig(_Model):
 # --- routes ------------------------------------------------------------------------------
 
 
+class AffinityConfig(_Model):
+    """`prefix_affinity`: the key is the `header`'s value, else the prompt's first `prefix_chars`
+    characters; no instance takes more than `load_factor` times the pool's mean load."""
+
+    header: str | None = "X-Session-ID"
+    prefix_chars: int = Field(default=256, ge=1)
+    load_factor: float = Field(default=1.25, ge=1)
+
+
 class TargetConfig(_Model):
-    """One share of a route's traffic: a backend, or a list of equal instances (least in flight wins)."""
+    """One share of a route's traffic: a backend, or a pool of equal instances chosen by `policy`."""
 
     backend: str | list[str]
     weight: float = Field(default=1.0, ge=0)
+    policy: Policy = "least_in_flight"
+    affinity: AffinityConfig | None = None
 
     @field_validator("backend")
     @classmethod
@@ -114,6 +144,12 @@ class TargetConfig(_Model):
         if isinstance(value, list) and not value:
             raise ValueError("name at least one backend")
         return value
+
+    @model_validator(mode="after")
+    def _affinity_for_affinity(self) -> TargetConfig:
+        if self.affinity is not None and self.policy != "prefix_affinity":
+            raise ValueError("affinity: applies only with policy: prefix_affinity")
+        return self
 
     @property
     def names(self) -> list[str]:
@@ -277,6 +313,37 @@ class LogConfig(_Model):
     requests: bool = False
 
 
+class TelemetryConfig(_Model):
+    """`otel: true` emits one OpenTelemetry span per request (the `otel` extra); the exporter is
+    chosen by the standard OTEL_* environment variables."""
+
+    otel: bool = False
+
+
+class StateConfig(_Model):
+    """State shared by several instances through Redis. The URL (which may hold a password) is read
+    from the environment variable `redis_url_env`, never from the file."""
+
+    redis_url_env: str
+    key_prefix: str = Field(default="tokenrace:gateway", min_length=1)
+    sync_interval_s: float = Field(default=0.25, gt=0, le=0.5)
+    lease_s: float = Field(default=2.0, gt=0)
+    timeout_s: float = Field(default=0.25, gt=0)
+
+    @field_validator("redis_url_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        checked = _check_env_name(value)
+        assert checked is not None
+        return checked
+
+    @model_validator(mode="after")
+    def _lease_outlives_syncs(self) -> StateConfig:
+        if self.lease_s < 4 * self.sync_interval_s:
+            raise ValueError("lease_s must be at least 4 x sync_interval_s (the lease is renewed on each sync)")
+        return self
+
+
 class GatewayConfig(_Model):
     listen: ListenConfig = ListenConfig()
     backends: dict[str, BackendConfig] = Field(min_length=1)
@@ -287,6 +354,8 @@ class GatewayConfig(_Model):
     limits: LimitsConfig = LimitsConfig()
     drain_s: float = Field(default=30.0, ge=0)
     log: LogConfig = LogConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
+    state: StateConfig | None = None
 
     def route(self, model: str) -> RouteConfig | None:
         return next((r for r in self.routes if r.model == model), None)
@@ -445,6 +514,8 @@ def missing_env(config: GatewayConfig, env: Mapping[str, str]) -> list[tuple[Pat
             wanted.append((("auth", "keys", i, "key_env"), key.key_env))
     if config.admin is not None and config.admin.key_env:
         wanted.append((("admin", "key_env"), config.admin.key_env))
+    if config.state is not None:
+        wanted.append((("state", "redis_url_env"), config.state.redis_url_env))
     return [(p, f"environment variable {v} is not set") for p, v in wanted if not env.get(v)]
 
 
@@ -488,10 +559,12 @@ class Secrets:
     upstream: dict[str, Secret] = field(default_factory=dict)
     client_digests: dict[str, str] = field(default_factory=dict)  # digest -> key name
     admin_digest: str | None = None
+    state_url: Secret | None = None  # the Redis URL: it may carry a password
 
     def values(self) -> list[str]:
         """Every secret value, for a Redactor."""
-        return [s.reveal() for s in self.upstream.values()]
+        out = [s.reveal() for s in self.upstream.values()]
+        return out + ([self.state_url.reveal()] if self.state_url is not None else [])
 
 
 def resolve_secrets(config: GatewayConfig, env: Mapping[str, str]) -> Secrets:
@@ -502,7 +575,21 @@ def resolve_secrets(config: GatewayConfig, env: Mapping[str, str]) -> Secrets:
     upstream = {n: Secret(env[b.api_key_env]) for n, b in config.backends.items() if b.api_key_env}
     digests = {_digest_of(k, env): k.name for k in config.auth.keys}
     admin = _digest_of(config.admin, env) if config.admin is not None else None
-    return Secrets(upstream, digests, admin)
+    return Secrets(upstream, digests, admin, _state_url(config, env))
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _state_url(config: GatewayConfig, env: Mapping[str, str]) -> Secret | None:
+    if config.state is None:
+        return None
+    name = config.state.redis_url_env
+    url = env[name]
+    if not url.startswith(REDIS_SCHEMES):
+        # The value is not echoed: it may hold a password.
+        raise ConfigError([f"state.redis_url_env: {name} must hold a redis://, rediss:// or unix:// URL"])
+    return Secret(url)
 
 
 def _digest_of(key: KeyConfig, env: Mapping[str, str]) -> str:

@@ -88,6 +88,11 @@ class GatewayMetrics:
             buckets=OVERHEAD_BUCKETS,
             registry=r,
         )
+        self.state_fallbacks = Counter(
+            P + "state_fallbacks",
+            "Times this instance lost the shared state backend (Redis) and went on with local state",
+            registry=r,
+        )
         self.rejected = Counter(
             P + "client_rejections", "Requests refused before routing, by reason", ["reason"], registry=r
         )
@@ -101,7 +106,7 @@ class GatewayMetrics:
         )
         self.shadow_agreement = Histogram(
             P + "shadow_agreement",
-            "Output agreement of shadow vs primary (bag-of-words F1, 0..1)",
+            "Output agreement of shadow vs primary (token-level similarity, 0..1)",
             rb,
             buckets=AGREEMENT_BUCKETS,
             registry=r,
@@ -150,6 +155,8 @@ class RouteBackend:
 class StateSnapshot:
     breakers: dict[str, tuple[int, float]]  # backend -> (state code, open-until unix or 0)
     canary_weights: dict[tuple[str, str], float]  # (route, canary backend) -> percent
+    state_up: float | None = None  # shared state backend answering (1/0); None: state kept in memory
+    leader: float | None = None  # this instance holds the canary decision lease (1/0)
 
 
 class StateCollector(Collector):
@@ -181,3 +188,13 @@ class StateCollector(Collector):
         for (route, backend), pct in sorted(snap.canary_weights.items()):
             weight.add_metric([route, backend], pct)
         yield from (flight, state, until, weight)
+        if snap.state_up is not None:
+            yield GaugeMetricFamily(
+                P + "state_backend_up",
+                "Shared state backend (Redis) answering: 1 up, 0 down (local state)",
+                snap.state_up,
+            )
+        if snap.leader is not None:
+            yield GaugeMetricFamily(
+                P + "state_leader", "This instance holds the canary decision lease: 1 yes, 0 no", snap.leader
+            )

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tokenrace.client.openai import error_message_from_body
+from tokenrace.gateway import routing
 from tokenrace.gateway.canary import Sample
 from tokenrace.gateway.http import Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics
+from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime, Target
 from tokenrace.gateway.stream import Endpoint, StreamTap, error_event
 from tokenrace.gateway.upstream import Response, UpstreamError
@@ -90,6 +92,12 @@ class Done:
 # --- the call -------------------------------------------------------------------------------------
 
 
+def _draining(gw: Gateway) -> bool:
+    # Read afresh: the drain can start while a request awaits its backend (a direct read after the
+    # check at the top of handle() would be narrowed to False by the type checker).
+    return gw.draining
+
+
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | Stream | None:
     t0 = perf_ns()
     if gw.draining:
@@ -106,7 +114,7 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | S
     try:
         return await _handle(request, endpoint, gw, t0)
     except asyncio.CancelledError:
-        if not gw.draining or task.cancelling() > 1:
+        if not _draining(gw) or task.cancelling() > 1:
             raise
         task.uncancel()  # the drain ran out while this request waited for its backend
         return error_reply(
@@ -123,39 +131,53 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Reply | S
 async def _handle(request: Request, endpoint: Endpoint, gw: Gateway, t0: int) -> Reply | Stream | None:
     rt = gw.runtime
     try:
-        client = _client(rt, request)
+        client = await _client(gw, rt, request)
         body = _json_body(request.body)
         route = _route(rt, body)
     except Refused as refused:
         gw.metrics.child(gw.metrics.rejected, refused.reason).inc()
-        return refused.reply()
+        reply = refused.reply()
+        if gw.tracing is not None:
+            gw.tracing.request(
+                t0_ns=t0, path=request.path, status=reply.status, route=None, backend=None,
+                attempts=0, ttft_s=None, stream=False, request_id=None,
+            )  # fmt: skip
+        return reply
     gw.metrics.child(gw.metrics.client_requests, client).inc()
     call = Call(gw, rt, route, endpoint, body, request.body, t0, _request_id(request))
     response = await call.run(request)
-    if rt.config.log.requests:  # one line per request, off by default (it costs on the hot path)
+    # A log line and a span per request are both off by default (they cost on the hot path).
+    if rt.config.log.requests or gw.tracing is not None:
         status, backend = (
             (response.status, response.headers.get("x-tokenrace-backend")) if response is not None else (499, None)
         )
-        gw.event(
-            "request",
-            request_id=call.request_id,
-            client=client,
-            route=route.name,
-            stream=call.stream,
-            backend=backend,
-            status=status,
-            duration_ms=round((perf_ns() - t0) / 1e6, 3),
-        )
+        if gw.tracing is not None:
+            gw.tracing.request(
+                t0_ns=t0, path=request.path, status=status, route=route.name, backend=backend,
+                attempts=call.attempts, ttft_s=call.ttft_s, stream=call.stream, request_id=call.request_id,
+            )  # fmt: skip
+        if rt.config.log.requests:
+            gw.event(
+                "request",
+                request_id=call.request_id,
+                client=client,
+                route=route.name,
+                stream=call.stream,
+                backend=backend,
+                status=status,
+                duration_ms=round((perf_ns() - t0) / 1e6, 3),
+            )
     return response
 
 
-def _client(rt: Runtime, request: Request) -> str:
+async def _client(gw: Gateway, rt: Runtime, request: Request) -> str:
     client = rt.auth.identify(request.headers.get("authorization"))
     if client is None:
         raise Refused(
             401, "Missing or unknown API key. Send 'Authorization: Bearer <key>'.", "invalid_api_key", "unauthorized"
         )
-    wait = rt.auth.throttle(client, monotonic())
+    bucket = rt.auth.bucket(client)
+    wait = await _throttle(gw, bucket, client) if bucket is not None else None
     if wait is not None:
         retry = str(max(1, math.ceil(wait)))
         raise Refused(
@@ -166,6 +188,16 @@ def _client(rt: Runtime, request: Request) -> str:
             {"Retry-After": retry},
         )
     return client
+
+
+async def _throttle(gw: Gateway, bucket: TokenBucket, client: str) -> float | None:
+    """Seconds until the client may go on (None: now): from the shared bucket when Redis answers."""
+    shared = gw.shared
+    if shared is not None and shared.up:
+        answered, wait = await shared.take(client, bucket.rate, bucket.capacity)
+        if answered:
+            return wait
+    return bucket.take(monotonic())
 
 
 def _json_body(raw: bytes) -> dict[str, Any]:
@@ -234,11 +266,20 @@ class Call:
         self._bodies: dict[str, bytes] = {}
         self.primary_text: asyncio.Future[str | None] | None = None
         self.first_attempt = True
+        self.headers: dict[str, str] = {}
+        self.attempts = 0  # requests sent to backends, retries and fallbacks included
+        self.ttft_s: float | None = None  # of the attempt that answered, when it streamed
+
+    def affinity_key(self, header: str | None, prefix_chars: int) -> str | None:
+        """The key a prefix_affinity pool places this request by (runtime.KeySource)."""
+        session = self.headers.get(header.lower()) if header else None
+        return routing.affinity_key(session, self.body, prefix_chars)
 
     # -- the order of attempts ---------------------------------------------------------------------
 
     async def run(self, request: Request) -> Reply | Stream | None:
         route = self.route
+        self.headers = request.headers
         sticky = request.headers.get(route.sticky_header.lower()) if route.sticky_header else None
         chain = route.plan(route.point(sticky))
         self._maybe_shadow()
@@ -261,7 +302,7 @@ class Call:
         tried: set[str] = set()
         used: str | None = None
         for attempt in range(retry.attempts):
-            backend, why = target.pick(tried, monotonic())
+            backend, why = target.pick(tried, monotonic(), self)
             if backend is None:
                 self.gw.metrics.child(
                     self.gw.metrics.attempts, self.route.name, target.label, why or "unavailable"
@@ -324,12 +365,14 @@ class Call:
         backend.in_flight += 1
         flight[key] = flight.get(key, 0) + 1
         started = monotonic()
+        self.attempts += 1
         attempt = _Attempt(self, request, backend, arm)
         try:
             result = await attempt.run()
         finally:
             backend.in_flight -= 1
             flight[key] -= 1
+        self.ttft_s = attempt.ttft_s
         self._account(backend, arm, attempt, result, started)
         return result
 

@@ -14,12 +14,14 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from tokenrace import __version__
+from tokenrace.gateway import routing
 from tokenrace.gateway.breaker import Breaker
 from tokenrace.gateway.canary import Canary
 from tokenrace.gateway.config import (
+    AffinityConfig,
     BackendConfig,
     GatewayConfig,
     RateLimitConfig,
@@ -28,12 +30,15 @@ from tokenrace.gateway.config import (
     Secret,
     Secrets,
     ShadowConfig,
+    TargetConfig,
     sha256_hex,
 )
 from tokenrace.gateway.ratelimit import TokenBucket
+from tokenrace.gateway.routing import Load, Policy
 from tokenrace.gateway.upstream import Pool
 
 ArmName = Literal["baseline", "canary", "fallback"]
+STALE_INTERVALS = 3  # a /metrics reading older than this many scrape intervals is not used
 PATHS = {"chat": "/chat/completions", "completions": "/completions"}
 
 
@@ -46,6 +51,7 @@ class Backend:
         self.secret = secret
         self.breaker = Breaker(name, config.breaker)
         self.in_flight = 0
+        self.load: Load | None = None  # the latest /metrics reading, when a least_queue pool scrapes it
         self.pool: Pool | None = None
         self.heads: dict[str, bytes] = {}
         base = {
@@ -87,34 +93,119 @@ class Backend:
             return "breaker_open"
         return None
 
+    def metrics_url(self) -> str:
+        """The engine's Prometheus endpoint: configured, or the backend URL's origin + /metrics."""
+        if self.config.metrics.url is not None:
+            return self.config.metrics.url
+        scheme, _, rest = self.config.url.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0]}/metrics"
+
     def public_url(self) -> str:
         """The base URL without credentials or query, fit for /admin/state."""
-        scheme, _, rest = self.config.url.partition("://")
-        host_path = rest.split("?", 1)[0]
-        return f"{scheme}://{host_path.rsplit('@', 1)[-1]}"
+        return public(self.config.url)
 
 
-@dataclass(slots=True)
+def public(url: str) -> str:
+    """A URL without credentials or query."""
+    scheme, _, rest = url.partition("://")
+    host_path = rest.split("?", 1)[0]
+    return f"{scheme}://{host_path.rsplit('@', 1)[-1]}"
+
+
+class KeySource(Protocol):
+    """What a pool asks of a request for `prefix_affinity`: its key (see routing.affinity_key)."""
+
+    def affinity_key(self, header: str | None, prefix_chars: int) -> str | None: ...
+
+
 class Target:
-    """A share of a route: one backend or several equal instances (least in flight gets the request)."""
+    """A share of a route: one backend, or a pool of equal instances chosen by its policy."""
 
-    backends: list[Backend]
-    weight: float
+    __slots__ = ("backends", "weight", "config", "policy", "affinity", "ring", "decisions", "rng")
 
-    def pick(self, tried: set[str], now: float) -> tuple[Backend | None, str | None]:
-        """The instance to try: untried before tried, fewest in flight first; and why none could be."""
+    def __init__(self, backends: list[Backend], weight: float, config: TargetConfig | None = None) -> None:
+        self.backends = backends
+        self.weight = weight
+        self.config = config
+        self.policy: Policy = config.policy if config is not None else "least_in_flight"
+        self.affinity: AffinityConfig | None = None
+        if config is not None and config.policy == "prefix_affinity":
+            self.affinity = config.affinity or AffinityConfig()
+        self.ring = routing.HashRing([b.name for b in backends]) if self.affinity is not None else None
+        self.decisions = routing.Decisions()
+        self.rng = random.Random()
+
+    def pick(self, tried: set[str], now: float, request: KeySource | None = None) -> tuple[Backend | None, str | None]:
+        """The instance to try (untried before tried), by the pool's policy; and why none could be."""
         if len(self.backends) == 1:
             only = self.backends[0]
             why = only.unavailable(now)
             return (only, None) if why is None else (None, why)
-        order = sorted(self.backends, key=lambda b: (b.name in tried, b.in_flight, random.random()))
+        if self.policy == "least_in_flight":
+            return self._least_in_flight(tried, now)
+        available: list[Backend] = []
         reasons: list[str] = []
-        for backend in order:
+        for backend in self.backends:
             why = backend.unavailable(now)
             if why is None:
+                available.append(backend)
+            else:
+                reasons.append(why)
+        if not available:
+            return None, reasons[0] if reasons else "no backend"
+        choice, inputs = self._choose(available, tried, now, request)
+        self.decisions.record(choice.name, choice.reason, choice.detail, inputs)
+        return next(b for b in available if b.name == choice.name), None
+
+    def _least_in_flight(self, tried: set[str], now: float) -> tuple[Backend | None, str | None]:
+        """routing.least_in_flight, inlined: the default policy keeps the request path as short as it was."""
+        draw = self.rng.random
+        reasons: list[str] = []
+        for backend in sorted(self.backends, key=lambda b: (b.name in tried, b.in_flight, draw())):
+            why = backend.unavailable(now)
+            if why is None:
+                self.decisions.record(backend.name, "least_in_flight")
                 return backend, None
             reasons.append(why)
         return None, reasons[0] if reasons else "no backend"
+
+    def _choose(
+        self, available: list[Backend], tried: set[str], now: float, request: KeySource | None
+    ) -> tuple[routing.Choice, dict[str, Any] | None]:
+        candidates = [
+            routing.Candidate(
+                b.name, b.in_flight, b.name in tried, b.load, STALE_INTERVALS * b.config.metrics.interval_s
+            )
+            for b in available
+        ]
+        if self.policy == "least_queue":
+            choice = routing.least_queue(candidates, now, self.rng)
+            return choice, {"queue": {c.name: routing.queue_estimate(c) for c in candidates}}
+        if self.affinity is not None and self.ring is not None:
+            a = self.affinity
+            key = request.affinity_key(a.header, a.prefix_chars) if request is not None else None
+            point = routing.hash64(key) if key is not None else None
+            choice = routing.bounded_load(self.ring, point, candidates, a.load_factor, self.rng)
+            return choice, {"point": point}  # shown as key_hash and ring_position (routing_state)
+        return routing.least_in_flight(candidates, self.rng), None
+
+    def routing_state(self) -> dict[str, Any]:
+        """The policy and its inputs per instance, for /admin/state."""
+        out: dict[str, Any] = {"policy": self.policy, **self.decisions.snapshot()}
+        last = out["last"]
+        if last is not None and "point" in last:
+            point = last.pop("point")
+            last["key_hash"] = f"{point:016x}" if point is not None else None
+            last["ring_position"] = round(point / 2**64, 6) if point is not None else None
+        if self.affinity is not None and self.ring is not None:
+            out["affinity"] = self.affinity.model_dump()
+            out["ring_share"] = self.ring.shares()
+        if self.policy == "least_queue":
+            out["queue_estimate"] = {
+                b.name: routing.queue_estimate(routing.Candidate(b.name, b.in_flight, load=b.load))
+                for b in self.backends
+            }
+        return out
 
     @property
     def label(self) -> str:
@@ -138,7 +229,7 @@ class Route:
         self.name = config.model
         self.config = config
         self.retry = config.retry or retry
-        self.targets = [Target([backends[n] for n in t.names], t.weight) for t in config.backends if t.weight > 0]
+        self.targets = [Target([backends[n] for n in t.names], t.weight, t) for t in config.backends if t.weight > 0]
         self.cumulative = _cumulative([t.weight for t in self.targets])
         self.canary = canary
         self.canary_target = (
@@ -190,6 +281,7 @@ class Route:
                 "backends": [b.name for b in t.backends],
                 "weight": t.weight,
                 "share": round((1 - canary_share) * t.weight / total, 6),
+                **({"routing": t.routing_state()} if len(t.backends) > 1 else {}),
             }
             for t in self.targets
         ]
@@ -249,6 +341,10 @@ class ClientAuth:
         bucket = self._buckets.get(client)
         return bucket.take(now) if bucket is not None else None
 
+    def bucket(self, client: str) -> TokenBucket | None:
+        """The client's local bucket (its rate and capacity), None without a limit."""
+        return self._buckets.get(client)
+
     def is_admin(self, authorization: str | None) -> bool:
         key = _bearer(authorization)
         if key is None or self._admin is None:
@@ -286,6 +382,16 @@ class Runtime:
             canary = _kept_canary(rc, previous, now)
             self.routes[rc.model] = Route(rc, self.backends, config.retry, canary)
         self.auth = ClientAuth(config, secrets, now)
+        # Backends of least_queue pools: their /metrics is read in the background (scrape.py).
+        self.scraped = list(
+            {
+                id(b): b
+                for r in self.routes.values()
+                for t in r.targets
+                if t.policy == "least_queue"
+                for b in t.backends
+            }.values()
+        )
         self.models_body: dict[str, Any] = {
             "object": "list",
             "data": [{"id": m, "object": "model", "created": 0, "owned_by": "tokenrace-gateway"} for m in self.routes],

@@ -2,21 +2,22 @@
 
 The copy leaves at the same moment as the real request (both see the same load), runs as a
 background task with its own in-flight cap, and never touches the client's response. When both
-answers are in, their agreement is scored: the F1 overlap of their words (1.0 = the same words,
-0.0 = nothing in common), a cheap, order-insensitive measure that works for any text.
+answers are in, their agreement is scored with the quality comparison's functions
+(tokenrace.text_agreement): exact match, and the token-level similarity (1.0 = the same tokens in
+the same order, 0.0 = nothing in common) over the first SCORE_TOKENS tokens of each answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from tokenrace.gateway.stream import StreamTap
 from tokenrace.gateway.upstream import Response, UpstreamError
+from tokenrace.text_agreement import agreement, exact_match
 
 if TYPE_CHECKING:
     from tokenrace.gateway.app import Gateway
@@ -25,15 +26,10 @@ if TYPE_CHECKING:
 
 perf_ns = time.perf_counter_ns
 PRIMARY_WAIT_S = 600.0
-
-
-def agreement(a: str, b: str) -> float:
-    """F1 overlap of the two texts' words (multisets)."""
-    wa, wb = Counter(a.split()), Counter(b.split())
-    total = sum(wa.values()) + sum(wb.values())
-    if total == 0:
-        return 1.0
-    return 2 * sum((wa & wb).values()) / total
+# The similarity's alignment runs on the gateway's event loop: 512 tokens a side cost under 1 ms,
+# a whole 8000-token answer 50-100 ms (benchmarks/agreement_cost.py), which would stall every
+# request the gateway is proxying.
+SCORE_TOKENS = 512
 
 
 async def run_shadow(
@@ -61,11 +57,19 @@ async def run_shadow(
         primary_text = await asyncio.wait_for(asyncio.shield(primary), PRIMARY_WAIT_S)
     except TimeoutError:
         primary_text = None
-    score = agreement(primary_text, text) if primary_text is not None and text is not None else None
-    if score is not None:
+    score = same = None
+    if primary_text is not None and text is not None:
+        score, same = agreement(primary_text, text, SCORE_TOKENS), exact_match(primary_text, text)
         m.shadow_agreement.labels(route.name, backend.name).observe(score)
     shadow.recent.append(
-        {"t": time.time(), "outcome": outcome, "ttft_s": ttft_s, "duration_s": duration_s, "agreement": score}
+        {
+            "t": time.time(),
+            "outcome": outcome,
+            "ttft_s": ttft_s,
+            "duration_s": duration_s,
+            "agreement": score,
+            "exact_match": same,
+        }
     )
 
 
@@ -124,6 +128,7 @@ def summary(shadow: Shadow) -> dict[str, Any]:
     ttft = [r["ttft_s"] * 1000 for r in recent if r["ttft_s"] is not None]
     dur = [r["duration_s"] * 1000 for r in recent if r["duration_s"] is not None]
     agree = [r["agreement"] for r in recent if r["agreement"] is not None]
+    same = [r["exact_match"] for r in recent if r["exact_match"] is not None]
     return {
         "backend": shadow.backend.name,
         "share": shadow.config.share,
@@ -133,4 +138,5 @@ def summary(shadow: Shadow) -> dict[str, Any]:
         "ttft_ms": {k: describe(ttft)[k] for k in ("p50", "p95")},
         "duration_ms": {k: describe(dur)[k] for k in ("p50", "p95")},
         "agreement_mean": round(sum(agree) / len(agree), 4) if agree else None,
+        "exact_match_rate": round(sum(same) / len(same), 4) if same else None,
     }

@@ -121,7 +121,7 @@ async def synthetic(
 
 async def _sized_text(tokens: int, rng: np.random.Generator, tokenizer: Tokenizer | None) -> str:
     # A unique prefix defeats prefix caching between requests, as real traffic would.
-    prefix = f"[{int(rng.integers(1e9))}] "
+    prefix = f"[{int(rng.integers(10**9))}] "
     words = [str(w) for w in rng.choice(_WORDS, size=tokens * 2 + 8)]
     text = prefix + " ".join(words)
     if tokenizer is None:

@@ -107,7 +107,13 @@ async def sleep_until(t_ns: int) -> None:
 
 
 class Runner:
-    def __init__(self, send: Send, workload: Workload | PromptSet, load: Load, finish: Finish) -> None:
+    """The one scheduler of a run. `lead_ns`: an open loop hands each send to `send` this long before
+    its intended time (worker processes then send at the intended time itself); 0 in one process."""
+
+    def __init__(
+        self, send: Send, workload: Workload | PromptSet, load: Load, finish: Finish, lead_ns: int = 0
+    ) -> None:
+        self.lead_ns = lead_ns
         self.workload: Workload = Prompts(workload) if isinstance(workload, PromptSet) else workload
         load.validate(finite=isinstance(self.workload, Sessions | TraceLoad))
         self.send = send
@@ -256,12 +262,12 @@ class Runner:
         trace = isinstance(self.workload, TraceLoad)
         cap = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
         tasks: set[asyncio.Task[None]] = set()
-        base = perf_ns()
+        base = perf_ns() + self.lead_ns  # the first send gets its lead too
         self.windows.steady_start_ns = base
         try:
             for i, off in enumerate(offsets):
                 intended = base + int(off * 1e9)
-                await sleep_until(intended)
+                await sleep_until(intended - self.lead_ns)
                 if cap is not None:
                     await cap.acquire()
                 task = asyncio.create_task(self._capped(intended, cap, i if trace else None))
@@ -280,8 +286,8 @@ class Runner:
         """The open loop's send offsets (s): the trace's, a shaped rate's (ramp, stages) or a flat rate's."""
         load, w = self.load, self.workload
         if isinstance(w, TraceLoad):
-            n = len(w.offsets_s) if load.requests is None else min(load.requests, len(w.offsets_s))
-            offsets = list(w.offsets_s[:n])
+            last = len(w.offsets_s) if load.requests is None else min(load.requests, len(w.offsets_s))
+            offsets = list(w.offsets_s[:last])
             return [o for o in offsets if o < load.duration_s] if load.duration_s is not None else offsets
         n, b, seed = load.requests, load.burstiness, load.seed
         if load.stages is not None and load.stages_kind == "rate":

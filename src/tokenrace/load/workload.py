@@ -115,6 +115,7 @@ class WorkloadSpec:
     turns: TurnsSpec | None = None  # synthetic multi-turn sessions
     think_time_s: float = 0.0
     sessions_file: str | None = None  # ShareGPT JSON or messages JSONL
+    skip_invalid_sessions: bool = False  # leave out (and count) entries a public dump gets wrong
     session_header: str | None = DEFAULT_SESSION_HEADER
     trace_file: str | None = None
     trace_format: str = "mooncake"
@@ -169,7 +170,8 @@ def read_workload_files(spec: WorkloadSpec) -> WorkloadFiles:
     spec.validate()
     trace_file, sessions_file = spec.trace_file, spec.sessions_file
     trace = _as_input("trace", lambda: load_trace(trace_file, spec.trace_format)) if trace_file else None
-    conversations = _as_input("sessions", lambda: _conversation_file(sessions_file)) if sessions_file else None
+    skip = spec.skip_invalid_sessions
+    conversations = _as_input("sessions", lambda: _conversation_file(sessions_file, skip)) if sessions_file else None
     return WorkloadFiles(trace, conversations)
 
 
@@ -215,7 +217,7 @@ async def build_workload(
         if files.conversations is not None:
             loaded = files.conversations
             conversations = with_think_times(loaded.conversations, spec.think_time_s, seed)
-            source, notes = loaded.source, loaded.skipped
+            source, notes = loaded.source, skipped_notes(loaded.skipped)
         else:
             assert spec.turns is not None
             users = [p.as_text() for p in base.prompts]
@@ -226,11 +228,26 @@ async def build_workload(
     return Built(Prompts(base, prefixes, tag), "prompts", busted, nonce, base.name, sizing)
 
 
-def _conversation_file(path: str) -> ConversationFile:
+def _conversation_file(path: str, skip_invalid: bool) -> ConversationFile:
     """ShareGPT JSON (a list) or OpenAI messages JSONL, told apart by the first character."""
     try:
         with open(path, "rb") as f:
             head = f.read(4096).lstrip()
     except OSError as exc:
         raise UsageError(f"cannot read the sessions file {path}: {exc.strerror}") from None
-    return load_sharegpt(path) if head.startswith(b"[") else load_messages_jsonl(path)
+    if head.startswith(b"["):
+        return load_sharegpt(path, skip_invalid)
+    return load_messages_jsonl(path, skip_invalid)
+
+
+MAX_SKIPPED_NOTES = 20
+
+
+def skipped_notes(skipped: tuple[str, ...]) -> tuple[str, ...]:
+    """The manifest's account of skipped entries: how many, and the first few reasons (a public
+    dump can have thousands)."""
+    if not skipped:
+        return ()
+    more = len(skipped) - MAX_SKIPPED_NOTES
+    tail = (f"... and {more} more",) if more > 0 else ()
+    return (f"{len(skipped)} conversations skipped (--skip-invalid-sessions)", *skipped[:MAX_SKIPPED_NOTES], *tail)

@@ -9,10 +9,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from tokenrace.errors import UsageError
-from tokenrace.quality.agreement import agreement, exact_match
 from tokenrace.quality.models import Accuracy, ItemResult, QualityResult, Speed, load_quality, read_items
 from tokenrace.quality.scoring import score, speed
 from tokenrace.stats import mcnemar_exact, paired_difference_ci
+from tokenrace.text_agreement import agreement, exact_match
 
 SCHEMA_VERSION = 1
 COMPARISON = "comparison.json"
@@ -183,7 +183,7 @@ def _ms(x: float | None) -> str:
     return "–" if x is None else f"{x:.1f}"
 
 
-def _acc(a: Accuracy) -> str:
+def accuracy_text(a: Accuracy) -> str:
     if a.value is None:
         return "–"
     return f"{_pct(a.value)} [{_pct(a.ci_low)}, {_pct(a.ci_high)}] n={a.n}"
@@ -198,7 +198,7 @@ def rows(c: QualityComparison) -> list[tuple[str, str, str]]:
         ("TTFT p50 (ms)", _ms(a.speed.ttft_ms_p50), _ms(b.speed.ttft_ms_p50)),
         ("TPOT p50 (ms)", _ms(a.speed.tpot_ms_p50), _ms(b.speed.tpot_ms_p50)),
         ("output tok/s", _ms(a.speed.output_tokens_per_s), _ms(b.speed.output_tokens_per_s)),
-        ("accuracy [95 % CI]", _acc(a.accuracy), _acc(b.accuracy)),
+        ("accuracy [95 % CI]", accuracy_text(a.accuracy), accuracy_text(b.accuracy)),
         ("failed requests", str(a.errors), str(b.errors)),
     ]
 
@@ -217,9 +217,13 @@ def difference_line(c: QualityComparison) -> str:
 def to_markdown(c: QualityComparison) -> str:
     out = ["| | A | B |", "|---|---:|---:|"]
     out += [f"| {w} | {x} | {y} |" for w, x, y in rows(c)]
+    return "\n".join(out) + "\n\n" + paired_markdown(c)
+
+
+def paired_markdown(c: QualityComparison, warnings: bool = True) -> str:
+    """The paired part of the Markdown: counts, the difference with its verdict, suites, agreement."""
     p = c.paired
-    out += [
-        "",
+    out = [
         "| both right | only A right | only B right | both wrong | exact McNemar p |",
         "|---:|---:|---:|---:|---:|",
         f"| {p.both_right} | {p.only_a} | {p.only_b} | {p.both_wrong} | "
@@ -242,5 +246,5 @@ def to_markdown(c: QualityComparison) -> str:
         f"Agreement over {ag.n} pairs: exact match {_pct(ag.exact_match_rate)}, "
         f"token similarity {_pct(ag.token_similarity)}.",
     ]
-    out += [f"\n> WARNING: {w}" for w in c.warnings]
+    out += [f"\n> WARNING: {w}" for w in c.warnings] if warnings else []
     return "\n".join(out) + "\n"

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from tokenrace.errors import EngineError
-from tokenrace.runs.history import home
+from tokenrace.paths import home
 from tokenrace.serve.embedded import INSTALL_HINT, binary_env, find_llama_server, sha256_of
 
 

@@ -38,6 +38,8 @@ class QualitySettings:
     api: str = "chat"
     timeouts: Timeouts = field(default_factory=Timeouts)
     extra: dict[str, Any] = field(default_factory=dict)  # recorded in quality.json's settings
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request's JSON
+    extra_headers: dict[str, str] = field(default_factory=dict)
 
 
 OnItem = Callable[[ItemResult], None]
@@ -66,6 +68,8 @@ async def run_quality(
         max_tokens=None,  # each item sets its own
         temperature=settings.temperature,
         seed=settings.seed,
+        extra_body=settings.extra_body,
+        extra_headers=settings.extra_headers,
     )
     results: list[ItemResult] = []
     created = datetime.now(UTC).isoformat(timespec="seconds")
@@ -208,6 +212,7 @@ def _finish(
             "suites": suites,
             "items": len(items),
             "api_key_from": settings.key_source,
+            "extra_body": settings.extra_body or None,
             **settings.extra,
         },
         suites={name: s for name, s in sorted(by_suite(results).items(), key=lambda kv: suites.index(kv[0]))},

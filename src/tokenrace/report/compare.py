@@ -1,5 +1,6 @@
 """Compare runs: key metrics side by side, B/A ratios with bootstrap CIs, and loud warnings when the
-conditions differ. Sweeps are compared step by step. Rendered as a terminal table, Markdown, CSV or JSON.
+conditions differ. Sweeps are compared step by step. When the runs have quality passes, their
+accuracies sit beside the speed (report/quality.py). Rendered as a terminal table, Markdown, CSV or JSON.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from tokenrace import stats as bs
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
+from tokenrace.quality.paired import paired_markdown
+from tokenrace.report.quality import QualitySection, overall_accuracy, quality_section, side_rows
 from tokenrace.runs.saved import RunData
 
 # (key, label, unit); latencies: lower is better. Values come from each request's record.
@@ -66,6 +69,7 @@ class Report:
     comparisons: list[Comparison]
     warnings: list[str] = field(default_factory=list)  # run-level (conditions, knees)
     knees: dict[str, Any] | None = None
+    quality: list[QualitySection] = field(default_factory=list)  # one per B with a quality pass on either side
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +82,7 @@ class Report:
             "warnings": self.warnings,
             "knees": self.knees,
             "comparisons": [c.to_dict() for c in self.comparisons],
+            "quality": [q.to_dict() for q in self.quality],
         }
 
 
@@ -271,6 +276,34 @@ def _hit_rate(run: RunData) -> float | None:
     return c.get("hit_rate") if isinstance(c, dict) else None
 
 
+def accuracy_row(q: QualitySection) -> Row:
+    """The quality passes' accuracy, B - A: paired (Newcombe's interval, the paired verdict) when both
+    sides answered the same items, else each side's own accuracy with no interval."""
+    c = q.comparison
+    if c is None:
+        ha, hb = overall_accuracy(q.a), overall_accuracy(q.b)
+        diff = hb - ha if ha is not None and hb is not None else None
+        return Row(
+            "quality.accuracy", "accuracy", "fraction", ha, hb, diff, None, None, None, "not paired", "difference"
+        )
+    d = c.difference
+    verdict = "—" if c.verdict == "no data" else c.verdict
+    significant = None if c.verdict == "no data" else c.verdict != "within noise"
+    return Row(
+        "quality.accuracy",
+        "accuracy (paired)",
+        "fraction",
+        c.a.accuracy.value,
+        c.b.accuracy.value,
+        d.value,
+        d.ci_low,
+        d.ci_high,
+        significant,
+        verdict,
+        "difference",
+    )
+
+
 def compare_runs(a: RunData, b: RunData, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
     rows = [latency_row(a, b, key, label, unit, stat) for key, label, unit in LATENCIES for stat in STATS]
     rows += [throughput_row(a, b), error_row(a, b)]
@@ -357,8 +390,15 @@ def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
         return f"{other.name} vs {base.name}: " if named else ""
 
     if kinds == {"run"}:
-        comps = [compare_runs(base, other, extra=extra) for other in runs[1:]]
-        return Report(comps, [w for c, other in zip(comps, runs[1:], strict=False) for w in _lift([c], prefix(other))])
+        report = Report([])
+        for other in runs[1:]:
+            c = compare_runs(base, other, extra=extra)
+            report.comparisons.append(c)
+            report.warnings += _lift([c], prefix(other))
+            q = _add_quality(report, base, other, prefix(other))
+            if q is not None:
+                c.rows.append(accuracy_row(q))
+        return report
     if kinds <= {"sweep", "profile"}:
         report = Report([])
         for other in runs[1:]:
@@ -366,9 +406,19 @@ def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
             comps = compare_sweeps(base, other, notes, extra)
             report.comparisons += comps
             report.warnings += _lift(comps, prefix(other)) + [prefix(other) + n for n in notes]
+            _add_quality(report, base, other, prefix(other))
         report.knees = {r.name: r.summary.get("knee") for r in runs}
         return report
     raise UsageError("compare runs with runs, or sweeps with sweeps (compare one step of a sweep by its directory)")
+
+
+def _add_quality(report: Report, a: RunData, b: RunData, prefix: str) -> QualitySection | None:
+    """The quality section of A vs B, when either has a quality pass; its warnings join the report's."""
+    q = quality_section(a, b)
+    if q is not None:
+        report.quality.append(q)
+        report.warnings += [f"{prefix}quality: {w}" for w in q.warnings()]
+    return q
 
 
 def _step_key(run: RunData, row: dict[str, Any]) -> float | None:
@@ -466,6 +516,23 @@ def to_markdown(report: Report) -> str:
         out += [f"### {title(c)}", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         out += ["| " + " | ".join(row) + " |" for row in table_rows(c)]
         out.append("")
+    for q in report.quality:
+        out += [quality_markdown(q)]
+    return "\n".join(out)
+
+
+def quality_title(q: QualitySection) -> str:
+    return f"Quality: A = {q.a.name}, B = {q.b.name}"
+
+
+def quality_markdown(q: QualitySection) -> str:
+    out = [f"### {quality_title(q)}", "", "| | A | B |", "|---|---:|---:|"]
+    out += [f"| {w} | {x} | {y} |" for w, x, y in side_rows(q)]
+    out.append("")
+    if q.comparison is not None:
+        out.append(paired_markdown(q.comparison, warnings=False))  # the report lists them
+    if q.note:
+        out.append(f"> {q.note}\n")
     return "\n".join(out)
 
 

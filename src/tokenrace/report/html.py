@@ -3,7 +3,8 @@ inlined once, and nothing is fetched. Rendered from saved files only (never re-m
 
 Charts: latency CDFs (TTFT, TPOT, E2E); for sweeps TTFT/TPOT/throughput against load with the knee
 and, when known, the speed-of-light line; a per-request timeline; tokens per chunk; resource charts
-from timeseries.jsonl when the run has one; and the manifest.
+from timeseries.jsonl when the run has one; and the manifest. A run with a quality pass gets a
+quality section (report/quality_html.py); a comparison, the two sides' accuracies and paired verdict.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ import numpy as np
 from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
+from tokenrace.report.quality import quality_dir
+from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
 from tokenrace.runs.saved import RunData
 
 PALETTE = ("#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
@@ -465,7 +469,8 @@ def run_cards(run: RunData, cost: dict[str, Any] | None, bound: float | None) ->
     ]
     cache = s.get("cache") or {}
     if cache:
-        busted = {True: "prompts busted", False: "prompts not busted"}.get(cache.get("busted"), "")
+        flag = cache.get("busted")
+        busted = "prompts busted" if flag is True else "prompts not busted" if flag is False else ""
         items.append(
             (
                 "prefix cache",
@@ -587,8 +592,16 @@ def _run_page(run: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> 
     if findings:
         items = "".join(f"<li>{html.escape(w)}</li>" for w in findings)
         page.add("What a sceptic would ask", f"<ul class='warnings'>{items}</ul>")
+    _quality_section(page, run)
     _run_charts(page, [(run.name, run)])
     return page
+
+
+def _quality_section(page: Page, run: RunData) -> None:
+    d = quality_dir(run.path)
+    result = load_quality(d) if d is not None else None
+    if d is not None and result is not None:
+        page.add("Quality: are the answers right?", run_quality_html(result, d))
 
 
 def _run_charts(page: Page, runs: list[tuple[str, RunData]]) -> None:
@@ -626,6 +639,7 @@ def _sweep_page(sw: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) ->
         n: (cost_of(r.summary, r.manifest, cost) or {}).get("usd_per_million_output_tokens") for n, r in steps.items()
     }
     page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), _sweep_table(s, costs))
+    _quality_section(page, sw)
     knee_note = " The star marks the knee." if s.get("knee") else ""
     page.add(
         "Latency and throughput against load",
@@ -687,7 +701,7 @@ def _stopped(s: dict[str, Any], sw: RunData) -> str:
 def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
     priced = any(v is not None for v in costs.values())
     cols = (
-        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %"]
+        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %", "cached %"]
         + (["$/M out tok"] if priced else [])
         + [""]
     )
@@ -709,6 +723,9 @@ def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
             _f(r["throughput_tokens_per_s"]),
             gain,
             _f(None if r["error_rate"] is None else r["error_rate"] * 100),
+            # The prefix cache's share of the step's prompt tokens: a step served from the cache
+            # has a lower TTFT for a reason other than load.
+            _f(None if r.get("cache_hit_rate") is None else r["cache_hit_rate"] * 100),
         ]
         cells += [_f(costs.get(r["step"]), 4)] if priced else []
         cells.append(mark)
@@ -725,13 +742,25 @@ def _comparison_page(inputs: list[RunData], cost: CostSpec | None, sol: SpeedOfL
     page = Page(f"Comparison: {names}", f"baseline (A): {inputs[0].name}")
     if all(r.kind == "run" for r in inputs):
         page.add("Side by side", comparison_html(report))
+        _comparison_quality(page, report)
         _run_charts(page, [(r.name, r) for r in inputs])
         return page
     page.add(
         "Latency and throughput against load", page.chart(sweep_figure(inputs, sol), "Solid: p50, dotted: p95.", 420)
     )
     page.add("Step by step", comparison_html(report))
+    _comparison_quality(page, report)
     return page
+
+
+def _comparison_quality(page: Page, report: Report) -> None:
+    if report.quality:
+        page.add(
+            "Quality: does the faster one still answer correctly?",
+            *(comparison_quality_html(q) for q in report.quality),
+            note="Accuracy with Wilson's 95 % interval per side; over the items both answered, who is right "
+            "where, the exact McNemar p-value, and B - A with its 95 % interval and verdict.",
+        )
 
 
 CSS = """
@@ -755,7 +784,7 @@ th, td { padding:6px 10px; border-bottom:1px solid var(--line); text-align:left;
 th.num { text-align:right; }
 thead th { background:#f1f5f9; font-weight:600; }
 td.num { text-align:right; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
-tr.better td { color:#15803d; } tr.worse td { color:#b91c1c; } tr.knee td { background:#ecfdf5; font-weight:600; }
+tr.better td, p.better { color:#15803d; } tr.worse td, p.worse { color:#b91c1c; } tr.knee td { background:#ecfdf5; font-weight:600; }
 table.facts th { width:130px; background:none; color:var(--muted); font-weight:500; }
 .warn { border:2px solid #dc2626; background:#fef2f2; color:#7f1d1d; border-radius:10px; padding:12px 16px; margin-bottom:14px; }
 .warn ul { margin:6px 0 0; padding-left:20px; }

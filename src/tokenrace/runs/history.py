@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from tokenrace.errors import UsageError
+from tokenrace.paths import home
 from tokenrace.runs.models import HistoryRow
 from tokenrace.runs.store import MANIFEST, SUMMARY, read_json
 
@@ -42,15 +43,6 @@ CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at);
 CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_id);
 PRAGMA user_version = {SCHEMA_VERSION};
 """
-
-
-def home() -> Path:
-    env = os.environ.get("TOKENRACE_HOME")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("tokenrace", appauthor=False))
 
 
 def history_path() -> Path:

@@ -255,6 +255,36 @@ class Workload(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
+class WorkerInfo(_Model):
+    """One sending worker: where it ran, its clock against the parent's, what it sent, how it ended."""
+
+    index: int
+    pid: int | None = None
+    host: str | None = None
+    node: str | None = None  # the Ray node id, on a Ray cluster
+    clock_offset_ns: int | None = None  # the worker's perf_counter_ns() minus the parent's (min-RTT probe)
+    clock_rtt_ns: int | None = None  # the round trip of that probe
+    clock_error_ns: int | None = None  # the estimate is within ± this (half the round trip)
+    clock_shared: bool | None = None  # the worker reads the parent's own clock (same kernel)
+    clock_applied_ns: int | None = None  # subtracted from its stamps: 0 when the clock is shared
+    requests: int | None = None  # requests handed to it
+    died: str | None = None  # why it died mid-run, when it did
+
+
+class WorkersInfo(_Model):
+    """How the load's sends were spread: over worker processes, Ray actors, or this one process."""
+
+    kind: Literal["process", "processes", "ray"]
+    count: int
+    requested: str  # what --workers said: a number or "auto"
+    reason: str | None = None  # why `auto` chose `count`
+    lead_ms: float | None = None  # open loop: sends are handed out this long before their time
+    start_method: str | None = None  # processes: multiprocessing's start method
+    ray_address: str | None = None
+    lost_requests: int = 0  # in flight on a worker that died (records with error kind worker_lost)
+    workers: list[WorkerInfo] = Field(default_factory=list)
+
+
 class Manifest(_Model):
     """manifest.json: what was run, against what, and how it was measured. Secrets never appear."""
 
@@ -281,6 +311,7 @@ class Manifest(_Model):
     monitor: JsonObject | None = None
     imported: JsonObject | None = None
     workload: Workload | None = None
+    workers: WorkersInfo | None = None
 
     # Whoever builds a manifest, the values of secret-looking headers and body fields never reach
     # the file (the run also scrubs every value it knows is secret: see BenchSettings.secrets).

@@ -6,7 +6,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,20 @@ from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
 from tokenrace.load import prompts as prompt_sets
 from tokenrace.load.preflight import check_first, choose_model, list_models
 from tokenrace.load.prompts import PromptSet
-from tokenrace.load.runner import Load, Runner
+from tokenrace.load.runner import Load, Runner, Send
 from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
+from tokenrace.load.worker_core import WorkerConfig
+from tokenrace.load.workers import (
+    Dispatcher,
+    Pool,
+    ProcessPool,
+    WorkersLost,
+    WorkersSpec,
+    fault_warnings,
+    manifest_section,
+    peak_in_flight,
+    resolve_count,
+)
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
 from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.runs.instruments import monitor_for_bench
@@ -65,6 +77,7 @@ class BenchSettings:
     monitor: bool = False  # sample GPU/system/server metrics into timeseries.jsonl
     monitor_interval_s: float = 1.0
     metrics_url: str | None = None  # the server's Prometheus /metrics (default: discovered)
+    workers: WorkersSpec | None = None  # spread the sends over worker processes or Ray actors
     secret_headers: tuple[str, ...] = ()  # extra headers whose values are secret whatever their names (from env:)
 
     def secrets(self) -> list[str]:
@@ -244,11 +257,70 @@ class BenchSession:
             manifest = self._manifest(client, info, prompts, built, started, t0)
             manifest["environment"], manifest["server"] = await _environment(client)
             self.store.write_manifest(manifest)
-            runner = Runner(self._send_checked(client, info.models), built.workload, s.load, self._finish)
-            summary = await self._measure(client, runner, manifest, t0)
+            pool, reason = await self._start_workers(client)
+            try:
+                dispatcher = Dispatcher(pool) if pool is not None else None
+                manifest["workers"] = self._workers_section(reason, pool, dispatcher)
+                self.store.write_manifest(manifest)
+                runner = self._runner(client, info.models, built, dispatcher)
+                summary = await self._measure(client, runner, manifest, t0, dispatcher, reason)
+            finally:
+                if pool is not None:
+                    await pool.close()
         return BenchResult(directory, summary.model_dump(mode="json"), manifest, summary.interrupted)
 
-    async def _measure(self, client: OpenAIClient, runner: Runner, manifest: dict[str, Any], t0: int) -> Summary:
+    async def _start_workers(self, client: OpenAIClient) -> tuple[Pool | None, str | None]:
+        """The pool of sending workers --workers/--ray ask for (None: this process sends)."""
+        spec = self.s.workers
+        if spec is None:
+            return None, None
+        load = self.s.load
+        config = WorkerConfig(
+            self.endpoint.base_url,
+            client.model,
+            self.endpoint.api_key,
+            self.s.request,
+            self.s.timeouts,
+            max_connections=max(load.concurrency, load.max_concurrency or 0, 64),
+            keep_awake=load.keep_awake,
+        )
+        pool: Pool
+        if spec.ray is not None:
+            from tokenrace.load.ray_workers import RayPool
+
+            pool = RayPool(config, spec.count, spec.ray)
+            reason = None
+        else:
+            count, reason = resolve_count(spec, load.max_concurrency or load.concurrency)
+            if count == 1 and spec.auto:
+                return None, reason
+            pool = ProcessPool(config, count)
+        await pool.start()
+        return pool, reason
+
+    def _workers_section(self, reason: str | None, pool: Pool | None, dispatcher: Dispatcher | None) -> Any:
+        spec = self.s.workers
+        if spec is None:
+            return None
+        return manifest_section("auto" if spec.auto else str(spec.count), reason, pool, dispatcher)
+
+    def _runner(self, client: OpenAIClient, models: list[str], built: Built, dispatcher: Dispatcher | None) -> Runner:
+        if dispatcher is None:
+            return Runner(self._send_checked(client.send, client, models), built.workload, self.s.load, self._finish)
+        # The workers keep their own loops awake; the parent's timing is not what is measured.
+        load = replace(self.s.load, keep_awake=False)
+        send = self._send_checked(dispatcher.send, client, models)
+        return Runner(send, built.workload, load, self._finish, lead_ns=dispatcher.lead_ns)
+
+    async def _measure(
+        self,
+        client: OpenAIClient,
+        runner: Runner,
+        manifest: dict[str, Any],
+        t0: int,
+        dispatcher: Dispatcher | None = None,
+        reason: str | None = None,
+    ) -> Summary:
         """Run the load with the side instruments around it; whatever happens, write what was measured."""
         assert self.store is not None
         monitor = _monitor(self.s, self.store.dir, self.endpoint, t0)
@@ -258,17 +330,27 @@ class BenchSession:
         engine = (manifest.get("server") or {}).get("engine")
         metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine in ENGINE_HISTOGRAMS else None
         interrupted = False
+        warnings: list[str] = []
         try:
             await runner.run()
         except asyncio.CancelledError:
             interrupted = True
+        except WorkersLost as exc:
+            interrupted = True
+            warnings.append(str(exc))
         finally:
             for rec in runner.records:
                 if rec.seq not in self._written:
                     self.store.append(rec)
+            if dispatcher is not None:
+                # Counted at hand-over the parent's figure would include sends still waiting for
+                # their time on a worker; the records' own stamps say what was in flight.
+                runner.windows.max_in_flight = peak_in_flight(runner.records)
+                warnings = fault_warnings(dispatcher) + warnings
+                manifest["workers"] = self._workers_section(reason, dispatcher.pool, dispatcher)
             resources = await monitor.stop() if monitor is not None else None
             scrapes = await self._scrapes(client, engine, metrics_before, monitor)
-            ctx = self._context(runner, interrupted, resources, monitor, scrapes, t0, client.model)
+            ctx = self._context(runner, interrupted, resources, monitor, scrapes, t0, client.model, warnings)
             summary = build_summary(runner.records, ctx)
             manifest["finished_at"] = datetime.now(UTC).isoformat()
             manifest["interrupted"] = interrupted
@@ -299,6 +381,7 @@ class BenchSession:
         scrapes: EngineScrapes | None,
         t0: int,
         model: str,
+        warnings: list[str] | None = None,
     ) -> RunContext:
         s = self.s
         return RunContext(
@@ -318,14 +401,15 @@ class BenchSession:
             scrapes=scrapes,
             cache_busted=self.built.busted if self.built is not None else None,
             server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
+            warnings=tuple(warnings or ()),
         )
 
-    def _send_checked(self, client: OpenAIClient, models: list[str]) -> Any:
+    def _send_checked(self, inner: Send, client: OpenAIClient, models: list[str]) -> Any:
         first = True
 
         async def send(prompt: Prompt, rec: RequestRecord) -> RequestRecord:
             nonlocal first
-            await client.send(prompt, rec)
+            await inner(prompt, rec)
             if first:
                 first = False
                 check_first(rec, client.model, self.endpoint.key_source, models, client.url)

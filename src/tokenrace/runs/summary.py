@@ -52,6 +52,7 @@ class RunContext:
     scrapes: EngineScrapes | None = None
     cache_busted: bool | None = None
     server_cache: dict[str, Any] | None = None  # the engine's prefix-cache counters over the run
+    warnings: tuple[str, ...] = ()  # what the run itself observed (a worker that died, ...)
 
 
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
@@ -75,7 +76,7 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
         s["resource_warnings"] = resource_warnings(ctx.resources, s)
     if is_soak(ctx.duration_s):
         s["drift"] = drift(records, ctx.timeseries, None, ctx.t0_ns)
-    s["warnings"] = [w for w in (cache_warning(s["cache"]),) if w]
+    s["warnings"] = [w for w in (cache_warning(s["cache"]),) if w] + list(ctx.warnings)
     return Summary.model_validate(s)
 
 

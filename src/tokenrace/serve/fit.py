@@ -52,6 +52,7 @@ def detect_gpu() -> tuple[str | None, int]:
 def check(spec: LaunchSpec, hardware: str | None) -> FitCheck:
     try:
         from tokenrace import plan as planner
+        from tokenrace.plan.memory import DEFAULT_UTILIZATION
     except ImportError:
         return FitCheck(False, None, "the planner is not installed: fit not checked")
     gpu = hardware or detect_gpu()[0]
@@ -65,7 +66,7 @@ def check(spec: LaunchSpec, hardware: str | None) -> FitCheck:
             precision=precision_for(spec),
             context=spec.max_model_len or 4096,
             concurrency=1,
-            **({"utilization": spec.gpu_memory_utilization} if spec.gpu_memory_utilization else {}),
+            utilization=spec.gpu_memory_utilization or DEFAULT_UTILIZATION,
         )
     except UsageError as exc:
         return FitCheck(False, None, f"fit not checked: {exc}")

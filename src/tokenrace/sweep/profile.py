@@ -4,6 +4,7 @@ and a small concurrency ramp, each step a full run directory, and one report for
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,12 @@ class ProfileResult:
     steps: list[tuple[str, BenchResult]]
     engine: dict[str, Any]
     summary: dict[str, Any]
+    after: Any = None  # what `after` returned, when it ran
+
+
+# Something to do with the engine once the steps are done, before it stops (bench's quality pass):
+# given the engine and the profile directory.
+After = Callable[[RunningEngine, Path], Awaitable[Any]]
 
 
 async def run_profile(
@@ -41,10 +48,14 @@ async def run_profile(
     engine_opts: EmbeddedOptions,
     progress_for: ProgressFor | None = None,
     steps: tuple[tuple[str, Load], ...] = DEFAULT_STEPS,
+    after: After | None = None,
 ) -> ProfileResult:
     engine = await start_embedded(engine_opts)
     try:
-        return await _run_steps(engine, template, steps, progress_for)
+        result = await _run_steps(engine, template, steps, progress_for)
+        if after is not None and not any(r.interrupted for _, r in result.steps):
+            result.after = await after(engine, result.directory)
+        return result
     finally:
         engine.stop()
 

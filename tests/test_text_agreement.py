@@ -1,4 +1,4 @@
-"""The agreement function the gateway's shadow mode shares."""
+"""The agreement functions the quality comparison and the gateway's shadow mode share."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import tokenrace.quality.agreement as agreement_module
-from tokenrace.quality.agreement import agreement, agreement_rate, exact_match_rate, tokens
+import tokenrace.text_agreement as agreement_module
+from tokenrace.text_agreement import agreement, agreement_rate, exact_match_rate, tokens
 
 
 def test_tokens_split_words_and_punctuation() -> None:
@@ -36,6 +36,12 @@ def test_agreement_is_a_similarity(a: str, b: str) -> None:
     assert (s == 1.0) == (tokens(a) == tokens(b))
 
 
+def test_a_token_limit_compares_only_the_beginnings() -> None:
+    assert agreement("a b c d", "a b x y", max_tokens=2) == 1.0
+    assert agreement("a b c d", "a b x y", max_tokens=3) == pytest.approx(2 / 3)
+    assert agreement("a b c d", "a b x y", max_tokens=None) == agreement("a b c d", "a b x y") == 0.5
+
+
 def test_rates_over_pairs() -> None:
     pairs = [("42", "42\n"), ("yes", "no"), ("a b", "a c")]
     assert exact_match_rate(pairs) == pytest.approx(1 / 3)
@@ -43,8 +49,16 @@ def test_rates_over_pairs() -> None:
     assert exact_match_rate([]) is None and agreement_rate([]) is None
 
 
-def test_stdlib_only() -> None:
+def test_a_leaf_of_stdlib_only() -> None:
     tree = ast.parse(Path(agreement_module.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported <= {"__future__", "difflib", "re", "collections"}, imported
+
+
+def test_the_gateway_shadow_scores_with_the_same_functions() -> None:
+    from tokenrace.gateway import shadow
+    from tokenrace.quality import paired
+
+    assert shadow.agreement is paired.agreement is agreement
+    assert shadow.exact_match is paired.exact_match is agreement_module.exact_match

@@ -1,0 +1,244 @@
+"""Pool policies end to end: least_queue reads real /metrics in the background, prefix_affinity
+keeps conversations on the instance whose prefix cache holds them (fake servers on loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from tokenrace.gateway.config import BackendConfig, ConfigError, Secret, parse_config
+from tokenrace.gateway.runtime import Backend
+from tokenrace.gateway.scrape import Scraper
+from tokenrace.testing.fake_server import FakeServerThread
+
+from .helpers import ENV, ROOT, GatewayThread, config_text, http
+from .test_proxy import post, state
+
+FAST = {"ttft_ms": 1, "itl_ms": 0, "output_tokens": 4, "models": ["m"]}
+
+
+def waiting(path: Path, n: int, kv: float = 0.1) -> None:
+    path.write_text(
+        f'# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name="m"}} {n}\n'
+        f'# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{model_name="m"}} {kv}\n'
+    )
+
+
+def until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    give_up = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < give_up, "condition not met in time"
+        time.sleep(0.05)
+
+
+def served_by(gw: GatewayThread, n: int, **kw: Any) -> list[str]:
+    out = []
+    for _ in range(n):
+        status, headers, raw = post(gw, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, **kw)
+        assert status == 200, raw
+        out.append(headers["x-tokenrace-backend"])
+    return out
+
+
+def test_least_queue_follows_the_engines_queues_and_falls_back_visibly(
+    tmp_path: Path, gateway: Callable[..., GatewayThread]
+) -> None:
+    ma, mb = tmp_path / "a.prom", tmp_path / "b.prom"
+    waiting(ma, 6)
+    waiting(mb, 0)
+    with (
+        FakeServerThread({**FAST, "metrics_text_path": str(ma)}) as a,
+        FakeServerThread({**FAST, "metrics_text_path": str(mb)}) as b,
+    ):
+        fast = {"metrics": {"interval_s": 0.1}}
+        gw = gateway(
+            {"a": {"url": a.base_url, **fast}, "b": {"url": b.base_url, **fast}},
+            [{"model": "m", "backends": [{"backend": ["a", "b"], "policy": "least_queue"}]}],
+        )
+        until(lambda: all(state(gw)["backends"][n]["load"].get("waiting") is not None for n in "ab"))
+        assert set(served_by(gw, 8)) == {"b"}
+        shown = state(gw)
+        assert shown["backends"]["a"]["load"]["waiting"] == 6 and shown["backends"]["a"]["load"]["engine"] == "vllm"
+        pool = shown["routes"]["m"]["targets"][0]["routing"]
+        assert pool["policy"] == "least_queue" and pool["counts"]["b"] == {"least_queue": 8}
+
+        waiting(ma, 0)
+        waiting(mb, 9)
+        until(lambda: state(gw)["backends"]["b"]["load"]["waiting"] == 9)
+        assert set(served_by(gw, 4)) == {"a"}
+
+        mb.write_text("process_cpu_seconds_total 1\n")  # b's engine stops showing its queue
+        until(lambda: state(gw)["backends"]["b"]["load"]["waiting"] is None)
+        served_by(gw, 2)
+        last = state(gw)["routes"]["m"]["targets"][0]["routing"]["last"]
+        assert last["reason"] == "in_flight_fallback" and last["detail"] == "b: no queue gauge in /metrics"
+
+
+@pytest.fixture(scope="module")
+def cached_pool() -> Iterator[list[FakeServerThread]]:
+    config = {**FAST, "prefix_cache": True, "cache_block_size": 4}
+    with FakeServerThread(config) as a, FakeServerThread(config) as b, FakeServerThread(config) as c:
+        yield [a, b, c]
+
+
+def conversation_hit_rate(gw: GatewayThread, pool: list[FakeServerThread], session_header: bool) -> float:
+    """Six conversations of five turns, interleaved; cached / prompt tokens over all their requests."""
+    for fake in pool:
+        fake.reset()
+    history: dict[int, list[dict[str, str]]] = {s: [{"role": "system", "content": "Answer briefly."}] for s in range(6)}
+    cached = prompt = 0
+    for turn in range(5):
+        for s, messages in history.items():
+            messages.append({"role": "user", "content": f"session {s} turn {turn} " + "detail " * 12})
+            headers = {"X-Session-ID": f"conv-{s}"} if session_header else None
+            status, _, raw = post(gw, {"model": "m", "messages": messages, "stream": False}, headers=headers)
+            assert status == 200, raw
+            body = json.loads(raw)
+            usage = body["usage"]
+            prompt += usage["prompt_tokens"]
+            cached += usage["prompt_tokens_details"]["cached_tokens"]
+            messages.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
+    return cached / prompt
+
+
+@pytest.mark.parametrize("session_header", [True, False], ids=["session-header", "prompt-prefix"])
+def test_prefix_affinity_raises_the_cache_hit_rate_of_a_pool(
+    cached_pool: list[FakeServerThread], gateway: Callable[..., GatewayThread], session_header: bool
+) -> None:
+    backends = {n: {"url": f.base_url} for n, f in zip("abc", cached_pool, strict=True)}
+    rates = {}
+    for policy in ("least_in_flight", "prefix_affinity"):
+        gw = gateway(backends, [{"model": "m", "backends": [{"backend": ["a", "b", "c"], "policy": policy}]}])
+        rates[policy] = conversation_hit_rate(gw, cached_pool, session_header)
+        gw.stop()
+    # With one instance per conversation each turn finds all of the previous turn's prompt cached;
+    # spread over three, about one turn in three does.
+    assert rates["prefix_affinity"] > 0.5, rates
+    assert rates["prefix_affinity"] > rates["least_in_flight"] + 0.2, rates
+
+
+def test_affinity_state_shows_the_ring_and_the_decisions(
+    cached_pool: list[FakeServerThread], gateway: Callable[..., GatewayThread]
+) -> None:
+    backends = {n: {"url": f.base_url} for n, f in zip("abc", cached_pool, strict=True)}
+    target = {"backend": ["a", "b", "c"], "policy": "prefix_affinity", "affinity": {"load_factor": 1.5}}
+    gw = gateway(backends, [{"model": "m", "backends": [target]}])
+    homes = {s: set(served_by(gw, 3, headers={"X-Session-ID": s})) for s in ("alice", "bob", "carol")}
+    assert all(len(h) == 1 for h in homes.values()), homes
+    pool = state(gw)["routes"]["m"]["targets"][0]["routing"]
+    assert pool["policy"] == "prefix_affinity" and pool["affinity"]["load_factor"] == 1.5
+    assert sorted(pool["ring_share"]) == ["a", "b", "c"]
+    assert sum(sum(c.values()) for c in pool["counts"].values()) == 9
+    assert all(set(c) == {"home"} for c in pool["counts"].values())
+    assert len(pool["last"]["key_hash"]) == 16 and 0 <= pool["last"]["ring_position"] < 1
+    assert http("GET", gw.url + "/healthz", key=None)[0] == 200
+
+
+def test_policy_settings_are_checked() -> None:
+    def check(target: dict[str, Any]) -> str:
+        text = config_text(
+            {"a": {"url": "http://a:1/v1"}, "b": {"url": "http://b:1/v1"}}, [{"model": "m", "backends": [target]}]
+        )
+        with pytest.raises(ConfigError) as err:
+            parse_config(text, "g.yaml", ENV)
+        return str(err.value)
+
+    assert "must be one of" in check({"backend": ["a", "b"], "policy": "round_robin"})
+    assert "only with policy: prefix_affinity" in check(
+        {"backend": ["a", "b"], "policy": "least_queue", "affinity": {"prefix_chars": 64}}
+    )
+    assert "must be >= 1" in check(
+        {"backend": ["a", "b"], "policy": "prefix_affinity", "affinity": {"load_factor": 0.5}}
+    )
+
+
+def test_the_scrape_sends_the_backends_key_to_its_own_origin_only() -> None:
+    seen: list[str | None] = []
+
+    async def metrics(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(text="sglang:num_queue_reqs 2\nsglang:token_usage 0.5\n")
+
+    async def main() -> list[tuple[float | None, float | None, str | None]]:
+        runners = []
+        ports = []
+        for _ in range(2):
+            app = web.Application()
+            app.router.add_get("/metrics", metrics)
+            runner = web.AppRunner(app)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            runners.append(runner)
+            ports.append(runner.addresses[0][1])
+        scraper = Scraper()
+        out = []
+        own = f"http://127.0.0.1:{ports[0]}"
+        for metrics_url in (None, f"http://127.0.0.1:{ports[1]}/metrics"):
+            config = BackendConfig.model_validate({"url": own + "/v1", "metrics": {"url": metrics_url}})
+            load = await scraper.scrape(Backend("x", config, Secret("sk-scrape-secret-0123456789")))
+            out.append((load.waiting, load.kv_usage, load.engine))
+        await scraper.close()
+        for runner in runners:
+            await runner.cleanup()
+        return out
+
+    loads = asyncio.run(main())
+    assert loads == [(2.0, 0.5, "sglang"), (2.0, 0.5, "sglang")]
+    assert seen == ["Bearer sk-scrape-secret-0123456789", None]
+
+
+def test_a_reload_starts_and_stops_the_scrapes(tmp_path: Path) -> None:
+    prom = tmp_path / "a.prom"
+    waiting(prom, 3)
+    path = tmp_path / "gw.yaml"
+
+    def write(policy: str) -> None:
+        target = {"backend": ["a", "b"], "policy": policy}
+        backends = {n: {"url": f.base_url, "metrics": {"interval_s": 0.1}} for n, f in (("a", a), ("b", b))}
+        path.write_text(config_text(backends, [{"model": "m", "backends": [target]}]))
+
+    with (
+        FakeServerThread({**FAST, "metrics_text_path": str(prom)}) as a,
+        FakeServerThread({**FAST, "metrics_text_path": str(prom)}) as b,
+    ):
+        write("least_in_flight")
+        with GatewayThread(path.read_text(), path=path) as gw:
+            assert "load" not in state(gw)["backends"]["a"] and gw.gw.scraper is None
+            write("least_queue")
+            assert gw.call(gw.gw.reload) is True
+            until(lambda: state(gw)["backends"]["a"]["load"].get("waiting") == 3)
+            assert gw.gw.scraper is not None and gw.call(gw.gw.scraper.following) == ["a", "b"]
+            write("least_in_flight")
+            assert gw.call(gw.gw.reload) is True
+            assert "load" not in state(gw)["backends"]["a"]
+            scraper = gw.gw.scraper
+            assert scraper is not None and gw.call(scraper.following) == []
+
+
+def test_check_names_the_pool_policies(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    target = {"backend": ["a", "b"], "policy": "prefix_affinity"}
+    path.write_text(
+        config_text(
+            {"a": {"url": "http://a:1/v1"}, "b": {"url": "http://b:1/v1"}}, [{"model": "m", "backends": [target]}]
+        )
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "tokenrace", "gateway", "check", "--no-env", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "prefix_affinity pool on m: a, b" in out.stdout
