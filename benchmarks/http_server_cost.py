@@ -8,10 +8,11 @@ read the body, run a handler task, write a Reply), and a bare uvloop protocol (f
 end, read Content-Length bytes, write the answer: no task, no checks; the floor). The load is
 benchmarks/gateway_overhead.py's instrument on core 1 (open-loop Poisson). Printed: each server's
 CPU time per request in µs (user + system, from /proc, over the requests it answered). Each server
-is measured twice, interleaved.
+is measured twice (`--rounds`), interleaved.
 
     python benchmarks/http_server_cost.py
     python benchmarks/http_server_cost.py --rates 1000,3000 --duration 5
+    python benchmarks/http_server_cost.py --kinds tokenrace --rounds 3
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def main() -> None:
     p.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
     p.add_argument("--rates", default="1000,3000")
     p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--kinds", default=",".join(KINDS), help="which servers, comma-separated")
+    p.add_argument("--rounds", type=int, default=2, help="how many times each server is measured")
     args = p.parse_args()
     if args.serve:
         import uvloop
@@ -113,7 +116,10 @@ def main() -> None:
         f"servers on core {bench.GATEWAY_CORE}, instrument on core {bench.LOAD_CORE}; non-streaming; {args.duration:g} s per rate"
     )
     try:
-        for kind in KINDS * 2:
+        kinds = [k for k in args.kinds.split(",") if k]
+        if unknown := set(kinds) - set(KINDS):
+            p.error(f"unknown kinds {sorted(unknown)}: choose from {', '.join(KINDS)}")
+        for kind in kinds * args.rounds:
             proc = subprocess.Popen([sys.executable, __file__, "--serve", kind], stdout=subprocess.PIPE)
             assert proc.stdout is not None
             url = proc.stdout.readline().decode().split()[1]

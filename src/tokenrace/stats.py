@@ -47,6 +47,15 @@ def describe(values: Sequence[float], weights: Sequence[int] | None = None) -> d
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
 
 
+def describe_mean(total: float, count: int) -> dict[str, float | int | None]:
+    """Statistics of `count` values known only by their sum: the mean is exact, the spread unknown."""
+    out = describe([])
+    if count > 0:
+        out["count"] = count
+        out["mean"] = round(total / count, 4)
+    return out
+
+
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 0

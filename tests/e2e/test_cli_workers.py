@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.conftest import sigint_default
 
+from tokenrace.load.calibration import Calibration, MachineInfo, save_calibration
 from tokenrace.testing.fake_server import spawn_fake_server
 
 
@@ -72,7 +73,7 @@ def test_a_worker_killed_mid_run_is_named_and_the_run_goes_on(tmp_path: Path) ->
     assert workers["lost_requests"] == len(lost) and "SIGKILL" in workers["workers"][1]["died"]
 
 
-def test_auto_without_a_calibration_sends_from_one_process_and_says_why(tmp_path: Path) -> None:
+def test_auto_without_a_calibration_sends_from_one_process_and_says_why(tmp_path: Path, tokenrace_home: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 5}) as srv:
         p = subprocess.run(
             [sys.executable, "-m", "tokenrace", "bench", "--url", srv.url, "--requests", "5", "--workers", "auto"],
@@ -99,3 +100,22 @@ def test_a_sweep_runs_every_step_over_the_workers(tmp_path: Path) -> None:
     for step in ("c2", "c4"):
         assert json.loads((out / step / "manifest.json").read_text())["workers"]["count"] == 2
         assert {r["worker"] for r in _records(out / step)} == {0, 1}
+
+
+def test_auto_splits_the_streams_by_the_calibrated_ceiling(tmp_path: Path, tokenrace_home: Path) -> None:
+    machine = MachineInfo(host="h", cpu="c", cores=2, python="3", event_loop="uvloop", tokenrace="0")
+    save_calibration(
+        Calibration(
+            created_at="2026-01-01T00:00:00+00:00", machine=machine, ceiling_chunks_per_s=1e5, ceiling_streams=2
+        )
+    )
+    argv = ["bench", "--url", "", "--requests", "8", "--concurrency", "4", "--workers", "auto"]
+    with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 5}) as srv:
+        argv[2] = srv.url
+        p = subprocess.run(
+            [sys.executable, "-m", "tokenrace", *argv], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+    assert p.returncode == 0, p.stderr
+    assert "--workers auto: 2 (4 streams against a one-process ceiling of 2 streams" in p.stderr
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert {r["worker"] for r in _records(run_dir) if r["phase"] == "measure"} == {0, 1}

@@ -88,3 +88,30 @@ def test_parse_slo() -> None:
         parse_slo("speed=fast")
     with pytest.raises(UsageError):
         parse_slo("ttft=soon")
+
+
+def test_tokens_per_chunk_mean_pools_known_and_usage_only_requests() -> None:
+    known = rec(0, 0, [100, 110, 130], [1, 2, 4], 7)
+    usage_only = rec(1, 0, [100, 110], None, 9)
+    from_chunks = rec(2, 0, [100, 110], None, 2, output_tokens_source="chunks")  # says nothing new
+    m = summarize([known, usage_only, from_chunks], Windows())["metrics"]["tokens_per_chunk"]
+    assert m["count"] == 5 and m["mean"] == pytest.approx(16 / 5)
+    assert m["p50"] is None
+    # every counted request known per chunk: the full distribution
+    full = summarize([known], Windows())["metrics"]["tokens_per_chunk"]
+    assert full["count"] == 3 and full["p50"] == 2.0
+    # no token total but the chunk count: undefined, not 1
+    assert summarize([from_chunks], Windows())["metrics"]["tokens_per_chunk"]["mean"] is None
+
+
+def test_client_load_cpu_alone_makes_a_run_client_bound_even_uncalibrated() -> None:
+    from tokenrace.figures.client_load import ClientCeiling, ClientObservation, client_load, client_warning
+
+    r = rec(0, 0, [100, 110, 130], [1, 2, 4], 7)
+    busy = client_load([r], 2.0, 1, ClientObservation(95.0, None))
+    assert busy["client_bound"] is True and "95 % of a core" in busy["causes"][0]
+    assert "client may have limited" in (client_warning(busy) or "")
+    idle = client_load([r], 2.0, 1, ClientObservation(10.0, None))
+    assert idle["client_bound"] is None and client_warning(idle) is None and idle["chunks_per_s"] == 1.5
+    none_within = client_load([r], 2.0, 1, ClientObservation(10.0, ClientCeiling(None, None)))
+    assert none_within["client_bound"] is True and "no load" in none_within["causes"][0]

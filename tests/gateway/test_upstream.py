@@ -183,3 +183,99 @@ def test_host_header_and_paths() -> None:
     head = pool.head("/chat/completions", {"Authorization": "Bearer k"}).decode()
     assert head.startswith("POST /openai/v1/chat/completions HTTP/1.1\r\nHost: api.groq.com\r\n")
     assert Pool("http://[::1]:8000/v1", 1.0, 1).host_header == "[::1]:8000"
+
+
+def test_idle_keep_alive_connections_are_closed_after_idle_s() -> None:
+    closed: list[float] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                closed.append(asyncio.get_running_loop().time())  # the client closed its end
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    async def main() -> None:
+        server, url = await serve(handler)
+        pool = Pool(url, 2.0, 4, idle_s=0.3)
+        first, second = await asyncio.gather(fetch(pool), fetch(pool))  # two connections at once
+        assert first[0] == second[0] == 200 and pool.idle_connections == 2
+        await asyncio.sleep(0.15)
+        assert (await fetch(pool))[0] == 200  # reused: one is fresh again, the other keeps its age
+        deadline = asyncio.get_running_loop().time() + 5
+        while pool.idle_connections > 1 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert pool.idle_connections == 1 and len(closed) == 1  # the older one was evicted, the server saw it
+        while pool.idle_connections and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert pool.idle_connections == 0 and len(closed) == 2
+        pool.close()
+        server.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a\nb\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 5\r\n\r\nhello",
+    ],
+)
+def test_malformed_responses_are_disconnects_not_bodies(response: bytes) -> None:
+    """Strict chunk sizes (no `int(x, 16)` leniency: 0x5, 1_0, spaces, signs) and strict framing."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(response)
+        await writer.drain()
+
+    async def main() -> None:
+        server, url = await serve(handler)
+        with pytest.raises(UpstreamError) as info:
+            await fetch(Pool(url, 2.0, 1))
+        assert info.value.kind == "disconnect" and "not an HTTP response" in str(info.value)
+        server.close()
+
+    run(main())
+
+
+def test_header_tokens_match_exactly() -> None:
+    """`Connection: xclose` is not `close`, and `Transfer-Encoding: xchunked` is not chunked (the body
+    then runs to the close, as RFC 9112 says for a response)."""
+    answers = [
+        b"HTTP/1.1 200 OK\r\nConnection: xclose\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: xchunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    ]
+    connections: list[int] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        while answers:
+            try:
+                await read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            writer.write(answers.pop(0))
+            await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server, url = await serve(handler)
+        pool = Pool(url, 2.0, 1)
+        assert (await fetch(pool))[2] == b"ok" and pool.idle_connections == 1  # kept alive
+        assert (await fetch(pool))[2] == b"2\r\nok\r\n0\r\n\r\n" and len(connections) == 1
+        assert pool.idle_connections == 0  # a close-delimited body: the connection is not reused
+        pool.close()
+        server.close()
+
+    run(main())

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "report": "tokenrace.cli.report",
     "gateway": "tokenrace.cli.gateway",
     "quality": "tokenrace.cli.quality",
+    "calibrate": "tokenrace.cli.calibrate",
 }
 
 

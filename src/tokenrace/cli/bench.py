@@ -13,6 +13,7 @@ import click
 from tokenrace.cli import bench_quality
 from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
+from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.load.progress import LiveProgress
 from tokenrace.report.tables import print_summary
 from tokenrace.runs.history import index_quietly
@@ -132,6 +133,9 @@ def report(result: BenchResult, as_json: bool, quality: QualityResult | None = N
     workers = result.manifest.get("workers") or {}
     if workers.get("reason"):
         click.echo(f"--workers {workers['requested']}: {workers['count']} ({workers['reason']})", err=True)
+    client = result.summary.get("client_load")
+    if client and not client["calibrated"]:
+        click.echo(HOW_TO_CALIBRATE, err=True)
     if result.interrupted:
         click.echo("interrupted: what was measured is saved", err=True)
         sys.exit(130)

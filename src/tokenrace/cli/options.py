@@ -69,9 +69,11 @@ _OPTIONS = [
     ),
     click.option(
         "--keep-awake/--no-keep-awake",
-        default=True,
+        default=False,
         show_default=True,
-        help="Wake the client every 200 µs so an idle CPU does not delay arrival stamps.",
+        help="Keep the client's event loop polling (a busy core) so that a halted vCPU does not delay "
+        "arrival stamps; off by default: on a shared machine the spin takes the CPU the server and the "
+        "client's own work need.",
     ),
     click.option(
         "--cold/--no-cold",

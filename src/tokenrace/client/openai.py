@@ -125,7 +125,7 @@ class OpenAIClient:
         rec.max_tokens = prompt.max_tokens if prompt.max_tokens is not None else self.options.max_tokens
         reader = _StreamReader(rec, self.options.api) if self.options.stream else None
         deadline = _Deadline(self.timeouts)
-        rec.start_ns = perf_ns()
+        rec.begin_ns = rec.start_ns = perf_ns()
         try:
             async with asyncio.timeout_at(deadline.first(rec.start_ns)) as tm:
                 await self._exchange_fresh(payload, headers, rec, reader, tm, deadline)
@@ -189,6 +189,7 @@ class OpenAIClient:
         assert self.session is not None
         async with self.session.post(self.url, data=payload, headers=headers, trace_request_ctx=rec) as resp:
             rec.headers_ns = perf_ns()
+            _mark_sent(resp, rec)
             rec.status = resp.status
             rec.response_id = resp.headers.get("x-request-id")
             if resp.status >= 400:
@@ -209,6 +210,22 @@ class OpenAIClient:
             except ValueError:
                 rec.retry_after_s = None
         rec.fail(f"http_{resp.status}", f"HTTP {resp.status}: {message}", resp.status)
+
+
+def _mark_sent(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+    """Stamp the send: just before the write of the request's last byte, or when it drained.
+
+    Only when the connection wrote during this request (not an earlier one). A short response read
+    whole with its headers has already released its connection, so the protocol is found through
+    the response (a private attribute; without it, start stays at begin).
+    """
+    proto = getattr(resp, "_protocol", None)
+    if not isinstance(proto, StampingHandler) or proto.written_ns is None or proto.written_ns < rec.begin_ns:
+        return
+    if proto.drained_ns is not None:
+        rec.mark_sent(proto.drained_ns)
+    elif rec.write_ns is not None and rec.write_ns >= rec.begin_ns:
+        rec.mark_sent(rec.write_ns)
 
 
 def error_message_from_body(raw: bytes) -> str | None:

@@ -14,10 +14,10 @@ RECORD_SCHEMA_VERSION = 1  # records.jsonl lines; the model is tokenrace.runs.mo
 
 # The record's absolute perf_counter_ns() stamps taken where the request is sent (a worker's clock,
 # when a worker sent it; `chunk_ns` holds more of them). `intended_start_ns` is the scheduler's own,
-# and `connect_ns` is a duration: neither moves when stamps change clocks.
-CLOCK_STAMPS = ("start_ns", "headers_ns", "first_token_ns", "first_answer_ns", "end_ns")
+# and `connect_ns` and `client_prep_ns` are durations: neither moves when stamps change clocks.
+CLOCK_STAMPS = ("begin_ns", "start_ns", "write_ns", "headers_ns", "first_token_ns", "first_answer_ns", "end_ns")
 SCHEDULER_STAMPS = ("intended_start_ns",)
-DURATIONS_NS = ("connect_ns",)
+DURATIONS_NS = ("connect_ns", "client_prep_ns")
 
 
 @dataclass(slots=True)
@@ -25,7 +25,10 @@ class RequestRecord:
     seq: int
     phase: str = "measure"  # cold | warmup | measure
     intended_start_ns: int | None = None  # open loop: when the schedule wanted it sent
-    start_ns: int = 0  # just before the request is written (connection set-up included)
+    begin_ns: int = 0  # the client began the request (building it, taking or opening a connection)
+    start_ns: int = 0  # the send: its last byte handed to the kernel (never sent: = begin_ns)
+    client_prep_ns: int | None = None  # begin -> send, less connect_ns; None when it was never sent
+    write_ns: int | None = None  # just before the last write of the request's bytes (the send, unless it drained)
     connect_ns: int | None = None  # duration of opening a new connection, when one was opened
     headers_ns: int | None = None  # response headers received
     first_token_ns: int | None = None  # first chunk with generated content of any kind
@@ -70,6 +73,11 @@ class RequestRecord:
         if status is not None:
             self.status = status
 
+    def mark_sent(self, sent_ns: int) -> None:
+        """The request's last byte reached the kernel at `sent_ns`: the start of TTFT and E2E."""
+        self.start_ns = sent_ns
+        self.client_prep_ns = sent_ns - self.begin_ns - (self.connect_ns or 0)
+
     def to_json(self, t0_ns: int) -> dict[str, Any]:
         """The records.jsonl line: offsets in ms from the run's t0, durations in ms."""
         d = derived(self)
@@ -87,6 +95,7 @@ class RequestRecord:
             "intended_start_ms": ms(self.intended_start_ns),
             "start_ms": ms(self.start_ns),
             "schedule_lag_ms": d["schedule_lag_ms"],
+            "client_prep_ms": _dur(self.client_prep_ns),
             "connect_ms": _dur(self.connect_ns),
             "new_connection": self.new_connection,
             "retried_stale_connection": self.retried_stale_connection,

@@ -1,4 +1,14 @@
-"""The HTTP transport: one pooled keep-alive aiohttp session whose connections stamp arrivals.
+"""The HTTP transport: one pooled keep-alive aiohttp session whose connections stamp sends and arrivals.
+
+The send: aiohttp writes a request's headers and body from a task of its own, one event-loop turn or
+more after the caller asked for it, in one transport write (headers and a bytes body coalesced). Its
+request-chunk-sent trace signal fires just before that write: the client stamps the send there (see
+openai.py). The write is one `send()` to the kernel, which takes the whole request unless its buffer
+is full; the transport's write-buffer high-water mark is 0, so that a write the kernel did not take
+whole pauses the protocol, and `resume_writing()` says when the last byte reached the kernel (a long
+prompt on a full socket): then that is the send. A stamp taken after the write instead would be late
+by whatever the OS ran first: on loopback the server, woken by the request, often runs before the
+client resumes (0.1-0.8 ms here, with the server holding the request before the client's stamp).
 
 aiohttp hands body bytes to the reader one event-loop turn after the socket delivered them; under
 load that turn can be long (other streams are being parsed). To time bytes when they arrive, before
@@ -22,23 +32,35 @@ perf_ns = time.perf_counter_ns
 
 
 class StampingHandler(ResponseHandler):
-    """Records (payload bytes so far, arrival ns) for the response being read on this connection."""
+    """Stamps when the request's writes returned and whether they had to drain, and records (payload
+    bytes so far, arrival ns) for the response being read on this connection."""
 
     def __init__(self, loop: Any) -> None:
         super().__init__(loop=loop)
         self.rx_payload: object | None = None
         self.rx: list[tuple[int, int]] = []
+        self.written_ns: int | None = None  # the request's writes returned
+        self.drained_ns: int | None = None  # ... and, when the kernel did not take them whole, they drained
+        self._drained_ns: int | None = None
 
-    def data_received(self, data: bytes) -> None:
-        t = perf_ns()
-        super().data_received(data)
-        payload = self._payload
-        if payload is None:
-            return
-        if payload is not self.rx_payload:
-            self.rx_payload = payload
-            self.rx = []
-        self.rx.append((payload.total_bytes, t))
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        transport.set_write_buffer_limits(high=0)
+
+    def pause_writing(self) -> None:
+        self._drained_ns = None
+        super().pause_writing()
+
+    def resume_writing(self) -> None:
+        self._drained_ns = perf_ns()
+        super().resume_writing()
+
+    def start_timeout(self) -> None:
+        # aiohttp calls this once the request's last write (and its drain) returned.
+        self.written_ns = perf_ns()
+        self.drained_ns = self._drained_ns
+        self._drained_ns = None
+        super().start_timeout()
 
 
 def _install_stamping(connector: aiohttp.TCPConnector) -> bool:
@@ -64,6 +86,12 @@ async def _on_conn_start(session: Any, ctx: Any, params: Any) -> None:
     ctx.connect_start_ns = perf_ns()
 
 
+async def _on_chunk_sent(session: Any, ctx: Any, params: Any) -> None:
+    rec = ctx.trace_request_ctx
+    if rec is not None:
+        rec.write_ns = perf_ns()
+
+
 async def _on_conn_end(session: Any, ctx: Any, params: Any) -> None:
     rec = ctx.trace_request_ctx
     if rec is not None:
@@ -75,6 +103,7 @@ def _trace_config() -> aiohttp.TraceConfig:
     tc = aiohttp.TraceConfig()
     tc.on_connection_create_start.append(_on_conn_start)
     tc.on_connection_create_end.append(_on_conn_end)
+    tc.on_request_chunk_sent.append(_on_chunk_sent)
     return tc
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
 from tokenrace.figures.cache import source_of
-from tokenrace.stats import describe
+from tokenrace.stats import describe, describe_mean
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
 
@@ -64,6 +64,20 @@ def _meets(r: RequestRecord, slo: dict[str, float]) -> bool:
     return True
 
 
+def _tokens_per_chunk_stats(ok: Sequence[RequestRecord], per_chunk: list[int]) -> dict[str, Any]:
+    """Per chunk when every counted request has per-chunk counts; else the exact mean alone.
+
+    A request's output token count (from usage or a tokenizer, not from its chunks) divided over its
+    content chunks gives the mean exactly without knowing how the tokens were spread, so the mean is
+    never null when usage exists; the per-chunk spread needs per-chunk counts.
+    """
+    counted = [r for r in ok if r.chunk_ns and r.output_tokens is not None and r.output_tokens_source != "chunks"]
+    if not counted or all(r.chunk_tokens is not None for r in counted):
+        return describe(per_chunk)
+    tokens = sum(r.output_tokens or 0 for r in counted)
+    return describe_mean(tokens, sum(len(r.chunk_ns) for r in counted))
+
+
 def tokens_per_chunk(chunk_tokens: list[int] | None, output_tokens: float, chunks: int) -> list[float]:
     """Tokens each chunk carried: counted per chunk when a tokenizer gave them, else the output spread evenly."""
     return [float(k) for k in chunk_tokens] if chunk_tokens else [output_tokens / chunks] * chunks
@@ -104,10 +118,11 @@ def summarize(
         "itl_token_ms": describe(token_gaps, token_w),
         "e2e_ms": describe(col("e2e_ms")),
         "connect_ms": describe([r.connect_ns / NS_PER_MS for r in measured if r.connect_ns is not None]),
+        "client_prep_ms": describe([r.client_prep_ns / NS_PER_MS for r in measured if r.client_prep_ns is not None]),
         "output_tokens": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
         "prompt_tokens": describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
         "cached_tokens": describe([r.cached_tokens for r in ok if r.cached_tokens is not None]),
-        "tokens_per_chunk": describe(per_chunk),
+        "tokens_per_chunk": _tokens_per_chunk_stats(ok, per_chunk),
         "schedule_lag_ms": describe(col("schedule_lag_ms", all_derived)),
         "ttft_from_intended_ms": describe(col("ttft_from_intended_ms")),
         "e2e_from_intended_ms": describe(col("e2e_from_intended_ms")),

@@ -29,10 +29,10 @@ from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply,
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Route, Runtime, public
 from tokenrace.gateway.shadow import summary as shadow_summary
-from tokenrace.gateway.shared import SharedState, local_summary
 
 if TYPE_CHECKING:
     from tokenrace.gateway.scrape import Scraper
+    from tokenrace.gateway.shared import SharedState
     from tokenrace.gateway.telemetry import Tracing
 from tokenrace.gateway.stream import Endpoint
 
@@ -69,10 +69,14 @@ class Gateway:
     # -- lifecycle --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        env = os.environ if self.env is None else self.env
         for backend in self.runtime.backends.values():
-            backend.open()
+            backend.open(env)
         state, url = self.runtime.config.state, self.runtime.secrets.state_url
         if state is not None and url is not None:
+            # Imported only with `state:`: the redis package imports OpenTelemetry when it is installed.
+            from tokenrace.gateway.shared import SharedState
+
             self.shared = SharedState(state, url, self.warn, self.event, self.metrics.state_fallbacks.inc)
             await self.shared.sync(self.runtime, self.on_breaker_adopted)  # follow the others from the start
             self._syncer = asyncio.get_running_loop().create_task(self._sync_forever(self.shared))
@@ -136,7 +140,7 @@ class Gateway:
         old = self.runtime
         new = Runtime(config, secrets, generation=old.generation + 1, previous=old)
         for backend in new.new_backends(old):
-            backend.open()
+            backend.open(env)
         for secret in secrets.values():
             self.redact.add(secret)
         self.runtime = new
@@ -301,7 +305,7 @@ class Gateway:
                 "loaded_unix": round(rt.loaded_unix, 3),
                 "last_reload_error": self.last_reload_error,
             },
-            "state": self.shared.summary() if self.shared is not None else local_summary(),
+            "state": self.shared.summary() if self.shared is not None else {"backend": "memory", "up": None},
             "backends": backends,
             "routes": routes,
         }

@@ -13,6 +13,7 @@ import hashlib
 import math
 import os
 import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -97,6 +98,8 @@ class BackendConfig(_Model):
     max_in_flight: int = Field(default=256, ge=1)
     breaker: BreakerConfig = BreakerConfig()
     metrics: MetricsConfig = MetricsConfig()
+    # https only: a PEM file of the CAs to trust for this backend, in place of the system's.
+    ca_bundle: str | None = None
 
     @field_validator("url")
     @classmethod
@@ -109,6 +112,23 @@ class BackendConfig(_Model):
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
         return _check_env_name(value)
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _readable_bundle(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ssl.create_default_context(cafile=value)
+            except (OSError, ssl.SSLError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise ValueError(f"cannot load {value} as a PEM CA bundle: {reason}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _bundle_for_https(self) -> BackendConfig:
+        if self.ca_bundle is not None and not self.url.startswith("https://"):
+            raise ValueError("ca_bundle is for https:// backends")
+        return self
 
     @field_validator("headers")
     @classmethod

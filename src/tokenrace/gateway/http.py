@@ -6,17 +6,27 @@ and the gateway's whole budget is well under a millisecond per request on one co
 leg was made lean the same way (upstream.py). The gateway needs little of a server: its endpoints
 take a whole (small) JSON body and answer with a whole body or a stream.
 
-Scope: HTTP/1.0 and 1.1 (no upgrade, no HTTP/2), origin-form targets (`/path?query`), request
+Parsing is httptools' `HttpRequestParser` (llhttp, Node's parser, as uvicorn uses it), in its
+strict mode: this module owns the connection (timers, limits, pipelining, answers) and adds the
+rules a proxy needs on top of what llhttp checks. Why a maintained parser: a proxy and the server
+behind it must agree on where each request ends, and the ways to disagree (request smuggling) are
+many and subtle; llhttp has met them in Node for years.
+
+Scope: HTTP/1.0 and 1.1 (no upgrade, no HTTP/2), origin-form and absolute-form targets, request
 bodies by Content-Length or chunked, read whole before the handler runs, keep-alive, pipelined
 requests answered in order, `Expect: 100-continue`, HEAD for GET endpoints.
 
-Strict where a proxy can be fooled about where a request ends: both Content-Length and
-Transfer-Encoding, a Transfer-Encoding other than `chunked`, a Content-Length that is not digits
-(or repeated with different values), obsolete line folding, control characters in a header, and a
-malformed request line all get 400 and the connection closed; a head over 64 KiB gets 431; a body
-over the limit gets 413 before it is read. After refusing, the server stops writing, reads and
-drops what the client still sends for a moment, then closes ("lingering close"), so that the
-client reads the answer instead of a connection reset.
+Refused, each with a 4xx/5xx answer and then the connection closed: whatever llhttp refuses
+(malformed request lines and header lines, obsolete line folding, control characters, whitespace
+before a colon, both Content-Length and Transfer-Encoding, repeated Content-Length, a
+Transfer-Encoding whose last coding is not chunked, bad chunk sizes and extensions, bare CR or LF)
+with 400, or 505 for an unknown version; and on top of it: HTTP versions other than 1.0 and 1.1
+(505), a missing or repeated Host in HTTP/1.1 (400), Transfer-Encoding in HTTP/1.0 (400), any
+coding besides chunked (501), a target that is neither a path nor an http(s) URL (400), an upgrade
+request with a body (400). A head over 64 KiB gets 431; a body over the limit gets 413, from its
+announced length before it is read. After refusing, the server stops writing, reads and drops what
+the client still sends for a moment, then closes ("lingering close"), so that the client reads the
+answer instead of a connection reset.
 
 Timeouts: a connection that has not sent a complete head within `client_idle_s` (after connecting
 or after its last answer) is closed without a word; a body not complete within `client_body_s` of
@@ -27,24 +37,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any, Protocol, TypeAlias
 from urllib.parse import parse_qsl
 
+import httptools
 import orjson
 
 log = logging.getLogger("tokenrace.gateway")
 MAX_HEAD = 64 * 1024
 LINGER_S = 2.0
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_VERSIONS = {"1.1": (1, 1), "1.0": (1, 0)}
 
 
 class Limits(Protocol):
@@ -72,6 +82,7 @@ class Request:
         version: tuple[int, int],
         headers: dict[str, str],
         conn: Connection,
+        keep_alive: bool = True,
     ) -> None:
         self.method = method
         self.path = path
@@ -79,7 +90,7 @@ class Request:
         self.version = version
         self.headers = headers
         self.body = b""
-        self.keep_alive = _wants_keep_alive(version, headers.get("connection"))
+        self.keep_alive = keep_alive
         self._conn = conn
         self.stream: Stream | None = None
 
@@ -190,23 +201,41 @@ class Server:
 
 
 class Connection(asyncio.Protocol):
-    """One client connection: read a head and a body, run the handler, answer, repeat."""
+    """One client connection: llhttp parses what arrives, complete requests are answered in order.
+
+    The parser runs whenever bytes arrive, also while an answer is being prepared (pipelining):
+    requests completed meanwhile wait in `queue` (reading pauses while one waits, so nothing is
+    buffered without bound), and a refusal found meanwhile waits behind them.
+    """
 
     def __init__(self, server: Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        # What has arrived and is not consumed yet. A bytearray, so that a request sent in many small
-        # pieces costs time linear in its size (appending to bytes would copy it all each time).
-        self.buf = bytearray()
-        self.state = "head"  # head | body | busy | closing | closed
-        self.request: Request | None = None  # the request whose body is being read
-        self.need = -1  # body bytes expected; -1: chunked (then `chunks` decodes it)
-        self.chunks: Dechunker | None = None
-        self._scanned = 0  # how far the head's end has been looked for already
+        self.parser = httptools.HttpRequestParser(self)
+        self.queue: deque[Request | BadRequest] = deque()
+        self.busy = False  # a handler runs for the request at the head of the line
+        self.closing = False  # refused: lingering, then closed
+        self.closed = False
         self.task: asyncio.Task[None] | None = None  # the loop holds tasks weakly: this keeps the running one alive
+        self._stopped = False  # no more requests are read on this connection (a refusal, or `Connection: close`)
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False
         self._eof = False  # the client will send nothing more
+        # The message being parsed.
+        self._in_body = False  # its head is complete, its body is not
+        # Bytes read while the head is incomplete. llhttp does not say where in a piece a pipelined
+        # request's head began, so the part of one that shares a piece with the request before it is
+        # not counted: the 431 limit holds to within one read.
+        self._head_bytes = 0
+        self._completed = 0  # requests read whole
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._hosts = 0
+        self._request: Request | None = None
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._body_limit = 0
+        self._expect = False  # 100-continue is owed once the body is awaited
 
     # -- transport events ---------------------------------------------------------------------------
 
@@ -222,112 +251,151 @@ class Connection(asyncio.Protocol):
         self._arm(self.server.limits().client_idle_s, self._idle_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.state = "closed"
-        self.buf.clear()
+        self.closed = True
+        self.queue.clear()
         self._disarm()
         self.server.connections.discard(self)
 
     def eof_received(self) -> bool:
-        # The client sends nothing more; an answer being prepared may still go out, then we close.
+        # The client sends nothing more; answers owed may still go out, then we close.
         self._eof = True
-        return self.state == "busy"
+        return self.busy
 
     def data_received(self, data: bytes) -> None:
-        if self.state == "closing":
-            return  # lingering: drop it
-        self.buf += data
-        if self.state == "busy":  # pipelined: wait for the current answer; do not buffer without bound
-            if not self._paused and len(self.buf) > MAX_HEAD + self.server.limits().max_body_bytes:
-                self._paused = True
-                self.transport.pause_reading()  # type: ignore[union-attr]
-            return
-        self._advance()
+        if self._stopped or self.closing:
+            return  # lingering, or after a request that closes the connection: drop it
+        self._feed(data)
+        if not self.busy and not self.closing:
+            self._await_body()
 
     # -- reading requests ----------------------------------------------------------------------------
 
-    def _advance(self) -> None:
-        while self.state in ("head", "body"):
-            if self.state == "head" and not self._take_head():
-                return
-            if not self._take_body():
-                return
-            self._dispatch()
-
-    def _take_head(self) -> bool:
-        buf = self.buf
-        while buf[:2] == b"\r\n":
-            del buf[:2]  # empty lines before a request line are allowed
-        end = buf.find(b"\r\n\r\n", self._scanned)
-        if end < 0 or end > MAX_HEAD:
-            if len(buf) > MAX_HEAD:
-                self._refuse(BadRequest(431, f"The request head is over {MAX_HEAD} bytes.", "head_too_large"), (1, 1))
-            self._scanned = max(0, len(buf) - 3)
-            return False
-        self._scanned = 0
-        try:
-            request, length = parse_head(bytes(buf[:end]), self)
-        except BadRequest as exc:
-            self._refuse(exc, (1, 1))
-            return False
-        del buf[: end + 4]
-        self._disarm()
-        limits = self.server.limits()
-        if length > limits.max_body_bytes:
-            self._refuse(
-                BadRequest(
-                    413,
-                    f"Request body of {length} bytes is over the limit of {limits.max_body_bytes}.",
-                    "body_too_large",
-                    "too_large",
-                ),
-                request.version,
-            )
-            return False
-        self.request, self.need, self.state = request, length, "body"
-        self.chunks = Dechunker(limits.max_body_bytes) if length < 0 else None
-        if (
-            length != 0
-            and not self.buf
-            and request.version >= (1, 1)
-            and request.headers.get("expect", "").lower() == "100-continue"
-        ):
-            self.transport.write(_CONTINUE)  # type: ignore[union-attr]
-        return True
-
-    def _take_body(self) -> bool:
-        request = self.request
-        assert request is not None
-        if self.chunks is None:
-            if len(self.buf) < self.need:
-                return self._wait_body()
-            request.body = bytes(self.buf[: self.need])
-            del self.buf[: self.need]
-        else:
+    def _feed(self, data: bytes) -> None:
+        """Feed llhttp; while a head is open, at most what is left of MAX_HEAD at a time."""
+        pos, end = 0, len(data)
+        while pos < end and not self._stopped:
+            piece = data
+            if not self._in_body:
+                room = MAX_HEAD - self._head_bytes
+                if end - pos > room:
+                    piece = data[pos : pos + room]
+                elif pos:
+                    piece = data[pos:]
+            elif pos:
+                piece = data[pos:]
+            open_head, completed = not self._in_body, self._completed
             try:
-                end = self.chunks.feed(self.buf)
-            except BadRequest as exc:
-                self._refuse(exc, request.version)
-                return False
-            if end is None:
-                return self._wait_body()
-            request.body = self.chunks.body()
-            del self.buf[:end]
-            self.chunks = None
-        self._disarm()
-        return True
+                self.parser.feed_data(piece)
+            except httptools.HttpParserUpgrade as up:  # an upgrade without a body: served as plain HTTP/1.1
+                pos += int(up.args[0])
+                continue
+            except httptools.HttpParserError as exc:
+                self._malformed(exc)
+                return
+            pos += len(piece)
+            if open_head and not self._in_body and completed == self._completed:
+                self._head_bytes += len(piece)  # the head stayed open through the whole piece
+                if self._head_bytes >= MAX_HEAD:
+                    self._refuse_or_queue(
+                        BadRequest(431, f"The request head is over {MAX_HEAD} bytes.", "head_too_large")
+                    )
+                    return
 
-    def _wait_body(self) -> bool:
+    def _malformed(self, exc: httptools.HttpParserError) -> None:
+        if self._stopped:
+            return  # bytes after a request that closes the connection: not read, not refused
+        cause = exc.__context__
+        self._refuse_or_queue(cause if isinstance(cause, BadRequest) else _refusal(str(exc)))
+
+    # llhttp's callbacks (it calls them by these names); raising BadRequest in one stops the parse.
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = {}
+        self._hosts = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._in_body:
+            return  # a chunked body's trailer fields: read and dropped
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").rstrip(" \t")
+        headers = self._headers
+        if key in headers:
+            headers[key] = headers[key] + ", " + text
+        else:
+            headers[key] = text
+        if key == "host":
+            self._hosts += 1
+
+    def on_headers_complete(self) -> None:
+        parser = self.parser
+        version = _VERSIONS.get(parser.get_http_version())
+        if version is None:
+            raise BadRequest(505, "Only HTTP/1.0 and HTTP/1.1 are served.", "http_version")
+        path, query = _target(self._url)
+        headers = self._headers
+        length = _body_length(headers, version)
+        if self._hosts != 1 and (version >= (1, 1) or self._hosts > 1):
+            raise BadRequest(400, "An HTTP/1.1 request needs exactly one Host header.", "bad_host")
+        if parser.should_upgrade() and length != 0:  # llhttp would not read its body: refuse, or it smuggles
+            raise BadRequest(400, "An upgrade request with a body is not served.", "bad_framing")
+        limit = self.server.limits().max_body_bytes
+        if length > limit:
+            raise BadRequest(
+                413, f"Request body of {length} bytes is over the limit of {limit}.", "body_too_large", "too_large"
+            )
+        method = parser.get_method().decode("ascii")
+        self._request = Request(method, path, query, version, headers, self, parser.should_keep_alive())
+        self._in_body = True
+        self._head_bytes = 0
+        self._body_limit = limit
+        self._expect = length != 0 and version >= (1, 1) and headers.get("expect", "").lower() == "100-continue"
+        if not self.busy:
+            self._disarm()  # the idle clock stops; the body's clock starts once the body is awaited
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+        self._body_size += len(body)
+        self._expect = False
+        if self._body_size > self._body_limit:  # chunked: the length is known only as it arrives
+            raise BadRequest(
+                413, f"Request body is over the limit of {self._body_limit} bytes.", "body_too_large", "too_large"
+            )
+
+    def on_message_complete(self) -> None:
+        request = self._request
+        if request is None:
+            return
+        body = self._body
+        request.body = body[0] if len(body) == 1 else b"".join(body)
+        self._request, self._in_body, self._body, self._body_size = None, False, [], 0
+        self._completed += 1
+        if not request.keep_alive:
+            self._stopped = True  # nothing after this request is read
+        if self.busy or self.queue:
+            self.queue.append(request)
+            self._pause()
+        else:
+            self._dispatch(request)
+
+    def _await_body(self) -> None:
+        """After a feed, with no answer in progress: a body under way has its clock and its 100-continue."""
+        if not self._in_body:
+            return
         if self._timer is None:  # the body's time starts when its head is complete
             self._arm(self.server.limits().client_body_s, self._body_timeout)
-        return False
+        if self._expect and self.transport is not None:
+            self._expect = False
+            self.transport.write(_CONTINUE)
 
     # -- answering -----------------------------------------------------------------------------------
 
-    def _dispatch(self) -> None:
-        request = self.request
-        assert request is not None
-        self.request = None
-        self.state = "busy"
+    def _dispatch(self, request: Request) -> None:
+        self.busy = True
+        self._disarm()
         self.task = asyncio.get_running_loop().create_task(self._serve(request))
 
     async def _serve(self, request: Request) -> None:
@@ -344,8 +412,9 @@ class Connection(asyncio.Protocol):
 
     def _answered(self, request: Request, answer: Reply | Stream | None) -> None:
         self.task = None
+        self.busy = False
         transport = self.transport
-        if self.state == "closed" or transport is None or transport.is_closing():
+        if self.closed or transport is None or transport.is_closing():
             return
         if isinstance(answer, Reply):
             keep = request.keep_alive and not self.server.draining and answer.headers.get("Connection") != "close"
@@ -353,16 +422,38 @@ class Connection(asyncio.Protocol):
         else:
             stream = answer if answer is not None else request.stream
             keep = stream is not None and stream.keep_alive and stream.ended
-        if not keep or (self._eof and not self.buf):
+        if not keep or (self._eof and not self.queue):
             self.close()
             return
-        self.state = "head"
-        self._arm(self.server.limits().client_idle_s, self._idle_timeout)
-        if self._paused:
+        if self.queue:
+            waiting = self.queue.popleft()
+            if isinstance(waiting, BadRequest):
+                self._refuse(waiting, (1, 1))
+                return
+            self._dispatch(waiting)
+            if self.queue:
+                return
+        elif self._in_body:
+            self._await_body()
+        else:
+            self._arm(self.server.limits().client_idle_s, self._idle_timeout)
+        if self._paused and not self._stopped:
             self._paused = False
             transport.resume_reading()
-        if self.buf:
-            self._advance()
+
+    def _pause(self) -> None:
+        if not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def _refuse_or_queue(self, exc: BadRequest) -> None:
+        """Refuse now, or after the answers owed to the requests before this one."""
+        self._stopped = True
+        if self.busy or self.queue:
+            self.queue.append(exc)
+            self._pause()
+        else:
+            self._refuse(exc, self._request.version if self._request is not None else (1, 1))
 
     def _refuse(self, exc: BadRequest, version: tuple[int, int]) -> None:
         """Answer an unreadable or unacceptable request ourselves, then linger and close."""
@@ -372,25 +463,28 @@ class Connection(asyncio.Protocol):
         transport.write(
             _whole(error_reply(exc.status, str(exc), "invalid_request_error", exc.code), version, keep_alive=False)
         )
-        self.state = "closing"
-        self.buf.clear()
+        self.closing = self._stopped = True
+        self.queue.clear()
         self._disarm()
+        if self._paused:
+            self._paused = False
+            transport.resume_reading()  # lingering reads (and drops) what still comes
         if transport.can_write_eof():
             transport.write_eof()  # our answer is complete; what the client still sends is dropped
         self._arm(LINGER_S, self.close)
 
     def _idle_timeout(self) -> None:
-        if self.state == "head":
+        if not self.busy and not self._in_body and not self.closing:
             self.close()
 
     def _body_timeout(self) -> None:
-        if self.state == "body" and self.request is not None:
+        if self._in_body and not self.busy and self._request is not None and not self.closing:
             seconds = self.server.limits().client_body_s
             self._refuse(
                 BadRequest(
                     408, f"The request body did not arrive within {seconds:g} s.", "body_timeout", "slow_client"
                 ),
-                self.request.version,
+                self._request.version,
             )
 
     def close(self) -> None:
@@ -408,139 +502,58 @@ class Connection(asyncio.Protocol):
             self._timer = None
 
 
-# --- parsing ------------------------------------------------------------------------------------------
+# --- the rules on top of llhttp ---------------------------------------------------------------------
 
 
-def parse_head(head: bytes, conn: Connection) -> tuple[Request, int]:
-    """A request head (without its final blank line) -> the request and its body length (-1: chunked)."""
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(b" ")
-    if len(parts) != 3:
-        raise BadRequest(400, "Malformed request line.", "bad_request_line")
-    method_b, target, version_b = parts
-    if version_b == b"HTTP/1.1":
-        version = (1, 1)
-    elif version_b == b"HTTP/1.0":
-        version = (1, 0)
-    elif version_b.startswith(b"HTTP/"):
-        raise BadRequest(505, "Only HTTP/1.0 and HTTP/1.1 are served.", "http_version")
-    else:
-        raise BadRequest(400, "Malformed request line.", "bad_request_line")
-    if target[:7].lower() == b"http://" or target[:8].lower() == b"https://":
-        slash = target.find(
-            b"/", target.find(b"//") + 2
-        )  # absolute-form: servers must accept it; the path is what counts
-        target = target[slash:] if slash >= 0 else b"/"
-    if not _TOKEN.fullmatch(method_b) or target[:1] != b"/" or _BAD_VALUE.search(target):
-        raise BadRequest(400, "Malformed request line.", "bad_request_line")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or not _TOKEN.fullmatch(name):  # also refuses obsolete folding (a leading space)
-            raise BadRequest(400, "Malformed header line.", "bad_header")
-        value = value.strip(b" \t")
-        if _BAD_VALUE.search(value):
-            raise BadRequest(400, "Control characters in a header value.", "bad_header")
-        key = name.decode("ascii").lower()
-        text = value.decode("latin-1")
-        if key in headers:
-            if key == "content-length" and headers[key] != text:
-                raise BadRequest(400, "Conflicting Content-Length headers.", "bad_content_length")
-            if key != "content-length":
-                headers[key] = headers[key] + ", " + text
-        else:
-            headers[key] = text
-    path_b, _, query_b = target.partition(b"?")
-    request = Request(
-        method_b.decode("ascii"), path_b.decode("latin-1"), query_b.decode("latin-1"), version, headers, conn
-    )
-    return request, _body_length(headers)
+def _target(raw: bytes) -> tuple[str, str]:
+    """The path and query of an origin-form (`/p?q`) or absolute-form (`http://h/p?q`) target."""
+    if raw[:1] == b"/":  # origin-form, the usual: llhttp checked its characters
+        path, _, query = raw.partition(b"?")
+        return path.decode("latin-1"), query.partition(b"#")[0].decode("latin-1")
+    if raw[:7].lower() != b"http://" and raw[:8].lower() != b"https://":
+        raise BadRequest(400, "The request target must be a path or an http(s) URL.", "bad_request_line")
+    try:
+        url = httptools.parse_url(raw)
+    except httptools.HttpParserInvalidURLError:
+        raise BadRequest(400, "Malformed request target.", "bad_request_line") from None
+    path = url.path or b"/"  # absolute-form without a path means the root
+    return path.decode("latin-1"), (url.query or b"").decode("latin-1")
 
 
-def _body_length(headers: dict[str, str]) -> int:
+def _body_length(headers: dict[str, str], version: tuple[int, int]) -> int:
+    """The announced body length; -1: chunked. llhttp checked the values and their combination."""
     encoding = headers.get("transfer-encoding")
-    length = headers.get("content-length")
     if encoding is not None:
-        if length is not None:
-            raise BadRequest(400, "Both Content-Length and Transfer-Encoding were sent.", "bad_framing")
-        if encoding.strip().lower() != "chunked":
+        if version < (1, 1):
+            raise BadRequest(400, "Transfer-Encoding is not allowed in HTTP/1.0.", "bad_framing")
+        codings = [c.strip(" \t").lower() for c in encoding.split(",")]
+        if codings[-1] != "chunked":  # the length cannot be known (RFC 9112 6.3)
+            raise BadRequest(400, f"Transfer-Encoding {encoding[:40]!r} does not end with chunked.", "bad_framing")
+        if len(codings) > 1:
             raise BadRequest(
                 501, f"Transfer-Encoding {encoding[:40]!r} is not supported (only chunked).", "bad_framing"
             )
         return -1
-    if length is None:
-        return 0
-    if not (length.isascii() and length.isdigit()) or len(length) > 15:
-        raise BadRequest(400, "Content-Length is not a number.", "bad_content_length")
-    return int(length)
+    length = headers.get("content-length")
+    return int(length) if length else 0
 
 
-class Dechunker:
-    """Decodes a chunked body from the start of a growing buffer, keeping its place between calls, so
-    that a body sent in many small chunks costs time linear in its size."""
-
-    __slots__ = ("limit", "pos", "parts", "total", "scanned")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.scanned = 0  # how far the trailer's end has been looked for already
-        self.pos = 0  # where the next chunk's size line starts
-        self.parts: list[bytes] = []
-        self.total = 0
-
-    def feed(self, buf: bytes | bytearray) -> int | None:
-        """The offset just past the body (and its trailer) once complete, else None (feed again with more)."""
-        while True:
-            pos = self.pos
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                if len(buf) - pos > 1024:
-                    raise BadRequest(400, "Bad chunk size line in the request body.", "bad_chunk")
-                return None
-            size = _chunk_size(bytes(buf[pos:eol]))
-            start = eol + 2
-            if size == 0:
-                return self._trailer_end(buf, start)
-            if self.total + size > self.limit:
-                raise BadRequest(
-                    413, f"Request body is over the limit of {self.limit} bytes.", "body_too_large", "too_large"
-                )
-            if len(buf) < start + size + 2:
-                return None
-            if buf[start + size : start + size + 2] != b"\r\n":
-                raise BadRequest(400, "Bad chunk framing in the request body.", "bad_chunk")
-            self.parts.append(bytes(buf[start : start + size]))
-            self.total += size
-            self.pos = start + size + 2
-
-    def _trailer_end(self, buf: bytes | bytearray, start: int) -> int | None:
-        """After the last chunk: a blank line, or trailer fields ending with one (dropped)."""
-        if buf[start : start + 2] == b"\r\n":
-            return start + 2
-        end = buf.find(b"\r\n\r\n", max(start, self.scanned))
-        if end < 0:
-            if len(buf) - start > MAX_HEAD:
-                raise BadRequest(431, f"The request trailer is over {MAX_HEAD} bytes.", "head_too_large")
-            self.scanned = max(start, len(buf) - 3)
-            return None
-        return end + 4
-
-    def body(self) -> bytes:
-        return b"".join(self.parts)
+# llhttp's reasons (its error texts) -> the error code the client sees; the first match wins.
+_CODES = (
+    ("chunk", "bad_chunk"),
+    ("content-length", "bad_content_length"),
+    ("transfer-encoding", "bad_framing"),
+    ("header", "bad_header"),
+)
 
 
-def _chunk_size(line: bytes) -> int:
-    text = line.split(b";", 1)[0].strip()
-    if not text or len(text) > 15 or text.strip(b"0123456789abcdefABCDEF"):
-        raise BadRequest(400, "Bad chunk size in the request body.", "bad_chunk")
-    return int(text, 16)
-
-
-def _wants_keep_alive(version: tuple[int, int], connection: str | None) -> bool:
-    tokens = connection.lower() if connection else ""
-    if version >= (1, 1):
-        return "close" not in tokens
-    return "keep-alive" in tokens
+def _refusal(reason: str) -> BadRequest:
+    """A BadRequest for what llhttp refused, with its reason."""
+    if reason == "Invalid HTTP version":  # well-formed, but neither 1.0 nor 1.1 (nor 0.9 or 2.0, llhttp's others)
+        return BadRequest(505, "Only HTTP/1.0 and HTTP/1.1 are served.", "http_version")
+    low = reason.lower()
+    code = next((c for word, c in _CODES if word in low), "bad_request")
+    return BadRequest(400, f"Malformed request: {reason}.", code)
 
 
 # --- writing ------------------------------------------------------------------------------------------

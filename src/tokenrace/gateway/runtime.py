@@ -13,6 +13,7 @@ import hmac
 import random
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -35,7 +36,7 @@ from tokenrace.gateway.config import (
 )
 from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.routing import Load, Policy
-from tokenrace.gateway.upstream import Pool
+from tokenrace.gateway.upstream import Pool, proxy_for
 
 ArmName = Literal["baseline", "canary", "fallback"]
 STALE_INTERVALS = 3  # a /metrics reading older than this many scrape intervals is not used
@@ -74,8 +75,15 @@ class Backend:
         )
         return self.config == other.config and same_key
 
-    def open(self) -> None:
-        self.pool = Pool(self.config.url, self.config.timeouts.connect_s, self.config.max_in_flight)
+    def open(self, env: Mapping[str, str]) -> None:
+        """Start the pool; `env` says which proxy, if any, the backend is reached through."""
+        self.pool = Pool(
+            self.config.url,
+            self.config.timeouts.connect_s,
+            self.config.max_in_flight,
+            ca_bundle=self.config.ca_bundle,
+            proxy=proxy_for(self.config.url, env),
+        )
         self.heads = {name: self.pool.head(path, self.headers) for name, path in PATHS.items()}
 
     async def close(self) -> None:

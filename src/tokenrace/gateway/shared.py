@@ -422,7 +422,3 @@ class SharedState:
             "fallbacks": self.fallbacks,
             "last_error": self.last_error,
         }
-
-
-def local_summary() -> dict[str, Any]:
-    return {"backend": "memory", "up": None}

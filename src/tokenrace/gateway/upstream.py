@@ -4,23 +4,36 @@ Why not aiohttp's client: the gateway's budget is well under a millisecond per r
 and aiohttp's ClientSession spends a few hundred microseconds of CPU per request (measured with
 benchmarks/gateway_overhead.py). The gateway needs very little of it: POST a prepared body, read a
 status line and headers, then hand body bytes to the proxy as they arrive (Content-Length, chunked,
-or until close). That fits in one Protocol with a small state machine, and a request costs one
-`transport.write` and one future per wake-up.
+or until close). That fits in one Protocol; httptools' `HttpResponseParser` (llhttp, strict) reads
+the responses, and a request costs one `transport.write` and one future per wake-up.
 
 Errors are `UpstreamError` with a kind: `connect` (no connection could be made) or `disconnect`
 (the connection broke, or the bytes were not HTTP). A reused keep-alive connection that fails
 before any response byte is retried once on a fresh connection (the server may have closed it
-while it sat idle), as browsers and urllib3 do.
+while it sat idle), as browsers and urllib3 do. A connection idle for `IDLE_KEEPALIVE_S` is closed:
+servers close theirs after a while too (uvicorn after 5 s, nginx 75 s), and one kept longer only
+holds a socket at both ends.
+
+https:// backends are verified (certificate chain and host name) against the system's CAs, or only
+against a CA bundle file when the backend names one. A backend that is not on this machine goes
+through the proxy that `HTTPS_PROXY` / `HTTP_PROXY` name (lower-case names first, as curl reads
+them) unless `NO_PROXY` exempts it: https through a CONNECT tunnel, http as absolute-form requests.
+Loopback backends never go through a proxy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import ipaddress
 import ssl
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal, TypeAlias, cast
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
+from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]  # stdlib, not in typeshed
+
+import httptools
 
 Kind: TypeAlias = Literal["connect", "disconnect"]
 Sink: TypeAlias = Callable[[bytes], bool]  # takes body bytes; False asks to pause reading
@@ -36,9 +49,18 @@ class UpstreamError(Exception):
 
 
 class Pool:
-    """Keep-alive connections to one base URL."""
+    """Keep-alive connections to one base URL (through `proxy`, an http:// URL, when given)."""
 
-    def __init__(self, base_url: str, connect_s: float | None, limit: int) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        connect_s: float | None,
+        limit: int,
+        *,
+        ca_bundle: str | None = None,
+        proxy: str | None = None,
+        idle_s: float = IDLE_KEEPALIVE_S,
+    ) -> None:
         parts = urlsplit(base_url)
         self.scheme = parts.scheme
         self.host = parts.hostname or ""
@@ -50,13 +72,22 @@ class Pool:
             self.host_header = f"[{self.host}]" if default_port else f"[{self.host}]:{self.port}"
         self.connect_s = connect_s
         self.limit = limit
-        self._idle: list[Connection] = []
-        self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
+        self.idle_s = idle_s
+        self._idle: deque[Connection] = deque()  # the least recently used first
+        self._sweep: asyncio.TimerHandle | None = None
+        self._ssl = tls_context(ca_bundle) if parts.scheme == "https" else None
+        self.proxy = urlsplit(proxy) if proxy else None
+        self._proxy_auth = _proxy_authorization(self.proxy) if self.proxy else None
         self._closed = False
 
     def head(self, path: str, headers: dict[str, str]) -> bytes:
         """The fixed part of a request's head for `path` (under the base path): prepare once, reuse."""
-        lines = [f"POST {self.base_path}{path} HTTP/1.1", f"Host: {self.host_header}"]
+        target = f"{self.base_path}{path}"
+        if self.proxy is not None and self.scheme == "http":  # a forward proxy takes the absolute URL
+            target = f"http://{self.host_header}{target}"
+        lines = [f"POST {target} HTTP/1.1", f"Host: {self.host_header}"]
+        if self.proxy is not None and self.scheme == "http" and self._proxy_auth:
+            lines.append(f"Proxy-Authorization: {self._proxy_auth}")
         lines += [f"{k}: {v}" for k, v in headers.items()]
         return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
@@ -75,43 +106,98 @@ class Pool:
         return await conn.send(payload)
 
     def _take(self) -> Connection | None:
-        while self._idle:
-            conn = self._idle.pop()
+        idle = self._idle
+        while idle:
+            conn = idle.pop()  # the most recently used: the likeliest to be still open at the other end
             if conn.usable():
                 return conn
         return None
 
     async def _connect(self) -> Connection:
-        loop = asyncio.get_running_loop()
+        if self.proxy is not None and self.proxy.scheme != "http":
+            raise UpstreamError(
+                "connect",
+                f"the proxy {self._proxy_name()} is {self.proxy.scheme}://: only http:// proxies are supported",
+            )
         try:
             async with asyncio.timeout(self.connect_s):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(self),
-                    self.host,
-                    self.port,
-                    ssl=self._ssl,
-                    server_hostname=self.host if self._ssl else None,
-                )
+                return await (self._tunnel() if self.proxy is not None and self._ssl else self._open())
         except TimeoutError:
             raise UpstreamError("connect", f"connect timed out after {self.connect_s:g} s") from None
         except (OSError, ssl.SSLError) as exc:
-            raise UpstreamError(
-                "connect",
-                f"cannot connect to {self.host_header}: {exc.strerror or exc}"
-                if isinstance(exc, OSError)
-                else str(exc),
-            ) from None
+            raise UpstreamError("connect", self._connect_error(exc)) from None
+
+    async def _open(self) -> Connection:
+        """Straight to the backend, or (plain http) to the forward proxy."""
+        host, port = (self.proxy.hostname or "", self.proxy.port or 80) if self.proxy else (self.host, self.port)
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(
+            lambda: Connection(self), host, port, ssl=self._ssl, server_hostname=self.host if self._ssl else None
+        )
         return conn
+
+    async def _tunnel(self) -> Connection:
+        """https through the proxy: CONNECT, then TLS with the backend inside the tunnel."""
+        assert self.proxy is not None and self._ssl is not None
+        loop = asyncio.get_running_loop()
+        transport, tunnel = await loop.create_connection(_Tunnel, self.proxy.hostname or "", self.proxy.port or 80)
+        try:
+            authority = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+            lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
+            if self._proxy_auth:
+                lines.append(f"Proxy-Authorization: {self._proxy_auth}")
+            transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            status = await tunnel.status
+            if not 200 <= status < 300:
+                raise UpstreamError(
+                    "connect", f"the proxy {self._proxy_name()} answered {status} to CONNECT {authority}"
+                )
+            conn = Connection(self)
+            tls = await loop.start_tls(transport, conn, self._ssl, server_hostname=self.host)
+            if tls is None:
+                raise UpstreamError("connect", "the TLS handshake through the proxy did not complete")
+            conn.connection_made(tls)
+            return conn
+        except BaseException:
+            transport.abort()
+            raise
+
+    def _connect_error(self, exc: OSError | ssl.SSLError) -> str:
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS with {self.host_header} failed: {exc}"
+        where = f"{self.host_header} through the proxy {self._proxy_name()}" if self.proxy else self.host_header
+        return f"cannot connect to {where}: {exc.strerror or exc}"
+
+    def _proxy_name(self) -> str:
+        """The proxy's host and port, never its credentials."""
+        return f"{self.proxy.hostname}:{self.proxy.port or 80}" if self.proxy else ""
 
     def put_back(self, conn: Connection) -> None:
         if self._closed or len(self._idle) >= self.limit or not conn.usable():
             conn.abort()
             return
-        conn.idle_since = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        conn.idle_since = loop.time()
         self._idle.append(conn)
+        if self._sweep is None:
+            self._sweep = loop.call_later(self.idle_s, self._evict)
+
+    def _evict(self) -> None:
+        """Close the connections idle for `idle_s` or more (the oldest are at the left)."""
+        self._sweep = None
+        loop = asyncio.get_running_loop()
+        cutoff = loop.time() - self.idle_s
+        idle = self._idle
+        while idle and (idle[0].idle_since <= cutoff or not idle[0].usable()):
+            idle.popleft().abort()
+        if idle:
+            self._sweep = loop.call_later(max(0.0, idle[0].idle_since - cutoff), self._evict)
 
     def close(self) -> None:
         self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for conn in self._idle:
             conn.abort()
         self._idle.clear()
@@ -119,6 +205,67 @@ class Pool:
     @property
     def idle_connections(self) -> int:
         return len(self._idle)
+
+
+def tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
+    """Verification on: the chain and the host name, against the system's CAs or only `ca_bundle`."""
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+def proxy_for(base_url: str, env: Mapping[str, str]) -> str | None:
+    """The proxy URL that `base_url` goes through per the environment, or None (direct)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if _loopback(host):
+        return None
+    names = ("https_proxy", "HTTPS_PROXY") if parts.scheme == "https" else ("http_proxy", "HTTP_PROXY")
+    proxy = next((env[n] for n in names if env.get(n)), None)
+    if proxy is None:
+        return None
+    no_proxy = env.get("no_proxy") or env.get("NO_PROXY")
+    if no_proxy and proxy_bypass_environment(parts.netloc.rsplit("@", 1)[-1], {"no": no_proxy}):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _proxy_authorization(proxy: SplitResult) -> str | None:
+    if proxy.username is None:
+        return None
+    pair = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}".encode()
+    return "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+class _Tunnel(asyncio.Protocol):
+    """The proxy's answer to CONNECT: only its status matters; its head ends the HTTP part."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        if self.status.done():
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.status.set_exception(UpstreamError("connect", f"the proxy's answer to CONNECT is not HTTP ({exc})"))
+
+    def on_headers_complete(self) -> None:
+        if not self.status.done():
+            self.status.set_result(self.parser.get_status_code())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.status.done():
+            self.status.set_exception(UpstreamError("connect", "the proxy closed the connection during CONNECT"))
 
 
 class Response:
@@ -174,20 +321,21 @@ class Response:
 
 
 class Connection(asyncio.Protocol):
-    """One upstream connection: writes a request, parses the response as bytes come in."""
+    """One upstream connection: writes a request, llhttp parses the response as bytes come in."""
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
         self.lost = False
         self.busy = False
         self.got_bytes = False
         self.idle_since = 0.0
-        self._buf = b""
         self._state = "idle"  # idle | head | body | done
-        self._framing = "length"  # length | chunked | close
-        self._remaining = 0  # bytes left of the body (length) or of the current chunk (chunked)
-        self._chunk_phase = "size"  # size | data | crlf | trailer
+        self._in_head = False  # between the status line and the end of the header fields
+        self._head_bytes = 0
+        self._headers: dict[str, str] = {}
+        self._until_close = False  # the body ends when the connection does
         self._keep_alive = True
         self._body: deque[bytes] = deque()
         self._body_size = 0
@@ -205,7 +353,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
-        if self._state == "body" and self._framing == "close" and exc is None:
+        if self._state == "body" and self._until_close and exc is None:
             self._state = "done"
             self._wake()
             return
@@ -216,35 +364,77 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
-        sink = self._sink
-        if (
-            sink is not None
-            and self._framing == "chunked"
-            and self._chunk_phase == "size"
-            and not self._buf
-            and self._state == "body"
-        ):
-            # The hot path of a stream: one whole HTTP chunk (one SSE event, as servers write them)
-            # goes to the sink without the general decoder's loop.
-            eol = data.find(b"\r\n")
-            if 0 < eol < 9:
-                try:
-                    size = int(data[:eol], 16)
-                except ValueError:
-                    size = 0
-                end = eol + 2 + size
-                if size and len(data) == end + 2 and data[end:] == b"\r\n":
-                    if not sink(data[eol + 2 : end]):
-                        self._pause_for_sink()
-                    return
-        if self._state == "head":
-            self._buf += data
-            self._parse_head()
-        elif self._state == "body":
-            self._feed_body(data)
-        elif data.strip():
-            self._fail("the backend sent bytes outside a response")
+        state = self._state
+        if state not in ("head", "body"):
+            if data.strip():
+                self._fail("the backend sent bytes outside a response")
+                self.abort()
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail("the backend switched protocols")
             self.abort()
+            return
+        except httptools.HttpParserError as exc:
+            if self._state == "done":  # bytes after the response: it is complete, the connection is not reused
+                self._keep_alive = False
+                return
+            self._fail(f"not an HTTP response ({exc.__context__ or exc})")
+            self.abort()
+            return
+        if self._state == "head":
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD:
+                self._fail("response headers over 64 KiB")
+                self.abort()
+        elif self._sink is None:
+            self._wake()  # in push mode the reader waits only for the end (or an error, or a pause)
+
+    # llhttp's callbacks (it calls them by these names).
+
+    def on_message_begin(self) -> None:
+        if self._state != "head":
+            raise _Stray()  # a second response: llhttp stops here, and this connection is not reused
+        self._in_head = True
+        self._headers = {}
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._in_head:
+            return  # trailer fields of a chunked body: read and dropped
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip(" \t")
+        headers = self._headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        parser = self.parser
+        status = parser.get_status_code()
+        if 100 <= status < 200:  # an interim response (e.g. 100 Continue): the real one follows
+            return
+        headers = self._headers
+        self._keep_alive = parser.should_keep_alive()
+        chunked = _tokens(headers.get("transfer-encoding"))[-1:] == ["chunked"]
+        self._until_close = not chunked and "content-length" not in headers and status not in (204, 304)
+        self._state = "body"
+        fut = self._head_future
+        self._head_future = None
+        if fut is not None and not fut.done():
+            fut.set_result(Response(status, headers, self))
+
+    def on_body(self, body: bytes) -> None:
+        sink = self._sink
+        if sink is not None:
+            if not sink(body):
+                self._pause_for_sink()
+            return
+        self._push(body)
+
+    def on_message_complete(self) -> None:
+        if self._state == "body":
+            self._state = "done"
+            self._wake()
 
     # -- one request ------------------------------------------------------------------------------------
 
@@ -256,7 +446,7 @@ class Connection(asyncio.Protocol):
         self.busy = True
         self.got_bytes = False
         self._state = "head"
-        self._buf = b""
+        self._head_bytes = 0
         self._body.clear()
         self._body_size = 0
         self._error = None
@@ -271,120 +461,7 @@ class Connection(asyncio.Protocol):
             self.abort()  # cancelled (a timeout) or failed: this connection is done for
             raise
 
-    def _parse_head(self) -> None:
-        end = self._buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self._buf) > MAX_HEAD:
-                self._fail("response headers over 64 KiB")
-                self.abort()
-            return
-        head, rest = self._buf[:end], self._buf[end + 4 :]
-        self._buf = b""
-        try:
-            status, headers, http10 = _parse_head(head)
-        except ValueError as exc:
-            self._fail(f"not an HTTP response ({exc})")
-            self.abort()
-            return
-        if 100 <= status < 200:  # an interim response (e.g. 100 Continue): the real one follows
-            self._buf = rest
-            self._parse_head()
-            return
-        self._start_body(headers, http10)
-        fut = self._head_future
-        self._head_future = None
-        if fut is not None and not fut.done():
-            fut.set_result(Response(status, headers, self))
-        if rest:
-            self._feed_body(rest)
-        elif self._state == "body" and self._framing == "length" and self._remaining == 0:
-            self._state = "done"
-
-    def _start_body(self, headers: dict[str, str], http10: bool) -> None:
-        connection = headers.get("connection", "").lower()
-        self._keep_alive = not http10 and "close" not in connection
-        self._state = "body"
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self._framing, self._chunk_phase = "chunked", "size"
-        elif "content-length" in headers:
-            self._framing = "length"
-            try:
-                self._remaining = int(headers["content-length"])
-            except ValueError:
-                self._framing, self._keep_alive = "close", False
-            if self._framing == "length" and self._remaining == 0:
-                self._state = "done"
-        else:
-            self._framing, self._keep_alive = "close", False
-
-    # -- body framing ----------------------------------------------------------------------------------
-
-    def _feed_body(self, data: bytes) -> None:
-        if self._framing == "chunked":
-            self._feed_chunked(data)
-        elif self._framing == "length":
-            take = data[: self._remaining] if len(data) > self._remaining else data
-            self._remaining -= len(take)
-            self._push(take)
-            if self._remaining == 0:
-                self._state = "done"
-                if len(data) > len(take):
-                    self._keep_alive = False  # more bytes than promised: do not trust this connection
-        else:
-            self._push(data)
-        if self._sink is None or self._state == "done":
-            self._wake()  # in push mode the reader waits only for the end (or an error, or a pause)
-
-    def _feed_chunked(self, data: bytes) -> None:
-        buf = self._buf + data if self._buf else data
-        pos, n = 0, len(buf)
-        out: list[bytes] = []
-        while pos < n and self._state == "body":
-            phase = self._chunk_phase
-            if phase == "data":
-                take = min(self._remaining, n - pos)
-                out.append(buf[pos : pos + take])
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    self._chunk_phase = "crlf"
-                continue
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                break
-            line = buf[pos:eol]
-            pos = eol + 2
-            if phase == "size":
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    self._fail("bad chunk size in the response body")
-                    self.abort()
-                    return
-                if size == 0:
-                    self._chunk_phase = "trailer"
-                else:
-                    self._remaining, self._chunk_phase = size, "data"
-            elif phase == "crlf":
-                if line:
-                    self._fail("bad chunk framing in the response body")
-                    self.abort()
-                    return
-                self._chunk_phase = "size"
-            elif not line:  # the blank line that ends the trailers
-                self._state = "done"
-        self._buf = buf[pos:] if pos < n else b""
-        if out:
-            self._push(out[0] if len(out) == 1 else b"".join(out))
-
     def _push(self, piece: bytes) -> None:
-        if not piece:
-            return
-        sink = self._sink
-        if sink is not None:
-            if not sink(piece):
-                self._pause_for_sink()
-            return
         self._body.append(piece)
         self._body_size += len(piece)
         if self._body_size > PAUSE_AT and not self._paused and self.transport is not None:
@@ -485,18 +562,10 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
 
-def _parse_head(head: bytes) -> tuple[int, dict[str, str], bool]:
-    lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    if not version.startswith("HTTP/1."):
-        raise ValueError(f"status line {lines[0][:60]!r}")
-    status = int(rest[:3])
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ValueError(f"header line {line[:60]!r}")
-        key = name.strip().lower()
-        value = value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return status, headers, version == "HTTP/1.0"
+class _Stray(Exception):
+    """Raised inside the parser when a response begins where none was asked for."""
+
+
+def _tokens(value: str | None) -> list[str]:
+    """A comma-separated header's tokens, lower-case (`Transfer-Encoding: gzip, Chunked` -> gzip, chunked)."""
+    return [t.strip(" \t").lower() for t in value.split(",")] if value else []

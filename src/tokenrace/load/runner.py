@@ -42,7 +42,7 @@ class Load:
     warmup: int = 0
     cold: bool = True
     seed: int | None = 0
-    keep_awake: bool = True  # see keep_awake() below
+    keep_awake: bool = False  # see keep_awake() below
     ramp_s: float | None = None  # open loop: the rate rises linearly from 0 to `rate` over this
     stages: tuple[Stage, ...] | None = None  # piecewise rate (open loop) or concurrency (closed loop)
     stages_kind: StagesKind = "rate"
@@ -85,16 +85,18 @@ def quiet_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
-async def keep_awake(period_s: float = 0.0002) -> None:
-    """Wake the event loop every 200 µs while a run lasts.
+async def keep_awake() -> None:
+    """Keep the event loop polling while a run lasts (opt-in: `--keep-awake`): a busy core.
 
-    On a virtual machine an idle vCPU halts, and waking it for an arriving packet took ~0.3 ms at
-    p50 here: that delay landed in the first chunk's timestamp after each quiet TTFT wait (measured
-    with benchmarks/client_accuracy.py: TTFT bias p50 0.29 -> 0.03 ms, p99 3.7 -> 2.2 ms). The cost
-    is a few per cent of one core.
+    On a virtual machine an idle vCPU halts, and waking it for an arriving packet can take ~0.3 ms,
+    which lands in the next arrival stamp. Polling keeps it awake, at the price of a whole core.
+    (A sleep shorter than the loop's timer resolution is a spin anyway: uvloop's timers count whole
+    milliseconds.) Off by default: measured with benchmarks/client_accuracy.py on a 2-vCPU machine
+    shared with the server, the spin starved the server and the client's own work, and TTFT bias
+    above a raw-socket client fell from +4.9 to +0.7 ms (p50, 8 streams) without it.
     """
     while True:
-        await asyncio.sleep(period_s)
+        await asyncio.sleep(0)
 
 
 async def sleep_until(t_ns: int) -> None:

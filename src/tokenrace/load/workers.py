@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import itertools
 import math
 import multiprocessing
@@ -492,29 +491,17 @@ def resolve_count(spec: WorkersSpec, streams: int) -> tuple[int, str | None]:
     client, and without one sends from this one process."""
     if spec.count is not None:
         return spec.count, None
-    ceilings = calibration_ceilings()
-    if ceilings is None:
+    from tokenrace.load.calibration import calibrated_ceiling  # imports the runner, which imports this module
+
+    ceiling = calibrated_ceiling()
+    if ceiling is None:
         return 1, "no calibration of this machine's client yet (`tokenrace calibrate` measures it): one process sends"
-    chunks, ceiling_streams = ceilings
+    chunks, ceiling_streams = ceiling.chunks_per_s, ceiling.streams
+    if chunks is None or ceiling_streams is None:
+        n = usable_cpus()
+        return n, "the calibration found no load this client times within 1 ms: one process per usable CPU"
     n = pick_workers(None, streams, chunks, ceiling_streams, usable_cpus())
     return n, f"{streams} streams against a one-process ceiling of {ceiling_streams} streams and {chunks:,.0f} chunks/s"
-
-
-def calibration_ceilings() -> tuple[float, int] | None:
-    """(ceiling chunks/s, ceiling streams) of one process from the saved calibration, or None."""
-    # The calibration module saves and reads `tokenrace calibrate`'s result; imported by name, as
-    # a tokenrace without it sends from one process.
-    try:
-        calibration = importlib.import_module("tokenrace.load.calibration")
-    except ImportError:
-        return None
-    load_saved = getattr(calibration, "load_saved", None)
-    if load_saved is None:
-        return None
-    saved = load_saved()
-    if saved is None:
-        return None
-    return float(saved.ceiling_chunks_per_s), int(saved.ceiling_streams)
 
 
 def manifest_section(

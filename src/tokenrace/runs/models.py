@@ -106,6 +106,7 @@ class Metrics(_Model):
     itl_token_ms: Stats = Field(default_factory=Stats)
     e2e_ms: Stats = Field(default_factory=Stats)
     connect_ms: Stats = Field(default_factory=Stats)
+    client_prep_ms: Stats = Field(default_factory=Stats)
     output_tokens: Stats = Field(default_factory=Stats)
     prompt_tokens: Stats = Field(default_factory=Stats)
     cached_tokens: Stats = Field(default_factory=Stats)
@@ -205,6 +206,20 @@ class TurnStats(_Model):
     cache_hit_rate: float | None = None
 
 
+class ClientLoad(_Model):
+    """The run's own client against this machine's calibration (`tokenrace calibrate`)."""
+
+    client_bound: bool | None = None
+    chunks_per_s: float | None = None  # content chunks of succeeded measured requests / window
+    streams: int | None = None  # most requests in flight
+    cpu_pct: float | None = None  # the client process's CPU over the load, % of one core
+    calibrated: bool = False
+    ceiling_chunks_per_s: float | None = None
+    ceiling_streams: int | None = None
+    calibrated_at: str | None = None
+    causes: list[str] = Field(default_factory=list)
+
+
 class Summary(_Model):
     """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
 
@@ -232,6 +247,9 @@ class Summary(_Model):
     resource_warnings: list[str] | None = None
     drift: JsonObject | None = None
     imported: JsonObject | None = None  # read from another tool's result file
+    # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
+    client_bound: bool | None = None
+    client_load: ClientLoad | None = None
     warnings: list[str] = Field(default_factory=list)
 
 

@@ -20,10 +20,12 @@ from tokenrace.client.redact import Redactor, redact_argv, redact_fields, redact
 from tokenrace.client.transport import Timeouts
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import server_cache
+from tokenrace.figures.client_load import ClientObservation
 from tokenrace.figures.cost import CostSpec
 from tokenrace.figures.efficiency import EfficiencySpec, check_spec
 from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
 from tokenrace.load import prompts as prompt_sets
+from tokenrace.load.calibration import CpuMeter, calibrated_ceiling
 from tokenrace.load.preflight import check_first, choose_model, list_models
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.runner import Load, Runner, Send
@@ -225,6 +227,7 @@ class BenchSession:
         self.store: RunStore | None = None
         self.built: Built | None = None
         self._written: set[int] = set()
+        self.client_cpu_pct: float | None = None
 
     async def run(self) -> BenchResult:
         s = self.s
@@ -331,6 +334,7 @@ class BenchSession:
         metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine in ENGINE_HISTOGRAMS else None
         interrupted = False
         warnings: list[str] = []
+        cpu = CpuMeter()
         try:
             await runner.run()
         except asyncio.CancelledError:
@@ -339,6 +343,7 @@ class BenchSession:
             interrupted = True
             warnings.append(str(exc))
         finally:
+            self.client_cpu_pct = cpu.pct()
             for rec in runner.records:
                 if rec.seq not in self._written:
                     self.store.append(rec)
@@ -402,6 +407,7 @@ class BenchSession:
             cache_busted=self.built.busted if self.built is not None else None,
             server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
             warnings=tuple(warnings or ()),
+            client=ClientObservation(self.client_cpu_pct, calibrated_ceiling()),
         )
 
     def _send_checked(self, inner: Send, client: OpenAIClient, models: list[str]) -> Any:

@@ -1,13 +1,17 @@
 """The run directory: records.jsonl (streamed), summary.json and manifest.json.
 
 Each record is appended and flushed when its request ends, so a crash or Ctrl-C loses nothing that
-was measured. JSON files are written to a temporary name and renamed, so they are never half-written.
+was measured. The event loop only serializes it; a writer thread writes and flushes it, so that a
+busy disk (a `write()` held for milliseconds behind other processes' I/O) never stalls the loop that
+stamps arrivals. `close()` waits until every record is on disk. JSON files are written to a temporary name and renamed, so they are never half-written.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import re
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,10 +63,23 @@ class RunStore:
         encoded = {orjson.dumps(s)[1:-1] for s in secrets if len(s) >= 4}
         self._secrets = sorted(encoded, key=len, reverse=True)
         self._records: IO[bytes] = open(self.dir / RECORDS, "ab")
+        self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._error: OSError | None = None
+        self._writer = threading.Thread(target=self._write_lines, name="tokenrace-records", daemon=True)
+        self._writer.start()
 
     def append(self, rec: RequestRecord) -> None:
-        self._records.write(self._scrub(orjson.dumps(rec.to_json(self.t0_ns))) + b"\n")
-        self._records.flush()
+        if self._error is not None:
+            raise UsageError(f"cannot write {self.dir / RECORDS}: {self._error.strerror}")
+        self._lines.put(orjson.dumps(rec.to_json(self.t0_ns)) + b"\n")
+
+    def _write_lines(self) -> None:
+        while (line := self._lines.get()) is not None:
+            try:
+                self._records.write(self._scrub(line))  # scrubbed here, off the event loop
+                self._records.flush()
+            except OSError as exc:
+                self._error = exc
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(self.dir / MANIFEST, Manifest.model_validate(manifest).model_dump(mode="json"), self._scrub)
@@ -76,7 +93,12 @@ class RunStore:
         return data
 
     def close(self) -> None:
+        if self._writer.is_alive():
+            self._lines.put(None)
+            self._writer.join()
         self._records.close()
+        if self._error is not None:
+            raise UsageError(f"cannot write {self.dir / RECORDS}: {self._error.strerror}")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.figures.cache import cache_section, cache_warning
+from tokenrace.figures.client_load import ClientObservation, client_load, client_warning
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.drift import drift, is_soak
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
@@ -53,6 +54,7 @@ class RunContext:
     cache_busted: bool | None = None
     server_cache: dict[str, Any] | None = None  # the engine's prefix-cache counters over the run
     warnings: tuple[str, ...] = ()  # what the run itself observed (a worker that died, ...)
+    client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
 
 
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
@@ -76,7 +78,12 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
         s["resource_warnings"] = resource_warnings(ctx.resources, s)
     if is_soak(ctx.duration_s):
         s["drift"] = drift(records, ctx.timeseries, None, ctx.t0_ns)
-    s["warnings"] = [w for w in (cache_warning(s["cache"]),) if w] + list(ctx.warnings)
+    if ctx.client is not None:
+        s["client_load"] = client_load(ok, s["throughput"]["window_s"], s["max_in_flight"], ctx.client)
+        s["client_bound"] = s["client_load"]["client_bound"]
+    s["warnings"] = [w for w in (cache_warning(s["cache"]), client_warning(s.get("client_load"))) if w] + list(
+        ctx.warnings
+    )
     return Summary.model_validate(s)
 
 

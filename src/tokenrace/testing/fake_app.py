@@ -246,6 +246,7 @@ async def _generate(request: web.Request, endpoint: Endpoint) -> web.StreamRespo
     prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
     record = log.open(f"{prefix}-{uuid.uuid4().hex}", request.path, arrival_ns)
     record.tcp_nodelay = _tcp_nodelay(request)
+    record.received_ns = getattr(request.protocol, "rx_ns", None)
     try:
         return await _respond(request, record, endpoint)
     except ConnectionError as exc:

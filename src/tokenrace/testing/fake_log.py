@@ -53,6 +53,9 @@ class RequestRecord:
     messages: int | None = None
     # Prompt tokens served from the simulated prefix cache; None when the cache is off.
     cached_tokens: int | None = None
+    # When the request's last bytes came off the socket (before aiohttp parsed them); arrival_ns is
+    # when its handler began. None when the server could not stamp receives.
+    received_ns: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         entry = asdict(self)
