@@ -725,7 +725,7 @@ def overhead(args: argparse.Namespace, inst: Instrument, targets: Targets) -> li
     return rows
 
 
-TARGET_RATE, TARGET_P99_MS = 1000, 1.0  # the target: at most 1 ms added at p99 at 1000 RPS on one core
+TARGET_RATE, TARGET_P99_MS = 1000, 1.0  # the gateway's budget: at most 1 ms added at p99 at 1000 RPS on one core
 
 
 def verdict(rows: list[dict[str, Any]]) -> list[str]:

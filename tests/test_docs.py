@@ -35,3 +35,30 @@ def test_every_summary_metric_is_defined_in_metrics_md() -> None:
         assert key in text, key
     for key in s["throughput"]:
         assert f"throughput.{key}" in text, key
+
+
+def _human_documents() -> list[Path]:
+    """Every text a reader meets: README, docs/, examples, and the package's own docstrings and data."""
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for folder, patterns in (("src", ("*.py", "*.json", "*.toml", "*.md")), ("examples", ("*",))):
+        for pattern in patterns:
+            files += sorted(p for p in (ROOT / folder).rglob(pattern) if p.is_file())
+    return files
+
+
+def test_docs_speak_of_the_project_alone() -> None:
+    """No document points at a file outside the repo (DEVELOPERS.md) or at an issue tracker's number."""
+    import re
+
+    outside = re.compile(r"DEVELOPERS\.md|\bissues?\s+#?\d+\b", re.IGNORECASE)
+    found = []
+    for path in _human_documents():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if outside.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    assert not found, "\n".join(found)
+    assert outside.search("as issue 3 says") and outside.search("see DEVELOPERS.md")  # the pattern bites

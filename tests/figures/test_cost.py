@@ -18,7 +18,7 @@ from tests.sweep.helpers import bench
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import (
     CostSpec,
     GpuCost,
@@ -51,12 +51,14 @@ def test_parse_price_and_flags() -> None:
     assert parse_price("in=0.59,out=0.79") == Price(0.59, 0.79)
     assert parse_price(" out=2 , in=1 ") == Price(1.0, 2.0)
     for bad in ("0.59,0.79", "in=0.5", "in=x,out=1", "in=-1,out=1", "in=1,out=1,cached=0.1"):
-        with pytest.raises(UsageError, match="--price"):
+        with pytest.raises(InvalidInput, match="expected in=X,out=Y") as err:
             parse_price(bad)
-    with pytest.raises(UsageError, match="give one"):
+        assert err.value.param == "price"
+    with pytest.raises(InvalidInput, match="give one"):
         spec("in=1,out=1", 2.5, None)
-    with pytest.raises(UsageError, match="--gpus needs"):
+    with pytest.raises(InvalidInput, match="give that cost too") as err:
         spec(None, None, 2)
+    assert err.value.param == "gpus"
     assert spec(None, 2.5, None) == CostSpec(gpu=GpuCost(2.5, 1))
     assert spec(None, None, None) is None
 

@@ -26,7 +26,7 @@ LLAMA_CPP = [
         "i9-13900K-DDR5-6400",
         "q4_0",
         18.3,
-        "llama.cpp issue #34",
+        "llama.cpp #34",
     ),
 ]
 

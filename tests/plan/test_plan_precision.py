@@ -43,5 +43,5 @@ def test_kv_dtypes() -> None:
     assert kv_dtype_bytes("auto") == 2
     assert kv_dtype_bytes("fp8") == 1
     assert kv_dtype_bytes("q8_0") == pytest.approx(34 / 32)
-    with pytest.raises(UsageError, match="--kv-dtype"):
+    with pytest.raises(UsageError, match="unknown KV dtype"):
         kv_dtype_bytes("int3")

@@ -143,3 +143,52 @@ def test_speed_of_light_from_the_planner(made: dict[str, Path]) -> None:
     assert planner_bound("H100-SXM")(run) is None  # "fake-model" is no model the planner knows
     sweep_page = build([load(made["sweep"])], sol=planner_bound("H100-SXM", "llama-3.1-8b"))
     assert "speed of light (plan)" in sweep_page
+
+
+@pytest.fixture(scope="module")
+def profile_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A profile directory made the way `tokenrace bench` with no --url makes one, against the fake
+    server standing in for llama-server (the engine record has the embedded engine's keys; its
+    version is unknown, as when llama-server does not say)."""
+    from tokenrace.serve.launch import RunningEngine
+    from tokenrace.sweep.profile import _run_steps
+
+    d = tmp_path_factory.mktemp("profile")
+    with FakeServerThread({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8}) as srv:
+        record = {
+            "engine": "llama.cpp (llama-server)",
+            "version": None,
+            "model_file": {"path": "/models/SmolLM2-135M-Instruct-Q4_1.gguf", "file_size_bytes": 90_000_000},
+            "threads": "2",
+            "parallel_slots": 4,
+        }
+        engine = RunningEngine(None, srv.url, "fake-model", record)  # type: ignore[arg-type]
+        steps = (("c1", Load(requests=4, cold=True)), ("c2", Load(concurrency=2, requests=4, cold=False)))
+        template = BenchSettings(endpoint=None, request=RequestOptions(max_tokens=8), output=d / "p")
+        asyncio.run(_run_steps(engine, template, steps, None))
+    yield d / "p"
+
+
+def _human_text(page: str) -> str:
+    """The page without plotly.js (a library, not text for the reader) and without markup."""
+    page = re.sub(r"<script type='text/javascript'>.*?</script>", "", page, count=1, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", page)
+
+
+def test_no_none_in_human_text(made: dict[str, Path], profile_dir: Path) -> None:
+    from rich.console import Console
+
+    from tokenrace.report.tables import print_profile, print_summary
+
+    profile = load(profile_dir)
+    page = _human_text(build([profile]))
+    assert "embedded profile: fake-model @ http://127.0.0.1:" in page and "the fixed profile" in page
+    run_page = _human_text(build([load(made["run"])]))
+    for text in (page, run_page):
+        assert not re.search(r"\bNone\b", text), re.findall(r".{60}\bNone\b.{60}", text)[:3]
+    console = Console(record=True, width=200)
+    print_profile(profile.summary, console)
+    print_summary(load(made["run"]).summary, console, title="run")
+    printed = console.export_text()
+    assert "SmolLM2-135M-Instruct-Q4_1.gguf" in printed and "@ http://127.0.0.1:" in printed
+    assert not re.search(r"\bNone\b", printed), printed

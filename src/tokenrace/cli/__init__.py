@@ -2,6 +2,7 @@
 
 Each module in COMMANDS defines a click command called `command`. A command module parses flags,
 calls the core and lets TokenraceError through; `main` maps it to one line on stderr and an exit code.
+An InvalidInput names the core's input (a settings field); `main` words it as the flag that sets it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import click
 
 from tokenrace import __version__
-from tokenrace.errors import TokenraceError
+from tokenrace.errors import InvalidInput, TokenraceError
 
 COMMANDS: dict[str, str] = {
     "bench": "tokenrace.cli.bench",
@@ -53,6 +54,20 @@ def cli() -> None:
     """Measure LLM inference backends honestly, plan hardware, and route traffic between them."""
 
 
+def flag_for(param: str) -> str:
+    """The command-line flag that sets the core's input `param` (`max_concurrency` -> `--max-concurrency`).
+
+    The core names an input as the flag does, in snake case; a test checks that every name the core
+    raises has its flag."""
+    return "--" + param.replace("_", "-")
+
+
+def error_line(err: TokenraceError) -> str:
+    if isinstance(err, InvalidInput):
+        return f"{flag_for(err.param)}: {err.problem}"
+    return str(err)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         rv = cli.main(args=argv, prog_name="tokenrace", standalone_mode=False)
@@ -60,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(rv, int) and rv != 0:
             sys.exit(rv)
     except TokenraceError as err:
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {error_line(err)}", err=True)
         sys.exit(err.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

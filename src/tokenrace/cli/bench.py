@@ -17,7 +17,7 @@ from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.load.progress import LiveProgress
 from tokenrace.report.tables import print_summary
 from tokenrace.runs.history import index_quietly
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
+from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, read_inputs
 
 if TYPE_CHECKING:
     from tokenrace.quality.models import QualityResult
@@ -88,6 +88,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         # The embedded model's file and this CPU are known: every step shows % of the bound.
         settings.efficiency = EfficiencySpec("cpu", model or str(default_model()))
     steps = (("run", settings.load),) if single_run else DEFAULT_STEPS
+    read_inputs(settings)  # bad input is reported before the engine takes its seconds to start
     click.echo("starting the embedded model (llama.cpp llama-server, SmolLM2-135M-Instruct Q4_1)...", err=True)
 
     def progress_for(name: str, load: object) -> LiveProgress:

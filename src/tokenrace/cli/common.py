@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import click
@@ -61,14 +62,30 @@ def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
     return obj
 
 
-def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
+def parse_headers(values: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """`Name: value` pairs -> (headers, names whose values came from the environment).
+
+    `Name: env:VAR` takes the value from the variable VAR, so a key need not be typed on the
+    command line; such a value is secret whatever the header's name.
+    """
     out: dict[str, str] = {}
+    from_env: list[str] = []
     for v in values:
         name, sep, value = v.partition(":")
-        if not sep or not name.strip():
-            raise UsageError(f"--header: expected 'Name: value', got {v!r}")
-        out[name.strip()] = value.strip()
-    return out
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
+            # The value is not echoed: it may be a key typed with the wrong separator.
+            raise UsageError(
+                f"--header: expected 'Name: value' (or 'Name: env:VAR'), got {len(v)} characters without ':'"
+            )
+        if value.startswith("env:"):
+            var = value[4:].strip()
+            if not var or var not in os.environ:
+                raise UsageError(f"--header {name}: the environment variable {var!r} is not set")
+            value = os.environ[var]
+            from_env.append(name)
+        out[name] = value
+    return out, tuple(from_env)
 
 
 def echo_json(obj: Any) -> None:

@@ -48,7 +48,13 @@ _OPTIONS = [
         "--ignore-eos", is_flag=True, help="Send ignore_eos=true (vLLM, SGLang, llama.cpp) for exact output lengths."
     ),
     click.option("--extra-body", help="JSON object merged into every request body."),
-    click.option("--header", "headers", multiple=True, help="Extra header 'Name: value' (repeatable)."),
+    click.option(
+        "--header",
+        "headers",
+        multiple=True,
+        help="Extra header 'Name: value' (repeatable); 'Name: env:VAR' reads the value from $VAR. "
+        "Values of secret-looking headers (authorization, cookie, *key*, *token*, *secret*) are never recorded.",
+    ),
     click.option("--concurrency", type=int, default=1, show_default=True, help="Closed loop: requests in flight."),
     click.option("--rate", type=float, help="Open loop: requests per second (a slow server never delays a send)."),
     click.option(
@@ -157,6 +163,7 @@ def _settings(o: Options) -> BenchSettings:
     duration = parse_duration_s(o["duration"])
     requests = o["requests"] if o["requests"] is not None or duration else 100
     output_tokens = parse_mean_std(o["output_tokens"], "--output-tokens")
+    headers, env_headers = parse_headers(o["headers"])
     return BenchSettings(
         endpoint=endpoint,
         model=o["model"],
@@ -168,7 +175,7 @@ def _settings(o: Options) -> BenchSettings:
             temperature=o["temperature"],
             seed=o["seed"],
             extra_body=extra,
-            extra_headers=parse_headers(o["headers"]),
+            extra_headers=headers,
         ),
         timeouts=Timeouts(o["timeout_connect"], o["timeout_first_byte"], o["timeout_idle"], o["timeout_total"]),
         load=Load(
@@ -201,6 +208,7 @@ def _settings(o: Options) -> BenchSettings:
         monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,
         metrics_url=o["metrics_url"],
         workers=_workers_spec(o.get("workers"), o.get("ray")),
+        secret_headers=env_headers,
     )
 
 

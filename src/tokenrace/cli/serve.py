@@ -12,9 +12,10 @@ from typing import Any
 import click
 
 from tokenrace.cli.common import Options, parse_json_object
+from tokenrace.engines import LAUNCHABLE
 from tokenrace.errors import EngineError, UsageError
 from tokenrace.serve.embedded import EmbeddedOptions, find_llama_server
-from tokenrace.serve.engines import INSTALL, LaunchSpec, build_command, installed
+from tokenrace.serve.engines import INSTALL, LaunchSpec, build_command, default_port, installed
 from tokenrace.serve.fit import check as check_fit
 from tokenrace.serve.launch import start_embedded
 from tokenrace.serve.process import EngineProcess, wait_ready
@@ -22,14 +23,18 @@ from tokenrace.serve.process import EngineProcess, wait_ready
 
 @click.command("serve")
 @click.argument("model_arg", metavar="[MODEL]", required=False)
-@click.option(
-    "--engine", type=click.Choice(["embedded", "vllm", "sglang", "llamacpp"]), default="embedded", show_default=True
-)
+@click.option("--engine", type=click.Choice(["embedded", *LAUNCHABLE]), default="embedded", show_default=True)
 @click.option("--model", "model_opt", help="GGUF file (embedded, llamacpp) or model id/path (vllm, sglang).")
 @click.option("--fake", is_flag=True, help="Serve the fake OpenAI server (a measuring instrument) instead.")
 @click.option("--fake-config", help='JSON settings for --fake, e.g. \'{"ttft_ms": 100, "itl_ms": 10}\'.')
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, help="Default: a free port (embedded, fake) or 8000.")
+@click.option(
+    "--port",
+    type=int,
+    help="Default: a free port (embedded, fake), else the engine's own ("
+    + ", ".join(f"{name} {default_port(name)}" for name in LAUNCHABLE)
+    + ").",
+)
 @click.option(
     "--threads", type=int, help="CPU threads (embedded; default: cores - 1, leaving one for the client and HTTP)."
 )
@@ -98,7 +103,7 @@ def _serve_engine(engine: str, model: str | None, o: Options) -> None:
         engine=engine,
         model=model,
         host=str(o["host"]),
-        port=int(o["port"] or 8000),
+        port=int(o["port"] or default_port(engine)),
         tensor_parallel_size=int(o["tensor_parallel_size"]),
         max_model_len=o["max_model_len"],
         gpu_memory_utilization=o["gpu_memory_utilization"],

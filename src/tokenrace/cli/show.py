@@ -43,7 +43,7 @@ def show(data: RunData, console: Console, cost: CostSpec | None = None) -> None:
         print_profile(data.summary, console)
     else:
         m = data.manifest
-        print_summary(data.summary, console, title=f"{m.get('model')} @ {m.get('endpoint')}")
+        print_summary(data.summary, console, title=f"{fmt(m.get('model'))} @ {fmt(m.get('endpoint'))}")
         for line in manifest_lines(m) + cost_lines(cost_of(data.summary, m, cost)):
             console.print(line, highlight=False)
     console.print(f"from: {Path(data.path)}", highlight=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -18,9 +19,9 @@ from tokenrace.figures.cost import CostSpec
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
 from tokenrace.report.tables import fmt
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.session import BenchSettings, read_inputs
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
-from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, parse_values, run_sweep
+from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, run_sweep
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 MAX_EMBEDDED_SLOTS = 32
@@ -124,6 +125,19 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
     )
 
 
+def parse_values(text: str | None, flag: str) -> tuple[float, ...] | None:
+    """'1,2,4,8' -> (1.0, 2.0, 4.0, 8.0)."""
+    if text is None:
+        return None
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
+        raise UsageError(f"{flag}: expected positive numbers, got {text!r}")
+    return values
+
+
 def _progress_for(o: dict[str, Any]) -> Any:
     def make(name: str, load: Load) -> LiveProgress:
         return LiveProgress(load.requests, enabled=not o["as_json"])
@@ -148,6 +162,8 @@ def _embedded(
     settings.model = None
     # One slot per request in flight: past its slots llama-server queues (and, busy, may reset connections).
     slots = int(min(max(plan.values or (4.0,)), MAX_EMBEDDED_SLOTS))
+    plan.validate(settings)  # bad input is reported before the engine takes its seconds to start
+    read_inputs(settings)
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)
 
     async def go() -> SweepResult:
@@ -184,7 +200,11 @@ def _report(result: SweepResult, as_json: bool) -> None:
 
 def sweep_table(s: dict[str, Any]) -> Table:
     kind = s["sweep"]
-    t = Table(title=f"{kind} sweep: {s.get('model')} @ {s.get('endpoint')}", title_justify="left", header_style="bold")
+    t = Table(
+        title=f"{kind} sweep: {fmt(s.get('model'))} @ {fmt(s.get('endpoint'))}",
+        title_justify="left",
+        header_style="bold",
+    )
     first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}[kind]
     priced = any(_usd(row) is not None for row in s["steps"])
     cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached")
@@ -260,7 +280,7 @@ def sweep_lines(s: dict[str, Any]) -> list[str]:
             if s["stop_reason"] == "completed"
             else f"knee: none ({s['stop_reason']} at the first step)"
         )
-    lines.append(f"stopped: {s['stop_reason']}")
+    lines.append(f"stopped: {fmt(s.get('stop_reason') or 'no reason recorded (an older sweep.json)')}")
     if s.get("prefill"):
         p = s["prefill"]
         lines.append(

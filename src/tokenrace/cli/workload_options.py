@@ -96,7 +96,7 @@ def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchS
     workload = WorkloadSpec(
         cache_bust=o.get("cache_bust"),
         shared_prefix_tokens=o.get("shared_prefix_tokens"),
-        prefix_groups=o.get("prefix_groups") or 1,
+        prefix_groups=_given(o, "prefix_groups", 1),
         turns=turns,
         think_time_s=think,
         sessions_file=o.get("sessions_file"),
@@ -104,8 +104,8 @@ def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchS
         session_header=o.get("session_header") or None,
         trace_file=o.get("trace_file"),
         trace_format=o.get("trace_format") or "mooncake",
-        trace_speed=o.get("trace_speed") or 1.0,
-        trace_block_tokens=o.get("trace_block_tokens") or DEFAULT_BLOCK_TOKENS,
+        trace_speed=_given(o, "trace_speed", 1.0),
+        trace_block_tokens=_given(o, "trace_block_tokens", DEFAULT_BLOCK_TOKENS),
     )
     load = dataclasses.replace(
         settings.load,
@@ -120,3 +120,9 @@ def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchS
         load = dataclasses.replace(load, requests=None)  # the stages say how long
     load.validate(finite=bool(workload.trace_file or workload.sessions_file))
     return dataclasses.replace(settings, workload=workload, load=load)
+
+
+def _given(o: dict[str, Any], name: str, default: Any) -> Any:
+    """The flag's value, 0 included (a 0 is checked and refused, not silently replaced by the default)."""
+    value = o.get(name)
+    return default if value is None else value

@@ -10,7 +10,8 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from tokenrace.errors import UsageError
+from tokenrace.engines import ENGINES
+from tokenrace.errors import InvalidInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,26 +22,26 @@ class Provider:
     engine: str  # what serves it, for the manifest
 
 
-PROVIDERS: dict[str, Provider] = {
-    p.name: p
-    for p in [
-        Provider("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY", "groq"),
-        Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "openai"),
-        Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", "together"),
-        Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "openrouter"),
-        Provider("fireworks", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", "fireworks"),
-        Provider("vllm", "http://localhost:8000/v1", "VLLM_API_KEY", "vllm"),
-        Provider("sglang", "http://localhost:30000/v1", "SGLANG_API_KEY", "sglang"),
-        Provider("llamacpp", "http://localhost:8080/v1", "LLAMA_API_KEY", "llama.cpp"),
-        Provider("ollama", "http://localhost:11434/v1", None, "ollama"),
-    ]
-}
+HOSTED_PROVIDERS = (
+    Provider("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY", "groq"),
+    Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "openai"),
+    Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", "together"),
+    Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "openrouter"),
+    Provider("fireworks", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", "fireworks"),
+)
+# A local engine on its default port (tokenrace.engines), e.g. `--provider sglang` -> localhost:30000.
+ENGINE_PROVIDERS = tuple(
+    Provider(e.name, f"http://localhost:{e.default_port}/v1", e.key_env, e.name)
+    for e in ENGINES.values()
+    if e.default_port is not None
+)
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (*HOSTED_PROVIDERS, *ENGINE_PROVIDERS)}
 
 
 def normalize_base_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"--url must look like http://host:port/v1, got {url!r}")
+        raise InvalidInput("url", f"must look like http://host:port/v1, got {url!r}")
     path = parts.path.rstrip("/")
     for suffix in ("/chat/completions", "/completions"):
         if path.endswith(suffix):
@@ -76,7 +77,7 @@ def resolve_endpoint(url: str | None, api_key: str | None, provider: str | None)
     if provider:
         preset = PROVIDERS.get(provider.lower())
         if preset is None:
-            raise UsageError(f"unknown --provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
+            raise InvalidInput("provider", f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
     base = url or (preset.base_url if preset else None) or os.environ.get("OPENAI_BASE_URL")
     if not base:
         return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import sys
 
+from tokenrace.engines import ENGINES
+
 TORCH_SCRIPT = """
 import importlib.util, json, warnings
 if importlib.util.find_spec("torch") is None:
@@ -26,11 +28,12 @@ if out["available"]:
 print(json.dumps(out))
 """
 
-ENGINES_SCRIPT = """
+ENGINE_PACKAGES = (*(e.package for e in ENGINES.values() if e.package), "torch")
+ENGINES_SCRIPT = f"""
 import json
 from importlib import metadata
-out = {}
-for dist in ("vllm", "sglang", "llama_cpp_python", "torch"):
+out = {{}}
+for dist in {ENGINE_PACKAGES!r}:
     try:
         out[dist] = metadata.version(dist)
     except metadata.PackageNotFoundError:

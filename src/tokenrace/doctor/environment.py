@@ -22,6 +22,8 @@ from tokenrace import __version__
 from tokenrace.doctor import parse
 from tokenrace.doctor.commands import COMMANDS
 from tokenrace.doctor.probe import Probe, SystemProbe
+from tokenrace.engines import ENGINES
+from tokenrace.engines import engine as catalog_engine
 
 if TYPE_CHECKING:
     import aiohttp
@@ -165,11 +167,10 @@ def _str(value: Any) -> str:
 # ---- the server side -------------------------------------------------------------------------
 
 HOSTED = {"api.openai.com": "openai", "api.groq.com": "groq"}
+# Doctor names a local engine by its label in lower case (vllm, sglang, llama.cpp, ollama); an
+# `owned_by` in /v1/models may be any of the catalog's names for it.
 OWNERS = {
-    "vllm": "vllm",
-    "sglang": "sglang",
-    "llamacpp": "llama.cpp",
-    "library": "ollama",
+    **{alias.lower(): e.label.lower() for e in ENGINES.values() for alias in (e.name, *e.aliases)},
     "openai": "openai",
     "system": "openai",
 }
@@ -247,14 +248,11 @@ def _guess_engine(base_url: str, entries: list[dict[str, Any]], headers: dict[st
 async def _engine_version(session: aiohttp.ClientSession, root: str, engine: str | None, version: _Reply) -> str | None:
     if engine in ("vllm", None) and isinstance(version.body, dict) and version.body.get("version"):
         return str(version.body["version"])
-    extra = {
-        "sglang": ("/get_server_info", "version"),
-        "ollama": ("/api/version", "version"),
-        "llama.cpp": ("/props", "build_info"),
-    }
-    if engine not in extra:
+    entry = catalog_engine(engine)
+    where = entry.version_endpoint if entry is not None else None
+    if where is None or where[0] == "/version":  # /version was read above
         return None
-    path, key = extra[engine]
+    path, key = where
     reply = await _get(session, f"{root}{path}")
     found = reply.body.get(key) if isinstance(reply.body, dict) else None
     if found is None and isinstance(version.body, dict):

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput
 
 
 class KnowledgeEntry(BaseModel):
@@ -85,7 +85,7 @@ def explain(text: str, limit: int = 3) -> list[Match]:
     """
     query = text.strip()
     if not query:
-        raise UsageError("--explain needs an error message or code")
+        raise InvalidInput("explain", "needs an error message or code")
     matches = [m for item in load_knowledge().entries if (m := _regex_match(item, query))]
     if not matches:
         matches = [m for item in load_knowledge().entries if (m := _word_match(item, query))]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenrace.errors import TokenraceError, UsageError
+from tokenrace.errors import InvalidInput, TokenraceError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ggml")
 SIZE_FIELDS = ("weights_bytes", "weight_bytes", "weights_size_bytes", "weights_size", "size_bytes", "total_bytes")
@@ -34,7 +34,7 @@ def looks_like_path(name: str) -> bool:
 def model_size(name: str) -> ModelSize:
     local = Path(name).expanduser()
     if looks_like_path(name) and not local.exists():
-        raise UsageError(f"--model: no such file or folder: {name}")
+        raise InvalidInput("model", f"no such file or folder: {name}")
     from_planner, note = _planner_bytes(name)
     local_path = str(local) if local.exists() else None
     if from_planner:

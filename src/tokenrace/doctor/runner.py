@@ -8,7 +8,7 @@ from tokenrace.doctor.model_size import looks_like_path
 from tokenrace.doctor.probe import Probe, SystemProbe
 from tokenrace.doctor.registry import CheckSpec, Context, Finding, registered, skip, warn
 from tokenrace.doctor.result import CheckResult, DoctorReport, Status
-from tokenrace.errors import TokenraceError, UsageError
+from tokenrace.errors import InvalidInput, TokenraceError
 
 NO_GPU_HEADLINE = (
     "No NVIDIA GPU found on this machine, so GPU engines (vLLM, SGLang, CUDA builds of llama.cpp) cannot run here. "
@@ -20,7 +20,7 @@ NO_GPU_HEADLINE = (
 
 def run_doctor(probe: Probe | None = None, model: str | None = None, with_environment: bool = True) -> DoctorReport:
     if model and looks_like_path(model) and not Path(model).expanduser().exists():
-        raise UsageError(f"--model: no such file or folder: {model}")
+        raise InvalidInput("model", f"no such file or folder: {model}")
     ctx = Context(probe or SystemProbe(), model)
     for spec in registered():
         if spec.needs_model and not model:

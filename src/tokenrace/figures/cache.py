@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tokenrace.client.records import RequestRecord
+from tokenrace.engines import engine
 
 # A hit rate above this, without cache busting, makes TTFT a measure of the cache rather than of prefill.
 NOTABLE_HIT_RATE = 0.2
@@ -69,31 +70,29 @@ def cache_warning(section: dict[str, Any] | None) -> str | None:
     return f"prefix cache: {pct:.1f} % of prompt tokens were served from the server's cache ({where}); {advice}"
 
 
-# The engines' own prefix-cache counters (Prometheus): vLLM counts queried and hit prompt tokens;
-# SGLang exposes a running hit-rate gauge.
-_VLLM_COUNTERS = (
-    ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits"),
-    ("vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits"),
-)
-_SGLANG_GAUGE = "sglang:cache_hit_rate"
+def server_cache(engine_name: str, before: str, after: str) -> dict[str, Any] | None:
+    """The engine's prefix-cache figures over the run, from two /metrics texts; None when it has none.
 
-
-def server_cache(engine: str, before: str, after: str) -> dict[str, Any] | None:
-    """The engine's prefix-cache figures over the run, from two /metrics texts; None when it has none."""
-    if engine == "vllm":
-        for queries_name, hits_name in _VLLM_COUNTERS:
-            queries = counter_delta(before, after, queries_name)
-            hits = counter_delta(before, after, hits_name)
-            if queries is not None and hits is not None:
-                rate = round(hits / queries, 6) if queries > 0 else None
-                return {"source": f"vllm /metrics {hits_name} / {queries_name} (delta over the run)",
-                        "queries": queries, "hits": hits, "hit_rate": rate}  # fmt: skip
+    Engines count it differently (tokenrace.engines): vLLM counts queried and hit prompt tokens
+    (a delta over the run); SGLang exposes a running hit-rate gauge (read at the end)."""
+    found = engine(engine_name)
+    if found is None or found.metrics is None:
         return None
-    if engine == "sglang":
-        value = _gauge(after, _SGLANG_GAUGE)
-        if value is None:
-            return None
-        return {"source": f"sglang /metrics {_SGLANG_GAUGE} (at the end of the run)", "hit_rate": round(value, 6)}
+    metrics = found.metrics
+    for queries_name, hits_name in metrics.cache_counters:
+        queries = counter_delta(before, after, queries_name)
+        hits = counter_delta(before, after, hits_name)
+        if queries is not None and hits is not None:
+            rate = round(hits / queries, 6) if queries > 0 else None
+            return {"source": f"{found.name} /metrics {hits_name} / {queries_name} (delta over the run)",
+                    "queries": queries, "hits": hits, "hit_rate": rate}  # fmt: skip
+    if metrics.cache_gauge is not None:
+        value = _gauge(after, metrics.cache_gauge)
+        if value is not None:
+            return {
+                "source": f"{found.name} /metrics {metrics.cache_gauge} (at the end of the run)",
+                "hit_rate": round(value, 6),
+            }
     return None
 
 

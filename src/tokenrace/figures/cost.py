@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 
 PRICE_FILE = "prices.toml"
 
@@ -46,21 +46,25 @@ def parse_price(text: str) -> Price:
         try:
             parts[name.strip().lower()] = float(value)
         except ValueError:
-            raise UsageError(f"--price: expected in=X,out=Y in $ per million tokens, got {text!r}") from None
+            raise InvalidInput("price", f"expected in=X,out=Y in $ per million tokens, got {text!r}") from None
     if set(parts) != {"in", "out"} or min(parts.values()) < 0:
-        raise UsageError(f"--price: expected in=X,out=Y (both, not negative) in $ per million tokens, got {text!r}")
+        raise InvalidInput("price", f"expected in=X,out=Y (both, not negative) in $ per million tokens, got {text!r}")
     return Price(parts["in"], parts["out"])
 
 
 def spec(price: str | None, gpu_hour_cost: float | None, gpus: int | None) -> CostSpec | None:
     if price and gpu_hour_cost is not None:
-        raise UsageError("--price is for a hosted API, --gpu-hour-cost for your own GPUs: give one")
+        raise InvalidInput(
+            "price", "a price per token is for a hosted API, a GPU-hour cost for your own GPUs: give one"
+        )
     if gpu_hour_cost is not None:
-        if gpu_hour_cost < 0 or (gpus or 1) < 1:
-            raise UsageError("--gpu-hour-cost must not be negative and --gpus must be at least 1")
+        if gpu_hour_cost < 0:
+            raise InvalidInput("gpu_hour_cost", f"must not be negative, got {gpu_hour_cost}")
+        if (gpus or 1) < 1:
+            raise InvalidInput("gpus", f"must be at least 1, got {gpus}")
         return CostSpec(gpu=GpuCost(gpu_hour_cost, gpus or 1))
     if gpus not in (None, 1):
-        raise UsageError("--gpus needs --gpu-hour-cost")
+        raise InvalidInput("gpus", "counts the GPUs a GPU-hour cost is paid for: give that cost too")
     return CostSpec(price=parse_price(price)) if price else None
 
 

@@ -8,10 +8,11 @@ while decoding) and the mean prompt as the TTFT's input; a smaller context only 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tokenrace.errors import TokenraceError
+from tokenrace.errors import InvalidInput, TokenraceError
 
 
 @dataclass(slots=True)
@@ -20,6 +21,28 @@ class EfficiencySpec:
     model: str  # catalog name, config.json, model folder or .gguf
     precision: str | None = None
     devices: int | None = None
+
+
+def check_spec(spec: EfficiencySpec) -> None:
+    """Raise InvalidInput when the planner cannot read the spec's hardware or model, so a typo is
+    reported before a run, not as an `error` in its summary. Without the planner there is no bound."""
+    try:
+        from tokenrace import plan as planner
+    except ImportError:
+        return
+    checks: list[tuple[str, Callable[[], object]]] = [("model_config", lambda: planner.load_model(spec.model))]
+    if spec.hardware.strip().lower() != "cpu":  # this machine, measured when the bound is needed
+        checks.insert(0, ("hardware", lambda: planner.load_hardware(spec.hardware)))
+    precision = spec.precision
+    if precision is not None:
+        checks.append(("precision", lambda: planner.get_precision(precision)))
+    for param, read in checks:
+        try:
+            read()
+        except InvalidInput as exc:
+            raise InvalidInput(param, exc.problem) from None
+        except TokenraceError as exc:
+            raise InvalidInput(param, str(exc)) from None
 
 
 def efficiency_of(summary: dict[str, Any], spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tokenrace.client.records import RequestRecord, derived
+from tokenrace.engines import WITH_HISTOGRAMS
 
 
 def llamacpp_times(timing: dict[str, Any] | None) -> tuple[float | None, float | None]:
@@ -89,10 +90,7 @@ def _hist_totals(text: str, name: str) -> tuple[float, float]:
     return total, count
 
 
-ENGINE_HISTOGRAMS = {
-    "vllm": {"ttft_s": "vllm:time_to_first_token_seconds", "tpot_s": "vllm:time_per_output_token_seconds"},
-    "sglang": {"ttft_s": "sglang:time_to_first_token_seconds", "tpot_s": "sglang:time_per_output_token_seconds"},
-}
+ENGINE_HISTOGRAMS = WITH_HISTOGRAMS  # engine -> its TTFT/TPOT histograms (tokenrace.engines)
 
 
 def from_metrics_delta(

@@ -219,7 +219,7 @@ def _cold(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
 
 def parse_slo(text: str | None) -> dict[str, float] | None:
     """`ttft=500ms,tpot=50ms,e2e=10s` -> {"ttft_ms": 500, "tpot_ms": 50, "e2e_ms": 10000}."""
-    from tokenrace.errors import UsageError
+    from tokenrace.errors import InvalidInput
 
     if not text:
         return None
@@ -228,13 +228,13 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
         name, _, value = part.strip().partition("=")
         key = f"{name.strip().lower()}_ms"
         if key not in SLO_METRICS or not value:
-            raise UsageError(f"--slo: expected NAME=VALUE with NAME in ttft, tpot, itl, e2e; got {part!r}")
+            raise InvalidInput("slo", f"expected NAME=VALUE with NAME in ttft, tpot, itl, e2e; got {part!r}")
         out[key] = _duration_ms(value.strip(), part)
     return out
 
 
 def _duration_ms(value: str, part: str) -> float:
-    from tokenrace.errors import UsageError
+    from tokenrace.errors import InvalidInput
 
     for suffix, scale in (("ms", 1.0), ("us", 1e-3), ("s", 1000.0)):
         if value.endswith(suffix):
@@ -245,4 +245,4 @@ def _duration_ms(value: str, part: str) -> float:
     try:
         return float(value)  # bare numbers are milliseconds
     except ValueError:
-        raise UsageError(f"--slo: cannot read the duration in {part!r} (use 500ms or 2s)") from None
+        raise InvalidInput("slo", f"cannot read the duration in {part!r} (use 500ms or 2s)") from None

@@ -13,19 +13,24 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput
 
 ARRIVALS = ("poisson", "constant", "gamma")
 
 
+def check_arrivals(rate: float, arrival: str, burstiness: float = 1.0) -> None:
+    """Raise InvalidInput unless (rate, arrival, burstiness) describe a schedule."""
+    if not rate > 0:  # also refuses NaN
+        raise InvalidInput("rate", f"must be positive, got {rate}")
+    if arrival not in ARRIVALS:
+        raise InvalidInput("arrival", f"must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
+    if arrival == "gamma" and not burstiness > 0:
+        raise InvalidInput("burstiness", f"must be positive, got {burstiness}")
+
+
 def gaps(rate: float, arrival: str, burstiness: float = 1.0, seed: int | None = 0) -> Iterator[float]:
     """An endless stream of inter-arrival gaps in seconds."""
-    if rate <= 0:
-        raise UsageError(f"--rate must be positive, got {rate}")
-    if arrival not in ARRIVALS:
-        raise UsageError(f"--arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
-    if arrival == "gamma" and burstiness <= 0:
-        raise UsageError(f"--burstiness must be positive, got {burstiness}")
+    check_arrivals(rate, arrival, burstiness)
     rng = np.random.default_rng(seed)
     mean = 1.0 / rate
     while True:
@@ -48,7 +53,7 @@ def schedule(
 ) -> list[float]:
     """Send offsets in seconds: `count` of them, or all that fall before `duration_s`."""
     if count is None and duration_s is None:
-        raise UsageError("an open-loop run needs --requests or --duration")
+        raise InvalidInput("requests", "an open-loop run needs a request count or a duration")
     offsets: list[float] = []
     t = 0.0
     it = gaps(rate, arrival, burstiness, seed)

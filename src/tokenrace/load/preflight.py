@@ -12,7 +12,7 @@ import orjson
 from tokenrace.client.openai import error_message_from_body
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.redact import Redactor
-from tokenrace.errors import PreflightError
+from tokenrace.errors import InvalidInput, PreflightError
 
 MODELS_TIMEOUT_S = 15.0
 
@@ -83,7 +83,7 @@ def choose_model(requested: str | None, info: ServerInfo) -> str:
             raise PreflightError(f"unknown model {requested!r}; the server offers: {', '.join(info.models[:20])}")
         return requested
     if not info.models:
-        raise PreflightError("the server lists no models; pass --model NAME")
+        raise InvalidInput("model", "the server lists no models: name the one to use")
     return info.models[0]
 
 

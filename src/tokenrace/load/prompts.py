@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 
 from tokenrace.client.openai import Prompt
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput
 from tokenrace.load.tokens import Tokenizer
 
 BUILTIN: tuple[str, ...] = (
@@ -52,7 +52,7 @@ def builtin() -> PromptSet:
 
 def single(text: str) -> PromptSet:
     if not text.strip():
-        raise UsageError("--prompt is empty")
+        raise InvalidInput("prompt", "is empty")
     return PromptSet((Prompt(text=text),), "text")
 
 
@@ -61,10 +61,10 @@ def from_jsonl(path: str | Path) -> PromptSet:
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise UsageError(f"cannot read --prompts {p}: {exc.strerror}") from None
+        raise InvalidInput("prompts", f"cannot read {p}: {exc.strerror}") from None
     prompts = [_parse_line(line, p, i) for i, line in enumerate(lines, 1) if line.strip()]
     if not prompts:
-        raise UsageError(f"--prompts {p} has no prompts")
+        raise InvalidInput("prompts", f"{p} has no prompts")
     return PromptSet(tuple(prompts), str(p))
 
 
@@ -73,20 +73,20 @@ def _parse_line(line: str, path: Path, lineno: int) -> Prompt:
     try:
         obj: Any = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        raise UsageError(f"{where}: not JSON ({exc})") from None
+        raise InvalidInput("prompts", f"{where}: not JSON ({exc})") from None
     if isinstance(obj, str):
         return Prompt(text=obj)
     if not isinstance(obj, dict):
-        raise UsageError(f"{where}: expected an object with 'messages' or 'prompt'")
+        raise InvalidInput("prompts", f"{where}: expected an object with 'messages' or 'prompt'")
     max_tokens = obj.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise UsageError(f"{where}: max_tokens must be a positive integer")
+        raise InvalidInput("prompts", f"{where}: max_tokens must be a positive integer")
     if isinstance(obj.get("messages"), list):
         return Prompt(messages=obj["messages"], max_tokens=max_tokens)
     text = obj.get("prompt", obj.get("text"))
     if isinstance(text, str):
         return Prompt(text=text, max_tokens=max_tokens)
-    raise UsageError(f"{where}: expected 'messages' (a list) or 'prompt' (a string)")
+    raise InvalidInput("prompts", f"{where}: expected 'messages' (a list) or 'prompt' (a string)")
 
 
 def draw_lengths(mean: int, std: float, n: int, seed: int | None) -> list[int]:

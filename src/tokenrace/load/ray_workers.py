@@ -24,7 +24,7 @@ from typing import Any
 
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
-from tokenrace.errors import TokenraceError, UsageError
+from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.clocks import ClockOffset, probe
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
 from tokenrace.load.workers import WorkerLost
@@ -36,7 +36,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise UsageError("--ray needs Ray: pip install 'tokenrace[ray]'") from None
+        raise InvalidInput("ray", "needs Ray: pip install 'tokenrace[ray]'") from None
     return ray
 
 
@@ -108,7 +108,7 @@ class RayPool:
 
     def __init__(self, config: WorkerConfig, count: int | None, address: str) -> None:
         if count is not None and count < 1:
-            raise UsageError("--workers must be at least 1")
+            raise InvalidInput("workers", "must be at least 1")
         self.config = config
         self.count = count
         self.address = address
@@ -119,7 +119,7 @@ class RayPool:
         try:
             ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False, ignore_reinit_error=True)
         except ConnectionError as exc:
-            raise UsageError(f"--ray {self.address}: no Ray cluster answered ({exc})") from None
+            raise InvalidInput("ray", f"{self.address}: no Ray cluster answered ({exc})") from None
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         count = self.count or max(1, len(nodes))
         actor_class = ray.remote(RayWorker).options(

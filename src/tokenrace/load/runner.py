@@ -18,9 +18,9 @@ import numpy as np
 
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput
 from tokenrace.figures.summary import Windows
-from tokenrace.load.arrivals import schedule
+from tokenrace.load.arrivals import check_arrivals, schedule
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.shapes import Stage, StagesKind, concurrency_plan, ramp_offsets, stage_offsets
 from tokenrace.load.workload import Prompts, Sessions, TraceLoad, Workload
@@ -51,19 +51,21 @@ class Load:
     def validate(self, finite: bool = False) -> None:
         """`finite`: the workload ends by itself (a trace, a file of sessions)."""
         if self.requests is None and self.duration_s is None and not finite and self.stages is None:
-            raise UsageError("say how much to run: --requests N and/or --duration S")
+            raise InvalidInput("requests", "say how much to run: a request count and/or a duration")
         if self.requests is not None and self.requests < 1:
-            raise UsageError("--requests must be at least 1")
+            raise InvalidInput("requests", "must be at least 1")
         if self.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
+            raise InvalidInput("concurrency", "must be at least 1")
         if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise UsageError("--max-concurrency must be at least 1")
+            raise InvalidInput("max_concurrency", "must be at least 1")
         if self.warmup < 0:
-            raise UsageError("--warmup cannot be negative")
+            raise InvalidInput("warmup", "cannot be negative")
         if not 0.0 <= self.cancel_rate <= 1.0:
-            raise UsageError(f"--cancel-rate must be a share between 0 and 1, got {self.cancel_rate}")
+            raise InvalidInput("cancel_rate", f"must be a share between 0 and 1, got {self.cancel_rate}")
         if self.ramp_s is not None and self.rate is None:
-            raise UsageError("--ramp shapes an open-loop rate: give --rate too")
+            raise InvalidInput("ramp", "shapes an open-loop rate: give a rate too")
+        if self.rate is not None:
+            check_arrivals(self.rate, self.arrival, self.burstiness)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.load.arrivals import ARRIVALS, gaps
 
 StagesKind: TypeAlias = Literal["rate", "concurrency"]
@@ -159,11 +159,11 @@ def concurrency_plan(stages: Sequence[Stage]) -> tuple[ConcurrencyStage, ...]:
     t = 0.0
     for i, stage in enumerate(stages, 1):
         if stage.value != int(stage.value) or stage.value < 0:
-            raise UsageError(f"stages: stage {i} asks for {stage.value} requests in flight; use a whole number")
+            raise InvalidInput("stages", f"stage {i} asks for {stage.value} requests in flight; use a whole number")
         plan.append(ConcurrencyStage(t, t + stage.duration_s, int(stage.value)))
         t += stage.duration_s
     if not any(s.concurrency > 0 for s in plan):
-        raise UsageError("stages: every stage has concurrency 0")
+        raise InvalidInput("stages", "every stage has concurrency 0")
     return tuple(plan)
 
 
@@ -178,26 +178,26 @@ def concurrency_at(plan: Sequence[ConcurrencyStage], t: float) -> int | None:
 def parse_stages(text: str, kind: StagesKind = "rate") -> tuple[Stage, ...]:
     """`"30s@2,60s@8,30s@2"` -> stages of (duration, value). Raises UsageError naming the item."""
     if kind not in ("rate", "concurrency"):
-        raise UsageError(f"stages kind must be rate or concurrency, got {kind!r}")
+        raise InvalidInput("stages_kind", f"must be rate or concurrency, got {kind!r}")
     items = [item.strip() for item in text.split(",")]
     if not text.strip():
-        raise UsageError("stages: empty (use DURATION@VALUE,..., e.g. 30s@2,60s@8)")
+        raise InvalidInput("stages", "empty (use DURATION@VALUE,..., e.g. 30s@2,60s@8)")
     stages = []
     for i, item in enumerate(items, 1):
         duration, sep, value = item.partition("@")
         if not sep:
-            raise UsageError(f"stages: item {i} {item!r} is not DURATION@VALUE (e.g. 30s@2)")
+            raise InvalidInput("stages", f"item {i} {item!r} is not DURATION@VALUE (e.g. 30s@2)")
         try:
             number = float(value)
         except ValueError:
-            raise UsageError(f"stages: item {i} {item!r}: {value!r} is not a number") from None
+            raise InvalidInput("stages", f"item {i} {item!r}: {value!r} is not a number") from None
         if not (number >= 0 and math.isfinite(number)):
-            raise UsageError(f"stages: item {i} {item!r}: the {kind} must be 0 or more")
+            raise InvalidInput("stages", f"item {i} {item!r}: the {kind} must be 0 or more")
         stages.append(Stage(parse_duration_s(duration, f"stages: item {i} {item!r}"), number))
     if kind == "concurrency":
         concurrency_plan(stages)  # the checks: whole numbers, not all 0
     elif not any(s.value > 0 for s in stages):
-        raise UsageError("stages: every stage has rate 0")
+        raise InvalidInput("stages", "every stage has rate 0")
     return tuple(stages)
 
 

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from tokenrace.client.records import RequestRecord
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 
 
 class Tokenizer(Protocol):
@@ -94,11 +94,11 @@ class ServerTokenizer:
 def load_tokenizer(path: str) -> Tokenizer:
     p = Path(path)
     if not p.exists():
-        raise UsageError(f"--tokenizer {path}: no such file")
+        raise InvalidInput("tokenizer", f"{path}: no such file")
     if p.is_dir():
         p = p / "tokenizer.json"
         if not p.exists():
-            raise UsageError(f"--tokenizer {path}: the folder has no tokenizer.json")
+            raise InvalidInput("tokenizer", f"{path}: the folder has no tokenizer.json")
     if p.suffix == ".gguf":
         return GGUFTokenizer(p)
     return HFTokenizer(p)

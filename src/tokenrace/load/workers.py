@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
-from tokenrace.errors import TokenraceError, UsageError
+from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.calibration import calibrated_ceiling
 from tokenrace.load.clocks import ClockOffset, probe, to_parent_clock, to_worker_clock
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
@@ -392,7 +392,7 @@ class ProcessPool:
 
     def __init__(self, config: WorkerConfig, count: int) -> None:
         if count < 1:
-            raise UsageError("--workers must be at least 1")
+            raise InvalidInput("workers", "must be at least 1")
         self.config = config
         self.count = count
         self.method = start_method()
@@ -475,15 +475,15 @@ class WorkersSpec:
 
 
 def parse_workers(text: str | None) -> int | None:
-    """`N` or `auto` (None); raises UsageError."""
+    """`N` or `auto` (None); raises InvalidInput."""
     if text is None or text == "auto":
         return None
     try:
         n = int(text)
     except ValueError:
-        raise UsageError(f"--workers takes a number or 'auto', got {text!r}") from None
+        raise InvalidInput("workers", f"takes a number or 'auto', got {text!r}") from None
     if n < 1:
-        raise UsageError("--workers must be at least 1")
+        raise InvalidInput("workers", "must be at least 1")
     return n
 
 

@@ -12,10 +12,13 @@ sessions, or a timestamped trace. Built once before the load starts, outside any
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tokenrace.client.openai import Prompt
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.tokens import Tokenizer, can_decode
 from tokenrace.load.workloads.prefixes import SharedPrefixes, bust, draw_groups, new_nonce, shared_prefixes
@@ -30,11 +33,12 @@ from tokenrace.load.workloads.sessions import (
     synthetic_conversations,
     with_think_times,
 )
-from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS, TracePromptBuilder, load_trace
+from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS, Trace, TracePromptBuilder, load_trace
 
 # Sequence numbers of a run are far below this; sessions' bust tags use this offset plus the session
 # index, so a session's tag never equals an independent request's.
 _SESSION_TAG_BASE = 1_000_000_000
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,19 @@ class WorkloadSpec:
     trace_speed: float = 1.0
     trace_block_tokens: int = DEFAULT_BLOCK_TOKENS
 
+    def validate(self) -> None:
+        """Raise InvalidInput for a size, a count or a speed that no workload can have."""
+        if self.shared_prefix_tokens is not None and self.shared_prefix_tokens < 1:
+            raise InvalidInput("shared_prefix_tokens", f"must be at least 1 token, got {self.shared_prefix_tokens}")
+        if self.prefix_groups < 1:
+            raise InvalidInput("prefix_groups", f"must be at least 1, got {self.prefix_groups}")
+        if not self.think_time_s >= 0:
+            raise InvalidInput("think_time", f"must not be negative, got {self.think_time_s} s")
+        if not (self.trace_speed > 0 and math.isfinite(self.trace_speed)):
+            raise InvalidInput("trace_speed", f"must be a positive number, got {self.trace_speed}")
+        if self.trace_block_tokens < 1:
+            raise InvalidInput("trace_block_tokens", f"must be at least 1 token, got {self.trace_block_tokens}")
+
     def busts(self, base: PromptSet) -> bool:
         if self.cache_bust is not None:
             return self.cache_bust
@@ -139,15 +156,50 @@ class Built:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadFiles:
+    """The trace or conversations file a workload replays, read and checked (no network needed)."""
+
+    trace: Trace | None = None
+    conversations: ConversationFile | None = None
+
+
+def read_workload_files(spec: WorkloadSpec) -> WorkloadFiles:
+    """Check the spec and read its files. A bad file raises InvalidInput naming the input (`trace`,
+    `sessions`)."""
+    spec.validate()
+    trace_file, sessions_file = spec.trace_file, spec.sessions_file
+    trace = _as_input("trace", lambda: load_trace(trace_file, spec.trace_format)) if trace_file else None
+    skip = spec.skip_invalid_sessions
+    conversations = _as_input("sessions", lambda: _conversation_file(sessions_file, skip)) if sessions_file else None
+    return WorkloadFiles(trace, conversations)
+
+
+def _as_input(param: str, read: Callable[[], _T]) -> _T:
+    try:
+        return read()
+    except InvalidInput:
+        raise
+    except UsageError as exc:
+        raise InvalidInput(param, str(exc)) from None
+
+
 async def build_workload(
-    spec: WorkloadSpec, base: PromptSet, tokenizer: Tokenizer | None, seed: int | None, sessions: int
+    spec: WorkloadSpec,
+    base: PromptSet,
+    tokenizer: Tokenizer | None,
+    seed: int | None,
+    sessions: int,
+    files: WorkloadFiles | None = None,
 ) -> Built:
-    """Load files and make prompts before the load starts. `sessions`: how many synthetic sessions."""
+    """Make prompts before the load starts. `sessions`: how many synthetic sessions; `files`: the
+    spec's files already read (by `read_workload_files`), else they are read here."""
+    files = files if files is not None else read_workload_files(spec)
     nonce = new_nonce()  # per run: a server's cache outlives a run, so tags must differ between runs
     seed = seed or 0
     tokenizer = tokenizer if can_decode(tokenizer) else None  # exact sizing cuts token ids back into text
-    if spec.trace_file is not None:
-        trace = load_trace(spec.trace_file, spec.trace_format)
+    if files.trace is not None:
+        trace = files.trace
         builder = TracePromptBuilder(trace, tokenizer, spec.trace_block_tokens, seed, nonce)
         built = await builder.build_all()
         offsets = tuple(trace.offsets(spec.trace_speed))
@@ -162,8 +214,8 @@ async def build_workload(
     sizing = prefixes.sizing if prefixes is not None else base.sizing
     if spec.sessions_file is not None or spec.turns is not None:
         notes: tuple[str, ...] = ()
-        if spec.sessions_file is not None:
-            loaded = _conversation_file(spec.sessions_file, spec.skip_invalid_sessions)
+        if files.conversations is not None:
+            loaded = files.conversations
             conversations = with_think_times(loaded.conversations, spec.think_time_s, seed)
             source, notes = loaded.source, skipped_notes(loaded.skipped)
         else:

@@ -20,65 +20,18 @@ scrape, so the first scrape has them None. A field an engine does not report is 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
+from tokenrace.engines import WITH_METRICS, Metrics
 from tokenrace.monitor.gpu import SamplerUnavailable
 
 MAX_BODY_BYTES = 16 * 2**20  # a real vLLM /metrics is ~100 KB; anything this big is not one
 
 
-@dataclass(frozen=True, slots=True)
-class EngineNames:
-    prefix: str  # how to recognise the engine from its metric names
-    gauges: dict[str, tuple[str, ...]]  # field -> sample names, first present wins
-    counters: dict[str, str]  # field stem -> cumulative counter sample name
-    histograms: dict[str, str] = field(default_factory=dict)  # "ttft_s"/"tpot_s" -> histogram name
-
-
-ENGINES: dict[str, EngineNames] = {
-    "vllm": EngineNames(
-        "vllm:",
-        {
-            "running": ("vllm:num_requests_running",),
-            "waiting": ("vllm:num_requests_waiting",),
-            "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        },
-        {
-            "prompt_tokens": "vllm:prompt_tokens_total",
-            "generation_tokens": "vllm:generation_tokens_total",
-            "preemptions": "vllm:num_preemptions_total",
-        },
-        ENGINE_HISTOGRAMS["vllm"],
-    ),
-    "sglang": EngineNames(
-        "sglang:",
-        {
-            "running": ("sglang:num_running_reqs",),
-            "waiting": ("sglang:num_queue_reqs",),
-            "kv_cache_usage": ("sglang:token_usage",),
-        },
-        {"prompt_tokens": "sglang:prompt_tokens_total", "generation_tokens": "sglang:generation_tokens_total"},
-        ENGINE_HISTOGRAMS["sglang"],
-    ),
-    "llamacpp": EngineNames(
-        "llamacpp:",
-        {
-            "running": ("llamacpp:requests_processing",),
-            "waiting": ("llamacpp:requests_deferred",),
-            "kv_cache_usage": ("llamacpp:kv_cache_usage_ratio",),
-        },
-        {"prompt_tokens": "llamacpp:prompt_tokens_total", "generation_tokens": "llamacpp:tokens_predicted_total"},
-    ),
-    "tgi": EngineNames(
-        "tgi_",
-        {"running": ("tgi_batch_current_size",), "waiting": ("tgi_queue_size",), "kv_cache_usage": ()},
-        {},
-    ),
-}
+ENGINES: dict[str, Metrics] = WITH_METRICS  # each engine's metric names (the catalog in tokenrace.engines)
 MAX_GAUGES = frozenset({"kv_cache_usage"})
 SERVER_FIELDS = (
     "engine",

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.plan import probe
 from tokenrace.plan.modelspec import ModelSpec, from_hf_config, read_config_file, read_gguf
 
@@ -176,11 +176,11 @@ def _load_local(path: Path) -> ModelSpec:
         if len(ggufs) == 1:
             return read_gguf(ggufs[0])
         found = f"{len(ggufs)} .gguf files" if ggufs else "no config.json or .gguf"
-        raise UsageError(f"--model: {path} holds {found}; name the file")
+        raise InvalidInput("model", f"{path} holds {found}; name the file")
     if _is_gguf(path):
         return read_gguf(path)
     if path.suffix.lower() == ".gguf":
-        raise UsageError(f"--model: {path} does not start with the GGUF magic bytes")
+        raise InvalidInput("model", f"{path} does not start with the GGUF magic bytes")
     return read_config_file(path)
 
 
@@ -202,7 +202,7 @@ def load_model(name_or_path: str) -> ModelSpec:
     if path.exists():
         return _load_local(path)
     if _looks_like_path(name_or_path):
-        raise UsageError(f"--model: no such file or folder: {name_or_path}")
+        raise InvalidInput("model", f"no such file or folder: {name_or_path}")
     return _catalog_model(_match(name_or_path, model_rows(), "model")["name"])
 
 

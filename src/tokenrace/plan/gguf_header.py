@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput
 
 # GGUF metadata value types -> struct codes (8 = string, 9 = array are handled apart).
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -103,10 +103,10 @@ def read_header(path: Path) -> GGUFHeader:
         with path.open("rb") as fh:
             r = _Reader(fh)
             if fh.read(4) != b"GGUF":
-                raise UsageError(f"--model: {path} is not a GGUF file")
+                raise InvalidInput("model", f"{path} is not a GGUF file")
             version = r.unpack("I")
             if version not in (2, 3):
-                raise UsageError(f"--model: {path}: GGUF version {version} is not supported (big-endian or too new)")
+                raise InvalidInput("model", f"{path}: GGUF version {version} is not supported (big-endian or too new)")
             n_tensors, n_kv = r.unpack("Q"), r.unpack("Q")
             metadata = {}
             for _ in range(n_kv):
@@ -114,5 +114,5 @@ def read_header(path: Path) -> GGUFHeader:
                 metadata[key] = r.value(r.unpack("I"))
             tensors = tuple(_tensor(r, quant_sizes, type_names) for _ in range(n_tensors))
     except (OSError, EOFError, ValueError, struct.error) as err:
-        raise UsageError(f"--model: cannot read GGUF {path}: {err}") from None
+        raise InvalidInput("model", f"cannot read GGUF {path}: {err}") from None
     return GGUFHeader(metadata, tensors)

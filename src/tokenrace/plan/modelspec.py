@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.plan.gguf_header import GGUFHeader, LongArray, read_header
 from tokenrace.plan.precision import PRECISIONS, Precision, precision_for_gguf_file_type
 
@@ -338,12 +338,12 @@ def read_config_file(path: Path) -> ModelSpec:
     file = path / "config.json" if path.is_dir() else path
     try:
         if file.stat().st_size > MAX_CONFIG_BYTES:  # a weights file, not a config: never read it whole
-            raise UsageError(f"--model: {file} is too large to be a config.json")
+            raise InvalidInput("model", f"{file} is too large to be a config.json")
         config = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"--model: no config.json in {path}") from None
+        raise InvalidInput("model", f"no config.json in {path}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UsageError(f"--model: cannot read {file}: {err}") from None
+        raise InvalidInput("model", f"cannot read {file}: {err}") from None
     name = str(config.get("_name_or_path") or "") or (path.name if path.is_dir() else file.parent.name)
     return from_hf_config(config, name=name, source=f"config.json: {file}")
 
@@ -412,7 +412,7 @@ def read_gguf(path: Path) -> ModelSpec:
     layers = int(meta.get(f"{arch}.block_count") or 0)
     heads = int(meta.get(f"{arch}.attention.head_count") or 0)
     if not (hidden and layers and heads):
-        raise UsageError(f"--model: {path} lacks {arch}.embedding_length / block_count / attention.head_count")
+        raise InvalidInput("model", f"{path} lacks {arch}.embedding_length / block_count / attention.head_count")
     params, weights, types = _gguf_weights(header)
     tokens = meta.get("tokenizer.ggml.tokens")
     vocab = meta.get(f"{arch}.vocab_size") or (tokens.length if isinstance(tokens, LongArray) else len(tokens or []))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.plan import explain as ex
 from tokenrace.plan.catalog import Hardware, load_hardware, load_model
 from tokenrace.plan.memory import (
@@ -162,17 +162,17 @@ def _check_inputs(
     hw: Hardware, devices: int | None, context: int, concurrency: int, input_tokens: int, utilization: float
 ) -> None:
     if context < 1:
-        raise UsageError("--context must be at least 1 token")
+        raise InvalidInput("context", "must be at least 1 token")
     if concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
+        raise InvalidInput("concurrency", "must be at least 1")
     if devices is not None and devices < 1:
-        raise UsageError("--devices must be at least 1")
+        raise InvalidInput("devices", "must be at least 1")
     if not 1 <= input_tokens <= context:
         raise UsageError(f"input tokens ({input_tokens}) must be between 1 and the context ({context})")
     if not 0 < utilization <= 1:
         raise UsageError("memory utilization must be in (0, 1]")
     if hw.kind == "cpu" and devices is not None and devices > 1:
-        raise UsageError("--devices: a CPU is planned as one device")
+        raise InvalidInput("devices", "a CPU is planned as one device")
 
 
 def plan(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput
 
 AWQ_GROUP = 128
 # A 4-bit weight plus, per group of 128, one fp16 scale and one packed 4-bit zero point.
@@ -121,14 +121,14 @@ def get_precision(name: str) -> Precision:
     names = sorted(PRECISIONS) + sorted(PRECISION_ALIASES)
     close = difflib.get_close_matches(raw, names, n=4, cutoff=0.5)
     hint = f"; close: {', '.join(close)}" if close else f"; known: {', '.join(sorted(PRECISIONS))}"
-    raise UsageError(f"--precision: unknown precision {name!r}{hint}")
+    raise InvalidInput("precision", f"unknown precision {name!r}{hint}")
 
 
 def kv_dtype_bytes(name: str) -> float:
     """Bytes per KV element for `fp16`, `bf16`, `fp8`, `q8_0` ..."""
     key = _KV_ALIASES.get(name.strip().lower(), name.strip().lower())
     if key not in KV_DTYPES:
-        raise UsageError(f"--kv-dtype: unknown KV dtype {name!r}; known: {', '.join(KV_DTYPES)}")
+        raise InvalidInput("kv_dtype", f"unknown KV dtype {name!r}; known: {', '.join(KV_DTYPES)}")
     return KV_DTYPES[key]
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenrace import __version__
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
@@ -497,6 +497,16 @@ def _basis(c: dict[str, Any]) -> str:
     return f"${p['input_per_m']:g} in / ${p['output_per_m']:g} out per M tokens"
 
 
+def _text(value: object, missing: str = "—") -> str:
+    """A value as a reader sees it: a missing one is a dash (or the reason it is missing), never None."""
+    return missing if value is None or value == "" else str(value)
+
+
+def _where(data: dict[str, Any]) -> str:
+    """`model @ endpoint`, with a dash for what the files do not say."""
+    return f"{_text(data.get('model'))} @ {_text(data.get('endpoint'))}"
+
+
 def _when(text: str | None) -> str:
     if not text:
         return ""
@@ -541,7 +551,7 @@ def manifest_html(runs: Sequence[tuple[str, RunData]]) -> str:
         facts = [
             ("endpoint", m.get("endpoint")),
             ("model", m.get("model")),
-            ("measured by", f"{m.get('tool')} {m.get('version')}"),
+            ("measured by", f"{_text(m.get('tool'))} {_text(m.get('version'), 'version unknown')}"),
             ("started", m.get("started_at")),
             ("finished", m.get("finished_at")),
             ("prompts", (m.get("prompts") or {}).get("name")),
@@ -575,7 +585,7 @@ def build(inputs: Sequence[RunData], cost: CostSpec | None = None, sol: SpeedOfL
 
 def _run_page(run: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
     m = run.manifest
-    page = Page(f"{m.get('model')} @ {m.get('endpoint')}", f"run {run.name} · {_when(m.get('started_at'))}")
+    page = Page(_where(m), f"run {run.name} · {_when(m.get('started_at'))}")
     bound = sol(run) if sol else None
     page.add("Key numbers", run_cards(run, cost_of(run.summary, m, cost), bound), summary_table(run.summary))
     findings = [*(run.summary.get("warnings") or []), *(run.summary.get("resource_warnings") or [])]
@@ -622,8 +632,8 @@ def _run_charts(page: Page, runs: list[tuple[str, RunData]]) -> None:
 
 def _sweep_page(sw: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
     s = sw.summary
-    kind = s.get("sweep", "concurrency")
-    page = Page(f"{kind} sweep: {s.get('model')} @ {s.get('endpoint')}", f"{sw.name} · {_when(s.get('started_at'))}")
+    what = "embedded profile" if sw.kind == "profile" else f"{s.get('sweep') or 'concurrency'} sweep"
+    page = Page(f"{what}: {_where(s)}", f"{sw.name} · {_when(s.get('started_at') or sw.manifest.get('started_at'))}")
     steps = dict(sw.steps)
     costs = {
         n: (cost_of(r.summary, r.manifest, cost) or {}).get("usd_per_million_output_tokens") for n, r in steps.items()
@@ -650,7 +660,7 @@ def _focus_steps(sw: RunData) -> list[tuple[str, RunData]]:
 
 def _sweep_cards(s: dict[str, Any], sw: RunData, cost: CostSpec | None) -> list[tuple[str, str, str | None]]:
     knee = s.get("knee")
-    items: list[tuple[str, str, str | None]] = [("steps", str(len(s["steps"])), f"stopped: {s.get('stop_reason')}")]
+    items: list[tuple[str, str, str | None]] = [("steps", str(len(s["steps"])), _stopped(s, sw))]
     if knee:
         items.append(
             ("knee", knee["step"], f"{_f(knee['throughput_tokens_per_s'])} tok/s, E2E p95 {_f(knee['e2e_p95_ms'])} ms")
@@ -672,9 +682,20 @@ def _sweep_cards(s: dict[str, Any], sw: RunData, cost: CostSpec | None) -> list[
     if s.get("goodput_search"):
         g = s["goodput_search"]
         items.append(
-            ("max goodput rate", f"{_f(g.get('best_rate'), 3)} req/s", f"{g.get('probes')} probes, {g.get('reason')}")
+            (
+                "max goodput rate",
+                f"{_f(g.get('best_rate'), 3)} req/s",
+                f"{_text(g.get('probes'))} probes, {_text(g.get('reason'), 'no reason recorded')}",
+            )
         )
     return items
+
+
+def _stopped(s: dict[str, Any], sw: RunData) -> str:
+    if sw.kind == "profile":
+        engine = (s.get("engine") or {}).get("engine")
+        return f"the fixed profile: cold, warm and concurrency steps{f' on {engine}' if engine else ''}"
+    return f"stopped: {_text(s.get('stop_reason'), 'no reason recorded (an older sweep.json)')}"
 
 
 def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
@@ -809,7 +830,7 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
     try:
         from tokenrace.plan import plan
     except ImportError:
-        raise UsageError("--hardware needs the planner (tokenrace.plan), which is not installed here") from None
+        raise InvalidInput("hardware", "needs the planner (tokenrace.plan), which is not installed here") from None
 
     def bound(run: RunData) -> float | None:
         name = model or _model_of(run)

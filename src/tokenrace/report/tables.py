@@ -192,14 +192,21 @@ def _cached_cell(rate: float | None) -> str:
     return "—" if rate is None else f"{rate * 100:.0f} %"
 
 
+def _model_name(summary: dict[str, Any], model_file: dict[str, Any]) -> str:
+    path = model_file.get("path")
+    return Path(path).name if path else fmt(summary.get("model"))
+
+
 def print_profile(summary: dict[str, Any], console: Console | None = None) -> None:
     console = console or stdout_console()
     eng = summary.get("engine") or {}
     mf = eng.get("model_file") or {}
+    size = mf.get("file_size_bytes")
     console.print(
-        f"[bold]{eng.get('engine')}[/bold] {eng.get('version') or ''} | model {Path(mf.get('path', '?')).name} "
-        f"({mf.get('quantization') or '?'}, {fmt((mf.get('file_size_bytes') or 0) / 1e6)} MB) | threads {eng.get('threads')}, "
-        f"slots {eng.get('parallel_slots')} | times in ms",
+        f"[bold]{fmt(eng.get('engine'))}[/bold] {eng.get('version') or ''} | model {_model_name(summary, mf)} "
+        f"({mf.get('quantization') or 'quantization unknown'}, {fmt(None if size is None else size / 1e6)} MB) "
+        f"@ {fmt(summary.get('endpoint'))} | threads {fmt(eng.get('threads'))}, "
+        f"slots {fmt(eng.get('parallel_slots'))} | times in ms",
         highlight=False,
     )
     console.print(profile_table(summary))

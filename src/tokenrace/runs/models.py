@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tokenrace.client.redact import HIDDEN, redact_fields, redact_headers
 
 SCHEMA_VERSION = 1
 
@@ -328,6 +330,29 @@ class Manifest(_Model):
     imported: JsonObject | None = None
     workload: Workload | None = None
     workers: WorkersInfo | None = None
+
+    # Whoever builds a manifest, the values of secret-looking headers and body fields never reach
+    # the file (the run also scrubs every value it knows is secret: see BenchSettings.secrets).
+    @field_validator("settings")
+    @classmethod
+    def _hide_request_secrets(cls, settings: JsonObject) -> JsonObject:
+        request = settings.get("request")
+        if not isinstance(request, dict):
+            return settings
+        hidden = dict(request)
+        if isinstance(request.get("extra_headers"), dict):
+            hidden["extra_headers"] = redact_headers(request["extra_headers"])
+        if request.get("extra_body") is not None:
+            hidden["extra_body"] = redact_fields(request["extra_body"])
+        return {**settings, "request": hidden}
+
+    @field_validator("server_headers")
+    @classmethod
+    def _hide_server_secrets(cls, headers: dict[str, str] | None) -> dict[str, str] | None:
+        # Response headers speak of tokens openly (x-ratelimit-remaining-tokens): only cookies hide.
+        if headers is None:
+            return None
+        return {k: HIDDEN if k.lower() in ("set-cookie", "cookie") else v for k, v in headers.items()}
 
 
 # --- sweep.json / profile.json ---------------------------------------------------------------------

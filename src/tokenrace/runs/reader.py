@@ -44,6 +44,9 @@ def load_dir(path: Path) -> RunData:
     manifest = steps[0][1].manifest if steps else {}
     if kind == "profile":
         summary["steps"] = _profile_rows(steps)
+        # Older profile.json files do not name the model and endpoint: the first step's manifest does.
+        for key in ("model", "endpoint"):
+            summary[key] = summary.get(key) or manifest.get(key)
     return RunData(path, kind, summary, manifest, steps)
 
 

@@ -10,17 +10,19 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint, server_root
 from tokenrace.client.records import RequestRecord
-from tokenrace.client.redact import redact_argv
+from tokenrace.client.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.client.transport import Timeouts
+from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import server_cache
 from tokenrace.figures.client_load import ClientObservation
 from tokenrace.figures.cost import CostSpec
-from tokenrace.figures.efficiency import EfficiencySpec
+from tokenrace.figures.efficiency import EfficiencySpec, check_spec
 from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
 from tokenrace.load import prompts as prompt_sets
 from tokenrace.load.calibration import CpuMeter, calibrated_ceiling
@@ -40,11 +42,11 @@ from tokenrace.load.workers import (
     peak_in_flight,
     resolve_count,
 )
-from tokenrace.load.workload import Built, WorkloadSpec, build_workload
+from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
 from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.runs.instruments import monitor_for_bench
 from tokenrace.runs.models import SCHEMA_VERSION, Summary
-from tokenrace.runs.store import RunStore, default_run_dir
+from tokenrace.runs.store import RECORDS, RunStore, default_run_dir
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 
 
@@ -78,6 +80,13 @@ class BenchSettings:
     monitor_interval_s: float = 1.0
     metrics_url: str | None = None  # the server's Prometheus /metrics (default: discovered)
     workers: WorkersSpec | None = None  # spread the sends over worker processes or Ray actors
+    secret_headers: tuple[str, ...] = ()  # extra headers whose values are secret whatever their names (from env:)
+
+    def secrets(self) -> list[str]:
+        """Every secret value these settings hold: scrubbed from every file, log line and message."""
+        key = self.endpoint.api_key if self.endpoint else None
+        marked = frozenset(self.secret_headers)
+        return [v for v in (key, *secret_values(self.request.extra_headers, self.request.extra_body, marked)) if v]
 
 
 @dataclass(slots=True)
@@ -104,22 +113,67 @@ def _settings_for_manifest(s: BenchSettings) -> dict[str, Any]:
         "api_key_from": e.key_source if e else None,  # the variable's name, never the key
     }
     d["output"] = str(s.output) if s.output else None
+    d["request"]["extra_headers"] = redact_headers(s.request.extra_headers, frozenset(s.secret_headers))
+    d["request"]["extra_body"] = redact_fields(s.request.extra_body)
     return d
 
 
-async def build_prompts(spec: PromptSpec, tok: Tokenizer | None, seed: int | None) -> PromptSet:
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """What a run reads from disk, read (and so checked) before its first network call."""
+
+    prompts: PromptSet | None  # None: synthetic prompts, sized once the tokenizer is known
+    files: WorkloadFiles
+    tokenizer: Tokenizer | None  # a local tokenizer file; None: the server's, or none
+
+
+def read_inputs(s: BenchSettings) -> Inputs:
+    """Check every input the run was given, so a bad one is reported before any connection error."""
+    s.load.validate(finite=bool(s.workload.trace_file or s.workload.sessions_file))
+    if s.output is not None and (Path(s.output) / RECORDS).exists():
+        raise InvalidInput("output", f"{s.output} already holds a run; choose another directory")
+    _check_request(s)
+    if s.efficiency is not None:
+        check_spec(s.efficiency)
+    local = s.tokenizer is not None and s.tokenizer != "server"
+    return Inputs(
+        prompts=None if s.prompts.input_tokens is not None else _given_prompts(s.prompts),
+        files=read_workload_files(s.workload),
+        tokenizer=load_tokenizer(s.tokenizer) if local and s.tokenizer else None,
+    )
+
+
+def _check_request(s: BenchSettings) -> None:
+    if s.request.max_tokens is not None and s.request.max_tokens < 1:
+        raise InvalidInput("max_tokens", f"must be at least 1, got {s.request.max_tokens}")
+    for name in ("connect", "first_byte", "idle", "total"):
+        limit = getattr(s.timeouts, name)
+        if limit is not None and not limit > 0:
+            raise InvalidInput(f"timeout_{name}", f"must be a positive number of seconds, got {limit}")
+    if s.max_error_rate is not None and not 0 <= s.max_error_rate <= 1:
+        raise InvalidInput("max_error_rate", f"must be a share between 0 and 1, got {s.max_error_rate}")
+    if s.metrics_url is not None:
+        parts = urlsplit(s.metrics_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise InvalidInput("metrics_url", f"must look like http://host:port/metrics, got {s.metrics_url!r}")
+
+
+def _given_prompts(spec: PromptSpec) -> PromptSet:
+    if spec.file:
+        return prompt_sets.from_jsonl(spec.file)
+    return prompt_sets.single(spec.text) if spec.text else prompt_sets.builtin()
+
+
+async def build_prompts(
+    spec: PromptSpec, tok: Tokenizer | None, seed: int | None, given: PromptSet | None = None
+) -> PromptSet:
+    """The run's prompts: synthetic ones sized with `tok`, else `given` (or the spec's, read now)."""
     out_lengths = None
     if spec.output_tokens is not None:
         out_lengths = prompt_sets.draw_lengths(int(spec.output_tokens[0]), spec.output_tokens[1], spec.count, seed)
     if spec.input_tokens is not None:
         return await prompt_sets.synthetic(spec.input_tokens, tok, spec.count, seed, out_lengths)
-    base = (
-        prompt_sets.from_jsonl(spec.file)
-        if spec.file
-        else prompt_sets.single(spec.text)
-        if spec.text
-        else prompt_sets.builtin()
-    )
+    base = given if given is not None else _given_prompts(spec)
     if out_lengths is None:
         return base
     ps = tuple(
@@ -167,7 +221,8 @@ class BenchSession:
         self.s = settings
         self.endpoint: ResolvedEndpoint = settings.endpoint
         self.progress = progress
-        self.argv = redact_argv(argv if argv is not None else sys.argv)
+        self.redact = Redactor(*settings.secrets())
+        self.argv = [self.redact(a) for a in redact_argv(argv if argv is not None else sys.argv)]
         self.tokenizer: Tokenizer | None = None
         self.store: RunStore | None = None
         self.built: Built | None = None
@@ -176,6 +231,7 @@ class BenchSession:
 
     async def run(self) -> BenchResult:
         s = self.s
+        inputs = read_inputs(s)  # before the first network call: bad input is reported as such
         t0 = time.perf_counter_ns()
         started = datetime.now(UTC).isoformat()
         async with OpenAIClient(
@@ -187,16 +243,20 @@ class BenchSession:
             max_connections=max(s.load.concurrency, s.load.max_concurrency or 0, 64),
         ) as client:
             assert client.session is not None
+            for secret in s.secrets():
+                client.redact.add(secret)
             info = await list_models(
                 client.session, self.endpoint.base_url, client.headers(), self.endpoint.key_source, client.redact
             )
             client.model = choose_model(s.model, info)
-            self.tokenizer = await self._tokenizer(client)
-            prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed)
-            built = await build_workload(s.workload, prompts, self.tokenizer, s.load.seed, s.load.requests or 64)
+            self.tokenizer = inputs.tokenizer or await self._tokenizer(client)
+            prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed, inputs.prompts)
+            built = await build_workload(
+                s.workload, prompts, self.tokenizer, s.load.seed, s.load.requests or 64, inputs.files
+            )
             self.built = built
             directory = s.output or default_run_dir(s.label or client.model.split("/")[-1])
-            self.store = RunStore(directory, t0)
+            self.store = RunStore(directory, t0, tuple(s.secrets()))
             manifest = self._manifest(client, info, prompts, built, started, t0)
             manifest["environment"], manifest["server"] = await _environment(client)
             self.store.write_manifest(manifest)
@@ -364,8 +424,7 @@ class BenchSession:
         return send
 
     async def _tokenizer(self, client: OpenAIClient) -> Tokenizer | None:
-        if self.s.tokenizer and self.s.tokenizer != "server":
-            return load_tokenizer(self.s.tokenizer)
+        """The server's /tokenize when it answers (a local tokenizer file is read by read_inputs)."""
         assert client.session is not None
         tok = ServerTokenizer(client.session, server_root(self.endpoint.base_url), client.model, client.headers())
         return tok if await probe_server_tokenizer(tok) else None

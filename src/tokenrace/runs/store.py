@@ -12,6 +12,7 @@ import os
 import queue
 import re
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -19,7 +20,7 @@ from typing import IO, Any
 import orjson
 
 from tokenrace.client.records import RequestRecord
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.runs.models import Manifest, Summary
 
 RECORDS = "records.jsonl"
@@ -34,9 +35,10 @@ def default_run_dir(label: str | None, root: str | Path = "runs") -> Path:
     return Path(root) / f"{stamp}-{safe}"
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: Any, scrub: Callable[[bytes], bytes] | None = None) -> None:
+    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    tmp.write_bytes(scrub(data) if scrub is not None else data)
     os.replace(tmp, path)
 
 
@@ -45,17 +47,21 @@ def read_json(path: Path) -> Any:
 
 
 class RunStore:
-    """Owns one run directory while a run writes into it."""
+    """Owns one run directory while a run writes into it. `secrets`: values that must never reach a
+    file (the API key, secret header and body values); any that slips into a line is written as ***."""
 
-    def __init__(self, directory: Path, t0_ns: int) -> None:
+    def __init__(self, directory: Path, t0_ns: int, secrets: tuple[str, ...] = ()) -> None:
         self.dir = Path(directory)
         if (self.dir / RECORDS).exists():
-            raise UsageError(f"{self.dir} already holds a run; choose another --output")
+            raise InvalidInput("output", f"{self.dir} already holds a run; choose another directory")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create {self.dir}: {exc.strerror}") from None
         self.t0_ns = t0_ns
+        # As they appear inside a JSON string (escaped), longest first so no part of one is left.
+        encoded = {orjson.dumps(s)[1:-1] for s in secrets if len(s) >= 4}
+        self._secrets = sorted(encoded, key=len, reverse=True)
         self._records: IO[bytes] = open(self.dir / RECORDS, "ab")
         self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._error: OSError | None = None
@@ -70,16 +76,21 @@ class RunStore:
     def _write_lines(self) -> None:
         while (line := self._lines.get()) is not None:
             try:
-                self._records.write(line)
+                self._records.write(self._scrub(line))  # scrubbed here, off the event loop
                 self._records.flush()
             except OSError as exc:
                 self._error = exc
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json(self.dir / MANIFEST, Manifest.model_validate(manifest).model_dump(mode="json"))
+        write_json(self.dir / MANIFEST, Manifest.model_validate(manifest).model_dump(mode="json"), self._scrub)
 
     def write_summary(self, summary: Summary) -> None:
-        write_json(self.dir / SUMMARY, summary.model_dump(mode="json"))
+        write_json(self.dir / SUMMARY, summary.model_dump(mode="json"), self._scrub)
+
+    def _scrub(self, data: bytes) -> bytes:
+        for secret in self._secrets:
+            data = data.replace(secret, b"***")
+        return data
 
     def close(self) -> None:
         if self._writer.is_alive():

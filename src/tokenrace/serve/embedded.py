@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenrace.errors import EngineError, UsageError
+from tokenrace.errors import EngineError, InvalidInput, UsageError
 
 INSTALL_HINT = "run scripts/setup.sh (it builds llama-server from the llama-cpp-python sources on PyPI)"
 
@@ -151,7 +151,7 @@ def llama_server_command(binary: Path, model: Path, port: int, o: EmbeddedOption
 
 def model_record(model: Path) -> dict[str, Any]:
     if not model.is_file():
-        raise UsageError(f"--model {model}: no such file")
+        raise InvalidInput("model", f"{model}: no such file")
     return {
         "path": str(model),
         "file_size_bytes": model.stat().st_size,

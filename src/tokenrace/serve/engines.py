@@ -1,6 +1,7 @@
 """Command lines for GPU engines, with the parameters the deployment guides tune.
 
-Building a command is pure (testable without a GPU); running it goes through EngineProcess.
+Each engine's program and flags come from the catalog (tokenrace.engines). Building a command is
+pure (testable without a GPU); running it goes through EngineProcess.
 """
 
 from __future__ import annotations
@@ -10,15 +11,13 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 
-from tokenrace.errors import UsageError
+from tokenrace.engines import ENGINES as CATALOG
+from tokenrace.engines import LAUNCHABLE, Launch
+from tokenrace.errors import InvalidInput
 
-ENGINES = ("vllm", "sglang", "llamacpp")
+ENGINES = LAUNCHABLE
 
-INSTALL = {
-    "vllm": "pip install vllm (on a Linux machine with an NVIDIA GPU and a matching CUDA driver)",
-    "sglang": "pip install 'sglang[all]' (on a Linux machine with an NVIDIA GPU)",
-    "llamacpp": "build llama.cpp with -DGGML_CUDA=ON, or run scripts/setup.sh for the CPU build",
-}
+INSTALL = {name: launch.install for name in LAUNCHABLE if (launch := CATALOG[name].launch) is not None}
 
 
 @dataclass(slots=True)
@@ -39,79 +38,59 @@ class LaunchSpec:
 
     def validate(self) -> None:
         if self.engine not in ENGINES:
-            raise UsageError(f"--engine must be one of {', '.join(ENGINES)}")
+            raise InvalidInput("engine", f"must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.tensor_parallel_size < 1:
-            raise UsageError("--tensor-parallel-size must be at least 1")
+            raise InvalidInput("tensor_parallel_size", "must be at least 1")
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
-            raise UsageError("--gpu-memory-utilization must be in (0, 1]")
+            raise InvalidInput("gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
+
+    @property
+    def flags(self) -> Launch:
+        launch = CATALOG[self.engine].launch
+        assert launch is not None, "validate() first"
+        return launch
 
 
-def _opt(flag: str, value: object | None) -> list[str]:
-    return [] if value is None else [flag, str(value)]
+def _opt(flag: str | None, value: object | None) -> list[str]:
+    return [] if value is None or flag is None else [flag, str(value)]
 
 
 def build_command(spec: LaunchSpec, llama_server: str = "llama-server") -> list[str]:
     spec.validate()
-    if spec.engine == "vllm":
-        return [
-            "vllm",
-            "serve",
-            spec.model,
-            "--host",
-            spec.host,
-            "--port",
-            str(spec.port),
-            "--tensor-parallel-size",
-            str(spec.tensor_parallel_size),
-            *_opt("--max-model-len", spec.max_model_len),
-            *_opt("--gpu-memory-utilization", spec.gpu_memory_utilization),
-            *_opt("--dtype", spec.dtype),
-            *_opt("--quantization", spec.quantization),
-            *_opt("--max-num-seqs", spec.max_num_seqs),
-            *spec.extra,
-        ]
-    if spec.engine == "sglang":
-        return [
-            sys.executable,
-            "-m",
-            "sglang.launch_server",
-            "--model-path",
-            spec.model,
-            "--host",
-            spec.host,
-            "--port",
-            str(spec.port),
-            "--tp-size",
-            str(spec.tensor_parallel_size),
-            *_opt("--context-length", spec.max_model_len),
-            *_opt("--mem-fraction-static", spec.gpu_memory_utilization),
-            *_opt("--dtype", spec.dtype),
-            *_opt("--quantization", spec.quantization),
-            *_opt("--max-running-requests", spec.max_num_seqs),
-            "--enable-metrics",
-            *spec.extra,
-        ]
-    return [
-        llama_server,
-        "-m",
-        spec.model,
-        "--host",
-        spec.host,
-        "--port",
-        str(spec.port),
-        "-ngl",
-        str(spec.gpu_layers if spec.gpu_layers is not None else 999),
-        *_opt("-c", spec.max_model_len),
-        *_opt("-np", spec.parallel or spec.max_num_seqs),
-        *(["--split-mode", "layer"] if spec.tensor_parallel_size > 1 else []),
-        "--metrics",
-        *spec.extra,
+    f = spec.flags
+    program = [{"{python}": sys.executable, "{llama_server}": llama_server}.get(part, part) for part in f.program]
+    model = [f.model, spec.model] if f.model else [spec.model]
+    settings = [
+        *_opt(f.tensor_parallel_size, spec.tensor_parallel_size),
+        *_opt(f.max_model_len, spec.max_model_len),
+        *_opt(f.gpu_memory_utilization, spec.gpu_memory_utilization),
+        *_opt(f.dtype, spec.dtype),
+        *_opt(f.quantization, spec.quantization),
+        *_opt(f.max_num_seqs, spec.max_num_seqs),
     ]
+    if spec.engine == "llamacpp":  # layers on the GPU and slots are llama.cpp's own settings
+        settings = [
+            "-ngl",
+            str(spec.gpu_layers if spec.gpu_layers is not None else 999),
+            *settings,
+            *_opt("-np", spec.parallel or spec.max_num_seqs),
+            *(["--split-mode", "layer"] if spec.tensor_parallel_size > 1 else []),
+        ]
+    return [*program, *model, f.host, spec.host, f.port, str(spec.port), *settings, *f.always, *spec.extra]
 
 
 def installed(engine: str, llama_server: str | None = None) -> bool:
-    if engine == "vllm":
-        return shutil.which("vllm") is not None
-    if engine == "sglang":
-        return importlib.util.find_spec("sglang") is not None
+    launch = CATALOG[engine].launch if engine in CATALOG else None
+    if launch is None:
+        return False
+    kind, name = launch.installed_as
+    if kind == "command":
+        return shutil.which(name) is not None
+    if kind == "module":
+        return importlib.util.find_spec(name) is not None
     return llama_server is not None
+
+
+def default_port(engine: str) -> int:
+    """The port the engine listens on unless told otherwise (what its provider preset points at)."""
+    return CATALOG[engine].default_port or 8000

@@ -90,9 +90,12 @@ async def _run_steps(
 
 def profile_summary(results: list[tuple[str, BenchResult]], engine: dict[str, Any]) -> dict[str, Any]:
     first = results[0][1].summary if results else {}
+    manifest = results[0][1].manifest if results else {}
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "embedded-profile",
+        "model": manifest.get("model"),
+        "endpoint": manifest.get("endpoint"),
         "engine": {k: engine.get(k) for k in ("engine", "version", "model_file", "threads", "parallel_slots")},
         "cold": first.get("cold"),
         "warm": {"ttft_ms": first.get("metrics", {}).get("ttft_ms"), "e2e_ms": first.get("metrics", {}).get("e2e_ms")},

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenrace import __version__
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.runner import Load
 from tokenrace.runs.history import index_quietly
@@ -36,6 +36,11 @@ from tokenrace.sweep import knee as kn
 
 SWEEP_FILE = "sweep.json"
 KINDS = ("concurrency", "rate", "input_tokens", "goodput")
+VALUES_PARAM = {
+    "concurrency": "concurrencies",
+    "rate": "rates",
+    "input_tokens": "input_lengths",
+}  # the input each kind ramps
 DEFAULT_CONCURRENCIES: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_INPUT_TOKENS: tuple[float, ...] = (128, 256, 512, 1024, 2048)
 ProgressFor = Callable[[str, Load], Any]
@@ -58,20 +63,31 @@ class SweepPlan:
     def validate(self, template: BenchSettings) -> None:
         if self.kind not in KINDS:
             raise UsageError(f"unknown sweep kind {self.kind!r}; expected one of {', '.join(KINDS)}")
+        values = VALUES_PARAM.get(self.kind, "values")
         if self.kind != "goodput" and not self.values:
-            raise UsageError("the sweep has no steps")
+            raise InvalidInput(values, "the sweep has no steps")
         if any(v <= 0 or not math.isfinite(v) for v in self.values):
-            raise UsageError("sweep values must be positive numbers")
+            raise InvalidInput(values, "sweep values must be positive numbers")
         if self.kind in ("concurrency", "input_tokens") and any(v != int(v) for v in self.values):
-            raise UsageError("concurrency and input-token sweep values must be whole numbers")
+            raise InvalidInput(values, "concurrency and input-token sweep values must be whole numbers")
         if self.kind == "concurrency" and template.load.rate is not None:
-            raise UsageError("--rate is open loop; a concurrency sweep is closed loop (use --rates for a rate sweep)")
+            raise InvalidInput("rate", "is open loop; a concurrency sweep is closed loop (sweep rates instead)")
         if self.kind == "goodput" and not template.slo:
-            raise UsageError("--max-goodput needs --slo, e.g. --slo ttft=500ms,tpot=50ms")
-        if not 0 < self.gain_threshold < 10 or self.patience < 1:
-            raise UsageError("--gain-threshold must be in (0, 10) and --patience at least 1")
-        if not 0 < self.attainment <= 1 or self.tolerance <= 0 or self.max_probes < 2 or self.start_rate <= 0:
-            raise UsageError("--attainment must be in (0, 1], --tolerance and --start-rate positive, --max-probes >= 2")
+            raise InvalidInput("slo", "a goodput search needs SLOs, e.g. ttft=500ms,tpot=50ms")
+        self._check_rules()
+
+    def _check_rules(self) -> None:
+        checks = (
+            ("gain_threshold", 0 < self.gain_threshold < 10, "must be in (0, 10)"),
+            ("patience", self.patience >= 1, "must be at least 1"),
+            ("attainment", 0 < self.attainment <= 1, "must be in (0, 1]"),
+            ("tolerance", self.tolerance > 0, "must be positive"),
+            ("start_rate", self.start_rate > 0, "must be positive"),
+            ("max_probes", self.max_probes >= 2, "must be at least 2"),
+        )
+        for param, ok, problem in checks:
+            if not ok:
+                raise InvalidInput(param, f"{problem}, got {getattr(self, param)}")
 
 
 @dataclass(slots=True)
@@ -147,7 +163,7 @@ class Sweep:
         self.argv = argv
         self.parent = template.output or default_run_dir(template.label or f"sweep-{plan.kind}")
         if (self.parent / SWEEP_FILE).exists():
-            raise UsageError(f"{self.parent} already holds a sweep; choose another --output")
+            raise InvalidInput("output", f"{self.parent} already holds a sweep; choose another directory")
         self.runner = StepRunner(template, self.parent, progress_for, argv)
         self.state = _State()
         self.started = datetime.now(UTC).isoformat()
@@ -331,16 +347,3 @@ async def run_sweep(
     cost: CostSpec | None = None,
 ) -> SweepResult:
     return await Sweep(template, plan, progress_for, argv, cost).run()
-
-
-def parse_values(text: str | None, flag: str) -> tuple[float, ...] | None:
-    """'1,2,4,8' -> (1.0, 2.0, 4.0, 8.0)."""
-    if text is None:
-        return None
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
-    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
-        raise UsageError(f"{flag}: expected positive numbers, got {text!r}")
-    return values

@@ -7,8 +7,9 @@ import re
 import orjson
 
 from tokenrace.doctor.registry import Context, Finding, check, ok, skip, warn
+from tokenrace.engines import ENGINES
 
-GPU_ENGINES = ("vllm", "sglang")
+GPU_ENGINES = tuple(name for name, e in ENGINES.items() if e.needs_gpu)
 
 
 @check("engines", "Installed inference engines")
@@ -34,12 +35,11 @@ def engine_versions(ctx: Context) -> dict[str, str | None]:
         packages = orjson.loads(res.stdout.strip().splitlines()[-1]) if res.ok and res.stdout.strip() else {}
     except orjson.JSONDecodeError:
         packages = {}
-    return {
-        "vllm": packages.get("vllm"),
-        "sglang": packages.get("sglang"),
-        "llama-cpp-python": packages.get("llama_cpp_python"),
-        "llama-server": llama_server_version(ctx),
+    versions: dict[str, str | None] = {
+        e.package.replace("_", "-"): packages.get(e.package) for e in ENGINES.values() if e.package
     }
+    versions["llama-server"] = llama_server_version(ctx)
+    return versions
 
 
 def llama_server_version(ctx: Context) -> str | None:

@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from tokenrace.client.openai import Prompt
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 
 DEFAULT_SESSION_HEADER = "X-Session-ID"
 
@@ -78,12 +78,12 @@ def parse_turns(text: str) -> TurnsSpec:
     try:
         values = [float(p) for p in parts]
     except ValueError:
-        raise UsageError(f"turns: cannot read {text!r} (use N or MEAN,STD, e.g. 4 or 4,2)") from None
+        raise InvalidInput("turns", f"cannot read {text!r} (use N or MEAN,STD, e.g. 4 or 4,2)") from None
     if len(values) not in (1, 2):
-        raise UsageError(f"turns: cannot read {text!r} (use N or MEAN,STD, e.g. 4 or 4,2)")
+        raise InvalidInput("turns", f"cannot read {text!r} (use N or MEAN,STD, e.g. 4 or 4,2)")
     mean, std = values[0], values[1] if len(values) == 2 else 0.0
     if mean < 1 or std < 0 or not np.isfinite(mean + std):
-        raise UsageError(f"turns: the mean must be at least 1 and the spread not negative, got {text!r}")
+        raise InvalidInput("turns", f"the mean must be at least 1 and the spread not negative, got {text!r}")
     return TurnsSpec(mean, std)
 
 
