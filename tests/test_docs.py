@@ -17,7 +17,8 @@ def test_cli_md_is_generated_from_current_help(tmp_path: Path) -> None:
 
 
 def test_every_summary_metric_is_defined_in_metrics_md() -> None:
-    from tokenrace.figures.summary import Windows, summarize
+    from tokenrace.figures.summary import summarize
+    from tokenrace.load.windows import Windows
 
     text = (ROOT / "docs" / "metrics.md").read_text()
     s = summarize([], Windows(), slo={"ttft_ms": 1})

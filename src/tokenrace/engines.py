@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,3 +200,12 @@ _BY_ALIAS = {alias.lower(): e for e in ENGINES.values() for alias in (e.name, *e
 def engine(name: str | None) -> Engine | None:
     """The catalog entry for a name or any of its aliases (`llama.cpp` is `llamacpp`), else None."""
     return _BY_ALIAS.get(name.strip().lower()) if name else None
+
+
+def server_root(base_url: str) -> str:
+    """`http://h:p/v1` -> `http://h:p` (where llama.cpp's /tokenize, /health, /metrics live)."""
+    parts = urlsplit(base_url)
+    path = parts.path
+    if path.endswith("/v1"):
+        path = path[:-3]
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))

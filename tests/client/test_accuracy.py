@@ -112,7 +112,8 @@ def test_completions_endpoint(server: Any) -> None:
 
 
 def test_tokens_per_chunk_mean_from_usage_without_a_tokenizer(server: Any) -> None:
-    from tokenrace.figures.summary import Windows, summarize
+    from tokenrace.figures.summary import summarize
+    from tokenrace.load.windows import Windows
 
     recs = run(_send(server.base_url, 3, {"tokens_per_chunk": 5, "output_tokens": 12}))
     assert all(r.chunk_tokens is None and r.output_tokens_source == "usage" for r in recs)

@@ -3,8 +3,9 @@ from __future__ import annotations
 import pytest
 from tests.conftest import fake_key
 
-from tokenrace.client.providers import normalize_base_url, resolve_endpoint, server_root
+from tokenrace.client.providers import normalize_base_url, resolve_endpoint
 from tokenrace.client.redact import Redactor, redact_argv
+from tokenrace.engines import server_root
 from tokenrace.errors import UsageError
 
 

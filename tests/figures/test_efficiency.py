@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
-from tokenrace.figures.summary import Windows, summarize
+from tokenrace.figures.summary import summarize
+from tokenrace.load.windows import Windows
 from tokenrace.testing.fake_server import spawn_fake_server
 
 pytest.importorskip("tokenrace.plan")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tokenrace.client.records import RequestRecord
-from tokenrace.figures.engine_clock import from_metrics_delta, histogram_mean_delta, llamacpp_times, server_vs_client
+from tokenrace.figures.engine_clock import from_metrics_delta, llamacpp_times, server_vs_client
+from tokenrace.monitor.server import histogram_mean_delta
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 

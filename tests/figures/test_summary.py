@@ -4,7 +4,8 @@ import pytest
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
-from tokenrace.figures.summary import Windows, parse_slo, summarize
+from tokenrace.figures.summary import parse_slo, summarize
+from tokenrace.load.windows import Windows
 
 MS = 1_000_000
 

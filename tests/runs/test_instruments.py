@@ -11,7 +11,7 @@ import pytest
 from tests.monitor.test_server_metrics import FIXTURES, bump
 
 from tokenrace.client.records import RequestRecord
-from tokenrace.figures.summary import Windows
+from tokenrace.load.windows import Windows
 from tokenrace.runs.instruments import discover_metrics_url, monitor_for_bench
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 from tokenrace.testing.fake_server import FakeServerThread

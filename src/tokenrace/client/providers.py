@@ -51,15 +51,6 @@ def normalize_base_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def server_root(base_url: str) -> str:
-    """`http://h:p/v1` -> `http://h:p` (where llama.cpp's /tokenize, /health, /metrics live)."""
-    parts = urlsplit(base_url)
-    path = parts.path
-    if path.endswith("/v1"):
-        path = path[:-3]
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
 @dataclass(frozen=True, slots=True)
 class ResolvedEndpoint:
     base_url: str

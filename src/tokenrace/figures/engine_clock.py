@@ -18,6 +18,7 @@ import numpy as np
 
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.engines import WITH_HISTOGRAMS
+from tokenrace.monitor.server import histogram_mean_delta
 
 
 def llamacpp_times(timing: dict[str, Any] | None) -> tuple[float | None, float | None]:
@@ -63,31 +64,6 @@ def _compare(pairs: list[tuple[float, float]]) -> dict[str, float | None]:
         "client_minus_server_p50": round(float(np.median(c - s)), 4),
         "ratio_p50": round(float(np.median(ratio)), 4) if ratio.size else None,
     }
-
-
-def histogram_mean_delta(before: str, after: str, name: str) -> float | None:
-    """Mean of a Prometheus histogram over the interval between two scrapes (sum/count deltas,
-    summed over label sets), in the histogram's unit."""
-    b_sum, b_count = _hist_totals(before, name)
-    a_sum, a_count = _hist_totals(after, name)
-    if a_count - b_count <= 0:
-        return None
-    return (a_sum - b_sum) / (a_count - b_count)
-
-
-def _hist_totals(text: str, name: str) -> tuple[float, float]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    total, count = 0.0, 0.0
-    for fam in text_string_to_metric_families(text):
-        if fam.name != name:
-            continue
-        for sample in fam.samples:
-            if sample.name == f"{name}_sum":
-                total += sample.value
-            elif sample.name == f"{name}_count":
-                count += sample.value
-    return total, count
 
 
 ENGINE_HISTOGRAMS = WITH_HISTOGRAMS  # engine -> its TTFT/TPOT histograms (tokenrace.engines)

@@ -8,24 +8,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
 from tokenrace.figures.cache import source_of
+from tokenrace.load.windows import Windows
 from tokenrace.stats import describe, describe_mean
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
-
-
-@dataclass(slots=True)
-class Windows:
-    """perf_counter_ns marks the runner took while the load ran."""
-
-    steady_start_ns: int | None = None  # target concurrency first reached (closed loop)
-    steady_end_ns: int | None = None  # the first worker found no more work (closed loop)
-    max_in_flight: int = 0
-    offered_rate: float | None = None  # requests/s the schedule asked for (open loop)
 
 
 def _ms(ns: int) -> float:

@@ -19,10 +19,10 @@ import numpy as np
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput
-from tokenrace.figures.summary import Windows
 from tokenrace.load.arrivals import check_arrivals, schedule
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.shapes import Stage, StagesKind, concurrency_plan, ramp_offsets, stage_offsets
+from tokenrace.load.windows import Windows
 from tokenrace.load.workload import Prompts, Sessions, TraceLoad, Workload
 
 perf_ns = time.perf_counter_ns

@@ -25,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from tokenrace.engines import WITH_METRICS, Metrics
+from tokenrace.engines import WITH_METRICS, Metrics, server_root
 from tokenrace.monitor.gpu import SamplerUnavailable
 
 MAX_BODY_BYTES = 16 * 2**20  # a real vLLM /metrics is ~100 KB; anything this big is not one
@@ -210,8 +210,6 @@ async def _read_capped(resp: aiohttp.ClientResponse, url: str) -> bytes:
 def metrics_url_for(base_url: str) -> str:
     """`http://host:8000/v1` -> `http://host:8000/metrics`: where vLLM, SGLang, llama.cpp and TGI
     serve it (SGLang needs --enable-metrics, llama.cpp --metrics)."""
-    from tokenrace.client.providers import server_root
-
     return server_root(base_url).rstrip("/") + "/metrics"
 
 
@@ -235,3 +233,28 @@ def is_local_url(url: str) -> bool:
         return host == socket.gethostname().lower()
     own = {a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs}
     return host in own
+
+
+def histogram_mean_delta(before: str, after: str, name: str) -> float | None:
+    """Mean of a Prometheus histogram over the interval between two scrapes (sum/count deltas,
+    summed over label sets), in the histogram's unit."""
+    b_sum, b_count = _hist_totals(before, name)
+    a_sum, a_count = _hist_totals(after, name)
+    if a_count - b_count <= 0:
+        return None
+    return (a_sum - b_sum) / (a_count - b_count)
+
+
+def _hist_totals(text: str, name: str) -> tuple[float, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total, count = 0.0, 0.0
+    for fam in text_string_to_metric_families(text):
+        if fam.name != name:
+            continue
+        for sample in fam.samples:
+            if sample.name == f"{name}_sum":
+                total += sample.value
+            elif sample.name == f"{name}_count":
+                count += sample.value
+    return total, count

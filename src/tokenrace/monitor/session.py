@@ -26,10 +26,9 @@ from typing import IO, Any, TypeVar
 
 import orjson
 
-from tokenrace.figures.engine_clock import histogram_mean_delta
 from tokenrace.monitor.aggregate import Aggregator
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
-from tokenrace.monitor.server import ENGINES, MetricsScraper, ScrapeFailed
+from tokenrace.monitor.server import ENGINES, MetricsScraper, ScrapeFailed, histogram_mean_delta
 from tokenrace.monitor.system import SystemSampler
 
 TIMESERIES = "timeseries.jsonl"

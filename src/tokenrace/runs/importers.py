@@ -17,7 +17,7 @@ import orjson
 from tokenrace import __version__
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
-from tokenrace.figures.summary import Windows
+from tokenrace.load.windows import Windows
 from tokenrace.runs.models import SCHEMA_VERSION, Manifest
 from tokenrace.runs.saved import RunData
 from tokenrace.runs.store import MANIFEST, RECORDS, SUMMARY, default_run_dir, read_jsonl, write_json

@@ -14,10 +14,11 @@ from urllib.parse import urlsplit
 
 from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.providers import ResolvedEndpoint, server_root
+from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.client.transport import Timeouts
+from tokenrace.engines import server_root
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import server_cache
 from tokenrace.figures.client_load import ClientObservation

@@ -19,7 +19,8 @@ from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.drift import drift, is_soak
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
-from tokenrace.figures.summary import Windows, by_turn, summarize
+from tokenrace.figures.summary import by_turn, summarize
+from tokenrace.load.windows import Windows
 from tokenrace.monitor.advice import resource_warnings
 from tokenrace.runs.models import SCHEMA_VERSION, Summary
 
