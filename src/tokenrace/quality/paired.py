@@ -102,10 +102,10 @@ def compare_items(
     a_ids = {i.id for i in a_items}
     common = [(a, b_by_id[a.id]) for a in a_items if a.id in b_by_id]
     if not common:
-        raise UsageError("A and B share no item: run both with the same --suite and --seed")
+        raise UsageError("A and B share no item: run both with the same suites and seed")
     for a, b in common:
         if a.prompt != b.prompt:
-            raise UsageError(f"item {a.id} asks different questions in A and B: were they run with the same --seed?")
+            raise UsageError(f"item {a.id} asks different questions in A and B: were they run with the same seed?")
     judged = [(a, b) for a, b in common if a.verdict != "error" and b.verdict != "error"]
     paired, difference, verdict = _paired(judged)
     suites: dict[str, SuiteComparison] = {}

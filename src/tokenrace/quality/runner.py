@@ -19,7 +19,7 @@ import orjson
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.transport import Timeouts
-from tokenrace.errors import PreflightError, UsageError
+from tokenrace.errors import InvalidInput, PreflightError, UsageError
 from tokenrace.quality.models import ITEMS, QUALITY, ItemResult, QualityResult
 from tokenrace.quality.scoring import by_suite, score, speed
 from tokenrace.quality.suites import Item
@@ -53,7 +53,7 @@ async def run_quality(
     on_item: OnItem | None = None,
 ) -> QualityResult:
     if settings.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
+        raise InvalidInput("concurrency", "must be at least 1")
     out_dir = Path(out_dir)
     if (out_dir / ITEMS).exists():
         raise UsageError(f"{out_dir} already holds a quality run; choose another -o")
@@ -97,7 +97,7 @@ async def _first_model(client: OpenAIClient) -> str:
     try:
         async with client.session.get(f"{client.base_url}/models", headers=client.headers()) as r:
             if r.status != 200:
-                raise PreflightError(f"GET {client.base_url}/models answered HTTP {r.status}; pass --model")
+                raise PreflightError(f"GET {client.base_url}/models answered HTTP {r.status}; name the model to ask")
             data = await r.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise PreflightError(
@@ -105,7 +105,7 @@ async def _first_model(client: OpenAIClient) -> str:
         ) from None
     models = [m.get("id") for m in (data.get("data") or []) if isinstance(m, dict) and m.get("id")]
     if not models:
-        raise PreflightError(f"{client.base_url}/models lists no model; pass --model")
+        raise PreflightError(f"{client.base_url}/models lists no model; name the model to ask")
     return str(models[0])
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.quality.checkers import (
     AnswerCheck,
     Check,
@@ -265,7 +265,7 @@ def _user_check(key: str, value: Any, where: str) -> AnswerCheck | RegexCheck | 
 def resolve_suites(names: list[str], samples: int | None, seed: int) -> list[Item]:
     """`--suite` values: built-in names, `all`, or paths to JSONL files (samples caps each)."""
     if samples is not None and samples < 1:
-        raise UsageError("--samples must be at least 1")
+        raise InvalidInput("samples", "must be at least 1")
     wanted = names or ["all"]
     items: list[Item] = []
     for name in wanted:
@@ -278,10 +278,10 @@ def resolve_suites(names: list[str], samples: int | None, seed: int) -> list[Ite
             items += load_user_suite(Path(name), samples)
         else:
             known = ", ".join([*BUILTIN, "all"])
-            raise UsageError(f"--suite {name!r}: not a built-in suite ({known}) nor a .jsonl file")
+            raise InvalidInput("suite", f"{name!r}: not a built-in suite ({known}) nor a .jsonl file")
     ids = [i.id for i in items]
     if len(set(ids)) != len(ids):
-        raise UsageError("--suite: the same suite is named twice")
+        raise InvalidInput("suite", "the same suite is named twice")
     return items
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from tokenrace.client.providers import normalize_base_url
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput
 from tokenrace.quality.models import ITEMS, QualityResult
 from tokenrace.quality.runner import OnItem, QualitySettings, run_quality
 from tokenrace.quality.suites import Item
@@ -28,15 +28,15 @@ def parse_target(text: str) -> Target:
     path = Path(text)
     if path.is_dir():
         if not (path / ITEMS).is_file():
-            raise UsageError(f"--compare {text}: a directory without {ITEMS} (not a quality run)")
+            raise InvalidInput("compare", f"{text}: a directory without {ITEMS} (not a quality run)")
         return Target("run", str(path), path.name)
     if text.startswith(("http://", "https://")):
         return Target("endpoint", normalize_base_url(text), text)
     if text.endswith(".gguf"):
         if not path.is_file():
-            raise UsageError(f"--compare {text}: no such file")
+            raise InvalidInput("compare", f"{text}: no such file")
         return Target("gguf", str(path), gguf_quantization(path) or path.stem)
-    raise UsageError(f"--compare {text!r}: expected a quality run directory, an http(s) URL or a .gguf file")
+    raise InvalidInput("compare", f"{text!r}: expected a quality run directory, an http(s) URL or a .gguf file")
 
 
 async def run_target(
