@@ -70,8 +70,8 @@ def test_compare_two_endpoints_then_two_directories(tmp_path: Path, capsys: pyte
             ["--url", "http://127.0.0.1:9/v1", "--api-key-env", "TOKENRACE_SURELY_UNSET"],
             "--api-key-env TOKENRACE_SURELY_UNSET",
         ),
-        (["--suite", "nope"], "--suite 'nope'"),
-        (["--compare", "x.txt", "y.txt"], "--compare 'x.txt'"),
+        (["--suite", "nope"], "--suite: 'nope' is neither a built-in suite"),
+        (["--compare", "x.txt", "y.txt"], "--compare: 'x.txt' is not a quality run directory"),
         (["http://127.0.0.1:9/v1"], "TARGETS are for --compare"),
     ],
 )

@@ -35,9 +35,9 @@ def test_arithmetic_always_carries_or_borrows() -> None:
 def test_resolve_all_and_errors(tmp_path: Path) -> None:
     items = resolve_suites([], 3, 0)
     assert len(items) == 3 * len(BUILTIN)
-    with pytest.raises(UsageError, match="--suite 'nope'"):
+    with pytest.raises(UsageError, match="suite: 'nope' is neither"):
         resolve_suites(["nope"], 3, 0)
-    with pytest.raises(UsageError, match="--samples"):
+    with pytest.raises(UsageError, match="samples: must be at least 1"):
         resolve_suites([], 0, 0)
     with pytest.raises(UsageError, match="twice"):
         resolve_suites(["copy", "copy"], 2, 0)

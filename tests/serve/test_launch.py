@@ -183,8 +183,8 @@ def test_no_orphan_when_the_parent_is_killed(tmp_path: Path) -> None:
     )
     par = subprocess.Popen([sys.executable, "-c", parent])
     deadline = time.monotonic() + 20
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the file can exist before its number is written
     engine_pid = int(pidfile.read_text())
     par.kill()
     par.wait()

@@ -278,7 +278,7 @@ def resolve_suites(names: list[str], samples: int | None, seed: int) -> list[Ite
             items += load_user_suite(Path(name), samples)
         else:
             known = ", ".join([*BUILTIN, "all"])
-            raise InvalidInput("suite", f"{name!r}: not a built-in suite ({known}) nor a .jsonl file")
+            raise InvalidInput("suite", f"{name!r} is neither a built-in suite ({known}) nor a .jsonl file")
     ids = [i.id for i in items]
     if len(set(ids)) != len(ids):
         raise InvalidInput("suite", "the same suite is named twice")

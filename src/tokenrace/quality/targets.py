@@ -36,7 +36,7 @@ def parse_target(text: str) -> Target:
         if not path.is_file():
             raise InvalidInput("compare", f"{text}: no such file")
         return Target("gguf", str(path), gguf_quantization(path) or path.stem)
-    raise InvalidInput("compare", f"{text!r}: expected a quality run directory, an http(s) URL or a .gguf file")
+    raise InvalidInput("compare", f"{text!r} is not a quality run directory, an http(s) URL or a .gguf file")
 
 
 async def run_target(
