@@ -37,22 +37,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tokenrace.engines import ENGINES
+
 Policy = Literal["least_in_flight", "least_queue", "prefix_affinity"]
 POLICIES: tuple[Policy, ...] = ("least_in_flight", "least_queue", "prefix_affinity")
 VNODES = 160  # points per instance on the ring (ketama's figure): arcs within a few % of equal
 
-# Queue and KV-cache gauges by engine. All KV figures are fractions in [0, 1] (vLLM's "_perc" too).
-WAITING = {
-    "vllm:num_requests_waiting": "vllm",
-    "sglang:num_queue_reqs": "sglang",
-    "llamacpp:requests_deferred": "llamacpp",
-}
-KV_USAGE = (
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",
-    "sglang:token_usage",
-    "llamacpp:kv_cache_usage_ratio",
-)
+# Queue and KV-cache gauges by engine, from the engines catalog. All KV figures are fractions in
+# [0, 1] (vLLM's "_perc" too).
+WAITING = {name: e.name for e in ENGINES.values() if e.metrics for name in e.metrics.gauges.get("waiting", ())}
+KV_USAGE = frozenset(name for e in ENGINES.values() if e.metrics for name in e.metrics.gauges.get("kv_cache_usage", ()))
 
 
 # --- inputs -------------------------------------------------------------------------------------
