@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -45,6 +44,7 @@ from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.load.tokens import fill_token_counts
 from tokenrace.paths import home
+from tokenrace.stats import describe
 
 CALIBRATION_SCHEMA_VERSION = 1
 CALIBRATION_FILE = "calibration.json"
@@ -206,10 +206,8 @@ def record_bias(records: Sequence[RequestRecord], log: Sequence[dict[str, Any]])
 
 
 def percentiles(values: Sequence[float]) -> Percentiles:
-    if not values:
-        return Percentiles()
-    p50, p99 = np.percentile(np.asarray(values, dtype=float), [50, 99])
-    return Percentiles(p50=round(float(p50), 4), p99=round(float(p99), 4))
+    d = describe(values)  # the one implementation every metric uses
+    return Percentiles(p50=d["p50"], p99=d["p99"])
 
 
 # --- the steps --------------------------------------------------------------------------------------
