@@ -95,11 +95,12 @@ def _pct(p: Any) -> str:
 
 def _step_line(row: CalibrationStep) -> str:
     got = f"{row.chunks_per_s:,.0f}" if row.chunks_per_s is not None else "—"
+    cpu = f"{row.client_cpu_pct:.0f} % of a core" if row.client_cpu_pct is not None else "— (not measured)"
     mark = "ok" if row.within_limit else "over"
     return (
         f"  {row.streams:>4} streams, ITL {row.itl_ms:g} ms: {got} chunks/s (asked {row.offered_chunks_per_s:,.0f})  "
         f"TTFT bias p50/p99 {_pct(row.ttft_bias_ms)}  ITL bias {_pct(row.itl_bias_ms)}  "
-        f"chunk {_pct(row.chunk_bias_ms)}  client CPU {row.client_cpu_pct}%  {mark}"
+        f"chunk {_pct(row.chunk_bias_ms)}  client CPU {cpu}  {mark}"
     )
 
 
