@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from tokenrace.plan import probe
 from tokenrace.plan.catalog import GIB, Hardware
-from tokenrace.plan.interconnect import ACTIVATION_BYTES, Trip
+from tokenrace.plan.interconnect import ACTIVATION_BYTES, Trip, all_reduce
 from tokenrace.plan.memory import COMFORTABLE_HEADROOM, KVTerm, kv_terms
 from tokenrace.plan.roofline import StepBound, attended_tokens, layer_params_active, lm_head_params
 
@@ -407,6 +407,26 @@ def _comm_lines(r: PlanResult) -> list[str]:
     lines += [f"                {_trip_text(t)}" for t in comm.trips]
     lines.append(f"                = latency {fmt_time(comm.latency_s)} + transfer {fmt_time(comm.transfer_s)} = "
                  f"{fmt_time(comm.seconds)}")  # fmt: skip
+    return lines + _other_links(r)
+
+
+def _other_links(r: PlanResult) -> list[str]:
+    """The same all-reduces over the device's other node links: why the link choice moves the bound."""
+    lay, comm = r.layout, r.decode.comm
+    if lay is None or lay.link is None or comm is None or lay.group < 2:
+        return []
+    reduce = next((t for t in comm.trips if t.what == "all-reduce"), None)
+    if reduce is None:
+        return []
+    lines = []
+    for other in r.hardware.links:
+        if other == lay.link or other.scope != "node" or (other.max_group is not None and lay.group > other.max_group):
+            continue
+        alt = all_reduce(other, lay.group, comm.message_bytes, reduce.count)
+        step = r.decode.seconds - reduce.seconds + alt.seconds
+        lines.append(f"  other link  = over {other.label} ({fmt_time(other.hop_latency_s)} per hop, "
+                     f"{fmt_bandwidth(other.bandwidth_bytes_per_s)} each way) the all-reduces take {fmt_time(alt.seconds)} "
+                     f"instead of {fmt_time(reduce.seconds)}: {fmt_rate(1 / step)} per stream")  # fmt: skip
     return lines
 
 
