@@ -59,7 +59,10 @@ def test_two_h100_over_pcie_are_slower_than_over_nvlink_and_the_explanation_says
     assert (trip.count, trip.group) == (160, 2)
     assert pcie.decode.comm_s == pytest.approx(160 * (1.0e-6 + 16_384 / 63e9))
     text = "\n".join(pcie.explain())
-    assert "160 × all-reduce (one-shot, 2 devices) × (1 hop(s) × 1.00 µs + 16.4 kB ÷ 63.0 GB/s per port) over PCIe 5.0 x16" in text
+    assert (
+        "160 × all-reduce (one-shot, 2 devices) × (1 hop(s) × 1.00 µs + 16.4 kB ÷ 63.0 GB/s per port) over PCIe 5.0 x16"
+        in text
+    )
     assert "step        = max(" in text
     # Why: the same all-reduces over NVLink, and the speed they would allow.
     why = next(line for line in pcie.explain() if line.lstrip().startswith("other link") and "NVLink 4 through" in line)

@@ -103,7 +103,9 @@ def _print_plan(result: PlanResult, explain: bool, as_json: bool) -> None:
     if near:
         click.echo(f"published {near.line()}")
     else:
-        click.echo("published no published speed for this model in the reference table (tokenrace plan --list shows it)")
+        click.echo(
+            "published no published speed for this model in the reference table (tokenrace plan --list shows it)"
+        )
     if explain:
         click.echo("")
         for line in result.explain():
@@ -241,6 +243,8 @@ def _print_catalog(as_json: bool) -> None:
             if x.name not in seen:
                 seen.add(x.name)
                 latency = "latency not published" if x.latency_s is None else f"{x.latency_s * 1e6:g} µs per hop"
-                click.echo(f"link      {x.name:<20} {x.bandwidth_bytes_per_s / 1e9:>6g} GB/s each way, {latency}  [{x.source}]")
+                click.echo(
+                    f"link      {x.name:<20} {x.bandwidth_bytes_per_s / 1e9:>6g} GB/s each way, {latency}  [{x.source}]"
+                )
     for p in published_points():
         click.echo(f"published {check_point(p).line()}")

@@ -204,7 +204,9 @@ def plan_notes(r: PlanResult) -> list[str]:
     if r.decode.comm is not None:
         unknown = sorted({t.link.name for t in r.decode.comm.trips if t.link.latency_s is None})
         if unknown:
-            notes.append(f"no published per-hop latency for {', '.join(unknown)}: counted as 0, which only raises the bound")
+            notes.append(
+                f"no published per-hop latency for {', '.join(unknown)}: counted as 0, which only raises the bound"
+            )
     if hw.kind == "cpu" and hw.measured:
         notes.extend(_cache_note(r))
     if r.decode.compute and r.decode.compute_dtype != r.precision.compute_dtype:
@@ -391,7 +393,9 @@ def _layout_lines(r: PlanResult) -> list[str]:
 
 def _trip_text(t: Trip) -> str:
     link = t.link
-    latency = f"{t.hops} hop(s) × {fmt_time(link.hop_latency_s)}" + (" (not published: 0)" if link.latency_s is None else "")
+    latency = f"{t.hops} hop(s) × {fmt_time(link.hop_latency_s)}" + (
+        " (not published: 0)" if link.latency_s is None else ""
+    )
     per = "per port" if link.topology == "switch" else "per link"
     return (f"{t.count} × {t.what} ({t.algorithm}, {t.group} devices) × ({latency} + {fmt_bytes(t.bytes_on_link)} ÷ "
             f"{fmt_bandwidth(link.bandwidth_bytes_per_s)} {per}) over {link.label} = {fmt_time(t.seconds)}")  # fmt: skip
