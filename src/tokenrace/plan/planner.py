@@ -382,16 +382,20 @@ def efficiency(
     plan_result: PlanResult,
     *,
     measured_aggregate_tok_s: float | None = None,
+    measured_tokens_per_joule: float | None = None,
 ) -> dict[str, Any]:
     """Measurements as a percentage of the speed of light, and a warning for any that beats it.
 
     decode: measured tok/s ÷ bound × 100. TTFT is a time, so its efficiency is bound ÷ measured × 100:
-    100 % means at the physical limit for both. Undefined figures are None, never 0.
+    100 % means at the physical limit for both. Energy: measured output tokens per joule ÷ the plan's
+    tokens per joule at TDP (the aggregate bound with every device at its TDP) × 100; a reference, not
+    a limit (devices may draw less than TDP). Undefined figures are None, never 0.
     """
     r = plan_result
     decode = _pct(measured_decode_tok_s_per_stream, r.decode_tokens_per_s_bound)
     ttft = _pct(r.ttft_ms_bound, measured_ttft_ms)
     aggregate = _pct(measured_aggregate_tok_s, r.aggregate_tokens_per_s_bound)
+    energy = _pct(measured_tokens_per_joule, r.tokens_per_joule_bound)
     where = f"{r.devices} × {r.hardware.name}, {r.model.name} in {r.precision.name}"
     warnings = []
     if decode is not None and decode > 100:
@@ -417,6 +421,10 @@ def efficiency(
         "aggregate_pct_of_bound": aggregate,
         "ttft_pct_of_bound": ttft,
         "decode_bound_by": r.decode.bound_by,
+        "decode_communication_ms": r.decode.comm_s * 1000,
+        "tdp_w_per_device": r.hardware.tdp_w,
+        "decode_tokens_per_joule_at_tdp": r.tokens_per_joule_bound,
+        "tokens_per_joule_pct_of_tdp_reference": energy,
         # Without a compute figure (a CPU) the TTFT bound only counts reading the weights: loose.
         "ttft_bound_memory_only": r.prefill.compute is None,
         "warnings": warnings,
