@@ -352,7 +352,7 @@ def _step_bytes_text(r: PlanResult, s: StepBound, verb: str) -> str:
         moe = model.moe
         parts.append(f"experts {fmt_bytes(w.experts)} × {s.expert_fraction:.0%} (distinct experts {s.tokens:,} tokens hit: "
                      f"1 − (1 − {moe.active}/{moe.experts})^{s.tokens:,})")  # fmt: skip
-    per = f" ÷ {r.devices} devices" if r.devices > 1 else ""
+    per = f" ÷ {s.group} devices" if s.group > 1 else ""
     return f"weights ({' + '.join(parts)}){per} = {fmt_bytes(s.weight_bytes)} + KV {verb} {fmt_bytes(s.kv_bytes)}"
 
 
@@ -360,7 +360,7 @@ def _decode_lines(r: PlanResult) -> list[str]:
     s, model = r.decode, r.model
     attn = sum(g.layers * 4 * g.q_heads * g.head_dim * attended_tokens(g, r.context) for g in model.attention)
     flops_text = (f"{s.tokens} × (2 × ({fmt_sci(layer_params_active(model))} + {fmt_sci(lm_head_params(model))}) + attention "
-                  f"{fmt_sci(attn)})" + (f" ÷ {r.devices}" if r.devices > 1 else ""))  # fmt: skip
+                  f"{fmt_sci(attn)})" + (f" ÷ {s.group}" if s.group > 1 else ""))  # fmt: skip
     return [
         f"decode step   = max(bytes ÷ bandwidth, FLOPs ÷ compute) + communication, at batch {s.tokens}, each sequence "
         f"holding {r.context:,} tokens",
@@ -393,11 +393,13 @@ def _layout_lines(r: PlanResult) -> list[str]:
 
 def _trip_text(t: Trip) -> str:
     link = t.link
-    latency = f"{t.hops} hop(s) × {fmt_time(link.hop_latency_s)}" + (
-        " (not published: 0)" if link.latency_s is None else ""
-    )
+    if link.latency_s is None:
+        latency = f"{t.hops} hop(s) × latency not published, taken as 0"
+    else:
+        latency = f"{t.hops} hop(s) × {fmt_time(link.hop_latency_s)}"
     per = "per port" if link.topology == "switch" else "per link"
-    return (f"{t.count} × {t.what} ({t.algorithm}, {t.group} devices) × ({latency} + {fmt_bytes(t.bytes_on_link)} ÷ "
+    what = f"{t.what} ({t.algorithm}, {t.group} devices)" if t.what == "all-reduce" else t.what
+    return (f"{t.count} × {what} × ({latency} + {fmt_bytes(t.bytes_on_link)} ÷ "
             f"{fmt_bandwidth(link.bandwidth_bytes_per_s)} {per}) over {link.label} = {fmt_time(t.seconds)}")  # fmt: skip
 
 

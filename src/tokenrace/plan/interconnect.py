@@ -51,7 +51,7 @@ class Layout:
             return "one device"
         if self.kind == "sram":
             return (f"{self.group} chip(s) per layer (tensor-parallel), {self.stages} pipeline stage(s) of "
-                    f"~{self.layers_per_stage:.3g} layer(s): {self.group * self.stages} chips in the layout")  # fmt: skip
+                    f"~{self.layers_per_stage:.3g} layer(s)")  # fmt: skip
         text = f"tensor-parallel over {self.group}"
         if self.stages > 1:
             text += f", {self.stages} pipeline stages"
