@@ -148,6 +148,9 @@ def test_groq_bounds_hold_every_groq_point_within_30_times_the_best(model: str) 
     best = max(c.point.tok_s for c in mine if not c.point.speculative)
     for c in mine:
         assert c.bound <= 30 * best, f"{c.point.id}: bound {c.bound:.0f} > 30 × {best}"
+    # What `tokenrace plan --model M --hardware Groq-LPU` prints (the model's own bf16) holds the same.
+    default = plan(model, "groq").decode_tokens_per_s_bound
+    assert max(c.point.tok_s for c in mine) <= default <= 30 * best
 
 
 def test_speculative_points_are_compared_with_the_bound_times_tokens_per_step() -> None:
