@@ -107,6 +107,13 @@ def test_gemma_compares_gpus_and_lpus_with_energy(capsys: pytest.CaptureFixture[
     assert "memory" in h100 and "700 W" in h100 and "0.0767" in h100
     tpu = next(line for line in out.splitlines() if line.startswith("TPU-v5e") and "tensor-parallel" in line)
     assert tpu.rstrip().endswith("—")  # no TDP published: no tokens per joule
+    code, out, _ = run(capsys, "--model", "gemma-4-31b", "--json")
+    rows = {(row["hardware"], row["precision"]): row for row in json.loads(out)["rows"]}
+    lpu = rows[("Groq-LPU", "bf16")]
+    assert lpu["decode_bound_by"] == "communication" and lpu["layout"]["kind"] == "sram"
+    assert lpu["decode_tokens_per_joule_at_tdp"] == pytest.approx(
+        lpu["decode_tokens_per_s_bound"] / (lpu["devices"] * 300)
+    )
 
 
 def test_one_plan_shows_layout_terms_energy_and_the_nearest_published_point(capsys: pytest.CaptureFixture[str]) -> None:

@@ -204,7 +204,9 @@ def _tdp(hw: Hardware) -> str:
 
 def _row_json(r: PlanResult) -> dict[str, Any]:
     keys = ("hardware", "precision", "devices", "min_devices", "fits_on_one_device", "comfortable", "weights_bytes",
-            "total_bytes", "max_concurrency", "decode_tokens_per_s_bound", "aggregate_tokens_per_s_bound", "ttft_ms_bound")  # fmt: skip
+            "total_bytes", "total_bytes_per_device", "usable_bytes_per_device", "max_concurrency", "decode_tokens_per_s_bound",
+            "aggregate_tokens_per_s_bound", "decode_bound_by", "decode_communication_ms", "layout", "ttft_ms_bound",
+            "tdp_w_per_device", "decode_tokens_per_joule_at_tdp")  # fmt: skip
     d = r.to_dict()
     return {k: d[k] for k in keys}
 
