@@ -15,12 +15,16 @@ from typing import Any
 import aiohttp
 import orjson
 
+from tokenrace.client.images import ImageTally
 from tokenrace.client.records import RequestRecord, cached_tokens_of
 from tokenrace.client.sse import SSEParser
+from tokenrace.client.structured import response_format, schema_checker
 from tokenrace.client.transport import StampingHandler, Timeouts, make_session
 from tokenrace.redact import Redactor
 
 perf_ns = time.perf_counter_ns
+# Appended to the error of a refused request that carried images: the usual cause, in one line.
+IMAGES_HINT = "the request carried {n} image(s): the model or server may not accept images (a text-only model?)"
 
 
 @dataclass(slots=True)
@@ -33,6 +37,8 @@ class Prompt:
     label: str | None = None
     # Headers for this request only, e.g. a multi-turn session's id for routers that pin sessions.
     headers: dict[str, str] | None = None
+    # The images `messages` carry (as OpenAI image_url parts); None when it carries none.
+    images: ImageTally | None = None
 
     def as_text(self) -> str:
         if self.text is not None:
@@ -55,6 +61,15 @@ class RequestOptions:
     seed: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     extra_headers: dict[str, str] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None  # an OpenAI tools list (client/structured.py)
+    tool_choice: str | dict[str, Any] | None = None
+    response_schema: dict[str, Any] | None = None  # a JSON Schema every answer must meet
+    response_schema_name: str = "answer"
+
+    @property
+    def structured(self) -> bool:
+        """Tools or a response schema: the answer is read for tool calls and validated."""
+        return self.tools is not None or self.response_schema is not None
 
 
 class OpenAIClient:
@@ -78,6 +93,8 @@ class OpenAIClient:
         self.redact = Redactor(api_key)
         self.session: aiohttp.ClientSession | None = None
         self.stamping = False
+        schema = self.options.response_schema
+        self._schema_valid = schema_checker(schema) if schema is not None else None
 
     async def __aenter__(self) -> OpenAIClient:
         self.session, self.stamping = make_session(self._max_connections, self.timeouts)
@@ -115,6 +132,12 @@ class OpenAIClient:
             b["seed"] = o.seed
         if o.stream and o.include_usage:
             b["stream_options"] = {"include_usage": True}
+        if o.tools is not None:
+            b["tools"] = o.tools
+            if o.tool_choice is not None:
+                b["tool_choice"] = o.tool_choice
+        if o.response_schema is not None:
+            b["response_format"] = response_format(o.response_schema_name, o.response_schema)
         b.update(o.extra_body)
         return b
 
@@ -123,12 +146,19 @@ class OpenAIClient:
         payload = orjson.dumps(self.body(prompt))
         headers = self.headers(prompt)
         rec.max_tokens = prompt.max_tokens if prompt.max_tokens is not None else self.options.max_tokens
-        reader = _StreamReader(rec, self.options.api) if self.options.stream else None
+        if prompt.images is not None:
+            rec.images, rec.image_bytes, rec.image_pixels = (
+                prompt.images.count,
+                prompt.images.nbytes,
+                prompt.images.pixels,
+            )
+        reader = _reader(rec, self.options) if self.options.stream else None
         deadline = _Deadline(self.timeouts)
+        body_answer: str | None = None
         rec.begin_ns = rec.start_ns = perf_ns()
         try:
             async with asyncio.timeout_at(deadline.first(rec.start_ns)) as tm:
-                await self._exchange_fresh(payload, headers, rec, reader, tm, deadline)
+                body_answer = await self._exchange_fresh(payload, headers, rec, reader, tm, deadline)
         except aiohttp.ConnectionTimeoutError as exc:  # a TimeoutError too: the connect limit, not ours
             rec.fail(*_classify(exc))
         except TimeoutError:
@@ -149,7 +179,21 @@ class OpenAIClient:
             if rec.error_message:
                 rec.error_message = self.redact(rec.error_message)
         _check_empty(rec)
+        if self.options.structured:
+            self._check_answer(rec, reader, body_answer)
+        if rec.images and rec.error_kind is not None and rec.error_kind.startswith("http_4"):
+            rec.error_message = f"{rec.error_message} [{IMAGES_HINT.format(n=rec.images)}]"
         return rec
+
+    def _check_answer(self, rec: RequestRecord, reader: _StreamReader | None, body_answer: str | None) -> None:
+        """After the request: count its tool calls and validate its answer against the schema."""
+        if isinstance(reader, _StructuredReader):
+            rec.tool_calls = len(reader.calls)
+        if self.options.tools is None:
+            rec.tool_calls = None
+        if self._schema_valid is not None and rec.ok:
+            answer = "".join(reader.answer) if isinstance(reader, _StructuredReader) else body_answer or ""
+            rec.schema_valid = self._schema_valid(answer)
 
     async def _exchange_fresh(
         self,
@@ -159,7 +203,7 @@ class OpenAIClient:
         reader: _StreamReader | None,
         tm: Any,
         deadline: _Deadline,
-    ) -> None:
+    ) -> str | None:
         """Send, replacing pooled keep-alive connections the server has already closed.
 
         llama.cpp's server closes the connection after each stream while advertising keep-alive; a
@@ -169,13 +213,12 @@ class OpenAIClient:
         """
         for _ in range(self._max_connections + 1):
             try:
-                await self._exchange(payload, headers, rec, reader, tm, deadline)
-                return
+                return await self._exchange(payload, headers, rec, reader, tm, deadline)
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
                 if rec.connect_ns is not None or rec.headers_ns is not None:
                     raise
                 rec.retried_stale_connection = True
-        await self._exchange(payload, headers, rec, reader, tm, deadline)
+        return await self._exchange(payload, headers, rec, reader, tm, deadline)
 
     async def _exchange(
         self,
@@ -185,7 +228,8 @@ class OpenAIClient:
         reader: _StreamReader | None,
         tm: Any,
         deadline: _Deadline,
-    ) -> None:
+    ) -> str | None:
+        """One exchange; returns the answer's text of a non-streamed body (None otherwise)."""
         assert self.session is not None
         async with self.session.post(self.url, data=payload, headers=headers, trace_request_ctx=rec) as resp:
             rec.headers_ns = perf_ns()
@@ -197,7 +241,8 @@ class OpenAIClient:
             elif reader is not None:
                 await reader.read(resp, tm, deadline)
             else:
-                await _read_body(resp, rec)
+                return await _read_body(resp, rec, self.options.structured)
+        return None
 
     async def _http_error(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
         raw = await resp.read()
@@ -394,14 +439,69 @@ def _content_of(choice: dict[str, Any], chat: bool) -> tuple[str, str]:
     return answer, reasoning
 
 
-async def _read_body(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+def _reader(rec: RequestRecord, options: RequestOptions) -> _StreamReader:
+    """The plain reader, or, when tools or a schema were asked for, one that also reads tool calls
+    and keeps the answer apart (so the plain path does no extra work per chunk)."""
+    if options.structured and options.api == "chat":
+        return _StructuredReader(rec, options.api)
+    return _StreamReader(rec, options.api)
+
+
+class _StructuredReader(_StreamReader):
+    """A chat stream that may carry tool calls: their deltas (name, arguments) are output chunks and
+    tokens, stamped as the first tool delta; the answer's text is kept for schema validation."""
+
+    __slots__ = ("answer", "calls")
+
+    def __init__(self, rec: RequestRecord, api: str) -> None:
+        super().__init__(rec, api)
+        self.answer: list[str] = []
+        self.calls: set[int | str] = set()
+
+    def _on_choice(self, choice: dict[str, Any], t: int) -> None:
+        rec = self.rec
+        delta = choice.get("delta") or {}
+        answer = delta.get("content") or ""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        tool = self._tool_text(delta.get("tool_calls"))
+        if answer or reasoning or tool:
+            if rec.first_token_ns is None:
+                rec.first_token_ns = t
+            if answer and rec.first_answer_ns is None:
+                rec.first_answer_ns = t
+            if tool and rec.first_tool_ns is None:
+                rec.first_tool_ns = t
+            rec.chunk_ns.append(t)
+            rec.chunk_chars.append(len(answer) + len(reasoning) + len(tool))
+            self.pieces.append(reasoning + answer + tool)
+            self.answer.append(answer)
+            if reasoning and not answer and not tool:
+                rec.reasoning_chunks += 1
+        reason = choice.get("finish_reason")
+        if reason:
+            rec.finish_reason = reason
+
+    def _tool_text(self, calls: Any) -> str:
+        """The generated text of a delta's tool calls (function names and argument pieces)."""
+        if not calls:
+            return ""
+        text = ""
+        for call in calls:
+            self.calls.add(call.get("index", call.get("id", len(self.calls))))
+            fn = call.get("function") or {}
+            text += (fn.get("name") or "") + (fn.get("arguments") or "")
+        return text
+
+
+async def _read_body(resp: aiohttp.ClientResponse, rec: RequestRecord, structured: bool = False) -> str | None:
+    """Read a whole (non-streamed) body; returns the answer's text."""
     raw = await resp.read()
     rec.end_ns = perf_ns()
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         rec.fail("malformed_body", f"unparseable JSON body: {raw[:120]!r}")
-        return
+        return None
     rec.response_id = rec.response_id or obj.get("id")
     rec.usage = obj.get("usage")
     rec.server_timing = obj.get("timings")
@@ -413,6 +513,11 @@ async def _read_body(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
     reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
     rec.text = reasoning + answer
     rec.finish_reason = choice.get("finish_reason")
+    if structured:
+        calls = msg.get("tool_calls") or []
+        rec.tool_calls = len(calls)
+        rec.text += "".join(str((c.get("function") or {}).get("arguments") or "") for c in calls)
+    return str(answer)
 
 
 def _check_empty(rec: RequestRecord) -> None:

@@ -19,6 +19,8 @@ from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.drift import drift, is_soak
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
+from tokenrace.figures.images import image_figures
+from tokenrace.figures.structured import schema_figures, tool_figures
 from tokenrace.figures.summary import by_turn, summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
@@ -57,6 +59,7 @@ class RunContext:
     server_cache: dict[str, Any] | None = None  # the engine's prefix-cache counters over the run
     warnings: tuple[str, ...] = ()  # what the run itself observed (a worker that died, ...)
     client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
+    response_schema: bool = False  # every answer was to be validated against a JSON Schema
 
 
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
@@ -83,6 +86,11 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     if ctx.client is not None:
         s["client_load"] = client_load(ok, s["throughput"]["window_s"], s["max_in_flight"], ctx.client)
         s["client_bound"] = s["client_load"]["client_bound"]
+    s["images"] = image_figures(ok)
+    s["tools"] = tool_figures(ok)
+    schema = schema_figures(ok, ctx.response_schema)
+    s["structured_output"] = schema
+    s["schema_valid_rate"] = schema.valid_rate if schema is not None else None
     s["warnings"] = [w for w in (cache_warning(s["cache"]), client_warning(s.get("client_load"))) if w] + list(
         ctx.warnings
     )

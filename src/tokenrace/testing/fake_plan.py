@@ -30,6 +30,7 @@ from tokenrace.testing.fake_openai import (
     usage_block,
     usage_chunk,
 )
+from tokenrace.testing.fake_tools import tool_deltas
 
 StepKind: TypeAlias = ChunkKind | Literal["stall", "abort"]
 
@@ -47,6 +48,25 @@ class GenRequest:
     include_usage: bool
     fault: str | None
     cached_tokens: int | None = None  # from the simulated prefix cache; None when it is off
+    images: int = 0  # images the request carried (each adds config.image_ms to TTFT)
+    tool_name: str | None = None  # answer with config.tool_calls calls of this function instead of text
+    words: tuple[str, ...] | None = None  # the answer's words (config.answer); else "w{i}"
+
+    @property
+    def tool_calls(self) -> int:
+        return self.config.tool_calls if self.tool_name is not None and self.output_tokens else 0
+
+    @property
+    def image_ms(self) -> float:
+        """What the request's images add to TTFT."""
+        return self.config.image_ms * self.images
+
+    def text(self, first: int, count: int) -> str:
+        """The text of generated tokens first .. first+count-1 (the answer's words after the reasoning)."""
+        if self.words is None:
+            return token_text(first, count)
+        skip = self.reasoning_tokens
+        return "".join(f"{self.words[i - skip]} " if i >= skip else f"w{i} " for i in range(first, first + count))
 
     @property
     def uncached_tokens(self) -> int:
@@ -57,8 +77,9 @@ class GenRequest:
         return usage_block(self.prompt_tokens, self.output_tokens, self.reasoning_tokens, self.cached_tokens)
 
     def prompt_ms(self) -> float:
-        """The programmed prefill time (load excluded): ttft_ms + per-token cost of the uncached tokens."""
-        return self.config.ttft_ms + self.config.prefill_ms_per_token * self.uncached_tokens
+        """The programmed prefill time (load excluded): ttft_ms + per-token cost of the uncached tokens
+        + the images' time."""
+        return self.config.ttft_ms + self.config.prefill_ms_per_token * self.uncached_tokens + self.image_ms
 
     def timings(self) -> Json | None:
         """llama.cpp-style `timings`, when the config asks for them."""
@@ -92,6 +113,9 @@ def plan_stream(req: GenRequest) -> Iterator[Step]:
     """
     if req.meta.endpoint == "chat" and req.config.role_chunk:  # completions have no roles
         yield Step("role", sse(role_chunk(req.meta)))
+    if req.tool_calls:
+        yield from _tool_steps(req)
+        return
     groups = _groups(req)
     after = req.config.fault_after_chunks
     # Cutting before the last group guarantees the client never sees a finish_reason.
@@ -112,6 +136,18 @@ def plan_stream(req: GenRequest) -> Iterator[Step]:
     yield Step("done", DONE_EVENT)
 
 
+def _tool_steps(req: GenRequest) -> Iterator[Step]:
+    """A tool-calling answer: one chunk per argument token, then usage and [DONE]."""
+    assert req.tool_name is not None
+    last = req.output_tokens - 1
+    for delta, token in tool_deltas(req.tool_name, req.output_tokens, req.tool_calls):
+        chunk = delta_chunk(req.meta, delta, "tool_calls" if token == last else None)
+        yield Step("tool", sse(chunk), 1, token)
+    if req.include_usage:
+        yield Step("usage", sse(usage_chunk(req.meta, req.usage())))
+    yield Step("done", DONE_EVENT)
+
+
 def _groups(req: GenRequest) -> list[tuple[ChunkKind, int, int]]:
     """(kind, first token, size) per token chunk; a chunk never mixes reasoning and answer."""
     per_chunk = req.config.tokens_per_chunk
@@ -125,7 +161,7 @@ def _groups(req: GenRequest) -> list[tuple[ChunkKind, int, int]]:
 
 def _token_step(req: GenRequest, group: tuple[ChunkKind, int, int], is_last: bool) -> Step:
     kind, first, size = group
-    text = token_text(first, size)
+    text = req.text(first, size)
     finish = req.finish_reason if is_last else None
     if req.meta.endpoint == "completions":
         chunk = text_chunk(req.meta, text, finish)
@@ -157,11 +193,17 @@ class Pacer:
     """
 
     def __init__(
-        self, arrival_ns: int, config: FakeConfig, rng: random.Random, others: int, uncached_tokens: int = 0
+        self,
+        arrival_ns: int,
+        config: FakeConfig,
+        rng: random.Random,
+        others: int,
+        uncached_tokens: int = 0,
+        extra_ms: float = 0.0,
     ) -> None:
         self._config = config
         self._rng = rng
-        ttft = config.ttft_ms + config.prefill_ms_per_token * uncached_tokens + config.load_ttft_ms * others
+        ttft = config.ttft_ms + config.prefill_ms_per_token * uncached_tokens + config.load_ttft_ms * others + extra_ms
         self._grid_ns = arrival_ns + ms_to_ns(ttft)  # when token `_grid_token` is ready
         self._grid_token = 0
         self._last_deadline = arrival_ns
