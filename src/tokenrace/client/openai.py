@@ -193,6 +193,8 @@ class OpenAIClient:
             rec.tool_calls = None
         if self._schema_valid is not None and rec.ok:
             answer = "".join(reader.answer) if isinstance(reader, _StructuredReader) else body_answer or ""
+            if rec.tool_calls and not answer.strip():
+                return  # the model called a tool instead of answering: no answer to check
             rec.schema_valid = self._schema_valid(answer)
 
     async def _exchange_fresh(

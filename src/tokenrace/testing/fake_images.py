@@ -73,13 +73,13 @@ def _parts(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def received_images(body: dict[str, Any]) -> list[ReceivedImage]:
     """Decode every image the request carries; ImageError for one that is not an image."""
+    encoded = [data for data in map(_encoded, _parts(body)) if data is not None]
+    if not encoded:
+        return []  # a text request: Pillow is not even imported (its import takes tens of ms)
     from PIL import Image, UnidentifiedImageError
 
     out = []
-    for part in _parts(body):
-        data = _encoded(part)
-        if data is None:
-            continue
+    for data in encoded:
         try:
             raw = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
