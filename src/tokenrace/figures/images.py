@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tokenrace.client.records import RequestRecord, derived
-from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Difference, ImageCountTTFT, ImageFigures
 from tokenrace.stats import describe, difference_ci
 
@@ -30,15 +29,15 @@ def image_figures(ok: Sequence[RequestRecord]) -> ImageFigures | None:
         return None
     counts = sorted({r.images for r in ok})
     by_count = [
-        ImageCountTTFT(images=n, requests=len(rs), ttft_ms=Stats.model_validate(describe(_ttfts(rs))))
+        ImageCountTTFT(images=n, requests=len(rs), ttft_ms=describe(_ttfts(rs)))
         for n in counts
         for rs in [[r for r in ok if r.images == n]]
     ]
     return ImageFigures(
         requests_with_images=len(carried),
         images=sum(r.images for r in carried),
-        image_bytes=Stats.model_validate(describe([r.image_bytes for r in carried if r.image_bytes is not None])),
-        image_pixels=Stats.model_validate(describe([r.image_pixels for r in carried if r.image_pixels is not None])),
+        image_bytes=describe([r.image_bytes for r in carried if r.image_bytes is not None]),
+        image_pixels=describe([r.image_pixels for r in carried if r.image_pixels is not None]),
         by_count=by_count,
         ttft_difference_ms=_difference(_ttfts([r for r in ok if not r.images]), _ttfts(carried)),
     )
@@ -48,10 +47,9 @@ def _difference(without: list[float], with_images: list[float]) -> Difference | 
     if not without or not with_images:
         return None
     diff, low, high = difference_ci(without, with_images, stat="p50")
-    stats_without, stats_with = describe(without), describe(with_images)
     return Difference(
-        with_images=stats_with["p50"],
-        without_images=stats_without["p50"],
+        with_images=describe(with_images).p50,
+        without_images=describe(without).p50,
         difference=_r(diff),
         ci_low=_r(low),
         ci_high=_r(high),

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tokenrace.client.records import RequestRecord, derived
-from tokenrace.model.stats import Stats
 from tokenrace.model.summary import SchemaFigures, ToolFigures
 from tokenrace.stats import describe, wilson
 
@@ -21,7 +20,7 @@ def tool_figures(ok: Sequence[RequestRecord]) -> ToolFigures | None:
         requests=len(offered),
         requests_with_tool_calls=sum(1 for r in offered if r.tool_calls),
         tool_calls=sum(r.tool_calls or 0 for r in offered),
-        ttft_tool_ms=Stats.model_validate(describe(ttft)),
+        ttft_tool_ms=describe(ttft),
     )
 
 
