@@ -48,13 +48,11 @@ def summary_table(summary: dict[str, Any], title: str | None = None) -> Table:
 
 def headline_lines(summary: dict[str, Any]) -> list[str]:
     req = summary["requests"]
-    tp = summary["throughput"]
     lines = [
         f"requests: {req['succeeded']}/{req['total']} ok, error rate {fmt(_pct(summary['error_rate']))} %"
         + (f"  errors: {summary['errors_by_kind']}" if summary["errors_by_kind"] else "")
         + (f"  cancelled by the client: {req['cancelled']}" if req.get("cancelled") else ""),
-        f"throughput: {fmt(tp['output_tokens_per_s'])} output tok/s, {fmt(tp['requests_per_s'], 2)} req/s"
-        f" over {fmt(tp['window_s'], 2)} s; steady {fmt(tp['steady_output_tokens_per_s'])} tok/s",
+        _throughput_line(summary),
     ]
     if summary.get("offered_rate") is not None:
         lines.append(
@@ -68,6 +66,8 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
         f"token counts from: output={src.get('output_tokens')}, prompt={src.get('prompt_tokens')}"
         + (" (approximate: counted chunks)" if src.get("approximate") else "")
     )
+    reasons = sorted(set((summary.get("not_measured") or {}).values()))
+    lines.extend(f"no TTFT, TPOT or ITL: {why}" for why in reasons)
     lines.extend(cache_lines(summary))
     lines.extend(turn_lines(summary.get("by_turn")))
     eff = summary.get("efficiency")
@@ -93,6 +93,27 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
             f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}"
         )
     return lines
+
+
+def _throughput_line(summary: dict[str, Any]) -> str:
+    tp = summary["throughput"]
+    pooling = summary.get("pooling")
+    if pooling:
+        # Embeddings and rerank generate nothing: their work is the inputs (documents) and tokens.
+        items = (
+            ("inputs", pooling.get("inputs_per_s"))
+            if pooling["api"] == "embeddings"
+            else ("documents", pooling.get("documents_per_s"))
+        )
+        dim = f"; vectors of {pooling['embedding_dim']} dimensions" if pooling.get("embedding_dim") else ""
+        return (
+            f"throughput: {fmt(items[1], 2)} {items[0]}/s, {fmt(pooling.get('input_tokens_per_s'))} input tok/s, "
+            f"{fmt(tp['requests_per_s'], 2)} req/s over {fmt(tp['window_s'], 2)} s{dim}"
+        )
+    return (
+        f"throughput: {fmt(tp['output_tokens_per_s'])} output tok/s, {fmt(tp['requests_per_s'], 2)} req/s"
+        f" over {fmt(tp['window_s'], 2)} s; steady {fmt(tp['steady_output_tokens_per_s'])} tok/s"
+    )
 
 
 def cache_lines(summary: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tokenrace.client.redact import HIDDEN, redact_fields, redact_headers
+from tokenrace.figures.pooling import PoolingFigures
 
 SCHEMA_VERSION = 1
 
@@ -86,6 +87,9 @@ class RecordLine(_Model):
     retry_after_s: float | None = None
     response_id: str | None = None
     server_timing: JsonObject | None = None
+    inputs: int | None = None  # embeddings: texts embedded by the request
+    documents: int | None = None  # rerank: documents ranked by the request
+    embedding_dim: int | None = None  # embeddings: the length of the returned vectors
 
 
 # --- summary.json ----------------------------------------------------------------------------------
@@ -224,6 +228,7 @@ class Summary(_Model):
     """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
 
     schema_version: int = 0
+    api: str | None = None  # the API the run spoke (chat, completions, responses, messages, embeddings, rerank)
     requests: RequestCounts = Field(default_factory=RequestCounts)
     error_rate: float | None = None
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
@@ -250,6 +255,8 @@ class Summary(_Model):
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
+    pooling: PoolingFigures | None = None  # embeddings and rerank runs: inputs (documents) and tokens per second
+    not_measured: dict[str, str] | None = None  # metric -> why it has no value in this run
     warnings: list[str] = Field(default_factory=list)
 
 

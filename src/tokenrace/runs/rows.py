@@ -14,11 +14,14 @@ def _pick(m: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def sweep_throughput(summary: dict[str, Any]) -> float | None:
-    """The throughput a sweep compares between steps: steady output tokens/s, else over the window."""
+    """The throughput a sweep compares between steps: steady output tokens/s, else over the window;
+    embeddings and rerank, which generate nothing, compare their input tokens/s."""
     tp = summary["throughput"]
     value = tp.get("steady_output_tokens_per_s")
     if value is None:
         value = tp.get("output_tokens_per_s")
+    if summary.get("pooling"):
+        value = summary["pooling"].get("input_tokens_per_s")
     return None if value is None else float(value)
 
 
