@@ -17,10 +17,10 @@ import orjson
 
 from tokenrace.client.apis import api_for
 from tokenrace.client.records import RequestRecord
-from tokenrace.client.redact import Redactor
 from tokenrace.client.request import Prompt, RequestOptions, RequestSpec
 from tokenrace.client.stream import Deadline, StreamReader, error_message_from_body
 from tokenrace.client.transport import StampingHandler, Timeouts, make_session
+from tokenrace.redact import Redactor
 
 __all__ = ["OpenAIClient", "Prompt", "RequestOptions", "error_message_from_body"]
 

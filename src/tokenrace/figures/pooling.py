@@ -7,28 +7,13 @@ its work is the inputs (documents) it carried and their tokens. Defined in docs/
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import POOLING_APIS
+from tokenrace.model.stats import Stats
+from tokenrace.model.summary import PoolingFigures
 from tokenrace.stats import describe
-
-
-class PoolingFigures(BaseModel):
-    """summary.pooling: what an embeddings or rerank run did per second (docs/metrics.md)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    api: Literal["embeddings", "rerank"]
-    inputs_per_s: float | None = None  # embeddings: texts embedded by succeeded requests / window
-    documents_per_s: float | None = None  # rerank: documents ranked by succeeded requests / window
-    input_tokens_per_s: float | None = None  # their tokens (usage, else a tokenizer) / window
-    per_request: dict[str, Any] = Field(default_factory=dict)  # inputs (documents) per request: Stats
-    embedding_dim: int | None = None  # the vectors' length, when every answer had the same
-    embedding_dims: list[int] | None = None  # the lengths seen, when answers differed
-
 
 # The summary's streamed figures: no value in a run whose answers were not streamed.
 STREAMED = ("ttft_ms", "ttfa_ms", "tpot_ms", "itl_chunk_ms", "itl_token_ms", "tokens_per_chunk")
@@ -54,7 +39,7 @@ def pooling_figures(api: str, ok: Sequence[RequestRecord], window_s: float | Non
         documents_per_s=rate if api == "rerank" else None,
         # Tokens per second only when every succeeded request's count is known: a partial sum would read low.
         input_tokens_per_s=per_s(sum(tokens), bool(ok) and len(tokens) == len(ok)),
-        per_request=describe(counted),
+        per_request=Stats.model_validate(describe(counted)),
         embedding_dim=dims.pop() if len(dims) == 1 else None,
         embedding_dims=sorted(dims) if len(dims) > 1 else None,
     )

@@ -22,8 +22,9 @@ from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
 from tokenrace.figures.pooling import not_measured, pooling_figures
 from tokenrace.figures.summary import by_turn, summarize
 from tokenrace.load.windows import Windows
+from tokenrace.model.files import SCHEMA_VERSION
+from tokenrace.model.summary import Summary
 from tokenrace.monitor.advice import resource_warnings
-from tokenrace.runs.models import SCHEMA_VERSION, Summary
 
 
 @dataclass(frozen=True, slots=True)
