@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tokenrace.client.request import POOLING_APIS
+
 ROWS = (
     ("TTFT", "ttft_ms", "ms"),
     ("TTFT answer", "ttfa_ms", "ms"),
@@ -174,26 +176,16 @@ def print_summary(summary: dict[str, Any], console: Console | None = None, title
 
 
 def profile_table(summary: dict[str, Any]) -> Table:
-    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT."""
+    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
+    embeddings and rerank steps, which answer in one body, of the latency instead."""
+    if _pooling_steps(summary):
+        return _pooling_profile_table(summary)
     t = Table(title="steps", title_justify="left", header_style="bold")
     for col in ("step", "conc.", "ok", "TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached"):
         t.add_column(col, justify="left" if col == "step" else "right")
     cold = summary.get("cold")
     if cold:
-        t.add_row(
-            "cold",
-            "1",
-            "1/1" if not cold.get("error_kind") else "0/1",
-            fmt(cold["ttft_ms"]),
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-        )
+        t.add_row("cold", "1", "1/1" if not cold.get("error_kind") else "0/1", fmt(cold["ttft_ms"]), *[""] * 8)
     for row in summary["steps"]:
         req = row["requests"]
         t.add_row(
@@ -205,6 +197,30 @@ def profile_table(summary: dict[str, Any]) -> Table:
             fmt(row["output_tokens_per_s"]),
             fmt(row["requests_per_s"], 2),
             _cached_cell(row.get("cache_hit_rate")),
+        )
+    return t
+
+
+def _pooling_steps(summary: dict[str, Any]) -> bool:
+    return any(row.get("api") in POOLING_APIS for row in summary["steps"])
+
+
+def _pooling_profile_table(summary: dict[str, Any]) -> Table:
+    t = Table(title="steps", title_justify="left", header_style="bold")
+    for col in ("step", "conc.", "ok", "E2E p50", "p95", "max", "in tok/s", "req/s"):
+        t.add_column(col, justify="left" if col == "step" else "right")
+    cold = summary.get("cold")
+    if cold:
+        t.add_row("cold", "1", "1/1" if not cold.get("error_kind") else "0/1", fmt(cold["e2e_ms"]), *[""] * 4)
+    for row in summary["steps"]:
+        req = row["requests"]
+        t.add_row(
+            row["step"],
+            str(row["concurrency"]),
+            f"{req['succeeded']}/{req['total']}",
+            *(fmt(row["e2e_ms"][q]) for q in ("p50", "p95", "max")),
+            fmt(row.get("input_tokens_per_s")),
+            fmt(row["requests_per_s"], 2),
         )
     return t
 
@@ -232,7 +248,7 @@ def print_profile(summary: dict[str, Any], console: Console | None = None) -> No
     )
     console.print(profile_table(summary))
     bust = summary.get("cache_bust")
-    if bust is not None:
+    if bust is not None and not _pooling_steps(summary):
         console.print(
             "prompts: built-in, busted (a unique prefix per request, so the prefix cache cannot serve them and "
             "the steps compare prefill with prefill; --no-cache-bust allows hits)"

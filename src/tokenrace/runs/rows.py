@@ -34,6 +34,7 @@ def step_row(
     good = s.get("goodput") or {}
     return {
         "step": name,
+        "api": s.get("api"),
         "concurrency": load["concurrency"],
         "rate": load.get("rate"),
         "requests": s["requests"],
@@ -47,6 +48,7 @@ def step_row(
         "steady_output_tokens_per_s": s["throughput"].get("steady_output_tokens_per_s"),
         "throughput_tokens_per_s": sweep_throughput(s),
         "requests_per_s": s["throughput"]["requests_per_s"],
+        "input_tokens_per_s": (s.get("pooling") or {}).get("input_tokens_per_s"),
         "achieved_rate": s.get("achieved_rate"),
         "error_rate": s["error_rate"],
         "goodput_fraction": good.get("fraction"),
