@@ -14,7 +14,8 @@ import pytest
 from tests.conftest import run
 from tests.e2e.test_cli_bench import tokenrace
 
-from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions, _reader, _StreamReader
+from tokenrace.client.apis.chat import ChatReader, StructuredChatReader
+from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.structured import check_tools, read_schema, response_format, tool_choice
 from tokenrace.errors import InvalidInput
@@ -60,8 +61,10 @@ async def _send(base_url: str, n: int, overrides: dict[str, Any], **opts: Any) -
 
 def test_the_plain_path_keeps_its_reader() -> None:
     """No tools and no schema: the plain reader, with no per-chunk work for tool calls."""
-    assert type(_reader(RequestRecord(seq=0), RequestOptions())) is _StreamReader
-    assert type(_reader(RequestRecord(seq=0), RequestOptions(tools=TOOLS))) is not _StreamReader
+    plain = OpenAIClient("http://x/v1", "m")._reader(RequestRecord(seq=0))
+    assert type(plain) is ChatReader
+    tools = OpenAIClient("http://x/v1", "m", options=RequestOptions(tools=TOOLS))._reader(RequestRecord(seq=0))
+    assert type(tools) is StructuredChatReader
 
 
 def test_tool_call_deltas_are_chunks_and_tokens_timed_as_sent(server: Any) -> None:

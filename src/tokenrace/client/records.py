@@ -76,6 +76,9 @@ class RequestRecord:
     image_pixels: int | None = 0  # their pixels, width x height summed
     tool_calls: int | None = None  # tool calls in the answer; None when no tools were offered
     schema_valid: bool | None = None  # the answer met the response schema; None when not checked
+    inputs: int | None = None  # embeddings: texts embedded by this request
+    documents: int | None = None  # rerank: documents ranked by this request
+    embedding_dim: int | None = None  # embeddings: the length of the vectors the server returned
 
     @property
     def ok(self) -> bool:
@@ -145,6 +148,9 @@ class RequestRecord:
             "tool_calls": self.tool_calls,
             "ttft_tool_ms": d["ttft_tool_ms"],
             "schema_valid": self.schema_valid,
+            "inputs": self.inputs,
+            "documents": self.documents,
+            "embedding_dim": self.embedding_dim,
         }
 
 

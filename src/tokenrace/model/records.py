@@ -55,3 +55,6 @@ class RecordLine(_Model):
     tool_calls: int | None = None
     ttft_tool_ms: float | None = None
     schema_valid: bool | None = None
+    inputs: int | None = None  # embeddings: texts embedded by the request
+    documents: int | None = None  # rerank: documents ranked by the request
+    embedding_dim: int | None = None  # embeddings: the length of the returned vectors

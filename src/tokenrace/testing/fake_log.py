@@ -58,6 +58,10 @@ class RequestRecord:
     received_ns: int | None = None
     # The images the request carried, decoded (fake_images.ReceivedImage.as_json each); None: none.
     images: list[dict[str, Any]] | None = None
+    # Embeddings: the inputs embedded; rerank: the documents ranked. None for generation.
+    inputs: int | None = None
+    # The names (never the values) of the credential and version headers the request carried.
+    auth_headers: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         entry = asdict(self)
