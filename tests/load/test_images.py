@@ -163,20 +163,24 @@ def test_bad_image_flags_exit_2_before_any_request(args: list[str], flag: str) -
     assert "127.0.0.1:9" not in p.stderr
 
 
-def _log(server: Any) -> list[dict[str, Any]]:
-    return [e for e in server.log() if e["path"].endswith("/chat/completions")]
+def _log(server: Any, api: str = "chat") -> list[dict[str, Any]]:
+    path = {"chat": "/chat/completions"}.get(api, f"/{api}")
+    return [e for e in server.log() if e["path"].endswith(path)]
 
 
-@pytest.mark.parametrize("fmt", ["png", "jpeg"])
-def test_the_server_receives_n_distinct_decodable_images_per_request(tmp_path: Path, fmt: str) -> None:
+@pytest.mark.parametrize(
+    ("fmt", "api"), [("png", "chat"), ("jpeg", "chat"), ("png", "responses"), ("jpeg", "messages")]
+)
+def test_the_server_receives_n_distinct_decodable_images_per_request(tmp_path: Path, fmt: str, api: str) -> None:
+    """Each API's shape: OpenAI image_url data URLs, Responses input_image, Anthropic base64 image blocks."""
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4}) as server:
         out = tmp_path / "run"
         p = tokenrace(
             "bench", "--url", server.url, "--requests", "6", "--concurrency", "2", "--images", "2",
-            "--image-size", "64x48,32x32", "--image-format", fmt, "-o", str(out),
+            "--image-size", "64x48,32x32", "--image-format", fmt, "--api", api, "-o", str(out),
         )  # fmt: skip
         assert p.returncode == 0, p.stderr
-        log = _log(server)
+        log = _log(server, api)
     assert len(log) == 7  # the cold request and six measured
     seen = set()
     for entry in log:
@@ -223,3 +227,26 @@ def test_a_server_that_refuses_images_gives_error_records_with_a_hint(tmp_path: 
     message = records[-1]["error_message"]
     assert "does not support image input" in message and "carried 1 image" in message
     assert "Traceback" not in p.stderr
+
+
+def test_each_api_builder_puts_the_images_in_its_own_shape() -> None:
+    from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+    from tokenrace.load.workloads.images import attach
+
+    image = generate((4, 4), "png", 0, 0, 0)
+    prompt = attach(Prompt(text="look"), [image])
+
+    def parts(api: str) -> list[dict[str, Any]]:
+        body = OpenAIClient("http://x/v1", "m", options=RequestOptions(api=api)).body(prompt)
+        content: list[dict[str, Any]] = (body.get("messages") or body.get("input"))[-1]["content"]
+        return content
+
+    assert [p["type"] for p in parts("chat")] == ["text", "image_url"]
+    assert parts("responses") == [
+        {"type": "input_text", "text": "look"},
+        {"type": "input_image", "image_url": image.data_url()},
+    ]
+    assert parts("messages")[1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": image.b64},
+    }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenrace.client.apis.base import Api, body_object, count
+from tokenrace.client.images import responses_part
 from tokenrace.client.records import RequestRecord, cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader
@@ -21,14 +22,11 @@ END_EVENTS = ("response.completed", "response.incomplete")
 
 
 def content_parts(content: Any) -> Any:
-    """A chat message's content as Responses input: typed text parts become `input_text` (image
-    parts will become `input_image` here)."""
+    """A chat message's content as Responses input: typed text parts become `input_text`, image
+    parts `input_image` (the same data URL)."""
     if not isinstance(content, list):
         return content
-    return [
-        {"type": "input_text", "text": p.get("text", "")} if isinstance(p, dict) and p.get("type") == "text" else p
-        for p in content
-    ]
+    return [responses_part(p) if isinstance(p, dict) else p for p in content]
 
 
 def input_items(prompt: Prompt) -> list[dict[str, Any]]:
