@@ -197,3 +197,48 @@ def test_bench_summarizes_tool_calls_and_schema_validity(server: Any, tmp_path: 
     s = _bench(server, out, "--response-format", str(schema), "--extra-body", '{"fake": {"fault": "500"}}')
     assert s["requests"]["failed"] == 6 and s["schema_valid_rate"] is None  # nothing was checked: null, not 0
     assert s["structured_output"]["checked"] == 0
+
+
+def test_tools_and_schema_on_the_responses_api(server: Any) -> None:
+    server.reset()
+    recs = run(_send(server.base_url, 2, {"tool_calls": 2}, api="responses", tools=TOOLS, tool_choice="search"))
+    log = server.log(wait_idle_s=2)
+    for r in recs:
+        assert r.ok, r.error_message
+        assert r.tool_calls == 2 and len(r.chunk_ns) == 12 and r.output_tokens == 12
+        sent = [c for c in next(e for e in log if e["id"] == r.response_id)["chunks"] if c["kind"] == "tool"]
+        assert r.first_tool_ns is not None and 0 <= (r.first_tool_ns - sent[0]["t_ns"]) / 1e6 < 20
+        assert r.reasoning_chunks == 0 and r.first_answer_ns is None
+    body = OpenAIClient(
+        "http://x/v1",
+        "m",
+        options=RequestOptions(
+            api="responses",
+            tools=TOOLS,
+            tool_choice={"type": "function", "function": {"name": "search"}},
+            response_schema=SCHEMA,
+            response_schema_name="person",
+        ),
+    ).body(Prompt(text="hi"))
+    assert body["tools"] == [{"type": "function", **TOOLS[0]["function"]}]
+    assert body["tool_choice"] == {"type": "function", "name": "search"}
+    assert body["text"] == {"format": {"type": "json_schema", "name": "person", "schema": SCHEMA, "strict": True}}
+    for stream in (True, False):
+        for answer, expected in ((VALID, True), (INVALID, False)):
+            recs = run(
+                _send(server.base_url, 1, {"answer": answer}, api="responses", stream=stream, response_schema=SCHEMA)
+            )
+            assert recs[0].ok and recs[0].schema_valid is expected, (stream, answer, recs[0].text)
+    whole = run(
+        _send(server.base_url, 1, {"tool_calls": 3, "output_tokens": 6}, api="responses", stream=False, tools=TOOLS)
+    )
+    assert whole[0].ok and whole[0].tool_calls == 3
+
+
+def test_bench_on_the_responses_api_counts_tool_calls(server: Any, tmp_path: Path) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    fake = '{"fake": {"tool_calls": 2, "output_tokens": 6}}'
+    s = _bench(server, tmp_path / "r", "--api", "responses", "--tools", str(tools), "--extra-body", fake)
+    assert s["requests"]["succeeded"] == 6 and s["tools"]["tool_calls"] == 12
+    assert s["tools"]["ttft_tool_ms"]["p50"] >= 60

@@ -52,8 +52,8 @@ from tokenrace.testing.fake_plan import (
     token_groups,
 )
 from tokenrace.testing.fake_pooling import PoolingBadRequest, PoolingKind, pooling_answer, read_pooling
-from tokenrace.testing.fake_tools import offered_tool, tool_message
-from tokenrace.testing.fake_wire import wire_for
+from tokenrace.testing.fake_tools import offered_tool, responses_tool_items, tool_message
+from tokenrace.testing.fake_wire import responses_object, responses_usage, wire_for
 
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -435,7 +435,7 @@ def _gen_request(
     output, finish = _output_length(config, _max_tokens(body), rng, words)
     if fault == "empty":
         output, finish = 0, "stop"
-    tool = offered_tool(body) if config.tool_calls and endpoint == "chat" else None
+    tool = offered_tool(body) if config.tool_calls and endpoint in ("chat", "responses") else None
     reasoning = min(config.reasoning_tokens, output) if endpoint != "completions" and tool is None else 0
     if tool is not None and finish == "stop":
         finish = "tool_calls"
@@ -659,7 +659,11 @@ def _full_body(req: GenRequest) -> Json:
     usage = req.usage() if req.include_usage else None
     reasoning, answer = req.texts()
     body: Json
-    if req.tool_calls:
+    if req.tool_calls and req.meta.endpoint == "responses":
+        assert req.tool_name is not None
+        output = responses_tool_items(req.tool_name, req.output_tokens, req.tool_calls)
+        body = responses_object(req, "completed", output, responses_usage(req))
+    elif req.tool_calls:
         assert req.tool_name is not None
         body = chat_body(req.meta, "", "", req.finish_reason, usage)
         body["choices"][0]["message"].update(

@@ -26,8 +26,8 @@ from tokenrace.testing.fake_openai import (
     token_text,
     usage_block,
 )
-from tokenrace.testing.fake_tools import tool_deltas
-from tokenrace.testing.fake_wire import wire_for
+from tokenrace.testing.fake_tools import responses_tool_events, responses_tool_items, tool_deltas
+from tokenrace.testing.fake_wire import named_sse, responses_object, responses_usage, wire_for
 
 StepKind: TypeAlias = ChunkKind | Literal["stall", "abort"]
 
@@ -139,8 +139,15 @@ def plan_stream(req: GenRequest) -> Iterator[Step]:
 
 
 def _tool_steps(req: GenRequest) -> Iterator[Step]:
-    """A tool-calling answer: one chunk per argument token, then usage and [DONE]."""
+    """A tool-calling answer: one chunk per argument token, then the API's closing events."""
     assert req.tool_name is not None
+    if req.meta.endpoint == "responses":
+        for piece, token in responses_tool_events(req.tool_name, req.output_tokens, req.tool_calls):
+            yield Step("tool", b"".join(named_sse(e) for e in piece["events"]), 1, token)
+        output = responses_tool_items(req.tool_name, req.output_tokens, req.tool_calls)
+        final = responses_object(req, "completed", output, responses_usage(req))
+        yield Step("done", named_sse({"type": "response.completed", "response": final}))
+        return
     last = req.output_tokens - 1
     for delta, token in tool_deltas(req.tool_name, req.output_tokens, req.tool_calls):
         chunk = delta_chunk(req.meta, delta, "tool_calls" if token == last else None)

@@ -1,10 +1,14 @@
-"""Tool calls in the fake server's answers, in OpenAI's streamed chat shape.
+"""Tool calls in the fake server's answers: OpenAI's streamed chat shape and the Responses API's.
 
 A request that offers `tools`, to a server configured with `tool_calls: K`, is answered with K calls
 of the first offered (or the forced) function. The output tokens are shared among the calls, and
-each call's arguments are a JSON object `{"q": "w0 w1 ... "}` streamed one token per chunk; the
-first chunk of a call carries its index, id, type and name with its first token, as vLLM and OpenAI
-send them. The last chunk says `finish_reason: "tool_calls"`.
+each call's arguments are a JSON object `{"q": "w0 w1 ... "}` streamed one token per chunk.
+
+- Chat: the first chunk of a call carries its index, id, type and name with its first token, as vLLM
+  and OpenAI send them; the last chunk says `finish_reason: "tool_calls"`.
+- Responses: `response.output_item.added` (a `function_call` item with its name) before a call's
+  first `response.function_call_arguments.delta`; the final response lists the calls as
+  `function_call` output items with their whole arguments.
 """
 
 from __future__ import annotations
@@ -62,6 +66,37 @@ def tool_deltas(name: str, tokens: int, calls: int) -> Iterator[tuple[Json, int]
                 }
             yield {"tool_calls": [call]}, token
             token += 1
+
+
+def responses_tool_events(name: str, tokens: int, calls: int) -> Iterator[tuple[Json, int]]:
+    """(the events carrying one argument piece, the index of its token) in the Responses shape."""
+    token = 0
+    for index, size in enumerate(call_sizes(tokens, calls)):
+        item_id = f"fc_{index}"
+        for j, piece in enumerate(argument_pieces(token, size)):
+            delta = {"type": "response.function_call_arguments.delta", "item_id": item_id, "output_index": index}
+            events = [{**delta, "delta": piece}]
+            if j == 0:
+                item = {"id": item_id, "type": "function_call", "call_id": f"call_{index}", "name": name}
+                added = {"type": "response.output_item.added", "output_index": index, "item": {**item, "arguments": ""}}
+                events.insert(0, added)
+            yield {"events": events}, token
+            token += 1
+
+
+def responses_tool_items(name: str, tokens: int, calls: int) -> list[Json]:
+    """The calls as a finished response's `function_call` output items."""
+    return [
+        {
+            "id": f"fc_{i}",
+            "type": "function_call",
+            "status": "completed",
+            "call_id": call["id"],
+            "name": name,
+            "arguments": call["function"]["arguments"],
+        }
+        for i, call in enumerate(tool_message(name, tokens, calls))
+    ]
 
 
 def tool_message(name: str, tokens: int, calls: int) -> list[Json]:
