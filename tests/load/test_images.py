@@ -250,3 +250,37 @@ def test_each_api_builder_puts_the_images_in_its_own_shape() -> None:
         "type": "image",
         "source": {"type": "base64", "media_type": "image/png", "data": image.b64},
     }
+
+
+def test_sessions_and_traces_get_images_per_request(tmp_path: Path) -> None:
+    import asyncio
+
+    from tokenrace.load.prompts import builtin
+    from tokenrace.load.workload import Sessions, TraceLoad, WorkloadSpec, build_workload
+    from tokenrace.load.workloads.sessions import TurnsSpec
+
+    spec = ImageSpec(count=1, sizes=((8, 8),))
+    built = asyncio.run(build_workload(WorkloadSpec(turns=TurnsSpec(3), images=spec), builtin(), None, 0, 2))
+    assert isinstance(built.workload, Sessions)
+    first, second = (built.workload.turn_prompt(0, t, ["a"] * (t - 1)) for t in (1, 2))
+    assert first.images is not None and first.images.count == 1
+    assert second.images is not None and second.images.count == 2  # turn 1's image stays in the history
+    assert second.messages is not None
+    urls = [
+        p["image_url"]["url"]
+        for m in second.messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "image_url"
+    ]
+    assert len(set(urls)) == 2  # a fresh image on each turn
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        "".join(json.dumps({"timestamp_s": i, "input_tokens": 8, "output_tokens": 4}) + "\n" for i in range(3))
+    )
+    built = asyncio.run(
+        build_workload(WorkloadSpec(trace_file=str(trace), trace_format="jsonl", images=spec), builtin(), None, 0, 1)
+    )
+    assert isinstance(built.workload, TraceLoad)
+    picked = [built.workload.pick(i) for i in range(3)]
+    assert all(p.images is not None and p.images.count == 1 for p in picked) and not built.notes
