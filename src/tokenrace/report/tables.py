@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,50 +179,54 @@ def profile_table(summary: dict[str, Any]) -> Table:
     """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
     embeddings and rerank steps, which answer in one body, of the latency instead."""
     if _pooling_steps(summary):
-        return _pooling_profile_table(summary)
-    t = Table(title="steps", title_justify="left", header_style="bold")
-    for col in ("step", "conc.", "ok", "TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached"):
-        t.add_column(col, justify="left" if col == "step" else "right")
-    cold = summary.get("cold")
-    if cold:
-        t.add_row("cold", "1", "1/1" if not cold.get("error_kind") else "0/1", fmt(cold["ttft_ms"]), *[""] * 8)
-    for row in summary["steps"]:
-        req = row["requests"]
-        t.add_row(
-            row["step"],
-            str(row["concurrency"]),
-            f"{req['succeeded']}/{req['total']}",
-            *(fmt(row["ttft_ms"][q]) for q in ("p50", "p95", "max")),
-            *(fmt(row["tpot_ms"][q]) for q in ("p50", "p95", "max")),
+        columns: tuple[str, ...] = ("E2E p50", "p95", "max", "in tok/s", "req/s")
+        return _steps_table(
+            summary,
+            columns,
+            "e2e_ms",
+            lambda row: (*_quantiles(row["e2e_ms"]), fmt(row.get("input_tokens_per_s")), fmt(row["requests_per_s"], 2)),
+        )
+    columns = ("TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached")
+    return _steps_table(
+        summary,
+        columns,
+        "ttft_ms",
+        lambda row: (
+            *_quantiles(row["ttft_ms"]),
+            *_quantiles(row["tpot_ms"]),
             fmt(row["output_tokens_per_s"]),
             fmt(row["requests_per_s"], 2),
             _cached_cell(row.get("cache_hit_rate")),
-        )
+        ),
+    )
+
+
+def _quantiles(stats: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(fmt(stats[q]) for q in ("p50", "p95", "max"))
+
+
+def _steps_table(
+    summary: dict[str, Any],
+    columns: tuple[str, ...],
+    cold_metric: str,
+    cells: Callable[[dict[str, Any]], tuple[str, ...]],
+) -> Table:
+    """step, concurrency, succeeded/total, then `cells(row)` per step; the cold request's `cold_metric` first."""
+    t = Table(title="steps", title_justify="left", header_style="bold")
+    for col in ("step", "conc.", "ok", *columns):
+        t.add_column(col, justify="left" if col == "step" else "right")
+    cold = summary.get("cold")
+    if cold:
+        ok = "1/1" if not cold.get("error_kind") else "0/1"
+        t.add_row("cold", "1", ok, fmt(cold[cold_metric]), *[""] * (len(columns) - 1))
+    for row in summary["steps"]:
+        req = row["requests"]
+        t.add_row(row["step"], str(row["concurrency"]), f"{req['succeeded']}/{req['total']}", *cells(row))
     return t
 
 
 def _pooling_steps(summary: dict[str, Any]) -> bool:
     return any(row.get("api") in POOLING_APIS for row in summary["steps"])
-
-
-def _pooling_profile_table(summary: dict[str, Any]) -> Table:
-    t = Table(title="steps", title_justify="left", header_style="bold")
-    for col in ("step", "conc.", "ok", "E2E p50", "p95", "max", "in tok/s", "req/s"):
-        t.add_column(col, justify="left" if col == "step" else "right")
-    cold = summary.get("cold")
-    if cold:
-        t.add_row("cold", "1", "1/1" if not cold.get("error_kind") else "0/1", fmt(cold["e2e_ms"]), *[""] * 4)
-    for row in summary["steps"]:
-        req = row["requests"]
-        t.add_row(
-            row["step"],
-            str(row["concurrency"]),
-            f"{req['succeeded']}/{req['total']}",
-            *(fmt(row["e2e_ms"][q]) for q in ("p50", "p95", "max")),
-            fmt(row.get("input_tokens_per_s")),
-            fmt(row["requests_per_s"], 2),
-        )
-    return t
 
 
 def _cached_cell(rate: float | None) -> str:
