@@ -21,7 +21,7 @@ from tokenrace.load.windows import Windows
 from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.summary import Summary
-from tokenrace.runs.saved import RunData
+from tokenrace.runs.run import Run
 from tokenrace.runs.store import default_run_dir, read_jsonl, write_json
 from tokenrace.runs.summary import RunContext, build_summary
 
@@ -56,7 +56,7 @@ def _json_or_none(path: Path) -> Any:
         return None
 
 
-def import_file(path: Path) -> RunData:
+def import_file(path: Path) -> Run:
     kind = detect(path)
     if kind == "vllm":
         return from_vllm(_json(path), path)
@@ -122,12 +122,12 @@ def _record(
     return rec
 
 
-def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> RunData:
+def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> Run:
     imported = {"tool": manifest["tool"], "source_file": str(path)}
     summary = build_summary(records, RunContext(windows)).model_copy(update={"imported": imported})
     lines = [r.to_json(0) for r in records]
     manifest = Manifest.model_validate(manifest).model_dump(mode="json")
-    return RunData(path, "run", summary, manifest, _records=lines)
+    return Run(path, "run", summary, manifest, _records=lines)
 
 
 def _manifest(
@@ -173,7 +173,7 @@ def _settings(
 # --- vLLM bench serve --------------------------------------------------------------------------------
 
 
-def from_vllm(doc: dict[str, Any], path: Path) -> RunData:
+def from_vllm(doc: dict[str, Any], path: Path) -> Run:
     ttfts = doc.get("ttfts")
     if not isinstance(ttfts, list):
         raise UsageError(f"{path}: no per-request results; run vllm bench serve with --save-result --save-detailed")
@@ -288,7 +288,7 @@ def _count(metric: dict[str, Any] | None) -> int | None:
     return int(metric["value"]) if isinstance(metric, dict) and metric.get("value") is not None else None
 
 
-def from_aiperf(lines: list[dict[str, Any]], path: Path, aggregate: dict[str, Any] | None = None) -> RunData:
+def from_aiperf(lines: list[dict[str, Any]], path: Path, aggregate: dict[str, Any] | None = None) -> Run:
     lines = [x for x in lines if isinstance(x.get("metadata"), dict)]
     if not lines:
         raise UsageError(f"{path}: no AIPerf records (one JSON object per line with metadata and metrics)")
