@@ -66,6 +66,7 @@ def manifest_lines(m: dict[str, Any]) -> list[str]:
     ]
     if m.get("command"):
         lines.append("command: " + " ".join(str(a) for a in m["command"]))
-    if m.get("source_file"):
-        lines.append(f"imported from: {m['source_file']}")
+    source = (m.get("imported") or {}).get("source_file")
+    if source:
+        lines.append(f"imported from: {source}")
     return lines

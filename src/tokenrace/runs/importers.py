@@ -20,9 +20,9 @@ from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.summary import Summary
+from tokenrace.model.summary import Imported, Summary
 from tokenrace.runs.run import Run
-from tokenrace.runs.store import default_run_dir, read_jsonl, write_json
+from tokenrace.runs.store import default_run_dir, read_jsonl, write_model
 from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000
@@ -77,8 +77,8 @@ def import_to_dir(path: Path, out: Path | None = None) -> Path:
         raise UsageError(f"{directory} already holds a run")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in data.records()))
-    write_json(directory / SUMMARY, data.summary.model_dump(mode="json"))
-    write_json(directory / MANIFEST, data.manifest)
+    write_model(directory / SUMMARY, data.summary)
+    write_model(directory / MANIFEST, Manifest.model_validate(data.manifest))
     return directory
 
 
@@ -123,8 +123,8 @@ def _record(
 
 
 def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> Run:
-    imported = {"tool": manifest["tool"], "source_file": str(path)}
-    summary = build_summary(records, RunContext(windows)).model_copy(update={"imported": imported})
+    summary = build_summary(records, RunContext(windows))
+    summary.imported = Imported(tool=manifest["tool"], source_file=str(path))
     lines = [r.to_json(0) for r in records]
     manifest = Manifest.model_validate(manifest).model_dump(mode="json")
     return Run(path, "run", summary, manifest, _records=lines)
@@ -145,10 +145,12 @@ def _manifest(
         "prompts": {"name": extra.pop("prompts", None), "count": None, "sizing": None},
         "started_at": started,
         "finished_at": None,
-        "source_file": str(path),
-        "imported_at": datetime.now(UTC).isoformat(),
-        "imported_by": f"tokenrace {__version__}",
-        **extra,
+        "imported": {
+            "source_file": str(path),
+            "imported_at": datetime.now(UTC).isoformat(),
+            "imported_by": f"tokenrace {__version__}",
+            **extra,
+        },
     }
 
 
@@ -262,7 +264,7 @@ def _window_from_duration(summary: Summary, duration: float | None) -> None:
     tp.requests_per_s = round(summary.requests.succeeded / duration, 4)
     summary.achieved_rate = None
     if summary.imported is not None:
-        summary.imported["window"] = "duration"
+        summary.imported.window = "duration"
 
 
 # --- AIPerf ------------------------------------------------------------------------------------------

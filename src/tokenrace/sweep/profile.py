@@ -15,7 +15,7 @@ from tokenrace.model.run import ProfileFile, Warm
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings
-from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import RunningEngine, start_embedded
 from tokenrace.sweep.runner import ProgressFor, StepRunner
@@ -78,7 +78,7 @@ async def _run_steps(
         if result.interrupted:
             break
     file = profile_summary(results, engine.record)
-    write_json(parent / PROFILE, file.model_dump(mode="json"))
+    write_model(parent / PROFILE, file)
     manifest = results[0][1].manifest if results else {}
     return Run(parent, "profile", file, manifest, results)
 

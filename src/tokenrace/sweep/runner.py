@@ -34,7 +34,7 @@ from tokenrace.runs.history import index_quietly
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings, Progress, PromptSpec
-from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.sweep import knee as kn
 
 KINDS = ("concurrency", "rate", "input_tokens", "goodput")
@@ -312,7 +312,7 @@ class Sweep:
             **self.state.extra,
         }
         file = SweepFile.model_validate(summary)
-        write_json(self.parent / SWEEP, file.model_dump(mode="json"))
+        write_model(self.parent / SWEEP, file)
         return file
 
 
