@@ -36,11 +36,21 @@ def server() -> Iterator[Any]:
 
 
 async def _send(
-    base_url: str, api: str, prompts: list[Prompt], fake: dict[str, Any] | None = None, **opts: Any
+    base_url: str,
+    api: str,
+    prompts: list[Prompt],
+    fake: dict[str, Any] | None = None,
+    one_by_one: bool = False,
+    **opts: Any,
 ) -> list[RequestRecord]:
+    """Send the prompts together (or one after the other: then a stall of this shared machine lands on
+    one request, not on all of them at once)."""
     options = RequestOptions(api=api, max_tokens=None, extra_body={"fake": fake} if fake else {}, **opts)
     async with OpenAIClient(base_url, "fake-model", options=options) as c:
-        recs = await asyncio.gather(*(c.send(p, RequestRecord(seq=i)) for i, p in enumerate(prompts)))
+        if one_by_one:
+            recs = [await c.send(p, RequestRecord(seq=i)) for i, p in enumerate(prompts)]
+        else:
+            recs = await asyncio.gather(*(c.send(p, RequestRecord(seq=i)) for i, p in enumerate(prompts)))
         for r, p in zip(recs, prompts, strict=True):
             await fill_token_counts(r, p.as_text(), None)
         return list(recs)
@@ -109,20 +119,28 @@ def test_not_streamed(server: Any, api: str) -> None:
     assert r.output_tokens == TOKENS and r.text.startswith("w0 ")
 
 
+def _body_biases_ms(recs: list[RequestRecord], log: list[dict[str, Any]]) -> list[float]:
+    """Per request: the arrival of the answer's end - the server's send stamp of the body."""
+    return [(r.end_ns - _sent(_entry(log, r.response_id), ("body",))[0]["t_ns"]) / 1e6 for r in recs]
+
+
 def test_embeddings_latency_is_the_programmed_time_per_input(server: Any) -> None:
     server.reset()
-    batch = [Prompt(inputs=[f"text number {i} here" for i in range(n)]) for n in (1, 8, 16)]
-    recs = run(_send(server.base_url, "embeddings", batch))
+    sizes = (1, 8, 16) * 3
+    batch = [Prompt(inputs=[f"text number {i} here" for i in range(n)]) for n in sizes]
+    recs = run(_send(server.base_url, "embeddings", batch, one_by_one=True))
     log = server.log(wait_idle_s=2)
-    for r, n in zip(recs, (1, 8, 16), strict=True):
-        assert r.ok, r.error_message
-        entry = next(e for e in log if e["inputs"] == n)
-        body = _sent(entry, ("body",))[0]["t_ns"]
-        assert 0 <= r.end_ns - body and (r.end_ns - body) / 1e6 < 5.0
+    assert all(r.ok for r in recs), [r.error_message for r in recs]
+    biases = _body_biases_ms(recs, log)
+    assert 0 <= min(biases) and float(np.median(biases)) < 5.0
+    for r, n in zip(recs, sizes, strict=True):
+        entry = _entry(log, r.response_id)
+        assert entry["inputs"] == n
         d = derived(r)
         assert d["ttft_ms"] is None and d["tpot_ms"] is None and r.chunk_ns == []
         assert d["e2e_ms"] >= TTFT_MS + n * PER_INPUT_MS
-        assert (body - entry["arrival_ns"]) / 1e6 >= TTFT_MS + n * PER_INPUT_MS
+        sent = _sent(entry, ("body",))[0]["t_ns"]
+        assert (sent - entry["arrival_ns"]) / 1e6 >= TTFT_MS + n * PER_INPUT_MS
         assert r.inputs == n and r.embedding_dim == 32
         assert (r.prompt_tokens, r.prompt_tokens_source) == (4 * n, "usage") and r.output_tokens is None
 
@@ -130,15 +148,16 @@ def test_embeddings_latency_is_the_programmed_time_per_input(server: Any) -> Non
 @pytest.mark.parametrize("fmt", ["cohere", "tei"])
 def test_rerank_latency_is_the_programmed_time_per_document(server: Any, fmt: str) -> None:
     server.reset()
-    prompts = [Prompt(text="which one", documents=[f"document {i}" for i in range(n)]) for n in (2, 10)]
-    recs = run(_send(server.base_url, "rerank", prompts, rerank_format=fmt))
+    sizes = (2, 10) * 3
+    prompts = [Prompt(text="which one", documents=[f"document {i}" for i in range(n)]) for n in sizes]
+    recs = run(_send(server.base_url, "rerank", prompts, one_by_one=True, rerank_format=fmt))
     log = server.log(wait_idle_s=2)
-    for r, n in zip(recs, (2, 10), strict=True):
-        assert r.ok, r.error_message
-        entry = next(e for e in log if e["inputs"] == n)
-        assert entry["path"] == ("/rerank" if fmt == "tei" else "/v1/rerank")
-        body = _sent(entry, ("body",))[0]["t_ns"]
-        assert 0 <= r.end_ns - body and (r.end_ns - body) / 1e6 < 5.0
+    assert all(r.ok for r in recs), [r.error_message for r in recs]
+    biases = _body_biases_ms(recs, log)
+    assert 0 <= min(biases) and float(np.median(biases)) < 5.0
+    for r, n in zip(recs, sizes, strict=True):
+        entry = _entry(log, r.response_id)
+        assert entry["path"] == ("/rerank" if fmt == "tei" else "/v1/rerank") and entry["inputs"] == n
         assert derived(r)["e2e_ms"] >= TTFT_MS + n * PER_DOCUMENT_MS and r.documents == n
 
 

@@ -212,6 +212,14 @@ class RunWarning(BaseModel):
     figures: dict[str, float | int | str | None] = Field(default_factory=dict)
 
 
+class Imported(_Model):
+    """A summary computed from another tool's result file."""
+
+    tool: str | None = None
+    source_file: str | None = None
+    window: Literal["duration"] | None = None  # throughput over the tool's duration: it had no start times
+
+
 class Summary(_Model):
     """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
 
@@ -238,7 +246,7 @@ class Summary(_Model):
     cost: Cost | None = None
     resources: JsonObject | None = None
     drift: JsonObject | None = None
-    imported: JsonObject | None = None  # read from another tool's result file
+    imported: Imported | None = None  # read from another tool's result file
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None

@@ -52,6 +52,7 @@ from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.runs.api_fit import check_api_fit
 from tokenrace.runs.instruments import monitor_for_bench
+from tokenrace.runs.run import Run
 from tokenrace.runs.store import RunStore, default_run_dir
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 
@@ -95,18 +96,6 @@ class BenchSettings:
         key = self.endpoint.api_key if self.endpoint else None
         marked = frozenset(self.secret_headers)
         return [v for v in (key, *secret_values(self.request.extra_headers, self.request.extra_body, marked)) if v]
-
-
-@dataclass(slots=True)
-class BenchResult:
-    directory: Path
-    summary: Summary
-    manifest: dict[str, Any]
-    interrupted: bool = False
-
-    @property
-    def failed_threshold(self) -> bool:
-        return self.summary.exceeded_max_error_rate
 
 
 Progress = Callable[[RequestRecord], None]
@@ -271,7 +260,7 @@ class BenchSession:
         self._written: set[int] = set()
         self.client_cpu_pct: float | None = None
 
-    async def run(self) -> BenchResult:
+    async def run(self) -> Run:
         s = self.s
         inputs = read_inputs(s)  # before the first network call: bad input is reported as such
         t0 = time.perf_counter_ns()
@@ -312,7 +301,7 @@ class BenchSession:
             finally:
                 if pool is not None:
                     await pool.close()
-        return BenchResult(directory, summary, manifest, summary.interrupted)
+        return Run(directory, "run", summary, manifest, interrupted=summary.interrupted)
 
     async def _start_workers(self, client: OpenAIClient) -> tuple[Pool | None, str | None]:
         """The pool of sending workers --workers/--ray ask for (None: this process sends)."""
