@@ -199,6 +199,19 @@ def test_bench_summarizes_tool_calls_and_schema_validity(server: Any, tmp_path: 
     assert s["structured_output"]["checked"] == 0
 
 
+def test_the_headline_speaks_of_tools_and_the_schema(server: Any, tmp_path: Path) -> None:
+    from tokenrace.model.summary import Summary
+    from tokenrace.report.tables import headline_lines
+
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps(SCHEMA))
+    fake = json.dumps({"fake": {"answer": VALID}})
+    lines = headline_lines(
+        Summary.model_validate(_bench(server, tmp_path / "r", "--response-format", str(schema), "--extra-body", fake))
+    )
+    assert any(line.startswith("response schema: 100.0 % valid (6 of 6") for line in lines), lines
+
+
 def test_tools_and_schema_on_the_responses_api(server: Any) -> None:
     server.reset()
     recs = run(_send(server.base_url, 2, {"tool_calls": 2}, api="responses", tools=TOOLS, tool_choice="search"))

@@ -213,6 +213,14 @@ def test_ttft_split_by_image_count_with_the_difference(tmp_path: Path) -> None:
     diff = images["ttft_difference_ms"]
     assert 45 < diff["difference"] < 100 and diff["ci_low"] <= diff["difference"] <= diff["ci_high"]
     assert images["requests_with_images"] == by[1]["requests"]
+    assert any(line.startswith("images: TTFT p50 with − without = ") for line in _headline(out))
+
+
+def _headline(out: Path) -> list[str]:
+    from tokenrace.model.summary import Summary
+    from tokenrace.report.tables import headline_lines
+
+    return headline_lines(Summary.model_validate_json((out / "summary.json").read_text()))
 
 
 def test_a_server_that_refuses_images_gives_error_records_with_a_hint(tmp_path: Path) -> None:
