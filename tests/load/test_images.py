@@ -292,3 +292,16 @@ def test_sessions_and_traces_get_images_per_request(tmp_path: Path) -> None:
     assert isinstance(built.workload, TraceLoad)
     picked = [built.workload.pick(i) for i in range(3)]
     assert all(p.images is not None and p.images.count == 1 for p in picked) and not built.notes
+
+
+def test_two_runs_never_send_the_same_image() -> None:
+    import asyncio
+
+    from tokenrace.load.prompts import builtin
+    from tokenrace.load.workload import Prompts, WorkloadSpec, build_workload
+
+    spec = WorkloadSpec(images=ImageSpec(count=1, sizes=((8, 8),)))
+    runs = [asyncio.run(build_workload(spec, builtin(), None, 0, 1, requests=3)).workload for _ in range(2)]
+    assert all(isinstance(w, Prompts) and w.images is not None for w in runs)
+    a, b = (w.images.for_request(0)[0].b64 for w in runs if isinstance(w, Prompts) and w.images is not None)
+    assert a != b  # same seed, another run: another image (a server's cache outlives a run)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -220,15 +221,17 @@ async def build_workload(
 async def _with_images(
     built: Built, spec: ImageSpec, seed: int, requests: int | None, files: tuple[Image, ...]
 ) -> Built:
-    """The workload with its images made (in a thread: encoding takes a while) and attached."""
+    """The workload with its images made (in a thread: encoding takes a while) and attached; the
+    run's nonce salts them, so no two runs send the same image."""
+    salt = zlib.crc32(built.nonce.encode())
     w = built.workload
     if isinstance(w, Sessions):
         turns = sum(len(c.turns) for c in w.conversations)
-        bank = await asyncio.to_thread(build_bank, spec, turns, seed, files)
+        bank = await asyncio.to_thread(build_bank, spec, turns, seed, files, salt)
         workload: Workload = replace(w, conversations=tuple(with_turn_images(w.conversations, bank)))
     else:
         count = len(w.prompts) if isinstance(w, TraceLoad) else requests
-        bank = await asyncio.to_thread(build_bank, spec, count, seed, files)
+        bank = await asyncio.to_thread(build_bank, spec, count, seed, files, salt)
         workload = replace(w, images=bank)
     note = bank.note()
     return replace(built, workload=workload, notes=(*built.notes, note) if note else built.notes)

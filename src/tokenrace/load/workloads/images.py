@@ -1,8 +1,9 @@
 """Images for the requests: generated from the seed, read from a folder, or named by a dataset.
 
 Generated images are real encoded files (PNG or JPEG, made with Pillow) of exactly the asked size,
-their pixels uniform noise drawn from (seed, request, image), so every request's images differ from
-every other's and no server can answer one from a cache. They are made before the load starts,
+their pixels uniform noise drawn from (seed, request, image, the run's nonce), so every request's
+images differ from every other's, in this run and in any other (a server's cache outlives a run, as
+for cache busting), and no server can answer one from a cache. They are made before the load starts,
 outside any timed section: one set per request of a known count (cold, warm-up and measured
 requests), else a pool that repeats (noted in the manifest).
 
@@ -68,13 +69,14 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(sizes)
 
 
-def generate(size: tuple[int, int], fmt: ImageFormat, seed: int, index: int, k: int) -> Image:
+def generate(size: tuple[int, int], fmt: ImageFormat, seed: int, index: int, k: int, salt: int = 0) -> Image:
     """Image `k` of request `index`: noise of exactly `size`, encoded as `fmt`; the same for the same
-    (seed, index, k), different for any other."""
+    (seed, index, k, salt), different for any other. `salt`: the run's own (from its nonce), so a later
+    run against the same server sends images its cache has never seen."""
     from PIL import Image as PILImage
 
     w, h = size
-    rng = np.random.default_rng([seed & 0xFFFFFFFF, 0x1A6E, index, k])
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, 0x1A6E, index, k, salt & 0xFFFFFFFF])
     pixels = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
     buf = io.BytesIO()
     picture = PILImage.fromarray(pixels, "RGB")
@@ -169,8 +171,11 @@ class ImageBank:
         return f"images: a pool of {len(self.sets)} request image sets, repeated beyond that many requests"
 
 
-def build_bank(spec: ImageSpec, requests: int | None, seed: int, files: tuple[Image, ...] = ()) -> ImageBank:
-    """One image set per request (`requests`: how many the run sends, None when unknown)."""
+def build_bank(
+    spec: ImageSpec, requests: int | None, seed: int, files: tuple[Image, ...] = (), salt: int = 0
+) -> ImageBank:
+    """One image set per request (`requests`: how many the run sends, None when unknown); `salt`
+    makes this run's generated images differ from every other run's."""
     n = requests if requests is not None else POOL_SIZE
     carries = np.random.default_rng([seed & 0xFFFFFFFF, 0x5A4E]).random(n) < spec.share
     sets: list[tuple[Image, ...]] = []
@@ -183,7 +188,7 @@ def build_bank(spec: ImageSpec, requests: int | None, seed: int, files: tuple[Im
             one = tuple(files[(drawn + k) % len(files)] for k in range(spec.count))
         else:
             pick = [spec.sizes[(drawn + k) % len(spec.sizes)] for k in range(spec.count)]
-            one = tuple(generate(size, spec.format, seed, index, k) for k, size in enumerate(pick))
+            one = tuple(generate(size, spec.format, seed, index, k, salt) for k, size in enumerate(pick))
         drawn += spec.count
         sets.append(one)
     return ImageBank(tuple(sets), repeats=requests is None)
