@@ -107,7 +107,8 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
     chosen = [k for k, v in kinds.items() if v]
     if len(chosen) > 1:
         raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths or --max-goodput")
-    kind = chosen[0] if chosen else "concurrency"
+    # --content all alone: the three kinds, one step each, compared (with another sweep, each step mixes them).
+    kind = chosen[0] if chosen else "content" if o.get("content") == "all" else "concurrency"
     flag = {"concurrency": "--concurrencies", "rate": "--rates", "input_tokens": "--input-lengths"}.get(kind)
     values = parse_values(kinds[kind], flag) if flag and kinds[kind] else None
     return SweepPlan(
@@ -205,9 +206,18 @@ def sweep_table(s: dict[str, Any]) -> Table:
         title_justify="left",
         header_style="bold",
     )
-    first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}[kind]
+    first = {
+        "concurrency": "conc.",
+        "rate": "rate",
+        "goodput": "rate",
+        "input_tokens": "prompt tok",
+        "content": "conc.",
+    }
     priced = any(_usd(row) is not None for row in s["steps"])
-    cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached")
+    spec = any(row.get("acceptance_rate") is not None for row in s["steps"])
+    joules = any(row.get("output_tokens_per_joule") is not None for row in s["steps"])
+    cols = ("step", first[kind], "ok", "TTFT p50", "p95", "TPOT p50", "p95", *(("accept",) if spec else ()))
+    cols += ("E2E p95", "tok/s", "gain", "err %", "cached", *(("tok/J",) if joules else ()))
     for c in (*cols, *(("$/M out tok",) if priced else ()), ""):
         t.add_column(c, justify="left" if c in ("step", "") else "right")
     for row in s["steps"]:
@@ -220,11 +230,13 @@ def sweep_table(s: dict[str, Any]) -> Table:
             fmt(row["ttft_ms"]["p95"]),
             fmt(row["tpot_ms"]["p50"], 2),
             fmt(row["tpot_ms"]["p95"], 2),
+            *((_percent(row.get("acceptance_rate")),) if spec else ()),
             fmt(row["e2e_ms"]["p95"]),
             fmt(row["throughput_tokens_per_s"]),
             _gain(row.get("gain")),
             fmt(None if row["error_rate"] is None else row["error_rate"] * 100),
-            "—" if row.get("cache_hit_rate") is None else f"{row['cache_hit_rate'] * 100:.0f} %",
+            _percent(row.get("cache_hit_rate")),
+            *((fmt(row.get("output_tokens_per_joule"), 2),) if joules else ()),
             *((fmt(_usd(row), 4),) if priced else ()),
             _mark(row),
         )
@@ -235,8 +247,12 @@ def _usd(row: dict[str, Any]) -> float | None:
     return (row.get("cost") or {}).get("usd_per_million_output_tokens")
 
 
+def _percent(share: float | None) -> str:
+    return "—" if share is None else f"{share * 100:.0f} %"
+
+
 def _load_cell(kind: str, row: dict[str, Any]) -> str:
-    if kind == "concurrency":
+    if kind in ("concurrency", "content"):
         return str(row["concurrency"])
     if kind == "input_tokens":
         return fmt(row["prompt_tokens_mean"], 0)
@@ -281,6 +297,8 @@ def sweep_lines(s: dict[str, Any]) -> list[str]:
             else f"knee: none ({s['stop_reason']} at the first step)"
         )
     lines.append(f"stopped: {fmt(s.get('stop_reason') or 'no reason recorded (an older sweep.json)')}")
+    if s.get("content"):
+        lines.append(f"content: {s['content'].get('verdict')}")
     if s.get("prefill"):
         p = s["prefill"]
         lines.append(

@@ -33,6 +33,7 @@ class Prompt:
     label: str | None = None
     # Headers for this request only, e.g. a multi-turn session's id for routers that pin sessions.
     headers: dict[str, str] | None = None
+    content: str | None = None  # what the model is asked to write (natural, copy, random), when chosen
 
     def as_text(self) -> str:
         if self.text is not None:

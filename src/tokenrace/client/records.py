@@ -60,6 +60,7 @@ class RequestRecord:
     max_tokens: int | None = None
     cancel_after_chunks: int | None = None  # the client cancels the stream after this many content chunks
     worker: int | None = None  # the worker process that sent it, when the load was spread over several
+    content: str | None = None  # the kind of content asked for (--content), when one was
 
     @property
     def ok(self) -> bool:
@@ -116,6 +117,7 @@ class RequestRecord:
             "output_tokens_source": self.output_tokens_source,
             "output_chars": len(self.text),
             "max_tokens": self.max_tokens,
+            "content": self.content,
             "finish_reason": self.finish_reason,
             "status": self.status,
             "error_kind": self.error_kind,

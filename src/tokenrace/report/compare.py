@@ -271,6 +271,34 @@ def cache_row(a: RunData, b: RunData) -> Row | None:
     return Row("cache.hit_rate", "prefix cache hit rate", "fraction", ha, hb, diff, None, None, None, "—", "difference")
 
 
+def acceptance_row(a: RunData, b: RunData) -> Row | None:
+    """The engine's speculative-decoding acceptance (accepted ÷ draft tokens), shown beside TPOT:
+    a TPOT gain that comes with a higher acceptance came from the content or the drafter."""
+    pa, pb = _section_value(a, "speculative", "acceptance_rate"), _section_value(b, "speculative", "acceptance_rate")
+    if pa is None and pb is None:
+        return None
+    diff = pb - pa if pa is not None and pb is not None else None
+    label = "spec acceptance"
+    return Row("speculative.acceptance_rate", label, "fraction", pa, pb, diff, None, None, None, "—", "difference")
+
+
+def energy_row(a: RunData, b: RunData) -> Row | None:
+    """Output tokens per joule of GPU energy (higher is better; no CI: one energy reading per run)."""
+    ea = _section_value(a, "energy", "output_tokens_per_joule")
+    eb = _section_value(b, "energy", "output_tokens_per_joule")
+    if ea is None and eb is None:
+        return None
+    ratio = eb / ea if ea and eb is not None else None
+    verdict = _verdict(ratio, None, lower_is_better=False)
+    return Row("energy.output_tokens_per_joule", "output tok / J", "tok/J", ea, eb, ratio, None, None, None, verdict)
+
+
+def _section_value(run: RunData, section: str, key: str) -> float | None:
+    d = run.summary.get(section)
+    value = d.get(key) if isinstance(d, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def _hit_rate(run: RunData) -> float | None:
     c = run.summary.get("cache")
     return c.get("hit_rate") if isinstance(c, dict) else None
@@ -306,7 +334,14 @@ def accuracy_row(q: QualitySection) -> Row:
 
 def compare_runs(a: RunData, b: RunData, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
     rows = [latency_row(a, b, key, label, unit, stat) for key, label, unit in LATENCIES for stat in STATS]
+    accepted = acceptance_row(a, b)
+    if accepted is not None:  # beside TPOT, which speculative decoding moves
+        after_tpot = max(i for i, r in enumerate(rows) if r.metric.startswith("tpot_ms")) + 1
+        rows.insert(after_tpot, accepted)
     rows += [throughput_row(a, b), error_row(a, b)]
+    energy = energy_row(a, b)
+    if energy is not None:
+        rows.append(energy)
     cache = cache_row(a, b)
     if cache is not None:
         rows.append(cache)

@@ -449,6 +449,7 @@ def run_cards(run: RunData, cost: dict[str, Any] | None, bound: float | None) ->
     items = [
         ("TTFT p50", f"{_f(m['ttft_ms']['p50'])} ms", f"p95 {_f(m['ttft_ms']['p95'])} ms"),
         ("TPOT p50", f"{_f(m['tpot_ms']['p50'], 2)} ms", f"p95 {_f(m['tpot_ms']['p95'], 2)} ms"),
+        *_speculative_card(s.get("speculative")),
         ("E2E p95", f"{_f(m['e2e_ms']['p95'])} ms", f"p50 {_f(m['e2e_ms']['p50'])} ms"),
         (
             "throughput",
@@ -478,6 +479,7 @@ def run_cards(run: RunData, cost: dict[str, Any] | None, bound: float | None) ->
                 "of prompt tokens served from the server's cache" + (f" · {busted}" if busted else ""),
             )
         )
+    items += _energy_card(s.get("energy")) + _content_card(s.get("content"))
     if cost and cost.get("usd_per_million_output_tokens") is not None:
         items.append(
             (
@@ -487,6 +489,40 @@ def run_cards(run: RunData, cost: dict[str, Any] | None, bound: float | None) ->
             )
         )
     return cards(items)
+
+
+def _speculative_card(spec: dict[str, Any] | None) -> list[tuple[str, str, str | None]]:
+    """Beside TPOT: the engine's own acceptance, which moves TPOT with the content."""
+    if not spec or spec.get("acceptance_rate") is None:
+        return []
+    steps = spec.get("tokens_per_step")
+    return [
+        (
+            "spec acceptance",
+            f"{spec['acceptance_rate'] * 100:.1f} %",
+            (f"{steps:.2f} tokens per step · " if steps else "") + "accepted ÷ draft tokens, the engine's counters",
+        )
+    ]
+
+
+def _energy_card(energy: dict[str, Any] | None) -> list[tuple[str, str, str | None]]:
+    if not energy:
+        return []
+    if energy.get("output_tokens_per_joule") is None:
+        return [("energy", "not measured", _text(energy.get("reason")))]
+    return [
+        (
+            "output tokens per joule",
+            f"{energy['output_tokens_per_joule']:.2f} tok/J",
+            f"{_f(energy.get('mean_power_w'))} W mean over {len(energy['gpus'])} GPU(s) · {energy['source']}",
+        )
+    ]
+
+
+def _content_card(content: dict[str, Any] | None) -> list[tuple[str, str, str | None]]:
+    if not content or content.get("ratio") is None:
+        return []
+    return [("TPOT by content", f"×{content['ratio']:.2f}", _text(content.get("verdict")))]
 
 
 def _basis(c: dict[str, Any]) -> str:
@@ -675,6 +711,7 @@ def _sweep_cards(s: dict[str, Any], sw: RunData, cost: CostSpec | None) -> list[
         items.append(("knee", "not reached", "throughput still grew at the last step"))
     best = max((r["throughput_tokens_per_s"] or 0 for r in s["steps"]), default=0)
     items.append(("peak throughput", f"{_f(best)} tok/s", None))
+    items += _content_card(s.get("content"))
     if s.get("prefill"):
         items.append(
             ("prefill", f"{_f(s['prefill']['prefill_tokens_per_s'])} tok/s", f"R² {_f(s['prefill']['r2'], 3)}")
@@ -700,8 +737,13 @@ def _stopped(s: dict[str, Any], sw: RunData) -> str:
 
 def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
     priced = any(v is not None for v in costs.values())
+    spec = any(r.get("acceptance_rate") is not None for r in s["steps"])
+    joules = any(r.get("output_tokens_per_joule") is not None for r in s["steps"])
     cols = (
-        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %", "cached %"]
+        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50"]
+        + (["accept %"] if spec else [])
+        + ["E2E p95", "tok/s", "gain", "err %", "cached %"]
+        + (["tok/J"] if joules else [])
         + (["$/M out tok"] if priced else [])
         + [""]
     )
@@ -719,6 +761,10 @@ def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
             _f(r["ttft_ms"]["p50"]),
             _f(r["ttft_ms"]["p95"]),
             _f(r["tpot_ms"]["p50"], 2),
+        ]
+        accept = r.get("acceptance_rate")
+        cells += [_f(None if accept is None else accept * 100)] if spec else []
+        cells += [
             _f(r["e2e_ms"]["p95"]),
             _f(r["throughput_tokens_per_s"]),
             gain,
@@ -727,6 +773,7 @@ def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
             # has a lower TTFT for a reason other than load.
             _f(None if r.get("cache_hit_rate") is None else r["cache_hit_rate"] * 100),
         ]
+        cells += [_f(r.get("output_tokens_per_joule"), 2)] if joules else []
         cells += [_f(costs.get(r["step"]), 4)] if priced else []
         cells.append(mark)
         tds = "".join(

@@ -69,6 +69,7 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
         + (" (approximate: counted chunks)" if src.get("approximate") else "")
     )
     lines.extend(cache_lines(summary))
+    lines.extend(claim_lines(summary))
     lines.extend(turn_lines(summary.get("by_turn")))
     eff = summary.get("efficiency")
     if eff and not eff.get("error"):
@@ -93,6 +94,31 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
             f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}"
         )
     return lines
+
+
+def claim_lines(summary: dict[str, Any]) -> list[str]:
+    """What a speed figure rests on: the engine's speculative decoding, the content, the energy."""
+    out = []
+    spec = summary.get("speculative")
+    if spec and spec.get("acceptance_rate") is not None:
+        steps = spec.get("tokens_per_step")
+        out.append(
+            f"speculative decoding: {fmt(_pct(spec['acceptance_rate']))} % of draft tokens accepted"
+            + (f", {fmt(steps, 2)} tokens per step" if steps is not None else "")
+            + f" ({spec['source']})"
+        )
+    content = summary.get("content")
+    if content:
+        kinds = ", ".join(f"{k} {fmt(v['tpot_ms_p50'], 2)} ms" for k, v in content["kinds"].items())
+        out.append(f"TPOT p50 by content: {kinds}; {content.get('verdict')}")
+    energy = summary.get("energy")
+    if energy and energy.get("output_tokens_per_joule") is not None:
+        out.append(
+            f"energy: {fmt(energy['joules'])} J over {fmt(energy['window_s'], 2)} s on {len(energy['gpus'])} GPU(s), "
+            f"{fmt(energy['output_tokens_per_joule'], 2)} output tok/J, mean {fmt(energy['mean_power_w'])} W "
+            f"({energy['source']}, {energy['method']})"
+        )
+    return out
 
 
 def cache_lines(summary: dict[str, Any]) -> list[str]:

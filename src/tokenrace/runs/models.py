@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tokenrace.client.redact import HIDDEN, redact_fields, redact_headers
+from tokenrace.runs.sections import ContentSpeed, Energy, Speculative
 
 SCHEMA_VERSION = 1
 
@@ -79,6 +80,7 @@ class RecordLine(_Model):
     cached_tokens_source: Literal["usage", "engine"] | None = None
     output_chars: int | None = None
     max_tokens: int | None = None
+    content: str | None = None  # --content: natural, copy or random
     finish_reason: str | None = None
     status: int | None = None
     error_kind: str | None = None
@@ -250,6 +252,9 @@ class Summary(_Model):
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
+    speculative: Speculative | None = None  # the engine's speculative-decoding counters over the run
+    content: ContentSpeed | None = None  # decode speed per kind of content (--content)
+    energy: Energy | None = None  # GPU energy over the run (NVML on this machine, or --dcgm-url)
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -383,6 +388,9 @@ class StepRow(_Model):
     server_vs_client: EngineClock | None = None
     efficiency: JsonObject | None = None
     cost: Cost | None = None
+    content: str | None = None  # the kind of content the step asked for (--content)
+    acceptance_rate: float | None = None  # the engine's speculative decoding over the step
+    output_tokens_per_joule: float | None = None  # GPU energy over the step (NVML or --dcgm-url)
     run_dir: str | None = None
     gain: float | None = None
     saturated: bool | None = None
@@ -413,6 +421,7 @@ class SweepFile(_Model):
     steps: list[StepRow] = Field(default_factory=list)
     prefill: JsonObject | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
     goodput_search: JsonObject | None = None  # goodput sweeps: the highest rate that met the SLO
+    content: ContentSpeed | None = None  # content sweeps: TPOT per kind of content, compared
 
 
 class ProfileFile(_Model):

@@ -51,5 +51,8 @@ def step_row(
         "server_vs_client": s.get("server_vs_client"),
         "efficiency": s.get("efficiency"),
         "cost": cost_of(s, manifest, cost),
+        "content": ((manifest["settings"].get("prompts") or {}).get("content")),
+        "acceptance_rate": (s.get("speculative") or {}).get("acceptance_rate"),
+        "output_tokens_per_joule": (s.get("energy") or {}).get("output_tokens_per_joule"),
         "run_dir": str(directory),
     }

@@ -15,13 +15,17 @@ from typing import Any
 from tokenrace.client.records import RequestRecord
 from tokenrace.figures.cache import cache_section, cache_warning
 from tokenrace.figures.client_load import ClientObservation, client_load, client_warning
+from tokenrace.figures.content import content_section, content_warning, samples_of
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.drift import drift, is_soak
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
+from tokenrace.figures.energy import energy_section
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
+from tokenrace.figures.speculative import speculative_section
 from tokenrace.figures.summary import by_turn, summarize
 from tokenrace.load.windows import Windows
 from tokenrace.monitor.advice import resource_warnings
+from tokenrace.monitor.energy import EnergyWindow
 from tokenrace.runs.models import SCHEMA_VERSION, Summary
 
 
@@ -56,6 +60,7 @@ class RunContext:
     server_cache: dict[str, Any] | None = None  # the engine's prefix-cache counters over the run
     warnings: tuple[str, ...] = ()  # what the run itself observed (a worker that died, ...)
     client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
+    energy: EnergyWindow | None = None  # the GPUs' energy over the load (NVML or a DCGM exporter)
 
 
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
@@ -69,6 +74,9 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s["exceeded_max_error_rate"] = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
     s["server_vs_client"] = _engine_clock(ok, ctx.scrapes, s["metrics"])
     s["cache"] = cache_section(ok, ctx.cache_busted, ctx.server_cache)
+    scrapes = ctx.scrapes
+    s["speculative"] = speculative_section(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None
+    s["content"] = content_section(samples_of(ok), _acceptance_by_kind(ok, s["speculative"]))
     turns = by_turn(ok)
     s["by_turn"] = turns or None
     if ctx.efficiency is not None and s["requests"]["succeeded"]:
@@ -82,10 +90,19 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     if ctx.client is not None:
         s["client_load"] = client_load(ok, s["throughput"]["window_s"], s["max_in_flight"], ctx.client)
         s["client_bound"] = s["client_load"]["client_bound"]
-    s["warnings"] = [w for w in (cache_warning(s["cache"]), client_warning(s.get("client_load"))) if w] + list(
-        ctx.warnings
-    )
+    s["energy"] = energy_section(ctx.energy, records)
+    found = (cache_warning(s["cache"]), client_warning(s.get("client_load")), content_warning(s["content"]))
+    energy_warnings = ctx.energy.warnings if ctx.energy is not None else []
+    s["warnings"] = [w for w in found if w] + list(ctx.warnings) + energy_warnings
     return Summary.model_validate(s)
+
+
+def _acceptance_by_kind(ok: Sequence[RequestRecord], spec: dict[str, Any] | None) -> dict[str, float | None] | None:
+    """The engine's acceptance belongs to a kind of content only when the run asked for that kind alone."""
+    kinds = {r.content for r in ok}
+    if spec is None or len(kinds) != 1 or None in kinds:
+        return None
+    return {str(kinds.pop()): spec.get("acceptance_rate")}
 
 
 def _engine_clock(
