@@ -195,3 +195,15 @@ def test_no_nvml_is_a_reason_not_a_crash() -> None:
 
     window = measure(NoDriver([[1], [1]], [0, 0]), 0.0)
     assert window.gpus == [] and "NVML unavailable" in (window.reason or "")
+
+
+def test_a_recorded_nvml_power_reading_integrates_to_power_times_window() -> None:
+    """nvidia-smi's own power reading of an idle RTX 2080 Ti, played through NVML's power call."""
+    import xml.etree.ElementTree as ET
+
+    readings = ET.fromstring((FIXTURES / "nvml" / "nvidia_smi_q_rtx2080ti_power.xml").read_text())
+    watts = float((readings.findtext("instant_power_draw") or "").removesuffix(" W"))
+    assert watts == 2.42
+    window = measure(FakeNvml([[], []], [int(watts * 1000), int(watts * 1000)]), 0.2)
+    assert all(g.method == "power_samples" for g in window.gpus)
+    assert window.gpus[0].joules == pytest.approx(watts * (window.window_s or 0), rel=0.02)
