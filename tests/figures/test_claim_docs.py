@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tokenrace.runs.sections import ContentKind, ContentSpeed, Energy, GpuEnergy, Speculative
+from tokenrace.model.sections import ContentKind, ContentSpeed, Energy, GpuEnergy, Speculative
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS: list[tuple[str, type[BaseModel]]] = [

@@ -56,11 +56,11 @@ def test_acceptance_is_accepted_over_draft_tokens_from_deltas() -> None:
     after = vllm_page(110, 330, 200, [88, 67, 45])
     s = speculative_section("vllm", before, after)
     assert s is not None
-    assert s["drafts"] == 100 and s["draft_tokens"] == 300 and s["accepted_tokens"] == 180
-    assert s["acceptance_rate"] == 180 / 300
-    assert s["mean_accepted_per_draft"] == 1.8 and s["tokens_per_step"] == 2.8
-    assert s["per_position"] == [0.8, 0.6, 0.4]
-    assert s["over"] == "window" and "vllm" in s["source"]
+    assert s.drafts == 100 and s.draft_tokens == 300 and s.accepted_tokens == 180
+    assert s.acceptance_rate == 180 / 300
+    assert s.mean_accepted_per_draft == 1.8 and s.tokens_per_step == 2.8
+    assert s.per_position == [0.8, 0.6, 0.4]
+    assert s.over == "window" and "vllm" in s.source
 
 
 def test_engines_are_summed_whatever_their_label_order() -> None:
@@ -71,8 +71,8 @@ def test_engines_are_summed_whatever_their_label_order() -> None:
 
     s = speculative_section("vllm", two(0, 0, 0), two(10, 40, 12))
     assert s is not None
-    assert (s["drafts"], s["draft_tokens"], s["accepted_tokens"]) == (20, 80, 24)
-    assert s["per_position"] == [24 / 20]
+    assert (s.drafts, s.draft_tokens, s.accepted_tokens) == (20, 80, 24)
+    assert s.per_position == [24 / 20]
 
 
 def test_no_counters_or_no_drafts_is_none_never_zero() -> None:
@@ -96,9 +96,9 @@ def test_the_recorded_vllm_dp8_page_sums_eight_engines_and_skips_created() -> No
     after = f"vllm:spec_decode_num_draft_tokens_total {drafts}\nvllm:spec_decode_num_accepted_tokens_total 7\n"
     s = speculative_section("vllm", before, text + after)
     assert s is not None
-    assert s["drafts"] == drafts == 188  # not 188 + 1.75e9 (the `_created` series)
-    assert s["accepted_tokens"] == 7  # not 7 + the per-position 7
-    assert s["per_position"] == [7 / 188]
+    assert s.drafts == drafts == 188  # not 188 + 1.75e9 (the `_created` series)
+    assert s.accepted_tokens == 7  # not 7 + the per-position 7
+    assert s.per_position == [7 / 188]
 
 
 def test_llamacpp_counters_are_read_by_their_names() -> None:
@@ -110,7 +110,7 @@ def test_llamacpp_counters_are_read_by_their_names() -> None:
         )
 
     s = speculative_section("llamacpp", page(0, 0, 0), page(4, 32, 20))
-    assert s is not None and s["acceptance_rate"] == 20 / 32 and s["tokens_per_step"] == 6.0
+    assert s is not None and s.acceptance_rate == 20 / 32 and s.tokens_per_step == 6.0
 
 
 def test_sglang_gauges_are_read_at_the_end() -> None:
@@ -121,9 +121,9 @@ def test_sglang_gauges_are_read_at_the_end() -> None:
         'sglang:spec_accept_length{model_name="m",dp_rank="1"} 3.5\n'
     )
     s = speculative_section("sglang", "", after)
-    assert s is not None and s["over"] == "end"
-    assert s["acceptance_rate"] == pytest.approx(0.7) and s["tokens_per_step"] == 3.0
-    assert s["mean_accepted_per_draft"] == 2.0
+    assert s is not None and s.over == "end"
+    assert s.acceptance_rate == pytest.approx(0.7) and s.tokens_per_step == 3.0
+    assert s.mean_accepted_per_draft == 2.0
     off = 'sglang:spec_accept_rate{model_name="m"} 0\nsglang:spec_accept_length{model_name="m"} 0\n'
     assert speculative_section("sglang", "", off) is None
 

@@ -129,7 +129,7 @@ def test_a_content_sweep_runs_each_kind_alone_with_its_acceptance(tmp_path: Path
 
 def test_fewer_than_two_kinds_or_requests_give_no_interval() -> None:
     one = content_section([ContentSample("copy", 5.0, 10, 100)] * 3)
-    assert one is not None and one["kinds"]["copy"]["requests"] == 3 and "nothing to compare" in one["verdict"]
+    assert one is not None and one.kinds["copy"].requests == 3 and "nothing to compare" in (one.verdict or "")
     few = content_section([ContentSample("copy", 5.0, 10, 100), ContentSample("random", 9.0, 10, 100)])
-    assert few is not None and few["depends"] is None and few["verdict"].startswith("too few requests")
+    assert few is not None and few.depends is None and (few.verdict or "").startswith("too few requests")
     assert content_section([]) is None

@@ -15,6 +15,7 @@ from statistics import fmean
 from typing import Any
 
 from tokenrace.client.records import RequestRecord, derived
+from tokenrace.model.sections import ContentKind, ContentSpeed
 from tokenrace.stats import describe, ratio_ci
 
 MIN_EFFECT = 1.05  # the interval must lie above this ratio for a dependence
@@ -42,7 +43,7 @@ def samples_of(records: Sequence[RequestRecord]) -> list[ContentSample]:
 
 def content_section(
     samples: Sequence[ContentSample], acceptance: dict[str, float | None] | None = None
-) -> dict[str, Any] | None:
+) -> ContentSpeed | None:
     """Per kind of content and compared; `acceptance` per kind, where the engine's counters gave it."""
     tpots: dict[str, list[float]] = {}
     outputs: dict[str, list[int]] = {}
@@ -68,7 +69,9 @@ def content_section(
         }
         for kind, values in sorted(tpots.items())
     }
-    return {"kinds": kinds, **_comparison(tpots, kinds)}
+    return ContentSpeed.model_validate(
+        {"kinds": {k: ContentKind.model_validate(v) for k, v in kinds.items()}, **_comparison(tpots, kinds)}
+    )
 
 
 def _comparison(tpots: dict[str, list[float]], kinds: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -108,11 +111,11 @@ def verdict(
     )
 
 
-def content_warning(section: dict[str, Any] | None) -> str | None:
+def content_warning(section: ContentSpeed | None) -> str | None:
     """When the kinds' output lengths differ, TPOT compares answers of different lengths."""
-    if not section:
+    if section is None:
         return None
-    means = {k: v["output_tokens_mean"] for k, v in section["kinds"].items() if v["output_tokens_mean"]}
+    means = {k: v.output_tokens_mean for k, v in section.kinds.items() if v.output_tokens_mean}
     if len(means) < 2 or max(means.values()) <= (1 + UNEVEN_OUTPUT) * min(means.values()):
         return None
     shown = ", ".join(f"{k} {v:.0f}" for k, v in sorted(means.items()))

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
 
 from tokenrace.client.records import RequestRecord
+from tokenrace.model.sections import Energy, GpuEnergy
 from tokenrace.monitor.energy import EnergyWindow
 
 
-def energy_section(window: EnergyWindow | None, records: Sequence[RequestRecord]) -> dict[str, Any] | None:
+def energy_section(window: EnergyWindow | None, records: Sequence[RequestRecord]) -> Energy | None:
     if window is None:
         return None
-    gpus = [asdict(g) for g in window.gpus]
+    gpus = [GpuEnergy.model_validate(asdict(g)) for g in window.gpus]
     methods = {g.method for g in window.gpus if g.joules is not None}
     missing = [g for g in window.gpus if g.joules is None]
     reason = window.reason
@@ -27,15 +27,17 @@ def energy_section(window: EnergyWindow | None, records: Sequence[RequestRecord]
         reason = "; ".join(f"GPU {g.gpu}: {g.reason}" for g in missing)
     joules = None if reason is not None or not window.gpus else sum(g.joules or 0.0 for g in window.gpus)
     tokens = sum(r.output_tokens or 0 for r in records)
-    return {
-        "source": window.source,
-        "method": None if not methods else (methods.pop() if len(methods) == 1 else "mixed"),
-        "window_s": None if window.window_s is None else round(window.window_s, 6),
-        "joules": joules,
-        "output_tokens": tokens,
-        "joules_per_output_token": joules / tokens if joules is not None and tokens else None,
-        "output_tokens_per_joule": tokens / joules if joules else None,
-        "mean_power_w": joules / window.window_s if joules is not None and window.window_s else None,
-        "gpus": gpus,
-        "reason": reason,
-    }
+    return Energy.model_validate(
+        {
+            "source": window.source,
+            "method": None if not methods else (methods.pop() if len(methods) == 1 else "mixed"),
+            "window_s": None if window.window_s is None else round(window.window_s, 6),
+            "joules": joules,
+            "output_tokens": tokens,
+            "joules_per_output_token": joules / tokens if joules is not None and tokens else None,
+            "output_tokens_per_joule": tokens / joules if joules else None,
+            "mean_power_w": joules / window.window_s if joules is not None and window.window_s else None,
+            "gpus": gpus,
+            "reason": reason,
+        }
+    )

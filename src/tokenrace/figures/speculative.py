@@ -19,13 +19,12 @@ so its figures are read at the end of the run (`over: "end"`), not as a delta.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tokenrace.engines import SpecNames, engine
+from tokenrace.model.sections import Speculative
 from tokenrace.monitor.server import labeled_samples
 
 
-def speculative_section(engine_name: str, before: str, after: str) -> dict[str, Any] | None:
+def speculative_section(engine_name: str, before: str, after: str) -> Speculative | None:
     """The summary's `speculative`, or None when the engine reports no speculative decoding."""
     found = engine(engine_name)
     names = found.metrics.speculative if found is not None and found.metrics is not None else None
@@ -39,7 +38,7 @@ def speculative_section(engine_name: str, before: str, after: str) -> dict[str, 
         return None
 
 
-def _from_counters(name: str, names: SpecNames, before: str, after: str) -> dict[str, Any] | None:
+def _from_counters(name: str, names: SpecNames, before: str, after: str) -> Speculative | None:
     assert names.drafts and names.draft_tokens and names.accepted_tokens
     totals = (names.drafts, names.draft_tokens, names.accepted_tokens)
     b, a = _totals(before, names), _totals(after, names)
@@ -55,17 +54,17 @@ def _from_counters(name: str, names: SpecNames, before: str, after: str) -> dict
     if draft_tokens <= 0:
         return None  # counters present, but nothing was drafted in the window
     per_mean = accepted / drafts if drafts > 0 else None
-    return {
-        "source": f"{name} /metrics {names.accepted_tokens} / {names.draft_tokens} (delta over the run)",
-        "over": "window",
-        "drafts": drafts,
-        "draft_tokens": draft_tokens,
-        "accepted_tokens": accepted,
-        "acceptance_rate": accepted / draft_tokens,
-        "mean_accepted_per_draft": per_mean,
-        "tokens_per_step": None if per_mean is None else 1.0 + per_mean,
-        "per_position": _per_position(names, before, after, drafts),
-    }
+    return Speculative(
+        source=f"{name} /metrics {names.accepted_tokens} / {names.draft_tokens} (delta over the run)",
+        over="window",
+        drafts=drafts,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
+        acceptance_rate=accepted / draft_tokens,
+        mean_accepted_per_draft=per_mean,
+        tokens_per_step=None if per_mean is None else 1.0 + per_mean,
+        per_position=_per_position(names, before, after, drafts),
+    )
 
 
 def _totals(text: str, names: SpecNames) -> dict[str, float]:
@@ -111,7 +110,7 @@ def _per_position(names: SpecNames, before: str, after: str, drafts: float) -> l
     return [(a.get(i, 0.0) - b.get(i, 0.0)) / drafts for i in range(max(a) + 1)]
 
 
-def _from_gauges(name: str, names: SpecNames, after: str) -> dict[str, Any] | None:
+def _from_gauges(name: str, names: SpecNames, after: str) -> Speculative | None:
     wanted = frozenset(n for n in (names.rate_gauge, names.accept_length_gauge) if n)
     values: dict[str, list[float]] = {}
     for series, _, value in labeled_samples(after, wanted):
@@ -121,13 +120,13 @@ def _from_gauges(name: str, names: SpecNames, after: str) -> dict[str, Any] | No
     if not rate and not length:  # absent, or SGLang's zeros when speculative decoding is off
         return None
     # SGLang's accept length counts the bonus token: tokens each verification step emits.
-    return {
-        "source": f"{name} /metrics {', '.join(sorted(values))} (gauges at the end of the run, averaged over ranks)",
-        "over": "end",
-        "acceptance_rate": rate,
-        "mean_accepted_per_draft": None if length is None else length - 1.0,
-        "tokens_per_step": length,
-    }
+    return Speculative(
+        source=f"{name} /metrics {', '.join(sorted(values))} (gauges at the end of the run, averaged over ranks)",
+        over="end",
+        acceptance_rate=rate,
+        mean_accepted_per_draft=None if length is None else length - 1.0,
+        tokens_per_step=length,
+    )
 
 
 def _mean(values: list[float] | None) -> float | None:

@@ -24,9 +24,11 @@ from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.figures.summary import by_turn, summarize
 from tokenrace.load.windows import Windows
+from tokenrace.model.files import SCHEMA_VERSION
+from tokenrace.model.sections import Speculative
+from tokenrace.model.summary import Summary
 from tokenrace.monitor.advice import resource_warnings
 from tokenrace.monitor.energy import EnergyWindow
-from tokenrace.runs.models import SCHEMA_VERSION, Summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +99,12 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     return Summary.model_validate(s)
 
 
-def _acceptance_by_kind(ok: Sequence[RequestRecord], spec: dict[str, Any] | None) -> dict[str, float | None] | None:
+def _acceptance_by_kind(ok: Sequence[RequestRecord], spec: Speculative | None) -> dict[str, float | None] | None:
     """The engine's acceptance belongs to a kind of content only when the run asked for that kind alone."""
     kinds = {r.content for r in ok}
     if spec is None or len(kinds) != 1 or None in kinds:
         return None
-    return {str(kinds.pop()): spec.get("acceptance_rate")}
+    return {str(kinds.pop()): spec.acceptance_rate}
 
 
 def _engine_clock(

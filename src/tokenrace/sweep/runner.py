@@ -31,14 +31,15 @@ from tokenrace.figures.content import ContentSample, content_section
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
+from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SWEEP
+from tokenrace.model.records import RecordLine
+from tokenrace.model.run import SweepFile
 from tokenrace.runs.history import index_quietly
-from tokenrace.runs.models import SCHEMA_VERSION, RecordLine, SweepFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
-from tokenrace.runs.store import RECORDS, default_run_dir, write_json
+from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.sweep import knee as kn
 
-SWEEP_FILE = "sweep.json"
 KINDS = ("concurrency", "rate", "input_tokens", "goodput", "content")
 VALUES_PARAM = {
     "concurrency": "concurrencies",
@@ -166,7 +167,7 @@ class Sweep:
         self.plan = plan
         self.argv = argv
         self.parent = template.output or default_run_dir(template.label or f"sweep-{plan.kind}")
-        if (self.parent / SWEEP_FILE).exists():
+        if (self.parent / SWEEP).exists():
             raise InvalidInput("output", f"{self.parent} already holds a sweep; choose another directory")
         self.runner = StepRunner(template, self.parent, progress_for, argv)
         self.state = _State()
@@ -252,7 +253,8 @@ class Sweep:
         for name, result in self.state.steps:
             samples += _content_samples(result.directory)
             acceptance[name] = (result.summary.get("speculative") or {}).get("acceptance_rate")
-        self.state.extra["content"] = content_section(samples, acceptance)
+        section = content_section(samples, acceptance)
+        self.state.extra["content"] = section.model_dump(mode="json") if section is not None else None
 
     async def _goodput(self) -> None:
         plan = self.plan
@@ -341,7 +343,7 @@ class Sweep:
             "steps": self.state.rows,
             **self.state.extra,
         }
-        write_json(self.parent / SWEEP_FILE, SweepFile.model_validate(summary).model_dump(mode="json"))
+        write_json(self.parent / SWEEP, SweepFile.model_validate(summary).model_dump(mode="json"))
         return summary
 
 

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+from tokenrace.model.base import _Model as _Section
 
 
 class Speculative(_Section):
