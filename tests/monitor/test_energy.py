@@ -207,3 +207,23 @@ def test_a_recorded_nvml_power_reading_integrates_to_power_times_window() -> Non
     window = measure(FakeNvml([[], []], [int(watts * 1000), int(watts * 1000)]), 0.2)
     assert all(g.method == "power_samples" for g in window.gpus)
     assert window.gpus[0].joules == pytest.approx(watts * (window.window_s or 0), rel=0.02)
+
+
+def test_measured_tokens_per_joule_is_set_against_the_plan_at_tdp(tmp_path: Path) -> None:
+    from tokenrace.figures.efficiency import EfficiencySpec
+
+    with FakeServerThread({"ttft_ms": 2, "itl_ms": 2, "output_tokens": 16, "dcgm_power_w": [700.0]}) as srv:
+        settings = BenchSettings(
+            endpoint=ResolvedEndpoint(srv.base_url, None, None, "fake"),
+            request=RequestOptions(max_tokens=16),
+            load=Load(requests=8, concurrency=2, cold=False),
+            output=tmp_path / "run",
+            dcgm_url=f"{srv.url}/dcgm/metrics",
+            efficiency=EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16", 1),
+        )
+        r = asyncio.run(BenchSession(settings, argv=["tokenrace", "bench"]).run())
+    eff, energy = r.summary["efficiency"], r.summary["energy"]
+    reference = eff["decode_tokens_per_joule_at_tdp"]
+    assert reference and energy["output_tokens_per_joule"]
+    expected = 100 * energy["output_tokens_per_joule"] / reference
+    assert eff["tokens_per_joule_pct_of_tdp_reference"] == pytest.approx(expected, rel=1e-3)

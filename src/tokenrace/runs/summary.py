@@ -81,8 +81,11 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s["content"] = content_section(samples_of(ok), _acceptance_by_kind(ok, s["speculative"]))
     turns = by_turn(ok)
     s["by_turn"] = turns or None
+    energy = energy_section(ctx.energy, records)
+    s["energy"] = energy
     if ctx.efficiency is not None and s["requests"]["succeeded"]:
-        s["efficiency"] = efficiency_of(s, ctx.efficiency, ctx.concurrency)
+        per_joule = energy.output_tokens_per_joule if energy is not None else None
+        s["efficiency"] = efficiency_of(s, ctx.efficiency, ctx.concurrency, per_joule)
     s["cost"] = cost_of(s, {"provider": ctx.provider, "model": ctx.model}, ctx.cost)
     if ctx.resources is not None:
         s["resources"] = ctx.resources
@@ -92,7 +95,6 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     if ctx.client is not None:
         s["client_load"] = client_load(ok, s["throughput"]["window_s"], s["max_in_flight"], ctx.client)
         s["client_bound"] = s["client_load"]["client_bound"]
-    s["energy"] = energy_section(ctx.energy, records)
     found = (cache_warning(s["cache"]), client_warning(s.get("client_load")), content_warning(s["content"]))
     energy_warnings = ctx.energy.warnings if ctx.energy is not None else []
     s["warnings"] = [w for w in found if w] + list(ctx.warnings) + energy_warnings
