@@ -456,10 +456,12 @@ def _add_quality(report: Report, a: RunData, b: RunData, prefix: str) -> Quality
     return q
 
 
-def _step_key(run: RunData, row: dict[str, Any]) -> float | None:
+def _step_key(run: RunData, row: dict[str, Any]) -> float | str | None:
     kind = run.summary.get("sweep", "concurrency")
     if kind == "input_tokens":
         return row.get("value")
+    if kind == "content":  # two content sweeps pair kind with kind
+        return str(row.get("content") or row["step"])
     return row.get("rate") if row.get("rate") is not None else row.get("concurrency")
 
 

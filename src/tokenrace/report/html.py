@@ -252,6 +252,7 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
         "rate": "offered rate (req/s)",
         "goodput": "offered rate (req/s)",
         "input_tokens": "prompt tokens (mean)",
+        "content": "content (the kind of text written)",
     }[kind]
     fig = make_subplots(
         rows=1,
@@ -261,7 +262,10 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
     )
     for i, sw in enumerate(sweeps):
         rows = sorted(sw.summary["steps"], key=lambda r: _load_of(r, kind) or 0)
-        x = [_load_of(r, kind) for r in rows]
+        x: list[Any] = [_load_of(r, kind) for r in rows]
+        if kind == "content":  # one step per kind, in the order they ran: a category axis
+            rows = list(sw.summary["steps"])
+            x = [r.get("content") or r["step"] for r in rows]
         color = PALETTE[i % len(PALETTE)]
         for col, key in ((1, "ttft_ms"), (2, "tpot_ms")):
             for q, dash in (("p50", "solid"), ("p95", "dot")):
@@ -333,9 +337,7 @@ def _mark_knee(fig: Any, sw: RunData, kind: str, color: str) -> None:
     )
 
 
-def _speed_of_light(
-    fig: Any, sw: RunData, rows: list[dict[str, Any]], x: list[float | None], sol: SpeedOfLight | None
-) -> None:
+def _speed_of_light(fig: Any, sw: RunData, rows: list[dict[str, Any]], x: list[Any], sol: SpeedOfLight | None) -> None:
     if sol is None:
         return
     steps = dict(sw.steps)
