@@ -94,6 +94,16 @@ class FakeConfig(BaseModel):
     dcgm_energy: bool = True
     dcgm_restart_after: int | None = Field(default=None, ge=1)
 
+    @field_validator("when_prompt_contains")
+    @classmethod
+    def _known_settings(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        # A typo in a content rule would otherwise surface only when a prompt matched it.
+        for key, settings in value.items():
+            unknown = set(settings) - set(cls.model_fields) | ({"when_prompt_contains"} & set(settings))
+            if unknown:
+                raise ValueError(f"when_prompt_contains[{key!r}]: not settings of a request: {sorted(unknown)}")
+        return value
+
     @field_validator("fault", mode="before")
     @classmethod
     def _fault_as_text(cls, value: Any) -> Any:
