@@ -44,6 +44,7 @@ class GpuReading:
 
 class EnergySource(Protocol):
     label: str  # "nvml" or the exporter's URL
+    interval_s: float  # how often to sample power where a GPU has no energy counter
 
     async def open(self) -> None: ...
     async def read(self) -> list[GpuReading]: ...
@@ -76,6 +77,7 @@ class NvmlEnergy:
     """This machine's GPUs through NVML (nvidia-ml-py's `pynvml`, or a fake with its functions)."""
 
     label = "nvml"
+    interval_s = POWER_INTERVAL_S
 
     def __init__(self, nvml: Any | None = None) -> None:
         self._nvml = nvml
@@ -102,7 +104,8 @@ class NvmlEnergy:
             raise EnergyUnavailable("NVML found no GPU")
 
     async def read(self) -> list[GpuReading]:
-        return [self._reading(i, h) for i, h in enumerate(self._handles)]
+        # In a thread: NVML's calls take milliseconds, which the benchmark's event loop must not lose.
+        return await asyncio.to_thread(lambda: [self._reading(i, h) for i, h in enumerate(self._handles)])
 
     def _reading(self, index: int, handle: Any) -> GpuReading:
         nvml = self._nvml
@@ -135,6 +138,8 @@ class NvmlEnergy:
 
 class DcgmEnergy:
     """A DCGM exporter's page (`--dcgm-url`): one energy counter and one power gauge per GPU."""
+
+    interval_s = 1.0  # the exporter refreshes its fields every collection interval (-c, 30 s by default)
 
     def __init__(self, url: str, timeout_s: float = 5.0) -> None:
         self.label = url
@@ -194,9 +199,9 @@ class EnergyMeter:
     Never raises: a source that fails leaves a window with the reason and a warning naming it.
     """
 
-    def __init__(self, source: EnergySource, interval_s: float = POWER_INTERVAL_S) -> None:
+    def __init__(self, source: EnergySource, interval_s: float | None = None) -> None:
         self.source = source
-        self.interval_s = interval_s
+        self.interval_s = source.interval_s if interval_s is None else interval_s
         self._first: dict[str, GpuReading] = {}
         self._t0 = 0.0
         self._power: dict[str, list[tuple[float, float]]] = {}

@@ -216,10 +216,12 @@ def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: 
 
 
 async def _scrape_metrics(client: OpenAIClient, url: str) -> str | None:
-    """The server's Prometheus text, or None (a missing /metrics never stops a run)."""
+    """The server's Prometheus text, or None (a missing /metrics never stops a run). The API key
+    goes only to the endpoint's own host, never to another `--metrics-url` host."""
     assert client.session is not None
+    same_host = urlsplit(url).netloc == urlsplit(client.base_url).netloc
     try:
-        async with client.session.get(url, headers=client.headers()) as r:
+        async with client.session.get(url, headers=client.headers() if same_host else {}) as r:
             return await r.text() if r.status == 200 else None
     except Exception:  # noqa: BLE001 - context only
         return None
