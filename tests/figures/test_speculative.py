@@ -125,6 +125,14 @@ def test_sglang_gauges_are_read_at_the_end() -> None:
     assert s.acceptance_rate == pytest.approx(0.7) and s.tokens_per_step == 3.0
     assert s.mean_accepted_per_draft == 2.0
     off = 'sglang:spec_accept_rate{model_name="m"} 0\nsglang:spec_accept_length{model_name="m"} 0\n'
+    draft_rows = (
+        'sglang:spec_accept_rate{engine_type="draft",model_name="d",tp_rank="0"} 0.5\n'
+        'sglang:spec_accept_rate{engine_type="unified",model_name="m",tp_rank="0"} 0.6\n'
+        'sglang:spec_accept_length{engine_type="draft",model_name="d",tp_rank="0"} 2.7\n'
+        'sglang:spec_accept_length{engine_type="unified",model_name="m",tp_rank="0"} 2.8\n'
+    )
+    target = speculative_section("sglang", "", draft_rows)
+    assert target is not None and target.acceptance_rate == 0.6 and target.tokens_per_step == 2.8
     assert speculative_section("sglang", "", off) is None
 
 

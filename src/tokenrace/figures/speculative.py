@@ -14,7 +14,8 @@ per-position family are different sample names, so neither is ever counted into 
 double count (epoch seconds plus per-position counts in "accepted") is a bug other tools shipped.
 
 SGLang exposes only gauges, its own running averages (`spec_accept_rate`, `spec_accept_length`),
-so its figures are read at the end of the run (`over: "end"`), not as a delta.
+so its figures are read at the end of the run (`over: "end"`), not as a delta, averaged over ranks;
+rows labelled `engine_type="draft"` (the draft model's own) are left out when the target's are there.
 """
 
 from __future__ import annotations
@@ -112,8 +113,11 @@ def _per_position(names: SpecNames, before: str, after: str, drafts: float) -> l
 
 def _from_gauges(name: str, names: SpecNames, after: str) -> Speculative | None:
     wanted = frozenset(n for n in (names.rate_gauge, names.accept_length_gauge) if n)
+    samples = labeled_samples(after, wanted)
+    # SGLang may publish the draft model's own rows (engine_type="draft") beside the target's.
+    target = [x for x in samples if x[1].get("engine_type") != "draft"] or samples
     values: dict[str, list[float]] = {}
-    for series, _, value in labeled_samples(after, wanted):
+    for series, _, value in target:
         values.setdefault(series, []).append(value)
     rate = _mean(values.get(names.rate_gauge or ""))
     length = _mean(values.get(names.accept_length_gauge or ""))
