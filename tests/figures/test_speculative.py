@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,11 +14,17 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.load.runner import Load
+from tokenrace.model.summary import Summary
 from tokenrace.runs.session import BenchSession, BenchSettings
 from tokenrace.testing.fake_server import FakeServerThread
 from tokenrace.testing.fake_spec import SpecCounters
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
+
+
+def js(summary: Summary) -> dict[str, Any]:
+    """The summary as summary.json holds it."""
+    return summary.model_dump(mode="json")
 
 
 def prometheus_ui_to_text(path: Path) -> str:
@@ -162,7 +169,7 @@ def test_a_run_against_spec_counters_reads_the_servers_own_deltas_exactly(tmp_pa
         )
         result = asyncio.run(BenchSession(settings, argv=["tokenrace", "bench"]).run())
         after = srv.stats()["spec"]
-    spec = result.summary["speculative"]
+    spec = js(result.summary)["speculative"]
     accepted = after["accepted_tokens"] - before["accepted_tokens"]
     draft_tokens = after["draft_tokens"] - before["draft_tokens"]
     drafts = after["drafts"] - before["drafts"]

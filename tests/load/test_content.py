@@ -18,6 +18,7 @@ from tokenrace.errors import InvalidInput
 from tokenrace.figures.content import ContentSample, content_section
 from tokenrace.load.content import KINDS, Content, content_prompts, parse_content
 from tokenrace.load.runner import Load
+from tokenrace.model.summary import Summary
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, PromptSpec, read_inputs
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
@@ -32,6 +33,11 @@ DEPENDENT = {
         "digits": {"itl_ms": 4, "spec_acceptance": 0.1},
     },
 }
+
+
+def js(summary: Summary) -> dict[str, Any]:
+    """The summary as summary.json holds it."""
+    return summary.model_dump(mode="json")
 
 
 def settings(srv: FakeServerThread, out: Path, content: str, requests: int = 36, **kw: Any) -> BenchSettings:
@@ -93,7 +99,7 @@ def test_the_cli_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_server_of_constant_speed_shows_no_dependence(tmp_path: Path) -> None:
     with FakeServerThread(CONSTANT) as srv:
         r = bench(srv, tmp_path / "run", "all")
-    c = r.summary["content"]
+    c = js(r.summary)["content"]
     assert set(c["kinds"]) == {"natural", "copy", "random"}
     assert all(k["requests"] == 12 for k in c["kinds"].values())
     assert c["depends"] is False and c["verdict"].startswith("no dependence found")
@@ -104,13 +110,13 @@ def test_a_server_of_constant_speed_shows_no_dependence(tmp_path: Path) -> None:
 def test_a_server_whose_speed_depends_on_content_is_caught(tmp_path: Path) -> None:
     with FakeServerThread(DEPENDENT) as srv:
         r = bench(srv, tmp_path / "run", "all")
-    c = r.summary["content"]
+    c = js(r.summary)["content"]
     assert (c["fastest"], c["slowest"], c["depends"]) == ("copy", "random", True)
     assert 2.5 < c["ratio"] < 6 and c["ci_low"] > 1.05
     assert c["verdict"].startswith("decode speed depends on content (×") and "between copy and random" in c["verdict"]
     # Interleaved kinds share the engine's counters: no acceptance can be put on one kind.
     assert all(k["acceptance_rate"] is None for k in c["kinds"].values())
-    assert r.summary["speculative"]["acceptance_rate"] is not None
+    assert js(r.summary)["speculative"]["acceptance_rate"] is not None
 
 
 def test_a_content_sweep_runs_each_kind_alone_with_its_acceptance(tmp_path: Path) -> None:

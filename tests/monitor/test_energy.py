@@ -14,12 +14,18 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
 from tokenrace.load.runner import Load
+from tokenrace.model.summary import Summary
 from tokenrace.monitor.energy import EnergyMeter, EnergyUnavailable, EnergyWindow, NvmlEnergy, parse_dcgm
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, read_inputs
 from tokenrace.testing.fake_server import FakeServerThread
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 POWERS = [300.0, 450.0]
+
+
+def js(summary: Summary) -> dict[str, Any]:
+    """The summary as summary.json holds it."""
+    return summary.model_dump(mode="json")
 
 
 def bench(srv: FakeServerThread, out: Path, dcgm_url: str | None, requests: int = 24) -> BenchResult:
@@ -48,7 +54,7 @@ def test_a_page_without_energy_or_power_is_refused_with_its_url() -> None:
 def test_energy_is_power_times_window_from_the_dcgm_counter(tmp_path: Path) -> None:
     with FakeServerThread({"ttft_ms": 5, "itl_ms": 3, "output_tokens": 16, "dcgm_power_w": POWERS}) as srv:
         r = bench(srv, tmp_path / "run", f"{srv.url}/dcgm/metrics")
-    e = r.summary["energy"]
+    e = js(r.summary)["energy"]
     assert e["method"] == "counter" and e["source"].endswith("/dcgm/metrics")
     assert e["window_s"] > 0.2
     assert e["joules"] == pytest.approx(sum(POWERS) * e["window_s"], rel=0.02)
@@ -57,14 +63,14 @@ def test_energy_is_power_times_window_from_the_dcgm_counter(tmp_path: Path) -> N
     assert e["joules_per_output_token"] == pytest.approx(e["joules"] / (24 * 16))
     assert e["output_tokens_per_joule"] == pytest.approx(24 * 16 / e["joules"])
     assert e["mean_power_w"] == pytest.approx(sum(POWERS), rel=0.02)
-    assert r.summary["warnings"] == []
+    assert r.summary.warnings == []
 
 
 def test_without_the_counter_sampled_power_is_integrated_and_said_so(tmp_path: Path) -> None:
     config = {"ttft_ms": 5, "itl_ms": 3, "output_tokens": 16, "dcgm_power_w": [250.0], "dcgm_energy": False}
     with FakeServerThread(config) as srv:
         r = bench(srv, tmp_path / "run", f"{srv.url}/dcgm/metrics")
-    e = r.summary["energy"]
+    e = js(r.summary)["energy"]
     assert e["method"] == "power_samples" and e["gpus"][0]["samples"] >= 2
     assert e["joules"] == pytest.approx(250.0 * e["window_s"], rel=0.02)
 
@@ -73,11 +79,12 @@ def test_a_counter_going_backwards_nulls_that_gpu_and_warns(tmp_path: Path) -> N
     config = {"ttft_ms": 1, "itl_ms": 1, "output_tokens": 8, "dcgm_power_w": POWERS, "dcgm_restart_after": 1}
     with FakeServerThread(config) as srv:
         r = bench(srv, tmp_path / "run", f"{srv.url}/dcgm/metrics", requests=4)
-    e = r.summary["energy"]
-    assert r.summary["requests"]["succeeded"] == 4
+    e = js(r.summary)["energy"]
+    assert r.summary.requests.succeeded == 4
     assert e["joules"] is None and "went backwards" in e["reason"]
     assert all(g["joules"] is None and "restarted" in g["reason"] for g in e["gpus"])
-    assert any("went backwards" in w and "/dcgm/metrics" in w for w in r.summary["warnings"])
+    assert any("went backwards" in w.message and "/dcgm/metrics" in w.message for w in r.summary.warnings)
+    assert "energy.gpu_missing" in [w.code for w in r.summary.warnings]
 
 
 def test_an_unreachable_dcgm_url_warns_naming_it_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -87,10 +94,10 @@ def test_an_unreachable_dcgm_url_warns_naming_it_and_the_run_goes_on(tmp_path: P
     url = f"http://127.0.0.1:{port}/metrics"
     with FakeServerThread({"ttft_ms": 1, "itl_ms": 1, "output_tokens": 8}) as srv:
         r = bench(srv, tmp_path / "run", url, requests=4)
-    assert r.summary["requests"]["succeeded"] == 4
-    e = r.summary["energy"]
+    assert r.summary.requests.succeeded == 4
+    e = js(r.summary)["energy"]
     assert e["joules"] is None and e["output_tokens_per_joule"] is None and url in e["reason"]
-    assert any(w.startswith("energy: ") and url in w for w in r.summary["warnings"])
+    assert any(w.code == "energy.unavailable" and url in w.message for w in r.summary.warnings)
 
 
 def test_a_dcgm_url_without_the_energy_field_warns(tmp_path: Path) -> None:
@@ -103,8 +110,8 @@ def test_a_dcgm_url_without_the_energy_field_warns(tmp_path: Path) -> None:
     with FakeServerThread(config) as srv:
         url = f"{srv.url}/metrics"
         r = bench(srv, tmp_path / "run", url, requests=4)
-    assert r.summary["energy"]["joules"] is None
-    assert any(url in w and "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in w for w in r.summary["warnings"])
+    assert js(r.summary)["energy"]["joules"] is None
+    assert any(url in w.message and "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in w.message for w in r.summary.warnings)
 
 
 def test_a_malformed_dcgm_url_is_bad_input_before_the_network() -> None:
@@ -185,7 +192,8 @@ def test_an_nvml_counter_going_backwards_nulls_that_gpu() -> None:
     window = measure(FakeNvml([[5_000_000, 1_000], [7, 8]], [0, 0]), 0.01)
     assert window.gpus[0].joules is None and "went backwards" in (window.gpus[0].reason or "")
     assert window.gpus[1].joules == pytest.approx(0.001)
-    assert len(window.warnings) == 1 and "GPU 0 (nvml)" in window.warnings[0]
+    assert len(window.warnings) == 1 and "GPU 0 (nvml)" in window.warnings[0].message
+    assert window.warnings[0].figures == {"gpu": "0", "source": "nvml", "cause": "counter_backwards"}
 
 
 def test_no_nvml_is_a_reason_not_a_crash() -> None:
@@ -222,7 +230,7 @@ def test_measured_tokens_per_joule_is_set_against_the_plan_at_tdp(tmp_path: Path
             efficiency=EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16", 1),
         )
         r = asyncio.run(BenchSession(settings, argv=["tokenrace", "bench"]).run())
-    eff, energy = r.summary["efficiency"], r.summary["energy"]
+    eff, energy = js(r.summary)["efficiency"], js(r.summary)["energy"]
     reference = eff["decode_tokens_per_joule_at_tdp"]
     assert reference and energy["output_tokens_per_joule"]
     expected = 100 * energy["output_tokens_per_joule"] / reference

@@ -16,6 +16,7 @@ from typing import Any
 
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.model.sections import ContentKind, ContentSpeed
+from tokenrace.model.summary import RunWarning
 from tokenrace.stats import describe, ratio_ci
 
 MIN_EFFECT = 1.05  # the interval must lie above this ratio for a dependence
@@ -61,7 +62,7 @@ def content_section(
     kinds = {
         kind: {
             "requests": len(values),
-            "tpot_ms_p50": describe(values)["p50"] if values else None,
+            "tpot_ms_p50": describe(values).p50 if values else None,
             "tpot_ms_mean": round(fmean(values), 4) if values else None,
             "output_tokens_mean": round(fmean(outputs[kind]), 2) if outputs.get(kind) else None,
             "prompt_tokens_mean": round(fmean(prompts[kind]), 2) if prompts.get(kind) else None,
@@ -111,7 +112,7 @@ def verdict(
     )
 
 
-def content_warning(section: ContentSpeed | None) -> str | None:
+def content_warning(section: ContentSpeed | None) -> RunWarning | None:
     """When the kinds' output lengths differ, TPOT compares answers of different lengths."""
     if section is None:
         return None
@@ -119,7 +120,11 @@ def content_warning(section: ContentSpeed | None) -> str | None:
     if len(means) < 2 or max(means.values()) <= (1 + UNEVEN_OUTPUT) * min(means.values()):
         return None
     shown = ", ".join(f"{k} {v:.0f}" for k, v in sorted(means.items()))
-    return (
-        f"content: output lengths differ between kinds (mean tokens: {shown}); --ignore-eos, or min_tokens "
-        "through --extra-body, makes the server write the same length for each"
+    return RunWarning(
+        code="content.uneven_output",
+        message=(
+            f"content: output lengths differ between kinds (mean tokens: {shown}); --ignore-eos, or min_tokens "
+            "through --extra-body, makes the server write the same length for each"
+        ),
+        figures={f"{k}_output_tokens_mean": v for k, v in sorted(means.items())},
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenrace.errors import InvalidInput, TokenraceError
+from tokenrace.model.summary import Summary
 
 
 @dataclass(slots=True)
@@ -46,19 +47,19 @@ def check_spec(spec: EfficiencySpec) -> None:
 
 
 def efficiency_of(
-    summary: dict[str, Any], spec: EfficiencySpec, concurrency: int, tokens_per_joule: float | None = None
+    summary: Summary, spec: EfficiencySpec, concurrency: int, tokens_per_joule: float | None = None
 ) -> dict[str, Any] | None:
-    """`summary["efficiency"]`, or None when the planner cannot say (reason in `error`).
+    """The summary's `efficiency`, or None when the planner cannot say (reason in `error`).
     `tokens_per_joule`: the run's measured output tokens per joule (`energy`), set against the plan's at TDP."""
     try:
         from tokenrace import plan as planner
     except ImportError:
         return None
-    m = summary["metrics"]
-    prompt = m["prompt_tokens"]["mean"]
-    output = m["output_tokens"]["mean"]
-    tpot = m["tpot_ms"]["p50"]
-    ttft = m["ttft_ms"]["p50"]
+    m = summary.metrics
+    prompt = m.prompt_tokens.mean
+    output = m.output_tokens.mean
+    tpot = m.tpot_ms.p50
+    ttft = m.ttft_ms.p50
     if prompt is None or output is None:
         return {"error": "token counts unknown: no bound to compare with"}
     try:
@@ -77,7 +78,7 @@ def efficiency_of(
             1000.0 / tpot if tpot else None,
             ttft,
             result,
-            measured_aggregate_tok_s=summary["throughput"]["output_tokens_per_s"],
+            measured_aggregate_tok_s=summary.throughput.output_tokens_per_s,
             measured_tokens_per_joule=tokens_per_joule,
         )
     except TokenraceError as exc:

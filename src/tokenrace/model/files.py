@@ -11,7 +11,7 @@ from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
 
 # Written into records.jsonl lines, summary.json, manifest.json, sweep.json and profile.json.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: warnings are typed (code, message, figures) in one list
 
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"

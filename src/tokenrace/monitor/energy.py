@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from tokenrace.model.summary import RunWarning
 from tokenrace.monitor.gpu import FUNCTION_NOT_FOUND, NOT_SUPPORTED, SamplerUnavailable
 from tokenrace.monitor.server import labeled_samples
 
@@ -70,7 +71,7 @@ class EnergyWindow:
     window_s: float | None
     gpus: list[GpuWindow] = field(default_factory=list)
     reason: str | None = None  # why there is no figure at all
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[RunWarning] = field(default_factory=list)
 
 
 class NvmlEnergy:
@@ -241,7 +242,11 @@ class EnergyMeter:
                 await self.source.close()
 
     def _failure(self, reason: str) -> EnergyWindow:
-        warning = f"energy: {reason}; energy per token not measured"
+        warning = RunWarning(
+            code="energy.unavailable",
+            message=f"energy: {reason}; energy per token not measured",
+            figures={"source": self.source.label},
+        )
         return EnergyWindow(self.source.label, None, reason=reason, warnings=[warning])
 
     async def _sample(self) -> None:
@@ -265,7 +270,14 @@ class EnergyMeter:
             first = self._first.get(r.gpu)
             gpu = _gpu_window(r, first, self._power.get(r.gpu, []), window_s)
             if gpu.reason is not None:
-                out.warnings.append(f"energy: GPU {r.gpu} ({self.source.label}): {gpu.reason}")
+                message = f"energy: GPU {r.gpu} ({self.source.label}): {gpu.reason}"
+                cause = "counter_backwards" if gpu.method == "counter" else "too_few_power_samples"
+                figures: dict[str, float | int | str | None] = {
+                    "gpu": r.gpu,
+                    "source": self.source.label,
+                    "cause": cause,
+                }
+                out.warnings.append(RunWarning(code="energy.gpu_missing", message=message, figures=figures))
             out.gpus.append(gpu)
         return out
 

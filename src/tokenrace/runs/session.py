@@ -44,7 +44,7 @@ from tokenrace.load.workers import (
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
-from tokenrace.model.summary import Summary
+from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
 from tokenrace.monitor.session import MonitorSession, load_timeseries
@@ -98,13 +98,13 @@ class BenchSettings:
 @dataclass(slots=True)
 class BenchResult:
     directory: Path
-    summary: dict[str, Any]
+    summary: Summary
     manifest: dict[str, Any]
     interrupted: bool = False
 
     @property
     def failed_threshold(self) -> bool:
-        return bool(self.summary.get("exceeded_max_error_rate"))
+        return self.summary.exceeded_max_error_rate
 
 
 Progress = Callable[[RequestRecord], None]
@@ -308,7 +308,7 @@ class BenchSession:
             finally:
                 if pool is not None:
                     await pool.close()
-        return BenchResult(directory, summary.model_dump(mode="json"), manifest, summary.interrupted)
+        return BenchResult(directory, summary, manifest, summary.interrupted)
 
     async def _start_workers(self, client: OpenAIClient) -> tuple[Pool | None, str | None]:
         """The pool of sending workers --workers/--ray ask for (None: this process sends)."""
@@ -371,7 +371,7 @@ class BenchSession:
         engine = (manifest.get("server") or {}).get("engine")
         metrics_before = await _scrape_metrics(client, self._metrics_url()) if self._scrapes_engine(engine) else None
         interrupted = False
-        warnings: list[str] = []
+        warnings: list[RunWarning] = []
         energy = self._energy_meter()
         if energy is not None:
             await energy.start()
@@ -382,7 +382,7 @@ class BenchSession:
             interrupted = True
         except WorkersLost as exc:
             interrupted = True
-            warnings.append(str(exc))
+            warnings.append(RunWarning(code="workers.all_lost", message=str(exc)))
         finally:
             self.client_cpu_pct = cpu.pct()
             self.energy = await self._stop_energy(energy)
@@ -451,7 +451,7 @@ class BenchSession:
         scrapes: EngineScrapes | None,
         t0: int,
         model: str,
-        warnings: list[str] | None = None,
+        warnings: list[RunWarning] | None = None,
     ) -> RunContext:
         s = self.s
         return RunContext(

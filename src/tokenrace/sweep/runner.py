@@ -34,6 +34,7 @@ from tokenrace.load.runner import Load
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SWEEP
 from tokenrace.model.records import RecordLine
 from tokenrace.model.run import SweepFile
+from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
@@ -252,7 +253,8 @@ class Sweep:
         acceptance: dict[str, float | None] = {}
         for name, result in self.state.steps:
             samples += _content_samples(result.directory)
-            acceptance[name] = (result.summary.get("speculative") or {}).get("acceptance_rate")
+            drafting = result.summary.speculative
+            acceptance[name] = drafting.acceptance_rate if drafting is not None else None
         section = content_section(samples, acceptance)
         self.state.extra["content"] = section.model_dump(mode="json") if section is not None else None
 
@@ -287,10 +289,9 @@ class Sweep:
             "goodput_requests_per_s": best["goodput_requests_per_s"] if best else None,
         }
 
-    def _meets(self, summary: dict[str, Any]) -> bool:
-        good = summary.get("goodput") or {}
-        rate = summary.get("error_rate")
-        frac = good.get("fraction")
+    def _meets(self, summary: Summary) -> bool:
+        rate = summary.error_rate
+        frac = summary.goodput.fraction if summary.goodput else None
         return (
             frac is not None and frac >= self.plan.attainment and rate is not None and rate <= self.plan.max_error_rate
         )
