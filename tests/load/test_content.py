@@ -139,3 +139,38 @@ def test_fewer_than_two_kinds_or_requests_give_no_interval() -> None:
     few = content_section([ContentSample("copy", 5.0, 10, 100), ContentSample("random", 9.0, 10, 100)])
     assert few is not None and few.depends is None and (few.verdict or "").startswith("too few requests")
     assert content_section([]) is None
+
+
+def test_the_flags_reach_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench --content all --dcgm-url ... --json` from the command line to summary.json."""
+    with FakeServerThread({**DEPENDENT, "dcgm_power_w": [300.0]}) as srv:
+        main(
+            [
+                "bench",
+                "--url",
+                srv.base_url,
+                "--content",
+                "all",
+                "--input-tokens",
+                "120",
+                "--output-tokens",
+                "24",
+                "--requests",
+                "12",
+                "--concurrency",
+                "3",
+                "--no-cold",
+                "--dcgm-url",
+                f"{srv.url}/dcgm/metrics",
+                "-o",
+                str(tmp_path / "run"),
+                "--json",
+            ]  # fmt: skip
+        )
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed["content"]["kinds"]) == {"natural", "copy", "random"}
+    assert printed["energy"]["joules"] > 0 and printed["speculative"]["acceptance_rate"] is not None
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["settings"]["prompts"]["content"] == "all" and manifest["settings"]["dcgm_url"].endswith(
+        "/dcgm/metrics"
+    )
