@@ -19,7 +19,8 @@ from tokenrace.figures.content import ContentSample, content_section
 from tokenrace.load.content import KINDS, Content, content_prompts, parse_content
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, PromptSpec, read_inputs
+from tokenrace.runs.run import Run
+from tokenrace.runs.session import BenchSession, BenchSettings, PromptSpec, read_inputs
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 
@@ -51,7 +52,7 @@ def settings(srv: FakeServerThread, out: Path, content: str, requests: int = 36,
     )
 
 
-def bench(srv: FakeServerThread, out: Path, content: str, requests: int = 36) -> BenchResult:
+def bench(srv: FakeServerThread, out: Path, content: str, requests: int = 36) -> Run:
     return asyncio.run(BenchSession(settings(srv, out, content, requests), argv=["tokenrace", "bench"]).run())
 
 
@@ -89,6 +90,14 @@ def test_content_with_embeddings_is_bad_input_before_the_network() -> None:
     assert err.value.param == "content" and "embeddings" in err.value.problem
 
 
+@pytest.mark.parametrize("api", ["embeddings", "rerank"])
+def test_content_with_a_pooling_api_exits_2_naming_the_flag(api: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "--url", "http://127.0.0.1:9/v1", "--api", api, "--content", "copy"])
+    assert exited.value.code == 2
+    assert f"error: --content: asks the model to write text; --api {api} generates none" in capsys.readouterr().err
+
+
 def test_the_cli_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["bench", "--url", "http://127.0.0.1:9/v1", "--content", "copy", "--prompt", "hi"])
@@ -124,11 +133,12 @@ def test_a_content_sweep_runs_each_kind_alone_with_its_acceptance(tmp_path: Path
         template = settings(srv, tmp_path / "sweep", "all", requests=12)
         result = asyncio.run(run_sweep(template, SweepPlan(kind="content", values=())))
     assert [name for name, _ in result.steps] == ["natural", "copy", "random"]
-    c = result.summary["content"]
+    swept = result.sweep.model_dump(mode="json")
+    c = swept["content"]
     kinds = c["kinds"]
     assert kinds["copy"]["acceptance_rate"] > 0.8 > 0.3 > kinds["random"]["acceptance_rate"]
     assert c["depends"] is True and c["slowest"] == "random"
-    rows = result.summary["steps"]
+    rows = swept["steps"]
     assert [row["content"] for row in rows] == ["natural", "copy", "random"]
     assert rows[1]["acceptance_rate"] == kinds["copy"]["acceptance_rate"]
 

@@ -16,7 +16,8 @@ from tokenrace.errors import InvalidInput
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
 from tokenrace.monitor.energy import EnergyMeter, EnergyUnavailable, EnergyWindow, NvmlEnergy, parse_dcgm
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, read_inputs
+from tokenrace.runs.run import Run
+from tokenrace.runs.session import BenchSession, BenchSettings, read_inputs
 from tokenrace.testing.fake_server import FakeServerThread
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -28,7 +29,7 @@ def js(summary: Summary) -> dict[str, Any]:
     return summary.model_dump(mode="json")
 
 
-def bench(srv: FakeServerThread, out: Path, dcgm_url: str | None, requests: int = 24) -> BenchResult:
+def bench(srv: FakeServerThread, out: Path, dcgm_url: str | None, requests: int = 24) -> Run:
     settings = BenchSettings(
         endpoint=ResolvedEndpoint(srv.base_url, None, None, "fake"),
         request=RequestOptions(max_tokens=16),

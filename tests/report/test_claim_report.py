@@ -16,8 +16,9 @@ from tokenrace.report.compare import compare, table_rows
 from tokenrace.report.html import build
 from tokenrace.report.tables import headline_lines
 from tokenrace.runs.reader import load_dir
+from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, PromptSpec
-from tokenrace.sweep.runner import SweepPlan, SweepResult, run_sweep
+from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 
 SERVER = {
@@ -31,7 +32,7 @@ SERVER = {
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SweepResult]:
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     out = tmp_path_factory.mktemp("claim") / "sweep"
     with FakeServerThread(SERVER) as srv:
         template = BenchSettings(
@@ -45,7 +46,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SweepResult]:
         yield asyncio.run(run_sweep(template, SweepPlan(kind="content", values=())))
 
 
-def test_compare_shows_acceptance_beside_tpot_and_tokens_per_joule(swept: SweepResult) -> None:
+def test_compare_shows_acceptance_beside_tpot_and_tokens_per_joule(swept: Run) -> None:
     steps = dict(swept.steps)
     report = compare([load_dir(steps["random"].directory), load_dir(steps["copy"].directory)])
     rows = report.comparisons[0].rows
@@ -58,8 +59,8 @@ def test_compare_shows_acceptance_beside_tpot_and_tokens_per_joule(swept: SweepR
     assert any(row[0] == "spec acceptance" for row in table_rows(report.comparisons[0]))
 
 
-def test_the_sweep_table_and_the_html_report_show_them(swept: SweepResult) -> None:
-    table = sweep_table(swept.summary)
+def test_the_sweep_table_and_the_html_report_show_them(swept: Run) -> None:
+    table = sweep_table(swept.sweep)
     headers = [c.header for c in table.columns]
     assert "accept" in headers and "tok/J" in headers
     page = build([load_dir(swept.directory)])
@@ -68,14 +69,14 @@ def test_the_sweep_table_and_the_html_report_show_them(swept: SweepResult) -> No
     assert "spec acceptance" in run_page and "output tokens per joule" in run_page
 
 
-def test_the_terminal_summary_says_what_the_speed_rests_on(swept: SweepResult) -> None:
+def test_the_terminal_summary_says_what_the_speed_rests_on(swept: Run) -> None:
     lines = headline_lines(dict(swept.steps)["copy"].summary)
     assert any(line.startswith("speculative decoding: ") for line in lines)
     assert any(line.startswith("TPOT p50 by content: copy") for line in lines)
     assert any(line.startswith("energy: ") and "output tok/J" in line for line in lines)
 
 
-def test_two_content_sweeps_pair_kind_with_kind(swept: SweepResult) -> None:
+def test_two_content_sweeps_pair_kind_with_kind(swept: Run) -> None:
     sweep = load_dir(swept.directory)
     report = compare([sweep, sweep])
     assert [c.step for c in report.comparisons] == ["natural vs natural", "copy vs copy", "random vs random"]
