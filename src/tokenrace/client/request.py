@@ -37,6 +37,7 @@ class Prompt:
     documents: list[str] | None = None  # rerank: the documents to rank against the query (`text`)
     # The images `messages` carry (as OpenAI image_url parts); None when it carries none.
     images: ImageTally | None = None
+    content: str | None = None  # what the model is asked to write (natural, copy, random), when chosen
 
     def as_text(self) -> str:
         """All the text the request carries, for counting its tokens."""

@@ -74,6 +74,7 @@ def headline_lines(summary: Summary) -> list[str]:
     reasons = sorted(set((summary.not_measured or {}).values()))
     lines.extend(f"no TTFT, TPOT or ITL: {why}" for why in reasons)
     lines.extend(cache_lines(summary.cache))
+    lines.extend(claim_lines(summary))
     lines.extend(turn_lines(summary.by_turn))
     lines.extend(structured_lines(summary))
     eff = summary.efficiency
@@ -98,6 +99,31 @@ def headline_lines(summary: Summary) -> list[str]:
     if g is not None:
         lines.append(f"goodput: {fmt(g.requests_per_s, 2)} req/s, {fmt(_pct(g.fraction))} % within SLO {g.slo}")
     return lines
+
+
+def claim_lines(summary: Summary) -> list[str]:
+    """What a speed figure rests on: the engine's speculative decoding, the content, the energy."""
+    out = []
+    spec = summary.speculative
+    if spec is not None and spec.acceptance_rate is not None:
+        steps = spec.tokens_per_step
+        out.append(
+            f"speculative decoding: {fmt(_pct(spec.acceptance_rate))} % of draft tokens accepted"
+            + (f", {fmt(steps, 2)} tokens per step" if steps is not None else "")
+            + f" ({spec.source})"
+        )
+    content = summary.content
+    if content is not None:
+        kinds = ", ".join(f"{k} {fmt(v.tpot_ms_p50, 2)} ms" for k, v in content.kinds.items())
+        out.append(f"TPOT p50 by content: {kinds}; {content.verdict}")
+    energy = summary.energy
+    if energy is not None and energy.output_tokens_per_joule is not None:
+        out.append(
+            f"energy: {fmt(energy.joules)} J over {fmt(energy.window_s, 2)} s on {len(energy.gpus)} GPU(s), "
+            f"{fmt(energy.output_tokens_per_joule, 2)} output tok/J, mean {fmt(energy.mean_power_w)} W "
+            f"({energy.source}, {energy.method})"
+        )
+    return out
 
 
 def _throughput_line(summary: Summary) -> str:
