@@ -14,8 +14,8 @@ from urllib.parse import unquote
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tokenrace import __version__
+from tokenrace.gateway.admission import Refused
 from tokenrace.gateway.http import Reply, Request, error_reply, json_reply
-from tokenrace.gateway.proxy import Refused
 from tokenrace.gateway.runtime import Backend, public
 from tokenrace.gateway.shadow import summary as shadow_summary
 

@@ -2,7 +2,7 @@
 
 `Gateway` owns what outlives one configuration (metrics, background tasks, the current `Runtime`)
 and swaps runtimes on reload. `build_handler()` returns the request handler for `http.Server`: the
-proxied completions (`proxy`), else the gateway's own endpoints (`admin`). `server.serve()` runs it
+proxied completions (`admission`), else the gateway's own endpoints (`admin`). `server.serve()` runs it
 with signals (SIGTERM drains, SIGHUP reloads).
 """
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tokenrace.client.redact import Redactor
-from tokenrace.gateway import admin, proxy
+from tokenrace.gateway import admin, admission
 from tokenrace.gateway.breaker import STATE_CODES, Transition
 from tokenrace.gateway.canary import Decision
 from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_config, resolve_secrets
@@ -277,7 +277,7 @@ def build_handler(gw: Gateway) -> Handler:
         if method == "POST":
             endpoint = _POST.get(path)
             if endpoint is not None:
-                return await proxy.handle(gw, request, endpoint)
+                return await admission.handle(gw, request, endpoint)
             if path.startswith(admin.CANARY_PREFIX):
                 reply = await admin.canary_control(gw, request, path)
                 if reply is not None:
