@@ -32,8 +32,6 @@ log = logging.getLogger("tokenrace.gateway")
 SSE_TYPE = "text/event-stream"
 MAX_ERROR_BODY = 64 * 1024
 CLIENT_LEFT = ("client_left", "the client left or stopped reading")
-HIGH_WATER = 64 * 1024  # bytes queued for a client before upstream reading pauses (then client_write_s bounds the wait)
-LOW_WATER = 16 * 1024  # ... and resumes
 _HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  # backend headers passed on with errors
 
 
@@ -208,8 +206,7 @@ class Attempt:
             out = tap.feed(chunk, t)
             tap_ns = perf_ns() - t
         t = perf_ns()
-        transport = self.request.transport
-        if transport is None or transport.is_closing():
+        if self.request.client_gone:
             return self._client_left(None)
         client = self.request.start_stream(
             200,
@@ -227,17 +224,17 @@ class Attempt:
     async def _pump(self, resp: Response, client: Stream, tap: StreamTap) -> Done:
         """Forward the rest of the stream; end it with an error event if the backend fails.
 
-        Push mode: each upstream read is tapped and written to the client transport inside the
-        upstream protocol's callback (`_sink`), so no task wakes up per chunk. This task waits only
-        for the end, an upstream error or timeout, or a client that fell behind (then it waits for
-        the client, at most client_write_s, with upstream reading paused).
+        Push mode: each upstream read is tapped and written to the client inside the upstream
+        protocol's callback (`_Sink`), so no task wakes up per chunk. This task waits only for the
+        end, an upstream error or timeout, or a client that fell behind: its connection's flow
+        control paused writing, so upstream reading pauses too until the client drained (at most
+        client_write_s).
         """
-        transport = self.request.transport
-        if transport is None or transport.is_closing():
+        if client.closed:
             return self._client_left(client)
         sink = _Sink(self, client, tap)
         resp.stream_into(sink)
-        failure = await self._wait_out(resp, sink, transport)
+        failure = await self._wait_out(resp, sink, client)
         sink.stopped = True  # whatever still arrives is not the client's any more
         if failure is not None and failure[0] == "client_left":
             return self._client_left(client)
@@ -252,7 +249,7 @@ class Attempt:
         self._finish(tap, failure)
         return Done(client)
 
-    async def _wait_out(self, resp: Response, sink: _Sink, transport: asyncio.BaseTransport) -> tuple[str, str] | None:
+    async def _wait_out(self, resp: Response, sink: _Sink, client: Stream) -> tuple[str, str] | None:
         """Wait for the stream to end. None: it ended; else (code, message), code "client_left" included."""
         wd = self.wd
         assert wd is not None
@@ -265,9 +262,8 @@ class Attempt:
                     return CLIENT_LEFT
                 wd.hold()  # the client is behind: wait for it, not for the backend
                 async with asyncio.timeout(write_s):
-                    while transport.get_write_buffer_size() > LOW_WATER and not transport.is_closing():  # type: ignore[attr-defined]
-                        await asyncio.sleep(0.005)
-                if transport.is_closing():
+                    await client.drain()
+                if client.closed:
                     return CLIENT_LEFT
                 wd.reading()
                 resp.resume()
@@ -317,8 +313,7 @@ class Attempt:
         """The client closed, or stopped reading for client_write_s: drop its connection for good
         (never let a clean chunked end follow, which would read as a complete answer)."""
         call = self.call
-        if self.request.transport is not None:
-            self.request.transport.abort()
+        self.request.abort()
         self.verdict = "client_closed"
         call.primary_done(None)
         m = call.gw.metrics
@@ -355,11 +350,12 @@ class Attempt:
 class _Sink:
     """Called by the upstream protocol with each read: tap it, write it to the client at once."""
 
-    __slots__ = ("transport", "write", "tap", "read", "observe", "stopped", "client_gone", "sent")
+    __slots__ = ("client", "flow", "write", "tap", "read", "observe", "stopped", "client_gone", "sent")
 
     def __init__(self, attempt: Attempt, client: Stream, tap: StreamTap) -> None:
         assert attempt.wd is not None
-        self.transport = client.transport
+        self.client = client
+        self.flow = client.flow
         self.write = client.write
         self.tap = tap
         self.read = attempt.wd.reading
@@ -377,15 +373,14 @@ class _Sink:
         out = self.tap.feed(piece, t)
         if not out:
             return True
-        transport = self.transport
-        if transport.is_closing():
+        if self.client.closed:
             self.client_gone = True
             return False
         self.write(out)
         self.sent += 1
         if self.sent & 7 == 0:  # every 8th chunk: the histogram's own cost stays off most chunks
             self.observe((perf_ns() - t) / 1e9)
-        return bool(transport.get_write_buffer_size() <= HIGH_WATER)
+        return not self.flow.paused  # the write just made may have paused it
 
 
 def count_tokens(
