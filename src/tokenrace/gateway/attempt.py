@@ -24,7 +24,7 @@ from tokenrace.gateway.http import Reply, Request, Stream
 from tokenrace.gateway.metrics import GatewayMetrics
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime
 from tokenrace.gateway.stream import Endpoint, StreamTap, error_event, response_text
-from tokenrace.gateway.upstream import Response, UpstreamError
+from tokenrace.gateway.upstream import UpstreamError, UpstreamResponse
 from tokenrace.gateway.watchdog import Watchdog
 
 perf_ns = time.perf_counter_ns
@@ -117,7 +117,7 @@ class Attempt:
             call.first_attempt = False
             call.gw.metrics.request_overhead.observe((perf_ns() - call.t0) / 1e9)
         self.wd = wd = Watchdog(t.first_byte_s, t.idle_s, t.total_s)
-        resp: Response | None = None
+        resp: UpstreamResponse | None = None
         try:
             resp = await pool.request(backend.heads[call.endpoint], extra, data)
             if resp.status >= 400:
@@ -147,7 +147,7 @@ class Attempt:
             f"no answer within the {limit.replace('_', '-')} limit of {seconds:g} s" if seconds else f"{limit} timeout",
         )
 
-    async def _http_error(self, resp: Response) -> Done | Failure:
+    async def _http_error(self, resp: UpstreamResponse) -> Done | Failure:
         body = await resp.read_all(MAX_ERROR_BODY)
         headers = {_HEADER_CASE[k]: v for k, v in resp.headers.items() if k in _HEADER_CASE}
         message = f"HTTP {resp.status}: {error_message_from_body(body) or ''}"
@@ -167,7 +167,7 @@ class Attempt:
         m.child(m.requests, self.call.route.name, self.backend.name, str(resp.status)).inc()
         return Done(out)
 
-    async def _whole(self, resp: Response) -> Done | Failure:
+    async def _whole(self, resp: UpstreamResponse) -> Done | Failure:
         """Non-streaming: read it all (still retryable), then pass it on as it is."""
         call = self.call
         body = await resp.read_all()
@@ -192,7 +192,7 @@ class Attempt:
 
     # -- streaming ---------------------------------------------------------------------------------------
 
-    async def _stream(self, resp: Response) -> Done | Failure:
+    async def _stream(self, resp: UpstreamResponse) -> Done | Failure:
         call = self.call
         tap = StreamTap(call.endpoint, strip_usage=not call.client_wants_usage, keep_text=call.primary_text is not None)
         out = b""
@@ -221,7 +221,7 @@ class Attempt:
         call.gw.metrics.first_chunk_overhead.observe((perf_ns() - t + tap_ns) / 1e9)
         return await self._pump(resp, client, tap)
 
-    async def _pump(self, resp: Response, client: Stream, tap: StreamTap) -> Done:
+    async def _pump(self, resp: UpstreamResponse, client: Stream, tap: StreamTap) -> Done:
         """Forward the rest of the stream; end it with an error event if the backend fails.
 
         Push mode: each upstream read is tapped and written to the client inside the upstream
@@ -249,7 +249,7 @@ class Attempt:
         self._finish(tap, failure)
         return Done(client)
 
-    async def _wait_out(self, resp: Response, sink: _Sink, client: Stream) -> tuple[str, str] | None:
+    async def _wait_out(self, resp: UpstreamResponse, sink: _Sink, client: Stream) -> tuple[str, str] | None:
         """Wait for the stream to end. None: it ended; else (code, message), code "client_left" included."""
         wd = self.wd
         assert wd is not None

@@ -37,7 +37,7 @@ from tokenrace.gateway.config import (
 )
 from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.routing import Load
-from tokenrace.gateway.upstream import Pool, proxy_for
+from tokenrace.gateway.upstream import Pool, Upstream, proxy_for
 
 ArmName = Literal["baseline", "canary", "fallback"]
 STALE_INTERVALS = 3  # a /metrics reading older than this many scrape intervals is not used
@@ -54,7 +54,7 @@ class Backend:
         self.breaker = Breaker(name, config.breaker)
         self.in_flight = 0
         self.load: Load | None = None  # the latest /metrics reading, when a least_queue pool scrapes it
-        self.pool: Pool | None = None
+        self.pool: Upstream | None = None
         self.heads: dict[str, bytes] = {}
         base = {
             "Content-Type": "application/json",
@@ -78,14 +78,20 @@ class Backend:
 
     def open(self, env: Mapping[str, str]) -> None:
         """Start the pool; `env` says which proxy, if any, the backend is reached through."""
-        self.pool = Pool(
-            self.config.url,
-            self.config.timeouts.connect_s,
-            self.config.max_in_flight,
-            ca_bundle=self.config.ca_bundle,
-            proxy=proxy_for(self.config.url, env),
+        self.attach(
+            Pool(
+                self.config.url,
+                self.config.timeouts.connect_s,
+                self.config.max_in_flight,
+                ca_bundle=self.config.ca_bundle,
+                proxy=proxy_for(self.config.url, env),
+            )
         )
-        self.heads = {name: self.pool.head(path, self.headers) for name, path in PATHS.items()}
+
+    def attach(self, upstream: Upstream) -> None:
+        """Send this backend's requests through `upstream` (open() attaches a Pool; tests, others)."""
+        self.pool = upstream
+        self.heads = {name: upstream.head(path, self.headers) for name, path in PATHS.items()}
 
     async def close(self) -> None:
         if self.pool is not None:
