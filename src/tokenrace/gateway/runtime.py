@@ -35,6 +35,7 @@ from tokenrace.gateway.config import (
     TargetConfig,
     sha256_hex,
 )
+from tokenrace.gateway.headers import RequestFilter
 from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.routing import Load
 from tokenrace.gateway.upstream import Pool, Upstream, proxy_for
@@ -42,6 +43,7 @@ from tokenrace.gateway.upstream import Pool, Upstream, proxy_for
 ArmName = Literal["baseline", "canary", "fallback"]
 STALE_INTERVALS = 3  # a /metrics reading older than this many scrape intervals is not used
 PATHS = {"chat": "/chat/completions", "completions": "/completions"}
+DEFAULT_FORWARD = RequestFilter()  # every end-to-end header (headers.py)
 
 
 class Backend:
@@ -56,6 +58,7 @@ class Backend:
         self.load: Load | None = None  # the latest /metrics reading, when a least_queue pool scrapes it
         self.pool: Upstream | None = None
         self.heads: dict[str, bytes] = {}
+        self.own_names = frozenset(k.lower() for k in config.headers)  # a client's header of these names is not sent
         base = {
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",
@@ -253,6 +256,8 @@ class Route:
         self.fallback = self._fallback(config, backends)
         self.shadow = Shadow(backends[config.shadow.backend], config.shadow) if config.shadow is not None else None
         self.sticky_header = config.sticky_header
+        fh = config.forward_headers
+        self.forward = RequestFilter(fh.allow, fh.deny) if fh is not None else DEFAULT_FORWARD
 
     def _fallback(self, config: RouteConfig, backends: dict[str, Backend]) -> list[Target]:
         if config.fallback is not None:

@@ -78,7 +78,7 @@ async def _send(call: Call, shadow: Shadow) -> tuple[str, float | None, float | 
     backend = shadow.backend
     pool = backend.pool
     assert pool is not None
-    extra = b"x-request-id: " + call.request_id.encode("latin-1", "replace") + b"-shadow\r\n"
+    extra = b"x-request-id: " + call.request_id.encode("latin-1", "replace") + b"-shadow\r\n" + call.forwarded(backend)
     t0 = perf_ns()
     resp: UpstreamResponse | None = None
     try:
