@@ -170,6 +170,10 @@ def test_forward_headers_naming_a_header_never_forwarded_is_a_located_error(entr
     text = config_text({"a": {"url": "http://127.0.0.1:9/v1"}}, routes)
     with pytest.raises(ConfigError) as caught:
         parse_config(text, "test.yaml", ENV)
-    line = next(i for i, row in enumerate(text.splitlines(), 1) if entry in row)
+    line, row = next((i, row) for i, row in enumerate(text.splitlines(), 1) if entry in row)
     [found] = caught.value.problems
-    assert found.startswith(f"test.yaml:{line}:") and "routes[0].forward_headers.deny[0]" in found and problem in found
+    assert (
+        found.startswith(f"test.yaml:{line}:{row.index(entry) + 1}:")
+        and "routes[0].forward_headers.deny[0]" in found
+        and problem in found
+    )
