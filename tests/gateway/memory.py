@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import httptools
 
 from tokenrace.gateway import http
-from tokenrace.gateway.upstream import UpstreamError
-
-Sink = Callable[[bytes], bool]
+from tokenrace.gateway.upstream import Sink, UpstreamError
 
 
 @dataclass
@@ -108,7 +105,9 @@ class MemoryResponse:
         if not piece:
             self._changed.set()
             return
-        if not self._sink(piece):
+        took = self._sink(piece)
+        flushed = self._sink.flush()  # one piece per read
+        if not (took and flushed):
             self.paused = True
             self.pauses += 1
             self._changed.set()
