@@ -198,10 +198,13 @@ class Attempt:
         out = b""
         tap_ns = 0
         # Until the first complete event nothing has reached the client: a failure here is retryable.
+        wd = self.wd
+        assert wd is not None
         while not out:
             chunk = await resp.read()
             if not chunk:
                 return Failure("disconnect", "the backend closed the stream before its first event")
+            wd.reading()  # bytes came: from now on the idle limit, not the first-byte one, applies
             t = perf_ns()
             out = tap.feed(chunk, t)
             tap_ns = perf_ns() - t
