@@ -95,7 +95,7 @@ def test_content_with_a_pooling_api_exits_2_naming_the_flag(api: str, capsys: py
     with pytest.raises(SystemExit) as exited:
         main(["bench", "--url", "http://127.0.0.1:9/v1", "--api", api, "--content", "copy"])
     assert exited.value.code == 2
-    assert f"error: --content: asks the model to write text; --api {api} generates none" in capsys.readouterr().err
+    assert f"error: --content: asks the model to write text; the {api} API generates none" in capsys.readouterr().err
 
 
 def test_the_cli_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:

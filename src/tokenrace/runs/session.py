@@ -186,9 +186,9 @@ def _content_prompts(s: BenchSettings) -> PromptSet:
     """The --content prompts: every kind at one prompt and one output length, none repeated in a run."""
     spec = s.prompts
     if s.request.api in POOLING_APIS:
-        raise InvalidInput("content", f"asks the model to write text; --api {s.request.api} generates none")
+        raise InvalidInput("content", f"asks the model to write text; the {s.request.api} API generates none")
     if spec.text is not None or spec.file is not None:
-        raise InvalidInput("content", "writes its own prompts; leave out --prompt and --prompts")
+        raise InvalidInput("content", "writes its own prompts; it cannot be combined with given prompts")
     kinds = parse_content(spec.content)
     input_tokens = int(spec.input_tokens[0]) if spec.input_tokens else DEFAULT_INPUT_TOKENS
     output_tokens = int(spec.output_tokens[0]) if spec.output_tokens else s.request.max_tokens or 256
