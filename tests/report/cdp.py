@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
-import os
 import re
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
+from tests.conftest import require
 
 FLAGS = (
     "--headless",
@@ -33,12 +32,9 @@ FLAGS = (
 
 
 def require_chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path:
-        return path
-    if os.environ.get("CI"):
-        pytest.fail("chromium is not installed (apt-get install -y chromium)")
-    pytest.skip("chromium is not installed (apt-get install -y chromium); the report check needs a real browser")
+    return require(
+        "chromium", shutil.which("chromium") or shutil.which("chromium-browser"), "apt-get install -y chromium"
+    )
 
 
 @dataclass

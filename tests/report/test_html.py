@@ -19,7 +19,7 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import CostSpec, GpuCost
 from tokenrace.load.runner import Load
-from tokenrace.report.html import build, resource_series, write
+from tokenrace.report.html import build, planner_bound, resource_series, write
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
@@ -27,12 +27,6 @@ from tokenrace.testing.fake_server import FakeServerThread
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-try:
-    import plotly  # noqa: F401
-except ImportError:
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("the HTML report needs plotly (pip install plotly)", allow_module_level=True)
 SAMPLE = {  # one line of timeseries.jsonl, in the layout of docs/monitor.md
     "wall": "2025-01-01T12:00:01+00:00",
     "gpu": [
@@ -134,8 +128,6 @@ def test_report_renders_in_chromium_without_errors(made: dict[str, Path], kind: 
 
 
 def test_speed_of_light_from_the_planner(made: dict[str, Path]) -> None:
-    pytest.importorskip("tokenrace.plan")
-    from tokenrace.report.html import planner_bound
 
     run = load(made["run"])
     bound = planner_bound("H100-SXM", "llama-3.1-8b")(run)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tokenrace import plan as planner
 from tokenrace.errors import InvalidInput, TokenraceError
 
 
@@ -25,11 +26,7 @@ class EfficiencySpec:
 
 def check_spec(spec: EfficiencySpec) -> None:
     """Raise InvalidInput when the planner cannot read the spec's hardware or model, so a typo is
-    reported before a run, not as an `error` in its summary. Without the planner there is no bound."""
-    try:
-        from tokenrace import plan as planner
-    except ImportError:
-        return
+    reported before a run, not as an `error` in its summary."""
     checks: list[tuple[str, Callable[[], object]]] = [("model_config", lambda: planner.load_model(spec.model))]
     if spec.hardware.strip().lower() != "cpu":  # this machine, measured when the bound is needed
         checks.insert(0, ("hardware", lambda: planner.load_hardware(spec.hardware)))
@@ -46,11 +43,7 @@ def check_spec(spec: EfficiencySpec) -> None:
 
 
 def efficiency_of(summary: dict[str, Any], spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:
-    """`summary["efficiency"]`, or None when the planner cannot say (reason in `error`)."""
-    try:
-        from tokenrace import plan as planner
-    except ImportError:
-        return None
+    """`summary["efficiency"]`; when the planner cannot say, a dict whose `error` says why."""
     m = summary["metrics"]
     prompt = m["prompt_tokens"]["mean"]
     output = m["output_tokens"]["mean"]

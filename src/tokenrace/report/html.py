@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from tokenrace import __version__
-from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.plan import plan
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
 from tokenrace.report.quality import quality_dir
@@ -822,15 +823,11 @@ def write(inputs: Sequence[RunData], out: Path, cost: CostSpec | None = None, so
     return out
 
 
-# --- the speed of light, from the planner (optional) ------------------------------------------------
+# --- the speed of light, from the planner ------------------------------------------------
 
 
 def planner_bound(hardware: str, model: str | None = None, devices: int | None = None) -> SpeedOfLight:
     """Aggregate decode tokens/s bound at each run's concurrency and prompt/output sizes (tokenrace.plan)."""
-    try:
-        from tokenrace.plan import plan
-    except ImportError:
-        raise InvalidInput("hardware", "needs the planner (tokenrace.plan), which is not installed here") from None
 
     def bound(run: RunData) -> float | None:
         name = model or _model_of(run)
