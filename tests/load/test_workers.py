@@ -12,7 +12,7 @@ from dataclasses import fields
 
 import numpy as np
 import pytest
-from tests.conftest import run
+from tests.conftest import run, wait_until_async
 
 from tokenrace.client.openai import Prompt, RequestOptions
 from tokenrace.client.records import CLOCK_STAMPS, DURATIONS_NS, SCHEDULER_STAMPS, RequestRecord, derived
@@ -151,8 +151,7 @@ def test_cancelling_the_run_returns_each_workers_cancelled_records() -> None:
 
         runner = Runner(dispatcher.send, single("a"), Load(concurrency=4, requests=1000, cold=False), finish)
         task = asyncio.create_task(runner.run())
-        while sum(r.ok for r in runner.records) < 4:
-            await asyncio.sleep(0.05)
+        await wait_until_async(lambda: sum(r.ok for r in runner.records) >= 4, what="4 finished requests")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

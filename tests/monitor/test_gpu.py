@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from tests.conftest import wait_until_async
 from tests.fixtures.nvml.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml
 
 from tokenrace.monitor import GpuSampler, MonitorSession, SamplerUnavailable
@@ -95,7 +96,7 @@ def test_session_without_gpu_says_so_once_and_keeps_sampling(tmp_path: Path) -> 
     async def go() -> dict:
         m = MonitorSession(tmp_path, 0.05, nvml=nvml)
         await m.start()
-        await asyncio.sleep(0.3)
+        await wait_until_async(lambda: m.samples >= 3, what="3 samples")
         return await m.stop()
 
     r = asyncio.run(go())
@@ -114,7 +115,7 @@ def test_a_lost_gpu_disables_the_sampler_not_the_monitor(tmp_path: Path) -> None
     async def go() -> dict:
         m = MonitorSession(tmp_path, 0.05, nvml=nvml)
         await m.start()
-        await asyncio.sleep(0.6)
+        await wait_until_async(lambda: m.samples >= 6, what="6 samples")
         return await m.stop()
 
     r = asyncio.run(go())

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import wait_until_async
 
 from tokenrace.monitor import MetricsScraper, MonitorSession, SamplerUnavailable, metrics_url_for
 from tokenrace.monitor.server import SERVER_FIELDS, detect_engine, normalize, parse_metrics
@@ -158,11 +159,12 @@ def test_monitor_session_scrapes_and_sums_up_the_server(served: tuple[FakeServer
     async def go() -> tuple[dict, tuple]:
         m = MonitorSession(tmp_path / "run", 0.1, metrics_url_for(srv.base_url), gpu=False)
         await m.start()
-        await asyncio.sleep(0.35)
+        await wait_until_async(lambda: m.samples >= 3, what="3 scrapes")
         t = bump(text, "vllm:time_to_first_token_seconds_sum", 1.0)
         t = bump(t, "vllm:time_to_first_token_seconds_count", 5)
         path.write_text(bump(t, "vllm:num_requests_waiting", 9))
-        await asyncio.sleep(0.3)
+        before = m.samples  # the next sample may have begun before the write: the one after it did not
+        await wait_until_async(lambda: m.samples >= before + 2, what="2 scrapes after the change")
         return await m.stop(), m.server_metrics_texts()
 
     r, (engine, first, last) = asyncio.run(go())
@@ -178,7 +180,7 @@ def test_session_disables_a_404_scraper_at_once(fake: FakeServerThread, tmp_path
     async def go() -> dict:
         m = MonitorSession(tmp_path, 0.05, f"{fake.url}/metrics", gpu=False)
         await m.start()
-        await asyncio.sleep(0.4)
+        await wait_until_async(lambda: m.samples >= 2, what="2 samples")  # the scraper gives up on the first
         return await m.stop()
 
     r = asyncio.run(go())
@@ -195,7 +197,8 @@ def test_session_gives_up_on_an_unreachable_server_after_three_tries(tmp_path: P
         async def go() -> dict:
             m = MonitorSession(tmp_path, 0.05, f"http://127.0.0.1:{port}/metrics", gpu=False)
             await m.start()
-            await asyncio.sleep(0.5)
+            await wait_until_async(lambda: m.samplers["server"]["status"] != "ok", what="the scraper to give up")
+            await wait_until_async(lambda: m.samples >= 5, what="5 samples")  # and not try again
             return await m.stop()
 
         r = asyncio.run(go())

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import wait_until_async
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
 from tokenrace.client.records import RequestRecord
@@ -120,7 +121,7 @@ def test_record_objects_and_the_monitors_own_timeseries(tmp_path: Path) -> None:
     async def sample() -> list[dict[str, Any]]:
         m = MonitorSession(tmp_path, 0.05, nvml=FakeNvml.from_fixture("h100_pcie_thermal.json"), t0_ns=None)
         await m.start()
-        await asyncio.sleep(0.6)
+        await wait_until_async(lambda: m.samples >= 8, what="8 samples")
         await m.stop()
         return load_timeseries(tmp_path)
 

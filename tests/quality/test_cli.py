@@ -6,11 +6,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import fake_key, in_process, sigint_default
+from tests.conftest import fake_key, in_process, line_count, sigint_default, wait_until
 from tests.quality.fake_answers import AnswerServer, behaviour
 
 from tokenrace.quality.suites import resolve_suites
@@ -97,11 +96,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
             text=True,
             preexec_fn=sigint_default,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if (out / "items.jsonl").is_file() and len((out / "items.jsonl").read_text().splitlines()) >= 3:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: line_count(out / "items.jsonl") >= 3, what="3 items in items.jsonl")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err

@@ -9,12 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tests.conftest import sigint_default
+from tests.conftest import line_count, sigint_default, wait_until
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
@@ -187,9 +186,7 @@ def test_ctrl_c_keeps_the_steps_measured_so_far(knee_server: Any, tmp_path: Path
         preexec_fn=sigint_default,
     )
     records = out / "c2" / "records.jsonl"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and (not records.exists() or records.read_text().count("\n") < 8):
-        time.sleep(0.1)
+    wait_until(lambda: line_count(records) >= 8, 90, "8 records in the second step")
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
