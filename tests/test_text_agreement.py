@@ -60,5 +60,6 @@ def test_the_gateway_shadow_scores_with_the_same_functions() -> None:
     from tokenrace.gateway import shadow
     from tokenrace.quality import paired
 
-    assert shadow.agreement is paired.agreement is agreement
-    assert shadow.exact_match is paired.exact_match is agreement_module.exact_match
+    assert shadow.agreement is agreement and shadow.exact_match is agreement_module.exact_match
+    # The quality comparison scores its pairs with the rates over the same two functions.
+    assert paired.agreement_rate is agreement_rate and paired.exact_match_rate is exact_match_rate

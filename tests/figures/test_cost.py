@@ -23,7 +23,6 @@ from tokenrace.figures.cost import (
     CostSpec,
     GpuCost,
     Price,
-    add_cost,
     api_cost,
     cost_of,
     gpu_cost,
@@ -103,8 +102,6 @@ def test_cost_of_prefers_flags_then_saved_then_table() -> None:
     saved = {**summary(), "cost": {"basis": "api", "usd_per_million_output_tokens": 9.0}}
     assert cost_of(saved, groq, None)["usd_per_million_output_tokens"] == 9.0
     assert cost_of(summary(), {"provider": "vllm", "model": "x"}, None) is None
-    s = summary()
-    assert add_cost(s, {}, CostSpec(price=Price(1, 1))) is s["cost"]
 
 
 def test_cost_options_decorator() -> None:

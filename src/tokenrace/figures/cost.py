@@ -151,11 +151,3 @@ def cost_of(summary: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | 
         return dict(summary["cost"])
     found = lookup(manifest.get("provider"), manifest.get("model"))
     return api_cost(summary, found) if found else None
-
-
-def add_cost(summary: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | None) -> dict[str, Any] | None:
-    """Put `cost` into a run summary (for `tokenrace bench`); returns it (None when unknown)."""
-    c = cost_of({k: v for k, v in summary.items() if k != "cost"}, manifest, cost)
-    if c is not None:
-        summary["cost"] = c
-    return c

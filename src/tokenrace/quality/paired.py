@@ -12,7 +12,7 @@ from tokenrace.errors import UsageError
 from tokenrace.quality.models import Accuracy, ItemResult, QualityResult, Speed, load_quality, read_items
 from tokenrace.quality.scoring import score, speed
 from tokenrace.stats import mcnemar_exact, paired_difference_ci
-from tokenrace.text_agreement import agreement, exact_match
+from tokenrace.text_agreement import agreement_rate, exact_match_rate
 
 SCHEMA_VERSION = 1
 COMPARISON = "comparison.json"
@@ -114,8 +114,8 @@ def compare_items(
         suites[name] = SuiteComparison(paired=sp, difference=sd, verdict=sv)
     texts = [(a.output or "", b.output or "") for a, b in judged]
     agree = AgreementScore(
-        exact_match_rate=sum(exact_match(x, y) for x, y in texts) / len(texts) if texts else None,
-        token_similarity=sum(agreement(x, y) for x, y in texts) / len(texts) if texts else None,
+        exact_match_rate=exact_match_rate(texts),
+        token_similarity=agreement_rate(texts),
         n=len(texts),
     )
     excluded = {
