@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from tokenrace import aio
 from tokenrace.cli import bench_quality
 from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
@@ -22,17 +21,6 @@ from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, rea
 if TYPE_CHECKING:
     from tokenrace.quality.models import QualityResult
     from tokenrace.serve.launch import RunningEngine
-
-T = TypeVar("T")
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        import uvloop
-
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
 
 
 @click.command("bench")
@@ -56,7 +44,7 @@ def command(ctx: click.Context, /, **o: Any) -> None:
         return
     progress = LiveProgress(settings.load.requests, enabled=not o["as_json"])
     with progress:
-        result = run_async(BenchSession(settings, progress, sys.argv).run())
+        result = aio.run(BenchSession(settings, progress, sys.argv).run())
     index_quietly(result.directory)
     quality = None
     if samples and not result.interrupted:
@@ -103,7 +91,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
                 settings, engine.base_url, engine.model, samples, directory, bool(o["as_json"]), engine.record
             )
 
-    result = run_async(
+    result = aio.run(
         run_profile(settings, EmbeddedOptions(model=Path(model) if model else None), progress_for, steps, after)
     )
     if o["as_json"]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from tokenrace.cli.bench import run_async as _run_async
+from tokenrace import aio
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import bench_options, cost_options, settings_from_options, spec_from_options
 from tokenrace.errors import UsageError
@@ -88,13 +88,8 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     if settings.endpoint is None:
         result = _embedded(settings, plan, o, explicit, cost)
     else:
-        result = run_async(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
+        result = aio.run(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
     _report(result, bool(o["as_json"]))
-
-
-def run_async(coro: Coroutine[Any, Any, SweepResult]) -> SweepResult:
-    result: SweepResult = _run_async(coro)
-    return result
 
 
 def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count: bool) -> SweepPlan:
@@ -178,7 +173,7 @@ def _embedded(
         finally:
             engine.stop()
 
-    return run_async(go())
+    return aio.run(go())
 
 
 def _report(result: SweepResult, as_json: bool) -> None:
