@@ -25,13 +25,12 @@ from typing import Any
 
 import aiohttp
 
-from tokenrace.engines import WITH_METRICS, Metrics, server_root
+from tokenrace.engines import WITH_METRICS, server_root
 from tokenrace.monitor.gpu import SamplerUnavailable
 
 MAX_BODY_BYTES = 16 * 2**20  # a real vLLM /metrics is ~100 KB; anything this big is not one
 
 
-ENGINES: dict[str, Metrics] = WITH_METRICS  # each engine's metric names (the catalog in tokenrace.engines)
 MAX_GAUGES = frozenset({"kv_cache_usage"})
 SERVER_FIELDS = (
     "engine",
@@ -71,7 +70,7 @@ def parse_metrics(text: str, at_s: float) -> Scrape:
 
 
 def detect_engine(scrape: Scrape) -> str | None:
-    for engine, names in ENGINES.items():
+    for engine, names in WITH_METRICS.items():
         if any(n.startswith(names.prefix) for n in scrape.values):
             return engine
     return None
@@ -79,7 +78,7 @@ def detect_engine(scrape: Scrape) -> str | None:
 
 def normalize(engine: str, now: Scrape, before: Scrape | None) -> dict[str, Any]:
     """The timeseries `server` object (without `scrape_ms`) from this scrape and the one before."""
-    names = ENGINES[engine]
+    names = WITH_METRICS[engine]
     out: dict[str, Any] = {"engine": engine}
     for name, candidates in names.gauges.items():
         out[name] = _gauge(now, candidates, name in MAX_GAUGES)

@@ -26,9 +26,10 @@ from typing import IO, Any, TypeVar
 
 import orjson
 
+from tokenrace.engines import WITH_METRICS
 from tokenrace.monitor.aggregate import Aggregator
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
-from tokenrace.monitor.server import ENGINES, MetricsScraper, ScrapeFailed, histogram_mean_delta
+from tokenrace.monitor.server import MetricsScraper, ScrapeFailed, histogram_mean_delta
 from tokenrace.monitor.system import SystemSampler
 
 TIMESERIES = "timeseries.jsonl"
@@ -343,7 +344,7 @@ class MonitorSession:
     def _server_means(self) -> dict[str, float | None]:
         """The engine's mean TTFT and TPOT over the monitored span, from its histograms."""
         engine, first, last = self.server_metrics_texts()
-        hist = ENGINES[engine].histograms if engine else {}
+        hist = WITH_METRICS[engine].histograms if engine else {}
         out: dict[str, float | None] = {"ttft_mean_ms": None, "tpot_mean_ms": None}
         if not first or not last or first is last:
             return out

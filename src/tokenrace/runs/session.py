@@ -14,10 +14,11 @@ from urllib.parse import urlsplit
 
 from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.client.providers import HOSTED_HOSTS, ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.client.transport import Timeouts
+from tokenrace.doctor import collect_environment, probe_server_environment
 from tokenrace.engines import server_root
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import server_cache
@@ -201,16 +202,12 @@ async def _scrape_metrics(client: OpenAIClient, base_url: str) -> str | None:
 
 async def _environment(client: OpenAIClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """What makes two results comparable: this machine, and what the server says it is."""
-    try:
-        from tokenrace.doctor import collect_environment, probe_server_environment
-    except ImportError:
-        return None, None
     assert client.session is not None
     try:
         env = collect_environment()
     except Exception as exc:  # noqa: BLE001 - the environment is context; it must never stop a run
         env = {"error": f"{type(exc).__name__}: {exc}"}
-    server = await probe_server_environment(client.session, client.base_url)
+    server = await probe_server_environment(client.session, client.base_url, HOSTED_HOSTS)
     return env, server
 
 
