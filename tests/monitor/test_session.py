@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import line_count, wait_until_async
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
-from tokenrace.monitor import TIMESERIES, MonitorSession, load_timeseries
+from tokenrace.model.files import TIMESERIES
+from tokenrace.monitor import MonitorSession, load_timeseries
 
 GPU_FIELDS = {
     "index",

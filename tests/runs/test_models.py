@@ -13,10 +13,12 @@ import jsonschema
 import pytest
 from tests.sweep.helpers import bench
 
-from tokenrace.client.records import RECORD_SCHEMA_VERSION, RequestRecord
-from tokenrace.runs.models import SCHEMA_VERSION, RecordLine, Summary
+from tokenrace.client.records import RequestRecord
+from tokenrace.model.files import SCHEMA_VERSION
+from tokenrace.model.records import RecordLine
+from tokenrace.model.schema import schema_name, schemas
+from tokenrace.model.summary import Summary
 from tokenrace.runs.reader import load_dir
-from tokenrace.runs.schema import schema_name, schemas
 from tokenrace.testing.fake_server import FakeServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,14 +38,14 @@ def test_committed_schemas_are_current() -> None:
     stale = sorted(n for n in fresh if on_disk.get(n) != fresh[n])
     extra = sorted(set(on_disk) - set(fresh))
     assert not stale and not extra, (
-        f"docs/schema is stale ({stale or extra}): run `python -m tokenrace.runs.schema` and commit the result"
+        f"docs/schema is stale ({stale or extra}): run `python -m tokenrace.model.schema` and commit the result"
     )
 
 
 def test_the_record_writer_and_its_model_agree() -> None:
-    assert RECORD_SCHEMA_VERSION == SCHEMA_VERSION
     rec = RequestRecord(seq=3, start_ns=10, first_token_ns=20, end_ns=40, chunk_ns=[20, 30], output_tokens=2)
     line = rec.to_json(0)
+    assert line["schema_version"] == SCHEMA_VERSION
     assert set(line) <= set(RecordLine.model_fields), set(line) - set(RecordLine.model_fields)
     assert RecordLine.model_validate(line).model_dump(mode="json", include=set(line)) == line
 

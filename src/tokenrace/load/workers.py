@@ -502,7 +502,7 @@ def resolve_count(spec: WorkersSpec, streams: int) -> tuple[int, str | None]:
 def manifest_section(
     requested: str, reason: str | None, pool: Pool | None = None, dispatcher: Dispatcher | None = None
 ) -> dict[str, Any]:
-    """The manifest's `workers` (runs.models.WorkersInfo)."""
+    """The manifest's `workers` (model.manifest.WorkersInfo)."""
     if pool is None or dispatcher is None:
         return {"kind": "process", "count": 1, "requested": requested, "reason": reason}
     rows = []

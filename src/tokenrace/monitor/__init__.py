@@ -60,11 +60,10 @@ from __future__ import annotations
 from tokenrace.monitor.advice import resource_warnings
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
 from tokenrace.monitor.server import MetricsScraper, is_local_url, metrics_url_for
-from tokenrace.monitor.session import TIMESERIES, MonitorSession, load_timeseries
+from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.monitor.system import SystemSampler
 
 __all__ = [
-    "TIMESERIES",
     "GpuSampler",
     "MetricsScraper",
     "MonitorSession",

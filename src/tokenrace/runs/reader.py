@@ -11,12 +11,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tokenrace.errors import UsageError
-from tokenrace.runs.history import PROFILE_FILE, SWEEP_FILE, dir_kind, resolve_run
+from tokenrace.model.files import MANIFEST, PROFILE, SUMMARY, SWEEP
+from tokenrace.model.manifest import Manifest
+from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.model.summary import Summary
+from tokenrace.runs.history import dir_kind, resolve_run
 from tokenrace.runs.importers import import_file
-from tokenrace.runs.models import Manifest, ProfileFile, Summary, SweepFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.saved import RunData
-from tokenrace.runs.store import MANIFEST, SUMMARY, read_json
+from tokenrace.runs.store import read_json
 
 
 def load(ref: str | Path) -> RunData:
@@ -35,7 +38,7 @@ def load_dir(path: Path) -> RunData:
         raise UsageError(
             f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"
         )
-    summary = _read(path / SWEEP_FILE, SweepFile) if kind == "sweep" else _read(path / PROFILE_FILE, ProfileFile)
+    summary = _read(path / SWEEP, SweepFile) if kind == "sweep" else _read(path / PROFILE, ProfileFile)
     steps = [
         (row["step"], load_dir(path / row["step"]))
         for row in summary.get("steps", [])

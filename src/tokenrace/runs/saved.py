@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenrace.runs.store import RECORDS, TIMESERIES, read_jsonl
+from tokenrace.model.files import RECORDS, TIMESERIES
+from tokenrace.runs.store import read_jsonl
 
 
 @dataclass(slots=True)

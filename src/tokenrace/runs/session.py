@@ -16,7 +16,6 @@ from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.providers import HOSTED_HOSTS, ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
-from tokenrace.client.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.client.transport import Timeouts
 from tokenrace.doctor import collect_environment, probe_server_environment
 from tokenrace.engines import server_root
@@ -45,10 +44,12 @@ from tokenrace.load.workers import (
     resolve_count,
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
+from tokenrace.model.files import RECORDS, SCHEMA_VERSION
+from tokenrace.model.summary import Summary
 from tokenrace.monitor.session import MonitorSession, load_timeseries
+from tokenrace.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.runs.instruments import monitor_for_bench
-from tokenrace.runs.models import SCHEMA_VERSION, Summary
-from tokenrace.runs.store import RECORDS, RunStore, default_run_dir
+from tokenrace.runs.store import RunStore, default_run_dir
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 
 

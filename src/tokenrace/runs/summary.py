@@ -21,8 +21,9 @@ from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
 from tokenrace.figures.summary import by_turn, summarize
 from tokenrace.load.windows import Windows
+from tokenrace.model.files import SCHEMA_VERSION
+from tokenrace.model.summary import Summary
 from tokenrace.monitor.advice import resource_warnings
-from tokenrace.runs.models import SCHEMA_VERSION, Summary
 
 
 @dataclass(frozen=True, slots=True)

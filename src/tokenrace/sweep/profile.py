@@ -11,7 +11,8 @@ from typing import Any
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.runs.models import SCHEMA_VERSION, ProfileFile
+from tokenrace.model.files import PROFILE, SCHEMA_VERSION
+from tokenrace.model.run import ProfileFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.session import BenchResult, BenchSettings
 from tokenrace.runs.store import default_run_dir, write_json
@@ -84,7 +85,7 @@ async def _run_steps(
         if result.interrupted:
             break
     summary = profile_summary(results, engine.record)
-    write_json(parent / "profile.json", ProfileFile.model_validate(summary).model_dump(mode="json"))
+    write_json(parent / PROFILE, ProfileFile.model_validate(summary).model_dump(mode="json"))
     return ProfileResult(parent, results, engine.record, summary)
 
 

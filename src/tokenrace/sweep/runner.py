@@ -27,14 +27,14 @@ from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.runner import Load
+from tokenrace.model.files import SCHEMA_VERSION, SWEEP
+from tokenrace.model.run import SweepFile
 from tokenrace.runs.history import index_quietly
-from tokenrace.runs.models import SCHEMA_VERSION, SweepFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
 from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.sweep import knee as kn
 
-SWEEP_FILE = "sweep.json"
 KINDS = ("concurrency", "rate", "input_tokens", "goodput")
 VALUES_PARAM = {
     "concurrency": "concurrencies",
@@ -162,7 +162,7 @@ class Sweep:
         self.plan = plan
         self.argv = argv
         self.parent = template.output or default_run_dir(template.label or f"sweep-{plan.kind}")
-        if (self.parent / SWEEP_FILE).exists():
+        if (self.parent / SWEEP).exists():
             raise InvalidInput("output", f"{self.parent} already holds a sweep; choose another directory")
         self.runner = StepRunner(template, self.parent, progress_for, argv)
         self.state = _State()
@@ -321,7 +321,7 @@ class Sweep:
             "steps": self.state.rows,
             **self.state.extra,
         }
-        write_json(self.parent / SWEEP_FILE, SweepFile.model_validate(summary).model_dump(mode="json"))
+        write_json(self.parent / SWEEP, SweepFile.model_validate(summary).model_dump(mode="json"))
         return summary
 
 
