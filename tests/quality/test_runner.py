@@ -10,7 +10,8 @@ import pytest
 from tests.quality.fake_answers import AnswerServer, behaviour
 
 from tokenrace.errors import PreflightError, UsageError
-from tokenrace.quality.models import ITEMS, QualityResult, load_quality, read_items
+from tokenrace.model.files import ITEMS
+from tokenrace.quality.models import QualityResult, load_quality, read_items
 from tokenrace.quality.paired import compare_dirs
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import Item, resolve_suites

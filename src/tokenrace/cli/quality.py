@@ -16,8 +16,9 @@ from rich.table import Table
 from tokenrace.cli.common import echo_json
 from tokenrace.client.providers import resolve_endpoint
 from tokenrace.errors import UsageError
+from tokenrace.model.files import COMPARISON
 from tokenrace.quality.models import ItemResult, QualityResult
-from tokenrace.quality.paired import COMPARISON, QualityComparison, compare_dirs, difference_line, rows, to_markdown
+from tokenrace.quality.paired import QualityComparison, compare_dirs, difference_line, rows, to_markdown
 from tokenrace.quality.runner import QualitySettings
 from tokenrace.quality.suites import BUILTIN, DEFAULT_SAMPLES, resolve_suites
 from tokenrace.quality.targets import Target, parse_target, run_target

@@ -27,7 +27,7 @@ from typing import IO, Any, TypeVar
 import orjson
 
 from tokenrace.engines import WITH_METRICS
-from tokenrace.model.files import TIMESERIES
+from tokenrace.model.files import TIMESERIES, read_jsonl
 from tokenrace.monitor.aggregate import Aggregator
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
 from tokenrace.monitor.server import MetricsScraper, ScrapeFailed, histogram_mean_delta
@@ -355,13 +355,7 @@ class MonitorSession:
 
 
 def load_timeseries(directory: Path) -> list[dict[str, Any]]:
-    """The samples in `directory/timeseries.jsonl`; a line cut by a crash is skipped."""
+    """The samples in `directory/timeseries.jsonl` (none when there is no such file); a line cut by
+    a crash is skipped."""
     path = Path(directory) / TIMESERIES
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_bytes().splitlines():
-        if line.strip():
-            with contextlib.suppress(orjson.JSONDecodeError):
-                out.append(orjson.loads(line))
-    return out
+    return read_jsonl(path) if path.is_file() else []

@@ -9,11 +9,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tokenrace.errors import UsageError
+from tokenrace.model.files import ITEMS, QUALITY, SCHEMA_VERSION
 from tokenrace.stats import wilson
-
-SCHEMA_VERSION = 1
-ITEMS = "items.jsonl"
-QUALITY = "quality.json"
 
 VerdictName = Literal["right", "wrong", "error"]
 

@@ -10,7 +10,8 @@ from typing import Literal
 
 from tokenrace.client.providers import normalize_base_url
 from tokenrace.errors import InvalidInput
-from tokenrace.quality.models import ITEMS, QualityResult
+from tokenrace.model.files import ITEMS
+from tokenrace.quality.models import QualityResult
 from tokenrace.quality.runner import OnItem, QualitySettings, run_quality
 from tokenrace.quality.suites import Item
 from tokenrace.serve.embedded import EmbeddedOptions, gguf_quantization

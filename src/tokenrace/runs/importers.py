@@ -18,10 +18,10 @@ from tokenrace import __version__
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
-from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY
+from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY, read_jsonl
 from tokenrace.model.manifest import Manifest
 from tokenrace.runs.saved import RunData
-from tokenrace.runs.store import default_run_dir, read_jsonl, write_json
+from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenrace.model.files import RECORDS, TIMESERIES
-from tokenrace.runs.store import read_jsonl
+from tokenrace.model.files import RECORDS, read_jsonl
+from tokenrace.monitor import load_timeseries
 
 
 @dataclass(slots=True)
@@ -38,5 +38,4 @@ class RunData:
 
     def timeseries(self) -> list[dict[str, Any]]:
         """Monitor samples (timeseries.jsonl), when the run has them."""
-        path = self.path / TIMESERIES
-        return read_jsonl(path) if path.is_file() else []
+        return load_timeseries(self.path)
