@@ -12,6 +12,7 @@ from typing import TypeVar
 
 import pytest
 
+from tokenrace.cli import main
 from tokenrace.client.sse import SSEEvent, SSEParser
 from tokenrace.testing.fake_server import FakeServerThread
 
@@ -96,7 +97,6 @@ def fake_key(prefix: str, name: str = "test") -> str:
 
 def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """`tokenrace ARGS` run in this process: (exit code, stdout, stderr)."""
-    from tokenrace.cli import main
 
     try:
         main(list(args))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gguf
 import pytest
 
 from tokenrace.errors import UsageError
 from tokenrace.plan import load_model, plan
+from tokenrace.plan.gguf_header import LongArray, read_header
 from tokenrace.plan.memory import kv_bytes_per_sequence
 from tokenrace.plan.modelspec import from_hf_config
 
@@ -105,9 +107,6 @@ def test_moe_config_fields() -> None:
 
 def test_header_reader_agrees_with_the_gguf_package(smollm2_gguf: Path) -> None:
     """Our fast header reader against gguf.GGUFReader (which parses every array, so it is slow)."""
-    import gguf
-
-    from tokenrace.plan.gguf_header import LongArray, read_header
 
     ours, theirs = read_header(smollm2_gguf), gguf.GGUFReader(str(smollm2_gguf))
     assert [(t.name, t.n_elements, t.n_bytes, t.type_name) for t in ours.tensors] == [

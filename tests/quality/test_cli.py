@@ -13,6 +13,7 @@ from tests.conftest import fake_key, in_process, line_count, sigint_default, wai
 from tests.quality.fake_answers import AnswerServer, behaviour
 
 from tokenrace.quality.suites import resolve_suites
+from tokenrace.serve.process import free_port
 
 SECRET = fake_key("sk-", "quality")
 
@@ -108,8 +109,6 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
 
 
 def test_unreachable_endpoint_is_one_line_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tokenrace.serve.process import free_port
-
     url = f"http://127.0.0.1:{free_port()}/v1"
     for extra in ([], ["--model", "m"]):  # the model lookup fails first, or else the first item
         out = tmp_path / f"r{len(extra)}"

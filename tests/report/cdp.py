@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,6 @@ class Devtools:
 def _devtools_port(proc: subprocess.Popen[bytes], timeout_s: float = 30) -> int:
     assert proc.stderr is not None
     lines: list[str] = []
-    import threading
 
     found: list[int] = []
 

@@ -18,6 +18,7 @@ from tests.conftest import line_count, sigint_default, wait_until
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
+from tokenrace.report.html import build
 from tokenrace.runs.history import Filters, History
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSettings
@@ -156,8 +157,6 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
     with History.open() as h:  # the profile's steps were indexed as they were written
         assert len(h.list(Filters(steps=True))) == 2
     if importlib.util.find_spec("plotly"):
-        from tokenrace.report.html import build
-
         assert build([data]).count('<figure class="chart">') >= 4
 
 

@@ -13,10 +13,13 @@ from tokenrace.cli import bench_quality
 from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, settings_from_options
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
+from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
-from tokenrace.report.tables import print_summary
+from tokenrace.report.tables import print_profile, print_summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, read_inputs
+from tokenrace.serve.embedded import EmbeddedOptions, default_model
+from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
 
 if TYPE_CHECKING:
     from tokenrace.quality.models import QualityResult
@@ -57,10 +60,6 @@ LOAD_FLAGS = ("concurrency", "rate", "requests", "duration")
 
 
 def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_run: bool) -> None:
-    from tokenrace.report.tables import print_profile
-    from tokenrace.serve.embedded import EmbeddedOptions
-    from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
-
     model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
     settings.model = None
     if ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.COMMANDLINE:
@@ -70,9 +69,6 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         # CPU the model loses, which costs more than the ~0.3 ms of wake-up it saves.
         settings.load.keep_awake = False
     if settings.efficiency is None:
-        from tokenrace.figures.efficiency import EfficiencySpec
-        from tokenrace.serve.embedded import default_model
-
         # The embedded model's file and this CPU are known: every step shows % of the bound.
         settings.efficiency = EfficiencySpec("cpu", model or str(default_model()))
     steps = (("run", settings.load),) if single_run else DEFAULT_STEPS

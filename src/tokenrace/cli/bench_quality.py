@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
+from tokenrace.cli.quality import print_result
 from tokenrace.errors import UsageError
 from tokenrace.quality.models import QualityResult
 from tokenrace.quality.runner import QualitySettings, run_quality
@@ -83,9 +85,5 @@ def run_pass(settings: BenchSettings, base_url: str, model: str, samples: int, r
 
 
 def print_pass(result: QualityResult, run_dir: Path) -> None:
-    from rich.console import Console
-
-    from tokenrace.cli.quality import print_result
-
     print_result(result, Console(width=max(100, Console().width)))
     click.echo(f"quality pass: {run_dir / QUALITY_SUBDIR}")

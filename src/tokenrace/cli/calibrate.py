@@ -21,6 +21,8 @@ from tokenrace.load.calibration import (
     calibrate_with,
     save_calibration,
 )
+from tokenrace.runs.store import RunStore
+from tokenrace.testing.fake_server import spawn_fake_server
 
 
 @click.command("calibrate")
@@ -36,8 +38,6 @@ def command(quick: bool, as_json: bool, no_save: bool) -> None:
     result is saved as calibration.json in the data directory ($TOKENRACE_HOME), and every bench then
     says whether its own load went past that ceiling (`client_bound`).
     """
-    from tokenrace.runs.store import RunStore
-    from tokenrace.testing.fake_server import spawn_fake_server
 
     def shown(row: CalibrationStep) -> None:
         if not as_json:

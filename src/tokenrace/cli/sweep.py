@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,7 +21,10 @@ from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
 from tokenrace.report.tables import fmt
 from tokenrace.runs.session import BenchSettings, read_inputs
+from tokenrace.serve.embedded import EmbeddedOptions
+from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
+from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, run_sweep
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -143,9 +147,6 @@ def _progress_for(o: dict[str, Any]) -> Any:
 def _embedded(
     settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
 ) -> SweepResult:
-    from tokenrace.serve.embedded import EmbeddedOptions
-    from tokenrace.serve.launch import start_embedded
-    from tokenrace.sweep.profile import embedded_settings
 
     if plan.kind == "concurrency" and not explicit("concurrencies"):
         plan.values = EMBEDDED_CONCURRENCIES
@@ -162,8 +163,6 @@ def _embedded(
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)
 
     async def go() -> SweepResult:
-        from pathlib import Path
-
         opts = EmbeddedOptions(
             model=Path(model) if model else None, parallel=slots, ctx_size=max(8192, CTX_PER_SLOT * slots)
         )

@@ -81,7 +81,7 @@ def _pci_nvidia_count(probe: Probe) -> int | None:
 
 def _nvml() -> dict[str, Any] | None:
     try:
-        import pynvml
+        import pynvml  # noqa: PLC0415 - optional at run time: without NVML there are no GPU figures
 
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001 - no library, no driver, no device: all mean "ask nvidia-smi"
@@ -209,7 +209,7 @@ class _Reply:
 
 
 async def _get(session: aiohttp.ClientSession, url: str) -> _Reply:
-    import aiohttp
+    import aiohttp  # noqa: PLC0415 - import cost: collect_environment stays cheap to import; aiohttp only to probe a server
 
     try:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=SERVER_TIMEOUT)) as resp:

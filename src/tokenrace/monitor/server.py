@@ -19,11 +19,15 @@ scrape, so the first scrape has them None. A field an engine does not report is 
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
+import psutil
 
 from tokenrace.engines import WITH_METRICS, server_root
 from tokenrace.monitor.gpu import SamplerUnavailable
@@ -60,7 +64,7 @@ class Scrape:
 
 def parse_metrics(text: str, at_s: float) -> Scrape:
     """Raises ValueError when the text is not Prometheus exposition format."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415 - import cost: the Prometheus parser only when /metrics was scraped
 
     values: dict[str, list[float]] = {}
     for fam in text_string_to_metric_families(text):
@@ -215,11 +219,6 @@ def metrics_url_for(base_url: str) -> str:
 def is_local_url(url: str) -> bool:
     """True when `url`'s host is this machine (loopback, or one of its own addresses): only then
     do this machine's GPU figures describe the server."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    import psutil
 
     host = (urlsplit(url).hostname or "").lower()
     if host in ("localhost", "") or host.endswith(".localhost"):
@@ -245,7 +244,7 @@ def histogram_mean_delta(before: str, after: str, name: str) -> float | None:
 
 
 def _hist_totals(text: str, name: str) -> tuple[float, float]:
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415 - import cost: the Prometheus parser only when /metrics was scraped
 
     total, count = 0.0, 0.0
     for fam in text_string_to_metric_families(text):

@@ -44,7 +44,7 @@ SpeedOfLight = Callable[[RunData], float | None]
 
 def plotly() -> Any:
     try:
-        import plotly.graph_objects as go
+        import plotly.graph_objects as go  # noqa: PLC0415 - import cost: plotly only when a report is drawn
     except ImportError:
         raise UsageError("the HTML report needs plotly: pip install plotly") from None
     return go
@@ -94,7 +94,7 @@ def _series_name(run: RunData, step: str | None = None) -> str:
 
 def cdf_figure(runs: Sequence[tuple[str, RunData]]) -> Any:
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     metrics = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms/token)"), ("e2e_ms", "E2E (ms)"))
     fig = make_subplots(rows=1, cols=3, subplot_titles=[m[1] for m in metrics], horizontal_spacing=0.06)
@@ -245,7 +245,7 @@ def _load_of(row: dict[str, Any], kind: str) -> float | None:
 
 def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     kind = sweeps[0].summary.get("sweep", "concurrency")  # a profile is a concurrency ramp
     xlabel = {
@@ -357,7 +357,7 @@ def resource_figure(samples: list[dict[str, Any]]) -> Any | None:
     if not series:
         return None
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     names = list(series)[:MAX_RESOURCE_SERIES]
     cols = 3
@@ -797,7 +797,7 @@ footer { color:var(--muted); font-size:12px; text-align:center; padding:20px; }
 
 
 def render(page: Page) -> str:
-    from plotly.offline import get_plotlyjs
+    from plotly.offline import get_plotlyjs  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     plotly()
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("cost"):
         lines.extend(cost_lines(summary["cost"]))
     if summary.get("resources"):
-        from tokenrace.monitor.render import summary_lines
+        from tokenrace.monitor.render import summary_lines  # noqa: PLC0415 - import cost: the monitor package only for a run with resource figures
 
         lines.extend(summary_lines(summary["resources"]))
     lines.extend(f"warning: {w}" for w in summary.get("resource_warnings") or [])
@@ -140,7 +141,6 @@ def _pct(x: float | None) -> float | None:
 def stdout_console() -> Console:
     """Rich's console on stdout; 120 columns when stdout is a file or a pipe (rich's default of 80
     would cut the per-step table)."""
-    import sys
 
     return Console() if sys.stdout.isatty() else Console(width=120)
 

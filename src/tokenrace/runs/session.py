@@ -29,6 +29,7 @@ from tokenrace.load import prompts as prompt_sets
 from tokenrace.load.calibration import CpuMeter, calibrated_ceiling
 from tokenrace.load.preflight import check_first, choose_model, list_models
 from tokenrace.load.prompts import PromptSet
+from tokenrace.load.ray_workers import RayPool
 from tokenrace.load.runner import Load, Runner, Send
 from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
 from tokenrace.load.worker_core import WorkerConfig
@@ -288,8 +289,6 @@ class BenchSession:
         )
         pool: Pool
         if spec.ray is not None:
-            from tokenrace.load.ray_workers import RayPool
-
             pool = RayPool(config, spec.count, spec.ray)
             reason = None
         else:

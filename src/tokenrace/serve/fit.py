@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenrace import plan as planner
+from tokenrace.doctor import collect_environment
 from tokenrace.errors import TokenraceError, UsageError
 from tokenrace.plan.memory import DEFAULT_UTILIZATION
 from tokenrace.serve.engines import LaunchSpec
@@ -41,8 +42,6 @@ def precision_for(spec: LaunchSpec) -> str | None:
 def detect_gpu() -> tuple[str | None, int]:
     """(the first GPU's name, how many), from the doctor's cheap environment probe."""
     try:
-        from tokenrace.doctor import collect_environment
-
         env = collect_environment()
     except Exception:  # noqa: BLE001 - detection is best effort; --hardware names the device
         return None, 0
