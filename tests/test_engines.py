@@ -85,7 +85,8 @@ def test_aliases_find_the_entry() -> None:
     assert llamacpp is not None and llamacpp.name == "llamacpp"
     assert engines.engine("LLAMACPP") is llamacpp and engines.engine("nope") is None and engines.engine(None) is None
     text = "# TYPE sglang:cache_hit_rate gauge\nsglang:cache_hit_rate 0.25\n"
-    assert server_cache("sglang", text, text) == {
+    cache = server_cache("sglang", text, text)
+    assert cache is not None and cache.model_dump(exclude_none=True) == {
         "source": "sglang /metrics sglang:cache_hit_rate (at the end of the run)",
         "hit_rate": 0.25,
     }

@@ -182,7 +182,7 @@ def _windows(
 
 def _pcts(values: list[float]) -> dict[str, float | None]:
     d = describe(values)  # the one implementation every metric uses
-    return {"p50": d["p50"], "p95": d["p95"]}
+    return {"p50": d.p50, "p95": d.p95}
 
 
 def _row(win: _Window) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tokenrace import plan as planner
 from tokenrace.errors import InvalidInput, TokenraceError
+from tokenrace.model.summary import Summary
 
 
 @dataclass(slots=True)
@@ -42,13 +43,13 @@ def check_spec(spec: EfficiencySpec) -> None:
             raise InvalidInput(param, str(exc)) from None
 
 
-def efficiency_of(summary: dict[str, Any], spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:
-    """`summary["efficiency"]`; when the planner cannot say, a dict whose `error` says why."""
-    m = summary["metrics"]
-    prompt = m["prompt_tokens"]["mean"]
-    output = m["output_tokens"]["mean"]
-    tpot = m["tpot_ms"]["p50"]
-    ttft = m["ttft_ms"]["p50"]
+def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:
+    """The summary's `efficiency`; when the planner cannot say, a dict whose `error` says why."""
+    m = summary.metrics
+    prompt = m.prompt_tokens.mean
+    output = m.output_tokens.mean
+    tpot = m.tpot_ms.p50
+    ttft = m.ttft_ms.p50
     if prompt is None or output is None:
         return {"error": "token counts unknown: no bound to compare with"}
     try:
@@ -67,7 +68,7 @@ def efficiency_of(summary: dict[str, Any], spec: EfficiencySpec, concurrency: in
             1000.0 / tpot if tpot else None,
             ttft,
             result,
-            measured_aggregate_tok_s=summary["throughput"]["output_tokens_per_s"],
+            measured_aggregate_tok_s=summary.throughput.output_tokens_per_s,
         )
     except TokenraceError as exc:
         return {"error": str(exc)}

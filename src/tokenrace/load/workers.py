@@ -43,6 +43,7 @@ from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.calibration import calibrated_ceiling
 from tokenrace.load.clocks import ClockOffset, probe, to_parent_clock, to_worker_clock
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
+from tokenrace.model.summary import RunWarning
 
 perf_ns = time.perf_counter_ns
 
@@ -535,12 +536,16 @@ def manifest_section(
     }
 
 
-def fault_warnings(dispatcher: Dispatcher) -> list[str]:
-    """One line per worker that died, for the summary's warnings."""
-    lines = list(dispatcher.deaths())
-    if lines and dispatcher.lost_requests:
-        lines.append(
-            f"{dispatcher.lost_requests} requests in flight on a dead worker are recorded as worker_lost; "
-            "every record received is kept"
+def fault_warnings(dispatcher: Dispatcher) -> list[RunWarning]:
+    """One warning per worker that died, for the summary's warnings."""
+    out = [RunWarning(code="workers.died", message=death) for death in dispatcher.deaths()]
+    if out and dispatcher.lost_requests:
+        out.append(
+            RunWarning(
+                code="workers.lost_requests",
+                message=f"{dispatcher.lost_requests} requests in flight on a dead worker are recorded as "
+                "worker_lost; every record received is kept",
+                figures={"lost_requests": dispatcher.lost_requests},
+            )
         )
-    return lines
+    return out

@@ -14,9 +14,11 @@ from tokenrace.model.records import RecordLine
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
 
-# Written into records.jsonl lines, summary.json, manifest.json, sweep.json, profile.json and the
-# quality files (quality.json, comparison.json).
-SCHEMA_VERSION = 1
+# Written into records.jsonl lines, summary.json, manifest.json, sweep.json and profile.json.
+SCHEMA_VERSION = 2  # 2: warnings are typed (code, message, figures) in one list
+# Written into quality.json and comparison.json (a quality pass and two compared): their layout has
+# its own history, so a change to the run's files does not make older readers refuse them.
+QUALITY_SCHEMA_VERSION = 1
 
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
 from tokenrace.model.stats import Stats
@@ -139,6 +139,18 @@ class ClientLoad(_Model):
     causes: list[str] = Field(default_factory=list)
 
 
+class RunWarning(BaseModel):
+    """Something the reader of a run's numbers must know: what it is (`code`), the sentence shown to
+    people (`message`), and the numbers behind it (`figures`), so a tool can act without parsing text.
+
+    Codes are dotted by who raised them: `resources.*` (the monitor's advice), `cache.*`, `client.*`,
+    `workers.*`, `run.*`; `run.note` is a warning read from a file that held only its text."""
+
+    code: str
+    message: str
+    figures: dict[str, float | int | str | None] = Field(default_factory=dict)
+
+
 class Summary(_Model):
     """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
 
@@ -163,10 +175,27 @@ class Summary(_Model):
     efficiency: JsonObject | None = None
     cost: Cost | None = None
     resources: JsonObject | None = None
-    resource_warnings: list[str] | None = None
     drift: JsonObject | None = None
     imported: JsonObject | None = None  # read from another tool's result file
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[RunWarning] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_warnings(cls, data: Any) -> Any:
+        """Files before schema version 2 kept warnings as sentences in two lists: `resource_warnings`
+        (the monitor's advice, shown first) and `warnings`. Each becomes a RunWarning, in that order."""
+        if not isinstance(data, dict) or "resource_warnings" not in data and not _has_text(data.get("warnings")):
+            return data
+        data = dict(data)
+        old = [("resources.note", w) for w in data.pop("resource_warnings", None) or []]
+        old += [("run.note", w) for w in data.get("warnings") or [] if isinstance(w, str)]
+        typed = [w for w in data.get("warnings") or [] if not isinstance(w, str)]
+        data["warnings"] = [{"code": code, "message": text} for code, text in old] + typed
+        return data
+
+
+def _has_text(warnings: Any) -> bool:
+    return isinstance(warnings, list) and any(isinstance(w, str) for w in warnings)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from tokenrace.errors import UsageError
-from tokenrace.model.files import ITEMS, SCHEMA_VERSION
+from tokenrace.model.files import ITEMS, QUALITY_SCHEMA_VERSION
 from tokenrace.quality.models import Accuracy, ItemResult, QualityResult, Speed, load_quality, read_items
 from tokenrace.quality.scoring import score, speed
 from tokenrace.stats import mcnemar_exact, paired_difference_ci
@@ -60,7 +60,7 @@ class SuiteComparison(BaseModel):
 
 
 class QualityComparison(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = QUALITY_SCHEMA_VERSION
     kind: Literal["quality-comparison"] = "quality-comparison"
     a: Side
     b: Side

@@ -29,6 +29,7 @@ from tokenrace.figures.cost import CostSpec
 from tokenrace.load.runner import Load
 from tokenrace.model.files import SCHEMA_VERSION, SWEEP
 from tokenrace.model.run import SweepFile
+from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
@@ -265,10 +266,9 @@ class Sweep:
             "goodput_requests_per_s": best["goodput_requests_per_s"] if best else None,
         }
 
-    def _meets(self, summary: dict[str, Any]) -> bool:
-        good = summary.get("goodput") or {}
-        rate = summary.get("error_rate")
-        frac = good.get("fraction")
+    def _meets(self, summary: Summary) -> bool:
+        rate = summary.error_rate
+        frac = summary.goodput.fraction if summary.goodput else None
         return (
             frac is not None and frac >= self.plan.attainment and rate is not None and rate <= self.plan.max_error_rate
         )
