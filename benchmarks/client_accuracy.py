@@ -312,8 +312,9 @@ def main() -> None:
     if not a.no_pin and len(cores) >= 2:
         # The server on a core of its own: a client's own work then cannot delay the server it
         # measures, which is the server's cost of sharing a core, not the client's inaccuracy.
-        PIN["server"], PIN["clients"] = {cores[-1]}, set(cores[:-1])
-        os.sched_setaffinity(0, PIN["clients"])  # the floor, a child, inherits it
+        clients = set(cores[:-1])
+        PIN["server"], PIN["clients"] = {cores[-1]}, clients
+        os.sched_setaffinity(0, clients)  # the floor, a child, inherits it
     rounds = a.rounds or (1 if a.quick else 2)
     variants = (BENCH,) if a.quick else VARIANTS
     loop = aio.LOOP

@@ -28,7 +28,7 @@ async def _one(
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def test_http_500_keeps_server_message(fake: Any) -> None:

@@ -25,7 +25,7 @@ def _input_error(p: object, flag: str) -> str:
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}"), err
     assert "127.0.0.1:9" not in err and "cannot reach" not in err and "Cannot connect" not in err, err
-    return lines[0]
+    return str(lines[0])
 
 
 def test_negative_rate_against_an_unreachable_url(tmp_path: Path) -> None:

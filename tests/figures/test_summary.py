@@ -4,8 +4,9 @@ import pytest
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
-from tokenrace.figures.client_load import ClientCeiling, ClientObservation, client_load, client_warning
+from tokenrace.figures.client_load import ClientObservation, client_load, client_warning
 from tokenrace.figures.summary import parse_slo, summarize
+from tokenrace.load.calibration import ClientCeiling
 from tokenrace.load.windows import Windows
 
 MS = 1_000_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,10 @@ MS = 1_000_000
 
 
 def records(
-    n: int = 600, every_ms: float = 500.0, e2e=lambda t_s: 1000.0, errors=lambda i, t_s: None
+    n: int = 600,
+    every_ms: float = 500.0,
+    e2e: Callable[[float], float] = lambda t_s: 1000.0,
+    errors: Callable[[int, float], str | None] = lambda i, t_s: None,
 ) -> list[dict[str, Any]]:
     rnd = random.Random(7)
     out = []

@@ -42,7 +42,7 @@ def test_gguf_params_equal_the_catalog_count(smollm2_gguf: Path) -> None:
 def test_gguf_plans_use_the_file_bytes(smollm2_gguf: Path) -> None:
     spec = load_model(str(smollm2_gguf))
     r = plan(spec, "H100-SXM", context=512)
-    assert r.weights_bytes == spec.gguf.weights.total  # type: ignore[union-attr]
+    assert r.weights_bytes == spec.gguf.weights.total
     assert r.precision.name == "q4_1"
     what_if = plan(spec, "H100-SXM", context=512, precision="fp16")
     assert what_if.weights_bytes == spec.params_total * 2

@@ -78,7 +78,8 @@ class Devtools:
         reply = await asyncio.wait_for(fut, 60)
         if "error" in reply:
             raise RuntimeError(f"{method}: {reply['error']}")
-        return reply.get("result", {})
+        result: dict[str, Any] = reply.get("result", {})
+        return result
 
     async def evaluate(self, expr: str) -> Any:
         r = await self.call("Runtime.evaluate", expression=expr, returnByValue=True)
@@ -174,7 +175,8 @@ async def _page_target(http: aiohttp.ClientSession, port: int, timeout_s: float 
         async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
             pages = [t for t in await r.json() if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
         if pages:
-            return pages[0]
+            page: dict[str, Any] = pages[0]
+            return page
         if asyncio.get_running_loop().time() > deadline:
             raise RuntimeError("chromium opened no page target")
         await asyncio.sleep(0.2)
