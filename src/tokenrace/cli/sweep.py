@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tokenrace import aio
 from tokenrace.cli.common import echo_json
-from tokenrace.cli.options import bench_options, cost_options, settings_from_options, spec_from_options
+from tokenrace.cli.options import bench_options, cost_options, embedded_serves, settings_from_options, spec_from_options
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.progress import LiveProgress
@@ -147,7 +147,7 @@ def _progress_for(o: dict[str, Any]) -> Any:
 def _embedded(
     settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
 ) -> SweepResult:
-
+    embeddings = embedded_serves(settings.request.api)
     if plan.kind == "concurrency" and not explicit("concurrencies"):
         plan.values = EMBEDDED_CONCURRENCIES
     if not explicit("max_tokens"):
@@ -164,7 +164,10 @@ def _embedded(
 
     async def go() -> SweepResult:
         opts = EmbeddedOptions(
-            model=Path(model) if model else None, parallel=slots, ctx_size=max(8192, CTX_PER_SLOT * slots)
+            model=Path(model) if model else None,
+            parallel=slots,
+            ctx_size=max(8192, CTX_PER_SLOT * slots),
+            embeddings=embeddings,
         )
         engine = await start_embedded(opts)
         try:
