@@ -20,6 +20,7 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import CostSpec, GpuCost
 from tokenrace.load.runner import Load
+from tokenrace.model.run import ProfileFile
 from tokenrace.report.html import build, planner_bound, resource_series, write
 from tokenrace.report.tables import print_profile, print_summary
 from tokenrace.runs.reader import load
@@ -176,6 +177,7 @@ def test_no_none_in_human_text(made: dict[str, Path], profile_dir: Path) -> None
     for text in (page, run_page):
         assert not re.search(r"\bNone\b", text), re.findall(r".{60}\bNone\b.{60}", text)[:3]
     console = Console(record=True, width=200)
+    assert isinstance(profile.sweep, ProfileFile)
     print_profile(profile.sweep, console)
     print_summary(load(made["run"]).summary, console, title="run")
     printed = console.export_text()

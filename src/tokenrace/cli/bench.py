@@ -16,9 +16,11 @@ from tokenrace.client.request import GENERATING_APIS
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
+from tokenrace.model.run import ProfileFile
 from tokenrace.report.tables import print_profile, print_summary
 from tokenrace.runs.history import index_quietly
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, read_inputs
+from tokenrace.runs.run import Run
+from tokenrace.runs.session import BenchSession, BenchSettings, read_inputs
 from tokenrace.serve.embedded import EmbeddedOptions, default_model
 from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
 
@@ -92,7 +94,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
                 settings, engine.base_url, engine.model, samples, directory, bool(o["as_json"]), engine.record
             )
 
-    result = aio.run(
+    result, quality = aio.run(
         run_profile(
             settings,
             EmbeddedOptions(model=Path(model) if model else None, embeddings=embeddings),
@@ -102,13 +104,14 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         )
     )
     if o["as_json"]:
-        echo_json(_with_quality(result.summary, result.after))
+        echo_json(_with_quality(result.sweep.model_dump(mode="json"), quality))
     else:
-        print_profile(result.summary)
+        assert isinstance(result.data, ProfileFile)
+        print_profile(result.data)
         click.echo(f"run directory: {result.directory}")
-        if result.after is not None:
-            bench_quality.print_pass(result.after, result.directory)
-    if any(r.interrupted for _, r in result.steps):
+        if quality is not None:
+            bench_quality.print_pass(quality, result.directory)
+    if result.any_interrupted:
         sys.exit(130)
 
 
@@ -117,7 +120,7 @@ def _with_quality(summary: dict[str, Any], quality: QualityResult | None) -> dic
     return summary if quality is None else {**summary, "quality": quality.model_dump(mode="json")}
 
 
-def report(result: BenchResult, as_json: bool, quality: QualityResult | None = None) -> None:
+def report(result: Run, as_json: bool, quality: QualityResult | None = None) -> None:
     if as_json:
         echo_json(_with_quality(result.summary.model_dump(mode="json"), quality))
     else:

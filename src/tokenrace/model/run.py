@@ -7,7 +7,38 @@ from typing import Literal
 from pydantic import Field
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.sections import ContentSpeed
+from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Cold, Cost, EngineClock, RequestCounts
+
+
+class Quantiles(_Model):
+    """A step's p50, p95 and max of one latency (its summary's Stats, cut to what a table shows)."""
+
+    p50: float | None = None
+    p95: float | None = None
+    max: float | None = None
+
+
+class Knee(_Model):
+    """The step past which more load bought too little throughput (sweep/knee.py says how)."""
+
+    index: int | None = None
+    step: str
+    value: float | None = None
+    reason: str | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+    throughput_tokens_per_s: float | None = None
+    e2e_p95_ms: float | None = None
+    usd_per_million_output_tokens: float | None = None
+
+
+class Warm(_Model):
+    """The profile's first step at concurrency 1, warm: its TTFT and E2E statistics."""
+
+    ttft_ms: Stats | None = None
+    e2e_ms: Stats | None = None
 
 
 class StepRow(_Model):
@@ -19,10 +50,10 @@ class StepRow(_Model):
     concurrency: int | None = None
     rate: float | None = None
     requests: RequestCounts = Field(default_factory=RequestCounts)
-    ttft_ms: JsonObject = Field(default_factory=dict)
-    tpot_ms: JsonObject = Field(default_factory=dict)
-    itl_chunk_ms: JsonObject = Field(default_factory=dict)
-    e2e_ms: JsonObject = Field(default_factory=dict)
+    ttft_ms: Quantiles = Field(default_factory=Quantiles)
+    tpot_ms: Quantiles = Field(default_factory=Quantiles)
+    itl_chunk_ms: Quantiles = Field(default_factory=Quantiles)
+    e2e_ms: Quantiles = Field(default_factory=Quantiles)
     prompt_tokens_mean: float | None = None
     cache_hit_rate: float | None = None
     output_tokens_per_s: float | None = None
@@ -37,6 +68,9 @@ class StepRow(_Model):
     server_vs_client: EngineClock | None = None
     efficiency: JsonObject | None = None
     cost: Cost | None = None
+    content: str | None = None  # the kind of content the step asked for (--content)
+    acceptance_rate: float | None = None  # the engine's speculative decoding over the step
+    output_tokens_per_joule: float | None = None  # GPU energy over the step (NVML or --dcgm-url)
     run_dir: str | None = None
     gain: float | None = None
     saturated: bool | None = None
@@ -63,10 +97,11 @@ class SweepFile(_Model):
     plan: JsonObject | None = None
     rule: dict[str, str] | None = None
     stop_reason: str | None = None
-    knee: JsonObject | None = None
+    knee: Knee | None = None
     steps: list[StepRow] = Field(default_factory=list)
     prefill: JsonObject | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
     goodput_search: JsonObject | None = None  # goodput sweeps: the highest rate that met the SLO
+    content: ContentSpeed | None = None  # content sweeps: TPOT per kind of content, compared
 
 
 class ProfileFile(_Model):
@@ -78,6 +113,6 @@ class ProfileFile(_Model):
     model: str | None = None
     endpoint: str | None = None
     cold: Cold | None = None
-    warm: JsonObject | None = None
+    warm: Warm | None = None
     steps: list[StepRow] = Field(default_factory=list)
     cache_bust: bool | None = None  # the built-in prompts were busted (a unique prefix per request)

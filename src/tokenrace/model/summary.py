@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.stats import Stats
 
 
@@ -163,6 +164,14 @@ class RunWarning(BaseModel):
     figures: dict[str, float | int | str | None] = Field(default_factory=dict)
 
 
+class Imported(_Model):
+    """A summary computed from another tool's result file."""
+
+    tool: str | None = None
+    source_file: str | None = None
+    window: Literal["duration"] | None = None  # throughput over the tool's duration: it had no start times
+
+
 class Summary(_Model):
     """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
 
@@ -189,12 +198,15 @@ class Summary(_Model):
     cost: Cost | None = None
     resources: JsonObject | None = None
     drift: JsonObject | None = None
-    imported: JsonObject | None = None  # read from another tool's result file
+    imported: Imported | None = None  # read from another tool's result file
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
     pooling: PoolingFigures | None = None  # embeddings and rerank runs: inputs (documents) and tokens per second
     not_measured: dict[str, str] | None = None  # metric -> why it has no value in this run
+    speculative: Speculative | None = None  # the engine's speculative-decoding counters over the run
+    content: ContentSpeed | None = None  # decode speed per kind of content (--content)
+    energy: Energy | None = None  # GPU energy over the run (NVML on this machine, or --dcgm-url)
     warnings: list[RunWarning] = Field(default_factory=list)
 
     @model_validator(mode="before")

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenrace.client.request import POOLING_APIS
+from tokenrace.model.run import ProfileFile, Quantiles, StepRow
 from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
 
 ROWS = (
@@ -74,6 +75,7 @@ def headline_lines(summary: Summary) -> list[str]:
     reasons = sorted(set((summary.not_measured or {}).values()))
     lines.extend(f"no TTFT, TPOT or ITL: {why}" for why in reasons)
     lines.extend(cache_lines(summary.cache))
+    lines.extend(claim_lines(summary))
     lines.extend(turn_lines(summary.by_turn))
     eff = summary.efficiency
     if eff and not eff.get("error"):
@@ -97,6 +99,31 @@ def headline_lines(summary: Summary) -> list[str]:
     if g is not None:
         lines.append(f"goodput: {fmt(g.requests_per_s, 2)} req/s, {fmt(_pct(g.fraction))} % within SLO {g.slo}")
     return lines
+
+
+def claim_lines(summary: Summary) -> list[str]:
+    """What a speed figure rests on: the engine's speculative decoding, the content, the energy."""
+    out = []
+    spec = summary.speculative
+    if spec is not None and spec.acceptance_rate is not None:
+        steps = spec.tokens_per_step
+        out.append(
+            f"speculative decoding: {fmt(_pct(spec.acceptance_rate))} % of draft tokens accepted"
+            + (f", {fmt(steps, 2)} tokens per step" if steps is not None else "")
+            + f" ({spec.source})"
+        )
+    content = summary.content
+    if content is not None:
+        kinds = ", ".join(f"{k} {fmt(v.tpot_ms_p50, 2)} ms" for k, v in content.kinds.items())
+        out.append(f"TPOT p50 by content: {kinds}; {content.verdict}")
+    energy = summary.energy
+    if energy is not None and energy.output_tokens_per_joule is not None:
+        out.append(
+            f"energy: {fmt(energy.joules)} J over {fmt(energy.window_s, 2)} s on {len(energy.gpus)} GPU(s), "
+            f"{fmt(energy.output_tokens_per_joule, 2)} output tok/J, mean {fmt(energy.mean_power_w)} W "
+            f"({energy.source}, {energy.method})"
+        )
+    return out
 
 
 def _throughput_line(summary: Summary) -> str:
@@ -175,7 +202,7 @@ def print_summary(summary: Summary, console: Console | None = None, title: str |
         console.print(line, highlight=False)
 
 
-def profile_table(summary: dict[str, Any]) -> Table:
+def profile_table(summary: ProfileFile) -> Table:
     """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
     embeddings and rerank steps, which answer in one body, of the latency instead."""
     if _pooling_steps(summary):
@@ -184,7 +211,7 @@ def profile_table(summary: dict[str, Any]) -> Table:
             summary,
             columns,
             "e2e_ms",
-            lambda row: (*_quantiles(row["e2e_ms"]), fmt(row.get("input_tokens_per_s")), fmt(row["requests_per_s"], 2)),
+            lambda row: (*_quantiles(row.e2e_ms), fmt(row.input_tokens_per_s), fmt(row.requests_per_s, 2)),
         )
     columns = ("TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached")
     return _steps_table(
@@ -192,66 +219,66 @@ def profile_table(summary: dict[str, Any]) -> Table:
         columns,
         "ttft_ms",
         lambda row: (
-            *_quantiles(row["ttft_ms"]),
-            *_quantiles(row["tpot_ms"]),
-            fmt(row["output_tokens_per_s"]),
-            fmt(row["requests_per_s"], 2),
-            _cached_cell(row.get("cache_hit_rate")),
+            *_quantiles(row.ttft_ms),
+            *_quantiles(row.tpot_ms),
+            fmt(row.output_tokens_per_s),
+            fmt(row.requests_per_s, 2),
+            _cached_cell(row.cache_hit_rate),
         ),
     )
 
 
-def _quantiles(stats: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(fmt(stats[q]) for q in ("p50", "p95", "max"))
+def _quantiles(stats: Quantiles) -> tuple[str, ...]:
+    return tuple(fmt(q) for q in (stats.p50, stats.p95, stats.max))
 
 
 def _steps_table(
-    summary: dict[str, Any],
+    summary: ProfileFile,
     columns: tuple[str, ...],
     cold_metric: str,
-    cells: Callable[[dict[str, Any]], tuple[str, ...]],
+    cells: Callable[[StepRow], tuple[str, ...]],
 ) -> Table:
     """step, concurrency, succeeded/total, then `cells(row)` per step; the cold request's `cold_metric` first."""
     t = Table(title="steps", title_justify="left", header_style="bold")
     for col in ("step", "conc.", "ok", *columns):
         t.add_column(col, justify="left" if col == "step" else "right")
-    cold = summary.get("cold")
+    cold = summary.cold
     if cold:
-        ok = "1/1" if not cold.get("error_kind") else "0/1"
-        t.add_row("cold", "1", ok, fmt(cold[cold_metric]), *[""] * (len(columns) - 1))
-    for row in summary["steps"]:
-        req = row["requests"]
-        t.add_row(row["step"], str(row["concurrency"]), f"{req['succeeded']}/{req['total']}", *cells(row))
+        ok = "1/1" if not cold.error_kind else "0/1"
+        t.add_row("cold", "1", ok, fmt(getattr(cold, cold_metric)), *[""] * (len(columns) - 1))
+    for row in summary.steps:
+        req = row.requests
+        t.add_row(row.step, str(row.concurrency), f"{req.succeeded}/{req.total}", *cells(row))
     return t
 
 
-def _pooling_steps(summary: dict[str, Any]) -> bool:
-    return any(row.get("api") in POOLING_APIS for row in summary["steps"])
+def _pooling_steps(summary: ProfileFile) -> bool:
+    return any(row.api in POOLING_APIS for row in summary.steps)
 
 
 def _cached_cell(rate: float | None) -> str:
     return "—" if rate is None else f"{rate * 100:.0f} %"
 
 
-def _model_name(summary: dict[str, Any], model_file: dict[str, Any]) -> str:
+def _model_name(summary: ProfileFile, model_file: dict[str, Any]) -> str:
     path = model_file.get("path")
-    return Path(path).name if path else fmt(summary.get("model"))
+    return Path(path).name if path else fmt(summary.model)
 
 
-def print_profile(summary: dict[str, Any], console: Console | None = None) -> None:
+def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
     console = console or stdout_console()
-    eng = summary.get("engine") or {}
+    eng = summary.engine or {}
     mf = eng.get("model_file") or {}
     size = mf.get("file_size_bytes")
     console.print(
         f"[bold]{fmt(eng.get('engine'))}[/bold] {eng.get('version') or ''} | model {_model_name(summary, mf)} "
         f"({mf.get('quantization') or 'quantization unknown'}, {fmt(None if size is None else size / 1e6)} MB) "
-        f"@ {fmt(summary.get('endpoint'))} | threads {fmt(eng.get('threads'))}, "
+        f"@ {fmt(summary.endpoint)} | threads {fmt(eng.get('threads'))}, "
         f"slots {fmt(eng.get('parallel_slots'))} | times in ms",
         highlight=False,
     )
     console.print(profile_table(summary))
-    bust = summary.get("cache_bust")
+    bust = summary.cache_bust
     if bust is not None and not _pooling_steps(summary):
         console.print(
             "prompts: built-in, busted (a unique prefix per request, so the prefix cache cannot serve them and "
@@ -260,27 +287,27 @@ def print_profile(summary: dict[str, Any], console: Console | None = None) -> No
             else "prompts: built-in, not busted: the prefix cache serves repeated prompts (see the cached column)",
             highlight=False,
         )
-    cold, warm = summary.get("cold") or {}, (summary.get("warm") or {}).get("ttft_ms") or {}
-    if cold.get("ttft_ms") is not None and warm.get("p50") is not None:
+    cold, warm = summary.cold, summary.warm.ttft_ms if summary.warm else None
+    if cold is not None and cold.ttft_ms is not None and warm is not None and warm.p50 is not None:
         console.print(
-            f"cold vs warm TTFT: {fmt(cold['ttft_ms'])} ms first request, {fmt(warm['p50'])} ms warm p50 (concurrency 1)",
+            f"cold vs warm TTFT: {fmt(cold.ttft_ms)} ms first request, {fmt(warm.p50)} ms warm p50 (concurrency 1)",
             highlight=False,
         )
-    for row in summary["steps"]:
-        eff = row.get("efficiency")
+    for row in summary.steps:
+        eff = row.efficiency
         if eff and not eff.get("error"):
             console.print(
-                f"{row['step']}: decode {fmt(eff['decode_pct_of_bound'])} % of the {fmt(eff['decode_tokens_per_s_bound'])} tok/s/stream bound "
+                f"{row.step}: decode {fmt(eff['decode_pct_of_bound'])} % of the {fmt(eff['decode_tokens_per_s_bound'])} tok/s/stream bound "
                 f"({eff['hardware']}, {fmt(eff['hardware_bandwidth_bytes_per_s'] / 1e9)} GB/s), aggregate {fmt(eff['aggregate_pct_of_bound'])} %",
                 highlight=False,
             )
             for w in eff.get("warnings", []):
                 console.print(f"[yellow]warning[/yellow]: {w}")
-        svc = row.get("server_vs_client")
+        svc = row.server_vs_client
         if svc:
             console.print(
-                f"{row['step']}: engine clock vs client: TTFT {fmt(svc['ttft_ms']['server_p50'])} vs {fmt(svc['ttft_ms']['client_p50'])} ms, "
-                f"TPOT {fmt(svc['tpot_ms']['server_p50'], 2)} vs {fmt(svc['tpot_ms']['client_p50'], 2)} ms (p50)",
+                f"{row.step}: engine clock vs client: TTFT {fmt(svc.ttft_ms.server_p50)} vs {fmt(svc.ttft_ms.client_p50)} ms, "
+                f"TPOT {fmt(svc.tpot_ms.server_p50, 2)} vs {fmt(svc.tpot_ms.client_p50, 2)} ms (p50)",
                 highlight=False,
             )
 
