@@ -106,7 +106,7 @@ def main() -> int:
     ap.add_argument("--load", help="a command to run during each window (it should last about --seconds)")
     args = ap.parse_args()
     try:
-        import pynvml
+        import pynvml  # noqa: PLC0415 - optional at run time: without NVML the check says so
 
         pynvml.nvmlInit()
         driver = pynvml.nvmlSystemGetDriverVersion()

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 from aiohttp import web
-from tests.conftest import fake_key
+from tests.conftest import fake_key, parse_all
 
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
@@ -176,8 +176,6 @@ def http(
 
 def sse_events(raw: bytes) -> list[str]:
     """The data fields of a complete SSE body."""
-    from tokenrace.client.sse import parse_all
-
     return [e.data for e in parse_all(raw)]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
+from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
 from tokenrace.monitor.energy import EnergyMeter, EnergyUnavailable, EnergyWindow, NvmlEnergy, parse_dcgm
@@ -208,8 +210,6 @@ def test_no_nvml_is_a_reason_not_a_crash() -> None:
 
 def test_a_recorded_nvml_power_reading_integrates_to_power_times_window() -> None:
     """nvidia-smi's own power reading of an idle RTX 2080 Ti, played through NVML's power call."""
-    import xml.etree.ElementTree as ET
-
     readings = ET.fromstring((FIXTURES / "nvml" / "nvidia_smi_q_rtx2080ti_power.xml").read_text())
     watts = float((readings.findtext("instant_power_draw") or "").removesuffix(" W"))
     assert watts == 2.42
@@ -219,8 +219,6 @@ def test_a_recorded_nvml_power_reading_integrates_to_power_times_window() -> Non
 
 
 def test_measured_tokens_per_joule_is_set_against_the_plan_at_tdp(tmp_path: Path) -> None:
-    from tokenrace.figures.efficiency import EfficiencySpec
-
     with FakeServerThread({"ttft_ms": 2, "itl_ms": 2, "output_tokens": 16, "dcgm_power_w": [700.0]}) as srv:
         settings = BenchSettings(
             endpoint=ResolvedEndpoint(srv.base_url, None, None, "fake"),

@@ -12,6 +12,7 @@ from tokenrace.cli.sweep import sweep_table
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
+from tokenrace.model.run import SweepFile
 from tokenrace.report.compare import compare, table_rows
 from tokenrace.report.html import build
 from tokenrace.report.tables import headline_lines
@@ -60,6 +61,7 @@ def test_compare_shows_acceptance_beside_tpot_and_tokens_per_joule(swept: Run) -
 
 
 def test_the_sweep_table_and_the_html_report_show_them(swept: Run) -> None:
+    assert isinstance(swept.sweep, SweepFile)
     table = sweep_table(swept.sweep)
     headers = [c.header for c in table.columns]
     assert "accept" in headers and "tok/J" in headers

@@ -153,7 +153,6 @@ def test_cli_import_show_compare_report(tmp_path: Path) -> None:
     p = tokenrace("compare", str(VLLM), str(AIPERF), "--json")
     assert p.returncode == 0 and "WARNING: model differs" in p.stderr
     assert json.loads(p.stdout)["comparisons"][0]["rows"][0]["metric"] == "ttft_ms.p50"
-    pytest.importorskip("plotly")
     p = tokenrace("report", str(VLLM), "-o", str(tmp_path / "v.html"))
     assert p.returncode == 0 and (tmp_path / "v.html").stat().st_size > 1_000_000
 

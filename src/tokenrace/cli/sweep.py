@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from tokenrace.cli.bench import run_async as _run_async
+from tokenrace import aio
 from tokenrace.cli.common import echo_json
-from tokenrace.cli.options import bench_options, cost_options, settings_from_options, spec_from_options
+from tokenrace.cli.options import bench_options, cost_options, embedded_serves, settings_from_options, spec_from_options
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.progress import LiveProgress
@@ -22,7 +23,10 @@ from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.report.tables import fmt
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, read_inputs
+from tokenrace.serve.embedded import EmbeddedOptions
+from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
+from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, run_sweep
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -90,13 +94,8 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     if settings.endpoint is None:
         result = _embedded(settings, plan, o, explicit, cost)
     else:
-        result = run_async(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
+        result = aio.run(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
     _report(result, bool(o["as_json"]))
-
-
-def run_async(coro: Coroutine[Any, Any, Run]) -> Run:
-    result: Run = _run_async(coro)
-    return result
 
 
 def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count: bool) -> SweepPlan:
@@ -151,11 +150,6 @@ def _progress_for(o: dict[str, Any]) -> Any:
 def _embedded(
     settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
 ) -> Run:
-    from tokenrace.cli.options import embedded_serves
-    from tokenrace.serve.embedded import EmbeddedOptions
-    from tokenrace.serve.launch import start_embedded
-    from tokenrace.sweep.profile import embedded_settings
-
     embeddings = embedded_serves(settings.request.api)
     if plan.kind == "concurrency" and not explicit("concurrencies"):
         plan.values = EMBEDDED_CONCURRENCIES
@@ -172,8 +166,6 @@ def _embedded(
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)
 
     async def go() -> Run:
-        from pathlib import Path
-
         opts = EmbeddedOptions(
             model=Path(model) if model else None,
             parallel=slots,
@@ -186,7 +178,7 @@ def _embedded(
         finally:
             engine.stop()
 
-    return run_async(go())
+    return aio.run(go())
 
 
 def _report(result: Run, as_json: bool) -> None:

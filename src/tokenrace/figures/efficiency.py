@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tokenrace import plan as planner
 from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.model.summary import Summary
 
@@ -26,11 +27,7 @@ class EfficiencySpec:
 
 def check_spec(spec: EfficiencySpec) -> None:
     """Raise InvalidInput when the planner cannot read the spec's hardware or model, so a typo is
-    reported before a run, not as an `error` in its summary. Without the planner there is no bound."""
-    try:
-        from tokenrace import plan as planner
-    except ImportError:
-        return
+    reported before a run, not as an `error` in its summary."""
     checks: list[tuple[str, Callable[[], object]]] = [("model_config", lambda: planner.load_model(spec.model))]
     if spec.hardware.strip().lower() != "cpu":  # this machine, measured when the bound is needed
         checks.insert(0, ("hardware", lambda: planner.load_hardware(spec.hardware)))
@@ -49,12 +46,8 @@ def check_spec(spec: EfficiencySpec) -> None:
 def efficiency_of(
     summary: Summary, spec: EfficiencySpec, concurrency: int, tokens_per_joule: float | None = None
 ) -> dict[str, Any] | None:
-    """The summary's `efficiency`, or None when the planner cannot say (reason in `error`).
+    """The summary's `efficiency`; when the planner cannot say, a dict whose `error` says why.
     `tokens_per_joule`: the run's measured output tokens per joule (`energy`), set against the plan's at TDP."""
-    try:
-        from tokenrace import plan as planner
-    except ImportError:
-        return None
     m = summary.metrics
     prompt = m.prompt_tokens.mean
     output = m.output_tokens.mean

@@ -36,6 +36,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
+from tokenrace import aio
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, TokenraceError
@@ -243,12 +244,7 @@ def process_main(index: int, config: WorkerConfig, path: str) -> None:
     """A worker process: connect to the parent, send what it hands over, until told to stop."""
     # Ctrl-C goes to the whole process group; the parent alone decides what it stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        import uvloop
-
-        uvloop.run(_serve(index, config, path))
-    except ImportError:
-        asyncio.run(_serve(index, config, path))
+    aio.run(_serve(index, config, path))
 
 
 async def _serve(index: int, config: WorkerConfig, path: str) -> None:

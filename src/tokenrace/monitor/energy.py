@@ -90,7 +90,7 @@ class NvmlEnergy:
     async def open(self) -> None:
         if self._nvml is None:
             try:
-                import pynvml
+                import pynvml  # noqa: PLC0415 - optional at run time: NVML may be missing, and the meter then says so
             except ImportError:
                 raise EnergyUnavailable("nvidia-ml-py is not installed") from None
             self._nvml = pynvml

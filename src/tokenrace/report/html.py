@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from tokenrace import __version__
-from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cost, Summary
+from tokenrace.plan import plan
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
 from tokenrace.report.quality import quality_dir
@@ -46,7 +47,7 @@ SpeedOfLight = Callable[[Run], float | None]
 
 def plotly() -> Any:
     try:
-        import plotly.graph_objects as go
+        import plotly.graph_objects as go  # noqa: PLC0415 - import cost: plotly only when a report is drawn
     except ImportError:
         raise UsageError("the HTML report needs plotly: pip install plotly") from None
     return go
@@ -96,7 +97,7 @@ def _series_name(run: Run, step: str | None = None) -> str:
 
 def cdf_figure(runs: Sequence[tuple[str, Run]]) -> Any:
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     metrics = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms/token)"), ("e2e_ms", "E2E (ms)"))
     fig = make_subplots(rows=1, cols=3, subplot_titles=[m[1] for m in metrics], horizontal_spacing=0.06)
@@ -247,7 +248,7 @@ def _load_of(row: StepRow, kind: str) -> float | None:
 
 def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     kind = sweeps[0].sweep_kind or "concurrency"  # a profile is a concurrency ramp
     xlabel = {
@@ -361,7 +362,7 @@ def resource_figure(samples: list[dict[str, Any]]) -> Any | None:
     if not series:
         return None
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     names = list(series)[:MAX_RESOURCE_SERIES]
     cols = 3
@@ -852,7 +853,7 @@ footer { color:var(--muted); font-size:12px; text-align:center; padding:20px; }
 
 
 def render(page: Page) -> str:
-    from plotly.offline import get_plotlyjs
+    from plotly.offline import get_plotlyjs  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     plotly()
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -878,15 +879,11 @@ def write(inputs: Sequence[Run], out: Path, cost: CostSpec | None = None, sol: S
     return out
 
 
-# --- the speed of light, from the planner (optional) ------------------------------------------------
+# --- the speed of light, from the planner ------------------------------------------------
 
 
 def planner_bound(hardware: str, model: str | None = None, devices: int | None = None) -> SpeedOfLight:
     """Aggregate decode tokens/s bound at each run's concurrency and prompt/output sizes (tokenrace.plan)."""
-    try:
-        from tokenrace.plan import plan
-    except ImportError:
-        raise InvalidInput("hardware", "needs the planner (tokenrace.plan), which is not installed here") from None
 
     def bound(run: Run) -> float | None:
         name = model or _model_of(run)

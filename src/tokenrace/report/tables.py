@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,7 @@ def headline_lines(summary: Summary) -> list[str]:
         lines.extend(f"warning: {w}" for w in eff.get("warnings", []))
     lines.extend(cost_lines(summary.cost))
     if summary.resources:
-        from tokenrace.monitor.render import summary_lines
+        from tokenrace.monitor.render import summary_lines  # noqa: PLC0415 - import cost: the monitor package only for a run with resource figures
 
         lines.extend(summary_lines(summary.resources))
     # The monitor's advice sits under the resource figures it reads; the rest close the list.
@@ -217,7 +218,6 @@ def _pct(x: float | None) -> float | None:
 def stdout_console() -> Console:
     """Rich's console on stdout; 120 columns when stdout is a file or a pipe (rich's default of 80
     would cut the per-step table)."""
-    import sys
 
     return Console() if sys.stdout.isatty() else Console(width=120)
 

@@ -18,12 +18,12 @@ from tokenrace import __version__
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
-from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY
+from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY, read_jsonl
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import Imported, Summary
 from tokenrace.runs.run import Run
-from tokenrace.runs.store import default_run_dir, read_jsonl, write_model
+from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000

@@ -15,11 +15,12 @@ from urllib.parse import urlsplit
 from tokenrace import __version__
 from tokenrace.client.images import IMAGE_APIS
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.client.providers import HOSTED_HOSTS, ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.client.structured import STRUCTURED_APIS
 from tokenrace.client.transport import Timeouts
+from tokenrace.doctor import collect_environment, probe_server_environment
 from tokenrace.engines import WITH_METRICS, server_root
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import server_cache
@@ -31,6 +32,7 @@ from tokenrace.load.calibration import CpuMeter, calibrated_ceiling
 from tokenrace.load.content import DEFAULT_INPUT_TOKENS, content_prompts, parse_content
 from tokenrace.load.preflight import check_first, choose_model, list_models
 from tokenrace.load.prompts import PromptSet
+from tokenrace.load.ray_workers import RayPool
 from tokenrace.load.runner import Load, Runner, Send
 from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
 from tokenrace.load.worker_core import WorkerConfig
@@ -268,16 +270,12 @@ def _engine_of(text: str) -> str | None:
 
 async def _environment(client: OpenAIClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """What makes two results comparable: this machine, and what the server says it is."""
-    try:
-        from tokenrace.doctor import collect_environment, probe_server_environment
-    except ImportError:
-        return None, None
     assert client.session is not None
     try:
         env = collect_environment()
     except Exception as exc:  # noqa: BLE001 - the environment is context; it must never stop a run
         env = {"error": f"{type(exc).__name__}: {exc}"}
-    server = await probe_server_environment(client.session, client.base_url)
+    server = await probe_server_environment(client.session, client.base_url, HOSTED_HOSTS)
     return env, server
 
 
@@ -358,8 +356,6 @@ class BenchSession:
         )
         pool: Pool
         if spec.ray is not None:
-            from tokenrace.load.ray_workers import RayPool
-
             pool = RayPool(config, spec.count, spec.ray)
             reason = None
         else:
