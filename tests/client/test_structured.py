@@ -20,10 +20,12 @@ from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.structured import check_tools, read_schema, response_format, tool_choice
 from tokenrace.errors import InvalidInput
 from tokenrace.load.tokens import fill_token_counts
+from tokenrace.model.summary import Summary
+from tokenrace.report.tables import headline_lines
 from tokenrace.testing.fake_server import spawn_fake_server
 
 UNREACHABLE = "http://127.0.0.1:9"
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
@@ -200,8 +202,6 @@ def test_bench_summarizes_tool_calls_and_schema_validity(server: Any, tmp_path: 
 
 
 def test_the_headline_speaks_of_tools_and_the_schema(server: Any, tmp_path: Path) -> None:
-    from tokenrace.model.summary import Summary
-    from tokenrace.report.tables import headline_lines
 
     schema = tmp_path / "person.json"
     schema.write_text(json.dumps(SCHEMA))

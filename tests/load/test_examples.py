@@ -6,6 +6,7 @@ import asyncio
 import math
 from pathlib import Path
 
+from tokenrace.client.structured import read_schema, read_tools, tool_choice
 from tokenrace.load.workloads.sessions import load_sharegpt, messages_for_turn
 from tokenrace.load.workloads.traces import TracePromptBuilder, load_trace
 from tokenrace.testing.fake_cache import PrefixCache
@@ -49,7 +50,6 @@ def test_sample_trace_shares_prefix_blocks_as_its_hash_ids_say() -> None:
 
 
 def test_sample_tools_and_schema_are_what_their_flags_take() -> None:
-    from tokenrace.client.structured import read_schema, read_tools, tool_choice
 
     tools = read_tools(str(EXAMPLES / "tools.json"))
     assert [t["function"]["name"] for t in tools] == ["get_weather", "search_docs"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -13,10 +14,14 @@ from PIL import Image as PILImage
 from tests.e2e.test_cli_bench import tokenrace
 
 from tokenrace.client.images import ImageTally, anthropic_part, responses_part, with_images
+from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.errors import InvalidInput
-from tokenrace.load.prompts import from_jsonl
-from tokenrace.load.workloads.images import ImageSpec, build_bank, decode, generate, parse_sizes, read_dir
-from tokenrace.load.workloads.sessions import load_messages_jsonl, load_sharegpt, session_prompt
+from tokenrace.load.prompts import builtin, from_jsonl
+from tokenrace.load.workload import Prompts, Sessions, TraceLoad, WorkloadSpec, build_workload
+from tokenrace.load.workloads.images import ImageSpec, attach, build_bank, decode, generate, parse_sizes, read_dir
+from tokenrace.load.workloads.sessions import TurnsSpec, load_messages_jsonl, load_sharegpt, session_prompt
+from tokenrace.model.summary import Summary
+from tokenrace.report.tables import headline_lines
 from tokenrace.testing.fake_server import spawn_fake_server
 
 UNREACHABLE = "http://127.0.0.1:9"
@@ -182,7 +187,7 @@ def test_the_server_receives_n_distinct_decodable_images_per_request(tmp_path: P
         assert p.returncode == 0, p.stderr
         log = _log(server, api)
     assert len(log) == 7  # the cold request and six measured
-    seen = set()
+    seen: set[str] = set()
     for entry in log:
         images = entry["images"]
         assert [(i["width"], i["height"], i["format"]) for i in images] == [
@@ -217,8 +222,6 @@ def test_ttft_split_by_image_count_with_the_difference(tmp_path: Path) -> None:
 
 
 def _headline(out: Path) -> list[str]:
-    from tokenrace.model.summary import Summary
-    from tokenrace.report.tables import headline_lines
 
     return headline_lines(Summary.model_validate_json((out / "summary.json").read_text()))
 
@@ -238,8 +241,6 @@ def test_a_server_that_refuses_images_gives_error_records_with_a_hint(tmp_path: 
 
 
 def test_each_api_builder_puts_the_images_in_its_own_shape() -> None:
-    from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-    from tokenrace.load.workloads.images import attach
 
     image = generate((4, 4), "png", 0, 0, 0)
     prompt = attach(Prompt(text="look"), [image])
@@ -261,11 +262,6 @@ def test_each_api_builder_puts_the_images_in_its_own_shape() -> None:
 
 
 def test_sessions_and_traces_get_images_per_request(tmp_path: Path) -> None:
-    import asyncio
-
-    from tokenrace.load.prompts import builtin
-    from tokenrace.load.workload import Sessions, TraceLoad, WorkloadSpec, build_workload
-    from tokenrace.load.workloads.sessions import TurnsSpec
 
     spec = ImageSpec(count=1, sizes=((8, 8),))
     built = asyncio.run(build_workload(WorkloadSpec(turns=TurnsSpec(3), images=spec), builtin(), None, 0, 2))
@@ -295,10 +291,6 @@ def test_sessions_and_traces_get_images_per_request(tmp_path: Path) -> None:
 
 
 def test_two_runs_never_send_the_same_image() -> None:
-    import asyncio
-
-    from tokenrace.load.prompts import builtin
-    from tokenrace.load.workload import Prompts, WorkloadSpec, build_workload
 
     spec = WorkloadSpec(images=ImageSpec(count=1, sizes=((8, 8),)))
     runs = [asyncio.run(build_workload(spec, builtin(), None, 0, 1, requests=3)).workload for _ in range(2)]

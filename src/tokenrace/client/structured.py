@@ -38,8 +38,8 @@ def _read_json(path: str, param: str) -> Any:
 
 def check_schema(schema: Any, param: str, where: str) -> None:
     """InvalidInput unless `schema` is a JSON Schema (jsonschema's check_schema for its draft)."""
-    from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
+    from jsonschema import SchemaError  # noqa: PLC0415 - import cost: jsonschema only when a schema is asked for
+    from jsonschema.validators import validator_for  # noqa: PLC0415 - import cost: jsonschema only when a schema is asked for
 
     if not isinstance(schema, dict | bool):
         raise InvalidInput(param, f"{where} is not a JSON Schema (expected an object)")
@@ -98,7 +98,7 @@ def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 def schema_checker(schema: dict[str, Any]) -> Callable[[str], bool]:
     """A function telling whether an answer's text is JSON that `schema` accepts."""
-    from jsonschema.validators import validator_for
+    from jsonschema.validators import validator_for  # noqa: PLC0415 - import cost: jsonschema only when a schema is asked for
 
     validator = validator_for(schema)(schema)
 

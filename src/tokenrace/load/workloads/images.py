@@ -73,7 +73,7 @@ def generate(size: tuple[int, int], fmt: ImageFormat, seed: int, index: int, k: 
     """Image `k` of request `index`: noise of exactly `size`, encoded as `fmt`; the same for the same
     (seed, index, k, salt), different for any other. `salt`: the run's own (from its nonce), so a later
     run against the same server sends images its cache has never seen."""
-    from PIL import Image as PILImage
+    from PIL import Image as PILImage  # noqa: PLC0415 - import cost: Pillow only when a run carries images
 
     w, h = size
     rng = np.random.default_rng([seed & 0xFFFFFFFF, 0x1A6E, index, k, salt & 0xFFFFFFFF])
@@ -90,8 +90,8 @@ def generate(size: tuple[int, int], fmt: ImageFormat, seed: int, index: int, k: 
 
 def decode(raw: bytes, what: str, param: str) -> Image:
     """Bytes that must be an image (fully decoded by Pillow), as an `Image`; else InvalidInput."""
-    from PIL import Image as PILImage
-    from PIL import UnidentifiedImageError
+    from PIL import Image as PILImage  # noqa: PLC0415 - import cost: Pillow only when a run carries images
+    from PIL import UnidentifiedImageError  # noqa: PLC0415 - import cost: Pillow only when a run carries images
 
     try:
         with PILImage.open(io.BytesIO(raw)) as picture:
