@@ -11,7 +11,6 @@ from rich.panel import Panel
 from rich.table import Table
 
 from tokenrace.cli.options import cost_options, spec_from_options
-from tokenrace.cli.sweep import wide_console
 from tokenrace.report.compare import (
     HEADER,
     Report,
@@ -24,7 +23,7 @@ from tokenrace.report.compare import (
     to_markdown,
 )
 from tokenrace.report.quality import QualitySection, side_rows
-from tokenrace.report.tables import fmt
+from tokenrace.report.tables import fmt, wide_console
 from tokenrace.runs.reader import load
 
 

@@ -9,10 +9,9 @@ from rich.console import Console
 
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import cost_options, spec_from_options
-from tokenrace.cli.sweep import print_sweep, wide_console
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, SweepFile
-from tokenrace.report.tables import cost_lines, fmt, print_profile, print_summary
+from tokenrace.report.tables import cost_lines, fmt, print_profile, print_summary, print_sweep, wide_console, with_costs
 from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
 
@@ -34,12 +33,9 @@ def command(run: str, as_json: bool, **o: Any) -> None:
 
 def show(data: Run, console: Console, cost: CostSpec | None = None) -> None:
     if isinstance(data.data, SweepFile):
-        steps = dict(data.steps)
-        for row in data.data.steps:
-            if row.step in steps:
-                step = steps[row.step]
-                row.cost = cost_of(step.summary, step.manifest.get("provider"), step.manifest.get("model"), cost)
-        print_sweep(data.data, console)
+        priced = with_costs(data, cost)
+        assert isinstance(priced, SweepFile)
+        print_sweep(priced, console)
     elif isinstance(data.data, ProfileFile):
         print_profile(data.data, console)
     else:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from tokenrace.client.request import POOLING_APIS
-from tokenrace.model.run import ProfileFile, Quantiles, StepRow
+from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.run import ProfileFile, Quantiles, StepRow, SweepFile
 from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
+from tokenrace.report.render import BLANK, Cell, Column, Table, num, pct, text, to_rich
+from tokenrace.runs.run import Run
 
 ROWS = (
     ("TTFT", "ttft_ms", "ms"),
@@ -38,16 +41,12 @@ def fmt(v: Any, digits: int = 1) -> str:
 
 
 def summary_table(summary: Summary, title: str | None = None) -> Table:
-    t = Table(title=title, title_justify="left", header_style="bold")
-    t.add_column("metric")
-    t.add_column("unit")
-    for c in COLS:
-        t.add_column(c, justify="right")
+    """Each latency and size statistic of the run, one row per metric it measured."""
+    t = Table(title, [Column("metric", "left"), Column("unit", "left"), *(Column(c) for c in COLS)])
     for label, key, unit in ROWS:
         m = getattr(summary.metrics, key)
-        if not m.count:
-            continue
-        t.add_row(label, unit, *(fmt(getattr(m, c), 0 if c == "count" else 1) for c in COLS))
+        if m.count:
+            t.add(text(label), text(unit), *(num(getattr(m, c), 0 if c == "count" else 1) for c in COLS))
     return t
 
 
@@ -164,14 +163,12 @@ def _pct(x: float | None) -> float | None:
 def stdout_console() -> Console:
     """Rich's console on stdout; 120 columns when stdout is a file or a pipe (rich's default of 80
     would cut the per-step table)."""
-    import sys
-
     return Console() if sys.stdout.isatty() else Console(width=120)
 
 
 def print_summary(summary: Summary, console: Console | None = None, title: str | None = None) -> None:
     console = console or stdout_console()
-    console.print(summary_table(summary, title))
+    console.print(to_rich(summary_table(summary, title)))
     for line in headline_lines(summary):
         console.print(line, highlight=False)
 
@@ -180,58 +177,182 @@ def profile_table(summary: ProfileFile) -> Table:
     """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
     embeddings and rerank steps, which answer in one body, of the latency instead."""
     if _pooling_steps(summary):
-        columns: tuple[str, ...] = ("E2E p50", "p95", "max", "in tok/s", "req/s")
         return _steps_table(
             summary,
-            columns,
+            ["E2E p50", "p95", "max", "in tok/s", "req/s"],
             "e2e_ms",
-            lambda row: (*_quantiles(row.e2e_ms), fmt(row.input_tokens_per_s), fmt(row.requests_per_s, 2)),
+            lambda row: [*_quantiles(row.e2e_ms), num(row.input_tokens_per_s), num(row.requests_per_s, 2)],
         )
-    columns = ("TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached")
     return _steps_table(
         summary,
-        columns,
+        ["TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached"],
         "ttft_ms",
-        lambda row: (
+        lambda row: [
             *_quantiles(row.ttft_ms),
             *_quantiles(row.tpot_ms),
-            fmt(row.output_tokens_per_s),
-            fmt(row.requests_per_s, 2),
-            _cached_cell(row.cache_hit_rate),
-        ),
+            num(row.output_tokens_per_s),
+            num(row.requests_per_s, 2),
+            pct(row.cache_hit_rate, 0),
+        ],
     )
 
 
-def _quantiles(stats: Quantiles) -> tuple[str, ...]:
-    return tuple(fmt(q) for q in (stats.p50, stats.p95, stats.max))
+def _quantiles(stats: Quantiles) -> list[Cell]:
+    return [num(q) for q in (stats.p50, stats.p95, stats.max)]
 
 
 def _steps_table(
     summary: ProfileFile,
-    columns: tuple[str, ...],
+    columns: list[str],
     cold_metric: str,
-    cells: Callable[[StepRow], tuple[str, ...]],
+    cells: Callable[[StepRow], list[Cell]],
 ) -> Table:
     """step, concurrency, succeeded/total, then `cells(row)` per step; the cold request's `cold_metric` first."""
-    t = Table(title="steps", title_justify="left", header_style="bold")
-    for col in ("step", "conc.", "ok", *columns):
-        t.add_column(col, justify="left" if col == "step" else "right")
+    t = Table("steps", [Column("step", "left"), Column("conc."), Column("ok"), *(Column(c) for c in columns)])
     cold = summary.cold
     if cold:
         ok = "1/1" if not cold.error_kind else "0/1"
-        t.add_row("cold", "1", ok, fmt(getattr(cold, cold_metric)), *[""] * (len(columns) - 1))
+        t.add(text("cold"), num(1), text(ok), num(getattr(cold, cold_metric)), *[BLANK] * (len(columns) - 1))
     for row in summary.steps:
-        req = row.requests
-        t.add_row(row.step, str(row.concurrency), f"{req.succeeded}/{req.total}", *cells(row))
+        t.add(text(row.step), num(row.concurrency), _ok(row), *cells(row))
     return t
+
+
+def _ok(row: StepRow) -> Cell:
+    return text(f"{row.requests.succeeded}/{row.requests.total}")
 
 
 def _pooling_steps(summary: ProfileFile) -> bool:
     return any(row.api in POOLING_APIS for row in summary.steps)
 
 
-def _cached_cell(rate: float | None) -> str:
-    return "—" if rate is None else f"{rate * 100:.0f} %"
+SWEEP_LOAD = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}
+
+
+def sweep_table(s: SweepFile) -> Table:
+    """One row per step of a sweep: latency quantiles, throughput, its gain on the step before, errors,
+    the prefix cache's share, the cost when priced, and the knee, saturation or SLO mark."""
+    kind = s.sweep or "concurrency"
+    priced = any(_usd(row) is not None for row in s.steps)
+    cols = ["TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached"]
+    t = Table(
+        f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}",
+        [
+            Column("step", "left"),
+            Column(SWEEP_LOAD[kind]),
+            Column("ok"),
+            *(Column(c) for c in cols),
+            *([Column("$/M out tok")] if priced else []),
+            Column("", "left"),
+        ],
+    )
+    for row in s.steps:
+        t.add(
+            text(row.step),
+            _load_cell(kind, row),
+            _ok(row),
+            num(row.ttft_ms.p50),
+            num(row.ttft_ms.p95),
+            num(row.tpot_ms.p50, 2),
+            num(row.tpot_ms.p95, 2),
+            num(row.e2e_ms.p95),
+            num(row.throughput_tokens_per_s),
+            pct(row.gain, sign=True),
+            pct(row.error_rate, suffix=""),
+            # The prefix cache's share of the step's prompt tokens: a step served from the cache
+            # has a lower TTFT for a reason other than load.
+            pct(row.cache_hit_rate, 0),
+            *([num(_usd(row), 4)] if priced else []),
+            _mark(row),
+            tone="best" if row.knee else "",
+        )
+    return t
+
+
+def _usd(row: StepRow) -> float | None:
+    return row.cost.usd_per_million_output_tokens if row.cost else None
+
+
+def _load_cell(kind: str, row: StepRow) -> Cell:
+    if kind == "concurrency":
+        return num(row.concurrency)
+    if kind == "input_tokens":
+        return num(row.prompt_tokens_mean, 0)
+    return num(row.rate, 2)
+
+
+def _mark(row: StepRow) -> Cell:
+    if row.knee:
+        return text("◀ knee", "best")
+    if row.failing:
+        return text("errors", "bad")
+    if row.saturated:
+        return text("saturated", "warn")
+    if row.passed is not None:
+        return text("meets SLO", "good") if row.passed else text("misses SLO", "bad")
+    return BLANK
+
+
+def sweep_lines(s: SweepFile) -> list[str]:
+    lines = []
+    knee = s.knee
+    if knee:
+        what = f"concurrency {knee.concurrency}" if s.sweep == "concurrency" else f"rate {fmt(knee.rate, 2)} req/s"
+        usd = knee.usd_per_million_output_tokens
+        lines.append(
+            f"knee: {knee.step} ({what}): {fmt(knee.throughput_tokens_per_s)} output tok/s, "
+            f"E2E p95 {fmt(knee.e2e_p95_ms)} ms ({knee.reason})"
+            + (f", ${fmt(usd, 4)} per million output tokens" if usd is not None else "")
+        )
+    elif s.sweep in ("concurrency", "rate") and s.steps:
+        lines.append(
+            "knee: not reached (throughput still grew at the last step)"
+            if s.stop_reason == "completed"
+            else f"knee: none ({s.stop_reason} at the first step)"
+        )
+    lines.append(f"stopped: {fmt(s.stop_reason or 'no reason recorded (an older sweep.json)')}")
+    if s.prefill:
+        p = s.prefill
+        lines.append(
+            f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
+            f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)"
+        )
+    g = s.goodput_search
+    if g:
+        lines.append(
+            f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
+            f"≥{fmt((g.get('attainment') or 0) * 100, 0)} % of requests; bracket [{fmt(g.get('lower'), 3)}, "
+            f"{fmt(g.get('upper'), 3)}], {g.get('probes')} probes ({g.get('reason')})"
+        )
+    return lines
+
+
+def steps_table(s: SweepFile | ProfileFile) -> Table:
+    """The step table of a sweep or of an embedded profile, as the terminal and the HTML show it."""
+    return sweep_table(s) if isinstance(s, SweepFile) else profile_table(s)
+
+
+def with_costs(run: Run, cost: CostSpec | None) -> SweepFile | ProfileFile:
+    """The run's sweep (or profile) file with each step's cost filled in from its summary."""
+    data = run.sweep.model_copy(deep=True)
+    steps = dict(run.steps)
+    for row in data.steps:
+        if row.step in steps:
+            step = steps[row.step]
+            row.cost = cost_of(step.summary, step.manifest.get("provider"), step.manifest.get("model"), cost)
+    return data
+
+
+def wide_console() -> Console:
+    """A terminal's own width; 160 columns when printing to a file or pipe (rich would use 80)."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def print_sweep(s: SweepFile, console: Console | None = None) -> None:
+    console = console or wide_console()
+    console.print(to_rich(sweep_table(s)))
+    for line in sweep_lines(s):
+        console.print(line, highlight=False)
 
 
 def _model_name(summary: ProfileFile, model_file: dict[str, Any]) -> str:
@@ -251,7 +372,7 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
         f"slots {fmt(eng.get('parallel_slots'))} | times in ms",
         highlight=False,
     )
-    console.print(profile_table(summary))
+    console.print(to_rich(profile_table(summary)))
     bust = summary.cache_bust
     if bust is not None and not _pooling_steps(summary):
         console.print(
