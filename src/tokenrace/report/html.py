@@ -25,7 +25,7 @@ from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Cost
 from tokenrace.quality.models import load_quality
-from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
+from tokenrace.report.compare import Report, compare, compare_table, cost_rows
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
 from tokenrace.report.render import to_html
@@ -507,20 +507,7 @@ def comparison_html(report: Report) -> str:
         parts.append(
             f"<div class='warn'><strong>Conditions differ — not a like-for-like comparison</strong><ul>{items}</ul></div>"
         )
-    for c in report.comparisons:
-        head = "".join(f"<th class='{'num' if 1 < i < 6 else ''}'>{h}</th>" for i, h in enumerate(HEADER))
-        body = []
-        for cells, r in zip(table_rows(c), c.rows, strict=False):
-            cls = {"B better": "better", "B worse": "worse", "B fails more": "worse", "B fails less": "better"}.get(
-                r.verdict, ""
-            )
-            tds = "".join(
-                f"<td class='{'num' if 1 < i < 6 else ''}'>{html.escape(v)}</td>" for i, v in enumerate(cells)
-            )
-            body.append(f"<tr class='{cls}'>{tds}</tr>")
-        parts.append(
-            f"<h3>{html.escape(title(c))}</h3><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        )
+    parts += [to_html(compare_table(c)) for c in report.comparisons]
     parts.append(
         "<p class='note'>B/A: ratio of B's statistic to A's. 95 % CI: percentile bootstrap over requests "
         "(2000 resamples, seed 0). A difference is significant when its CI excludes 1 (error rate: 0 pp).</p>"
