@@ -332,6 +332,14 @@ def steps_table(s: SweepFile | ProfileFile) -> Table:
     return sweep_table(s) if isinstance(s, SweepFile) else profile_table(s)
 
 
+def run_table(run: Run, cost: CostSpec | None = None) -> Table:
+    """The main table of a saved run: its summary, its sweep's steps (priced) or its profile's steps."""
+    if run.kind == "run":
+        m = run.manifest
+        return summary_table(run.summary, f"{fmt(m.get('model'))} @ {fmt(m.get('endpoint'))}")
+    return steps_table(with_costs(run, cost))
+
+
 def with_costs(run: Run, cost: CostSpec | None) -> SweepFile | ProfileFile:
     """The run's sweep (or profile) file with each step's cost filled in from its summary."""
     data = run.sweep.model_copy(deep=True)
