@@ -1,4 +1,5 @@
-"""Plain tables of a run summary, for the terminal (rich) and for Markdown."""
+"""The tables of a run, a sweep and a profile, declared once (report/render.py renders them for the
+terminal, HTML, Markdown and CSV), and the text lines printed under them."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from rich.console import Console
 
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
-from tokenrace.model.run import ProfileFile, Quantiles, StepRow, SweepFile
+from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
-from tokenrace.report.render import BLANK, Cell, Column, Table, num, pct, text, to_rich
+from tokenrace.report.render import BLANK, Cell, Column, Row, Table, num, pct, text, to_rich
 from tokenrace.runs.run import Run
 
 ROWS = (
@@ -173,53 +174,65 @@ def print_summary(summary: Summary, console: Console | None = None, title: str |
         console.print(line, highlight=False)
 
 
-def profile_table(summary: ProfileFile) -> Table:
-    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
-    embeddings and rerank steps, which answer in one body, of the latency instead."""
-    if _pooling_steps(summary):
-        return _steps_table(
-            summary,
-            ["E2E p50", "p95", "max", "in tok/s", "req/s"],
-            "e2e_ms",
-            lambda row: [*_quantiles(row.e2e_ms), num(row.input_tokens_per_s), num(row.requests_per_s, 2)],
-        )
-    return _steps_table(
-        summary,
-        ["TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached"],
-        "ttft_ms",
-        lambda row: [
-            *_quantiles(row.ttft_ms),
-            *_quantiles(row.tpot_ms),
-            num(row.output_tokens_per_s),
-            num(row.requests_per_s, 2),
-            pct(row.cache_hit_rate, 0),
-        ],
-    )
+# A step table's column: its header and the cell it shows for a step. One column = one line.
+StepColumn = tuple[Column, Callable[[StepRow], Cell]]
+
+PROFILE_COLUMNS: list[StepColumn] = [
+    (Column("TTFT p50"), lambda r: num(r.ttft_ms.p50)),
+    (Column("p95"), lambda r: num(r.ttft_ms.p95)),
+    (Column("max"), lambda r: num(r.ttft_ms.max)),
+    (Column("TPOT p50"), lambda r: num(r.tpot_ms.p50)),
+    (Column("p95"), lambda r: num(r.tpot_ms.p95)),
+    (Column("max"), lambda r: num(r.tpot_ms.max)),
+    (Column("tok/s"), lambda r: num(r.output_tokens_per_s)),
+    (Column("req/s"), lambda r: num(r.requests_per_s, 2)),
+    (Column("cached"), lambda r: pct(r.cache_hit_rate, 0)),
+]
+# Embeddings and rerank answer in one body: the latency instead of TTFT and TPOT, input tokens/s.
+POOLING_COLUMNS: list[StepColumn] = [
+    (Column("E2E p50"), lambda r: num(r.e2e_ms.p50)),
+    (Column("p95"), lambda r: num(r.e2e_ms.p95)),
+    (Column("max"), lambda r: num(r.e2e_ms.max)),
+    (Column("in tok/s"), lambda r: num(r.input_tokens_per_s)),
+    (Column("req/s"), lambda r: num(r.requests_per_s, 2)),
+]
+SWEEP_COLUMNS: list[StepColumn] = [
+    (Column("TTFT p50"), lambda r: num(r.ttft_ms.p50)),
+    (Column("p95"), lambda r: num(r.ttft_ms.p95)),
+    (Column("TPOT p50"), lambda r: num(r.tpot_ms.p50, 2)),
+    (Column("p95"), lambda r: num(r.tpot_ms.p95, 2)),
+    (Column("E2E p95"), lambda r: num(r.e2e_ms.p95)),
+    (Column("tok/s"), lambda r: num(r.throughput_tokens_per_s)),
+    (Column("gain"), lambda r: pct(r.gain, sign=True)),
+    (Column("err %"), lambda r: pct(r.error_rate, suffix="")),
+    # The prefix cache's share of the step's prompt tokens: a step served from the cache has a
+    # lower TTFT for a reason other than load.
+    (Column("cached"), lambda r: pct(r.cache_hit_rate, 0)),
+]
+STEP: StepColumn = (Column("step", "left"), lambda r: text(r.step))
+OK: StepColumn = (Column("ok"), lambda r: text(f"{r.requests.succeeded}/{r.requests.total}"))
 
 
-def _quantiles(stats: Quantiles) -> list[Cell]:
-    return [num(q) for q in (stats.p50, stats.p95, stats.max)]
-
-
-def _steps_table(
-    summary: ProfileFile,
-    columns: list[str],
-    cold_metric: str,
-    cells: Callable[[StepRow], list[Cell]],
-) -> Table:
-    """step, concurrency, succeeded/total, then `cells(row)` per step; the cold request's `cold_metric` first."""
-    t = Table("steps", [Column("step", "left"), Column("conc."), Column("ok"), *(Column(c) for c in columns)])
-    cold = summary.cold
-    if cold:
-        ok = "1/1" if not cold.error_kind else "0/1"
-        t.add(text("cold"), num(1), text(ok), num(getattr(cold, cold_metric)), *[BLANK] * (len(columns) - 1))
-    for row in summary.steps:
-        t.add(text(row.step), num(row.concurrency), _ok(row), *cells(row))
+def _table(title: str, columns: list[StepColumn], steps: list[StepRow]) -> Table:
+    t = Table(title, [c for c, _ in columns])
+    for row in steps:
+        t.add(*(cell(row) for _, cell in columns), tone="best" if row.knee else "")
     return t
 
 
-def _ok(row: StepRow) -> Cell:
-    return text(f"{row.requests.succeeded}/{row.requests.total}")
+def profile_table(summary: ProfileFile) -> Table:
+    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
+    embeddings and rerank steps, of the latency instead. The cold request's TTFT (E2E) first."""
+    pooling = _pooling_steps(summary)
+    columns = POOLING_COLUMNS if pooling else PROFILE_COLUMNS
+    conc: StepColumn = (Column("conc."), lambda r: num(r.concurrency))
+    t = _table("steps", [STEP, conc, OK, *columns], summary.steps)
+    cold = summary.cold
+    if cold:
+        ok = "1/1" if not cold.error_kind else "0/1"
+        first = cold.e2e_ms if pooling else cold.ttft_ms
+        t.rows.insert(0, Row([text("cold"), num(1), text(ok), num(first), *[BLANK] * (len(columns) - 1)]))
+    return t
 
 
 def _pooling_steps(summary: ProfileFile) -> bool:
@@ -233,40 +246,11 @@ def sweep_table(s: SweepFile) -> Table:
     """One row per step of a sweep: latency quantiles, throughput, its gain on the step before, errors,
     the prefix cache's share, the cost when priced, and the knee, saturation or SLO mark."""
     kind = s.sweep or "concurrency"
+    load: StepColumn = (Column(SWEEP_LOAD[kind]), lambda r: _load_cell(kind, r))
+    price: list[StepColumn] = [(Column("$/M out tok"), lambda r: num(_usd(r), 4))]
     priced = any(_usd(row) is not None for row in s.steps)
-    cols = ["TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached"]
-    t = Table(
-        f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}",
-        [
-            Column("step", "left"),
-            Column(SWEEP_LOAD[kind]),
-            Column("ok"),
-            *(Column(c) for c in cols),
-            *([Column("$/M out tok")] if priced else []),
-            Column("", "left"),
-        ],
-    )
-    for row in s.steps:
-        t.add(
-            text(row.step),
-            _load_cell(kind, row),
-            _ok(row),
-            num(row.ttft_ms.p50),
-            num(row.ttft_ms.p95),
-            num(row.tpot_ms.p50, 2),
-            num(row.tpot_ms.p95, 2),
-            num(row.e2e_ms.p95),
-            num(row.throughput_tokens_per_s),
-            pct(row.gain, sign=True),
-            pct(row.error_rate, suffix=""),
-            # The prefix cache's share of the step's prompt tokens: a step served from the cache
-            # has a lower TTFT for a reason other than load.
-            pct(row.cache_hit_rate, 0),
-            *([num(_usd(row), 4)] if priced else []),
-            _mark(row),
-            tone="best" if row.knee else "",
-        )
-    return t
+    columns = [STEP, load, OK, *SWEEP_COLUMNS, *(price if priced else []), (Column("", "left"), _mark)]
+    return _table(f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}", columns, s.steps)
 
 
 def _usd(row: StepRow) -> float | None:
