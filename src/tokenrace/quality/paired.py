@@ -174,14 +174,14 @@ def compare_dirs(a_dir: Path, b_dir: Path, labels: tuple[str, str] = ("A", "B"))
 
 def _pct(x: float | None, signed: bool = False) -> str:
     if x is None:
-        return "–"
+        return "—"
     # A difference of two accuracies is in percentage points, not per cent of either.
     return f"{x * 100:+.1f} pp" if signed else f"{x * 100:.1f} %"
 
 
 def accuracy_text(a: Accuracy) -> str:
     if a.value is None:
-        return "–"
+        return "—"
     return f"{_pct(a.value)} [{_pct(a.ci_low)}, {_pct(a.ci_high)}] n={a.n}"
 
 
@@ -189,7 +189,7 @@ def difference_line(c: QualityComparison) -> str:
     d = c.difference
     if d.value is None:
         return "no item was judged on both sides"
-    p = "–" if c.paired.p_value is None else f"{c.paired.p_value:.3g}"
+    p = "—" if c.paired.p_value is None else f"{c.paired.p_value:.3g}"
     return (
         f"B - A accuracy {_pct(d.value, True)} [{_pct(d.ci_low, True)}, {_pct(d.ci_high, True)}], "
         f"exact McNemar p = {p}: {c.verdict}"

@@ -28,7 +28,7 @@ from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
-from tokenrace.report.render import to_html
+from tokenrace.report.render import num, to_html
 from tokenrace.report.tables import steps_table, summary_table, with_costs
 from tokenrace.runs.run import Run
 
@@ -190,7 +190,7 @@ def _timeline_row(r: dict[str, Any], t0: float) -> dict[str, Any]:
 
 
 def _f(v: float | None, digits: int = 1) -> str:
-    return "—" if v is None else f"{v:,.{digits}f}"
+    return num(None if v is None else float(v), digits).text
 
 
 def chunk_figure(runs: Sequence[tuple[str, Run]]) -> tuple[Any | None, str]:

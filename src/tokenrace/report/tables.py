@@ -34,11 +34,8 @@ COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
 def fmt(v: Any, digits: int = 1) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
+    """A value in a line of text, by the tables' rule: "—" when missing, thousands separated."""
+    return Cell(v, digits).text if v is None or isinstance(v, (int, float, str)) else str(v)
 
 
 def summary_table(summary: Summary, title: str | None = None) -> Table:
