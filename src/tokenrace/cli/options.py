@@ -126,6 +126,17 @@ _OPTIONS = [
         "--metrics-url",
         help="The server's Prometheus /metrics (default: http://host:port/metrics of --url, none for hosted APIs).",
     ),
+    click.option(
+        "--dcgm-url",
+        help="A DCGM exporter's /metrics (e.g. http://gpu-host:9400/metrics): the GPUs' energy over the run, "
+        "for a server on another machine (one on this machine is read through NVML).",
+    ),
+    click.option(
+        "--content",
+        type=click.Choice(["natural", "copy", "random", "all"]),
+        help="What the model is asked to write, at the same prompt and output lengths: continue prose (natural), "
+        "repeat a given passage (copy), write out a given random string (random), or all three interleaved.",
+    ),
     click.option("--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s."),
     click.option("--timeout-connect", type=float, default=10.0, show_default=True, help="Seconds."),
     click.option(
@@ -222,6 +233,7 @@ def _settings(o: Options) -> BenchSettings:
             file=o["prompts_file"],
             input_tokens=parse_mean_std(o["input_tokens"], "--input-tokens"),
             output_tokens=output_tokens,
+            content=o.get("content"),
             batch_size=o.get("batch_size"),
             documents=o.get("documents"),
         ),
@@ -235,6 +247,7 @@ def _settings(o: Options) -> BenchSettings:
         monitor=bool(o["monitor"]),
         monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,
         metrics_url=o["metrics_url"],
+        dcgm_url=o.get("dcgm_url"),
         workers=_workers_spec(o.get("workers"), o.get("ray")),
         secret_headers=env_headers,
     )

@@ -107,7 +107,8 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
     chosen = [k for k, v in kinds.items() if v]
     if len(chosen) > 1:
         raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths or --max-goodput")
-    kind = chosen[0] if chosen else "concurrency"
+    # --content all alone: the three kinds, one step each, compared (with another sweep, each step mixes them).
+    kind = chosen[0] if chosen else "content" if o.get("content") == "all" else "concurrency"
     flag = {"concurrency": "--concurrencies", "rate": "--rates", "input_tokens": "--input-lengths"}.get(kind)
     values = parse_values(kinds[kind], flag) if flag and kinds[kind] else None
     return SweepPlan(

@@ -64,6 +64,7 @@ class RequestRecord:
     inputs: int | None = None  # embeddings: texts embedded by this request
     documents: int | None = None  # rerank: documents ranked by this request
     embedding_dim: int | None = None  # embeddings: the length of the vectors the server returned
+    content: str | None = None  # the kind of content asked for (--content), when one was
 
     @property
     def ok(self) -> bool:
@@ -120,6 +121,7 @@ class RequestRecord:
             "output_tokens_source": self.output_tokens_source,
             "output_chars": len(self.text),
             "max_tokens": self.max_tokens,
+            "content": self.content,
             "finish_reason": self.finish_reason,
             "status": self.status,
             "error_kind": self.error_kind,

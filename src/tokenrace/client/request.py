@@ -33,6 +33,7 @@ class Prompt:
     headers: dict[str, str] | None = None
     inputs: list[str] | None = None  # embeddings: the texts to embed in this request
     documents: list[str] | None = None  # rerank: the documents to rank against the query (`text`)
+    content: str | None = None  # what the model is asked to write (natural, copy, random), when chosen
 
     def as_text(self) -> str:
         """All the text the request carries, for counting its tokens."""

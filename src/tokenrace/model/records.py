@@ -42,6 +42,7 @@ class RecordLine(_Model):
     cached_tokens_source: Literal["usage", "engine"] | None = None
     output_chars: int | None = None
     max_tokens: int | None = None
+    content: str | None = None  # --content: natural, copy or random
     finish_reason: str | None = None
     status: int | None = None
     error_kind: str | None = None

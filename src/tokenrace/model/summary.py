@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.stats import Stats
 
 
@@ -203,6 +204,9 @@ class Summary(_Model):
     client_load: ClientLoad | None = None
     pooling: PoolingFigures | None = None  # embeddings and rerank runs: inputs (documents) and tokens per second
     not_measured: dict[str, str] | None = None  # metric -> why it has no value in this run
+    speculative: Speculative | None = None  # the engine's speculative-decoding counters over the run
+    content: ContentSpeed | None = None  # decode speed per kind of content (--content)
+    energy: Energy | None = None  # GPU energy over the run (NVML on this machine, or --dcgm-url)
     warnings: list[RunWarning] = Field(default_factory=list)
 
     @model_validator(mode="before")

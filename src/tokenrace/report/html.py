@@ -23,6 +23,7 @@ from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
+from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cost
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows
@@ -256,6 +257,7 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
         "rate": "offered rate (req/s)",
         "goodput": "offered rate (req/s)",
         "input_tokens": "prompt tokens (mean)",
+        "content": "content (the kind of text written)",
     }[kind]
     fig = make_subplots(
         rows=1,
@@ -265,7 +267,10 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
     )
     for i, sw in enumerate(sweeps):
         rows = sorted(sw.sweep.steps, key=lambda r: _load_of(r, kind) or 0)
-        x = [_load_of(r, kind) for r in rows]
+        x: list[Any] = [_load_of(r, kind) for r in rows]
+        if kind == "content":  # one step per kind, in the order they ran: a category axis
+            rows = list(sw.sweep.steps)
+            x = [r.content or r.step for r in rows]
         color = PALETTE[i % len(PALETTE)]
         for col, key in ((1, "ttft_ms"), (2, "tpot_ms")):
             for q, dash in (("p50", "solid"), ("p95", "dot")):
@@ -337,7 +342,7 @@ def _mark_knee(fig: Any, sw: Run, kind: str, color: str) -> None:
     )
 
 
-def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[float | None], sol: SpeedOfLight | None) -> None:
+def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[Any], sol: SpeedOfLight | None) -> None:
     if sol is None:
         return
     steps = dict(sw.steps)
@@ -429,6 +434,7 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
     items = [
         ("TTFT p50", f"{_f(m.ttft_ms.p50)} ms", f"p95 {_f(m.ttft_ms.p95)} ms"),
         ("TPOT p50", f"{_f(m.tpot_ms.p50, 2)} ms", f"p95 {_f(m.tpot_ms.p95, 2)} ms"),
+        *_speculative_card(s.speculative),
         ("E2E p95", f"{_f(m.e2e_ms.p95)} ms", f"p50 {_f(m.e2e_ms.p50)} ms"),
         (
             "throughput",
@@ -458,6 +464,7 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
                 "of prompt tokens served from the server's cache" + (f" · {busted}" if busted else ""),
             )
         )
+    items += _energy_card(s.energy) + _content_card(s.content)
     if cost is not None and cost.usd_per_million_output_tokens is not None:
         items.append(
             (
@@ -467,6 +474,40 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
             )
         )
     return cards(items)
+
+
+def _speculative_card(spec: Speculative | None) -> list[tuple[str, str, str | None]]:
+    """Beside TPOT: the engine's own acceptance, which moves TPOT with the content."""
+    if spec is None or spec.acceptance_rate is None:
+        return []
+    steps = spec.tokens_per_step
+    return [
+        (
+            "spec acceptance",
+            f"{spec.acceptance_rate * 100:.1f} %",
+            (f"{steps:.2f} tokens per step · " if steps else "") + "accepted ÷ draft tokens, the engine's counters",
+        )
+    ]
+
+
+def _energy_card(energy: Energy | None) -> list[tuple[str, str, str | None]]:
+    if energy is None:
+        return []
+    if energy.output_tokens_per_joule is None:
+        return [("energy", "not measured", _text(energy.reason))]
+    return [
+        (
+            "output tokens per joule",
+            f"{energy.output_tokens_per_joule:.2f} tok/J",
+            f"{_f(energy.mean_power_w)} W mean over {len(energy.gpus)} GPU(s) · {energy.source}",
+        )
+    ]
+
+
+def _content_card(content: ContentSpeed | None) -> list[tuple[str, str, str | None]]:
+    if content is None or content.ratio is None:
+        return []
+    return [("TPOT by content", f"×{content.ratio:.2f}", _text(content.verdict))]
 
 
 def _basis(c: Cost) -> str:
@@ -647,6 +688,7 @@ def _sweep_cards(s: SweepFile | ProfileFile, sw: Run, cost: CostSpec | None) -> 
     items.append(("peak throughput", f"{_f(best)} tok/s", None))
     if not isinstance(s, SweepFile):
         return items
+    items += _content_card(s.content)
     if s.prefill:
         items.append(("prefill", f"{_f(s.prefill['prefill_tokens_per_s'])} tok/s", f"R² {_f(s.prefill['r2'], 3)}"))
     if s.goodput_search:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ def headline_lines(summary: Summary) -> list[str]:
     reasons = sorted(set((summary.not_measured or {}).values()))
     lines.extend(f"no TTFT, TPOT or ITL: {why}" for why in reasons)
     lines.extend(cache_lines(summary.cache))
+    lines.extend(claim_lines(summary))
     lines.extend(turn_lines(summary.by_turn))
     eff = summary.efficiency
     if eff and not eff.get("error"):
@@ -94,6 +96,31 @@ def headline_lines(summary: Summary) -> list[str]:
     if g is not None:
         lines.append(f"goodput: {fmt(g.requests_per_s, 2)} req/s, {fmt(_pct(g.fraction))} % within SLO {g.slo}")
     return lines
+
+
+def claim_lines(summary: Summary) -> list[str]:
+    """What a speed figure rests on: the engine's speculative decoding, the content, the energy."""
+    out = []
+    spec = summary.speculative
+    if spec is not None and spec.acceptance_rate is not None:
+        steps = spec.tokens_per_step
+        out.append(
+            f"speculative decoding: {fmt(_pct(spec.acceptance_rate))} % of draft tokens accepted"
+            + (f", {fmt(steps, 2)} tokens per step" if steps is not None else "")
+            + f" ({spec.source})"
+        )
+    content = summary.content
+    if content is not None:
+        kinds = ", ".join(f"{k} {fmt(v.tpot_ms_p50, 2)} ms" for k, v in content.kinds.items())
+        out.append(f"TPOT p50 by content: {kinds}; {content.verdict}")
+    energy = summary.energy
+    if energy is not None and energy.output_tokens_per_joule is not None:
+        out.append(
+            f"energy: {fmt(energy.joules)} J over {fmt(energy.window_s, 2)} s on {len(energy.gpus)} GPU(s), "
+            f"{fmt(energy.output_tokens_per_joule, 2)} output tok/J, mean {fmt(energy.mean_power_w)} W "
+            f"({energy.source}, {energy.method})"
+        )
+    return out
 
 
 def _throughput_line(summary: Summary) -> str:
@@ -171,49 +198,65 @@ def print_summary(summary: Summary, console: Console | None = None, title: str |
         console.print(line, highlight=False)
 
 
-# A step table's column: its header and the cell it shows for a step. One column = one line.
-StepColumn = tuple[Column, Callable[[StepRow], Cell]]
+@dataclass(frozen=True, slots=True)
+class StepColumn:
+    """A step table's column: its header and the cell it shows for a step; an optional column is
+    left out when no step has a value for it. One column = one line."""
 
-PROFILE_COLUMNS: list[StepColumn] = [
-    (Column("TTFT p50"), lambda r: num(r.ttft_ms.p50)),
-    (Column("p95"), lambda r: num(r.ttft_ms.p95)),
-    (Column("max"), lambda r: num(r.ttft_ms.max)),
-    (Column("TPOT p50"), lambda r: num(r.tpot_ms.p50)),
-    (Column("p95"), lambda r: num(r.tpot_ms.p95)),
-    (Column("max"), lambda r: num(r.tpot_ms.max)),
-    (Column("tok/s"), lambda r: num(r.output_tokens_per_s)),
-    (Column("req/s"), lambda r: num(r.requests_per_s, 2)),
-    (Column("cached"), lambda r: pct(r.cache_hit_rate, 0)),
+    column: Column
+    cell: Callable[[StepRow], Cell]
+    optional: bool = False
+
+
+def _col(label: str, cell: Callable[[StepRow], Cell], optional: bool = False) -> StepColumn:
+    return StepColumn(Column(label), cell, optional)
+
+
+PROFILE_COLUMNS = [
+    _col("TTFT p50", lambda r: num(r.ttft_ms.p50)),
+    _col("p95", lambda r: num(r.ttft_ms.p95)),
+    _col("max", lambda r: num(r.ttft_ms.max)),
+    _col("TPOT p50", lambda r: num(r.tpot_ms.p50)),
+    _col("p95", lambda r: num(r.tpot_ms.p95)),
+    _col("max", lambda r: num(r.tpot_ms.max)),
+    _col("tok/s", lambda r: num(r.output_tokens_per_s)),
+    _col("req/s", lambda r: num(r.requests_per_s, 2)),
+    _col("cached", lambda r: pct(r.cache_hit_rate, 0)),
 ]
 # Embeddings and rerank answer in one body: the latency instead of TTFT and TPOT, input tokens/s.
-POOLING_COLUMNS: list[StepColumn] = [
-    (Column("E2E p50"), lambda r: num(r.e2e_ms.p50)),
-    (Column("p95"), lambda r: num(r.e2e_ms.p95)),
-    (Column("max"), lambda r: num(r.e2e_ms.max)),
-    (Column("in tok/s"), lambda r: num(r.input_tokens_per_s)),
-    (Column("req/s"), lambda r: num(r.requests_per_s, 2)),
+POOLING_COLUMNS = [
+    _col("E2E p50", lambda r: num(r.e2e_ms.p50)),
+    _col("p95", lambda r: num(r.e2e_ms.p95)),
+    _col("max", lambda r: num(r.e2e_ms.max)),
+    _col("in tok/s", lambda r: num(r.input_tokens_per_s)),
+    _col("req/s", lambda r: num(r.requests_per_s, 2)),
 ]
-SWEEP_COLUMNS: list[StepColumn] = [
-    (Column("TTFT p50"), lambda r: num(r.ttft_ms.p50)),
-    (Column("p95"), lambda r: num(r.ttft_ms.p95)),
-    (Column("TPOT p50"), lambda r: num(r.tpot_ms.p50, 2)),
-    (Column("p95"), lambda r: num(r.tpot_ms.p95, 2)),
-    (Column("E2E p95"), lambda r: num(r.e2e_ms.p95)),
-    (Column("tok/s"), lambda r: num(r.throughput_tokens_per_s)),
-    (Column("gain"), lambda r: pct(r.gain, sign=True)),
-    (Column("err %"), lambda r: pct(r.error_rate, suffix="")),
+SWEEP_COLUMNS = [
+    _col("TTFT p50", lambda r: num(r.ttft_ms.p50)),
+    _col("p95", lambda r: num(r.ttft_ms.p95)),
+    _col("TPOT p50", lambda r: num(r.tpot_ms.p50, 2)),
+    _col("p95", lambda r: num(r.tpot_ms.p95, 2)),
+    # Beside TPOT, which speculative decoding moves: the engine's acceptance (accepted ÷ draft tokens).
+    _col("accept", lambda r: pct(r.acceptance_rate, 0), optional=True),
+    _col("E2E p95", lambda r: num(r.e2e_ms.p95)),
+    _col("tok/s", lambda r: num(r.throughput_tokens_per_s)),
+    _col("gain", lambda r: pct(r.gain, sign=True)),
+    _col("err %", lambda r: pct(r.error_rate, suffix="")),
     # The prefix cache's share of the step's prompt tokens: a step served from the cache has a
     # lower TTFT for a reason other than load.
-    (Column("cached"), lambda r: pct(r.cache_hit_rate, 0)),
+    _col("cached", lambda r: pct(r.cache_hit_rate, 0)),
+    _col("tok/J", lambda r: num(r.output_tokens_per_joule, 2), optional=True),
+    _col("$/M out tok", lambda r: num(_usd(r), 4), optional=True),
 ]
-STEP: StepColumn = (Column("step", "left"), lambda r: text(r.step))
-OK: StepColumn = (Column("ok"), lambda r: text(f"{r.requests.succeeded}/{r.requests.total}"))
+STEP = StepColumn(Column("step", "left"), lambda r: text(r.step))
+OK = _col("ok", lambda r: text(f"{r.requests.succeeded}/{r.requests.total}"))
 
 
 def _table(title: str, columns: list[StepColumn], steps: list[StepRow]) -> Table:
-    t = Table(title, [c for c, _ in columns])
+    shown = [c for c in columns if not c.optional or any(c.cell(row).value is not None for row in steps)]
+    t = Table(title, [c.column for c in shown])
     for row in steps:
-        t.add(*(cell(row) for _, cell in columns), tone="best" if row.knee else "")
+        t.add(*(c.cell(row) for c in shown), tone="best" if row.knee else "")
     return t
 
 
@@ -222,7 +265,7 @@ def profile_table(summary: ProfileFile) -> Table:
     embeddings and rerank steps, of the latency instead. The cold request's TTFT (E2E) first."""
     pooling = _pooling_steps(summary)
     columns = POOLING_COLUMNS if pooling else PROFILE_COLUMNS
-    conc: StepColumn = (Column("conc."), lambda r: num(r.concurrency))
+    conc = _col("conc.", lambda r: num(r.concurrency))
     t = _table("steps", [STEP, conc, OK, *columns], summary.steps)
     cold = summary.cold
     if cold:
@@ -236,18 +279,23 @@ def _pooling_steps(summary: ProfileFile) -> bool:
     return any(row.api in POOLING_APIS for row in summary.steps)
 
 
-SWEEP_LOAD = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}
+SWEEP_LOAD = {
+    "concurrency": "conc.",
+    "rate": "rate",
+    "goodput": "rate",
+    "input_tokens": "prompt tok",
+    "content": "conc.",
+}
 
 
 def sweep_table(s: SweepFile) -> Table:
     """One row per step of a sweep: latency quantiles, throughput, its gain on the step before, errors,
-    the prefix cache's share, the cost when priced, and the knee, saturation or SLO mark."""
+    the prefix cache's share, what is known of speculation, energy and cost, and the knee,
+    saturation or SLO mark."""
     kind = s.sweep or "concurrency"
-    load: StepColumn = (Column(SWEEP_LOAD[kind]), lambda r: _load_cell(kind, r))
-    price: list[StepColumn] = [(Column("$/M out tok"), lambda r: num(_usd(r), 4))]
-    priced = any(_usd(row) is not None for row in s.steps)
-    columns = [STEP, load, OK, *SWEEP_COLUMNS, *(price if priced else []), (Column("", "left"), _mark)]
-    return _table(f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}", columns, s.steps)
+    load = _col(SWEEP_LOAD[kind], lambda r: _load_cell(kind, r))
+    mark = StepColumn(Column("", "left"), _mark)
+    return _table(f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}", [STEP, load, OK, *SWEEP_COLUMNS, mark], s.steps)
 
 
 def _usd(row: StepRow) -> float | None:
@@ -255,7 +303,7 @@ def _usd(row: StepRow) -> float | None:
 
 
 def _load_cell(kind: str, row: StepRow) -> Cell:
-    if kind == "concurrency":
+    if kind in ("concurrency", "content"):
         return num(row.concurrency)
     if kind == "input_tokens":
         return num(row.prompt_tokens_mean, 0)
@@ -292,6 +340,8 @@ def sweep_lines(s: SweepFile) -> list[str]:
             else f"knee: none ({s.stop_reason} at the first step)"
         )
     lines.append(f"stopped: {fmt(s.stop_reason or 'no reason recorded (an older sweep.json)')}")
+    if s.content is not None:
+        lines.append(f"content: {s.content.verdict}")
     if s.prefill:
         p = s.prefill
         lines.append(

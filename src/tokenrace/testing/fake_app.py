@@ -1,6 +1,6 @@
 """The aiohttp application of the fake OpenAI-compatible server.
 
-Routes: GET /v1/models, /health, /version, /metrics, /fake/log, /fake/stats;
+Routes: GET /v1/models, /health, /version, /metrics, /dcgm/metrics, /fake/log, /fake/stats;
 POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI Responses), /v1/messages
 (Anthropic Messages), /v1/embeddings, /v1/rerank (Cohere/Jina/vLLM shape), /rerank (TEI's shape),
 /tokenize, /fake/reset.
@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from tokenrace import __version__
 from tokenrace.testing.fake_cache import PrefixCache
 from tokenrace.testing.fake_config import ApiKind, FakeConfig, as_config, merge_overrides
+from tokenrace.testing.fake_dcgm import dcgm_page
 from tokenrace.testing.fake_log import RequestRecord, SendLog
 from tokenrace.testing.fake_openai import (
     Endpoint,
@@ -50,6 +51,7 @@ from tokenrace.testing.fake_plan import (
     token_groups,
 )
 from tokenrace.testing.fake_pooling import PoolingBadRequest, PoolingKind, pooling_answer, read_pooling
+from tokenrace.testing.fake_spec import SpecCounters
 from tokenrace.testing.fake_wire import wire_for
 
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
@@ -62,6 +64,9 @@ class ServerState:
     log: SendLog
     # One simulated prefix cache per block geometry (size, unit, capacity).
     caches: dict[tuple[int, str, int | None], PrefixCache] = field(default_factory=dict)
+    spec: SpecCounters = field(default_factory=SpecCounters)
+    started_s: float = field(default_factory=time.perf_counter)
+    dcgm_scrapes: int = 0
 
     def cache_for(self, config: FakeConfig) -> PrefixCache:
         size, unit, capacity = config.cache_block_size, config.cache_block_unit, config.cache_capacity_blocks
@@ -99,6 +104,7 @@ def build_app(config: FakeConfig | Mapping[str, Any] | None = None) -> web.Appli
     app.router.add_get("/version", version)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/dcgm/metrics", dcgm_metrics)
     app.router.add_get("/fake/log", fake_log)
     app.router.add_post("/fake/reset", fake_reset)
     app.router.add_get("/fake/stats", fake_stats)
@@ -228,10 +234,28 @@ async def tokenize(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    path = request.app[STATE].config.metrics_text_path
-    if path is None:
+    state = request.app[STATE]
+    config = state.config
+    if config.metrics_text_path is None and config.spec_tokens == 0:
         return error_response(404, "No metrics configured.", "invalid_request_error", "not_found")
-    return web.Response(body=Path(path).read_bytes(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+    body = Path(config.metrics_text_path).read_bytes() if config.metrics_text_path else b""
+    if config.spec_tokens:
+        spec = state.spec.metrics_text(config.models[0], config.spec_tokens, config.spec_engines)
+        body += spec.encode()
+    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+
+async def dcgm_metrics(request: web.Request) -> web.Response:
+    """A DCGM exporter's page: the programmed GPUs' power, and their energy counters growing at it."""
+    state = request.app[STATE]
+    config = state.config
+    if not config.dcgm_power_w:
+        return error_response(404, "No DCGM exporter configured.", "invalid_request_error", "not_found")
+    state.dcgm_scrapes += 1
+    restarted = config.dcgm_restart_after is not None and state.dcgm_scrapes > config.dcgm_restart_after
+    elapsed = time.perf_counter() - state.started_s
+    text = dcgm_page(config.dcgm_power_w, elapsed, config.dcgm_energy, restarted)
+    return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 async def fake_log(request: web.Request) -> web.Response:
@@ -254,7 +278,10 @@ async def fake_reset(request: web.Request) -> web.Response:
 
 async def fake_stats(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    return json_response({**state.log.stats(), "cache_blocks": sum(len(c) for c in state.caches.values())})
+    drafts, draft_tokens, accepted = state.spec.totals(state.config.spec_engines)
+    spec = {"drafts": drafts, "draft_tokens": draft_tokens, "accepted_tokens": accepted}
+    blocks = sum(len(c) for c in state.caches.values())
+    return json_response({**state.log.stats(), "cache_blocks": blocks, "spec": spec})
 
 
 # --- generation ----------------------------------------------------------------------
@@ -335,6 +362,7 @@ async def _dispatch(
     config: FakeConfig,
     model: str,
 ) -> web.StreamResponse:
+    config = _content_config(config, endpoint, body)
     # One RNG per request, seeded by arrival order: the same draws whatever the interleaving.
     rng = random.Random(f"{config.seed}:{record.seq}")
     try:
@@ -346,6 +374,12 @@ async def _dispatch(
         lookup = request.app[STATE].cache_for(config).lookup_and_insert(_prompt_text(endpoint, body))
         req = dataclasses.replace(req, cached_tokens=lookup.cached_tokens)
     _fill_record(record, req)
+    if config.spec_tokens and req.fault is None:
+        spec_rng = random.Random(f"spec:{config.seed}:{record.seq}")  # its own draws: timing stays as it was
+        engine = record.seq % config.spec_engines
+        request.app[STATE].spec.generate(
+            req.output_tokens, config.spec_tokens, config.spec_acceptance, spec_rng, engine
+        )
     if req.fault in ("500", "429"):
         return await _send_now(request, record, _fault_error(req.fault))
     if req.fault == "refuse":
@@ -354,6 +388,20 @@ async def _dispatch(
     if record.stream:
         return await _stream(request, record, req, rng)
     return await _send_body(request, record, req, rng)
+
+
+def _content_config(config: FakeConfig, endpoint: Endpoint, body: Json) -> FakeConfig:
+    """`config` with the `when_prompt_contains` settings of every key the prompt contains."""
+    if not config.when_prompt_contains:
+        return config
+    try:
+        text = _prompt_text(endpoint, body)
+    except (KeyError, TypeError, AttributeError):
+        return config  # a malformed prompt is rejected later, with its own message
+    for key, settings in config.when_prompt_contains.items():
+        if key in text:
+            config = merge_overrides(config, settings)
+    return config
 
 
 def _bad_request(exc: BadRequest) -> web.Response:
