@@ -74,6 +74,7 @@ def headline_lines(summary: Summary) -> list[str]:
     lines.extend(cache_lines(summary.cache))
     lines.extend(claim_lines(summary))
     lines.extend(turn_lines(summary.by_turn))
+    lines.extend(structured_lines(summary))
     eff = summary.efficiency
     if eff and not eff.get("error"):
         lines.append(
@@ -162,6 +163,32 @@ def cache_lines(c: Cache | None) -> list[str]:
     server = c.server
     if server and server.hit_rate is not None:
         out.append(f"prefix cache (engine's own counters): {fmt(_pct(server.hit_rate))} % ({server.source})")
+    return out
+
+
+def structured_lines(summary: Summary) -> list[str]:
+    """Images (TTFT by image count, and with minus without), tool calls and schema validity."""
+    out: list[str] = []
+    im = summary.images
+    if im is not None:
+        by = ", ".join(f"{g.images} image(s) {fmt(g.ttft_ms.p50)} ms ({g.requests} req)" for g in im.by_count)
+        out.append(f"images: {im.images} in {im.requests_with_images} requests; TTFT p50 by image count: {by}")
+        d = im.ttft_difference_ms
+        if d is not None:
+            out.append(
+                f"images: TTFT p50 with − without = {fmt(d.difference, 2)} ms "
+                f"(95 % CI {fmt(d.ci_low, 2)} to {fmt(d.ci_high, 2)})"
+            )
+    t = summary.tools
+    if t is not None:
+        out.append(
+            f"tools: {t.tool_calls} calls in {t.requests_with_tool_calls}/{t.requests} requests, "
+            f"time to the first tool delta p50 {fmt(t.ttft_tool_ms.p50)} ms"
+        )
+    so = summary.structured_output
+    if so is not None:
+        rate = "n/a (nothing checked)" if so.valid_rate is None else f"{fmt(_pct(so.valid_rate))} %"
+        out.append(f"response schema: {rate} valid ({so.valid} of {so.checked} answers checked)")
     return out
 
 

@@ -13,10 +13,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tokenrace import __version__
+from tokenrace.client.images import IMAGE_APIS
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import POOLING_APIS
+from tokenrace.client.structured import STRUCTURED_APIS
 from tokenrace.client.transport import Timeouts
 from tokenrace.engines import WITH_METRICS, server_root
 from tokenrace.errors import InvalidInput
@@ -147,7 +149,24 @@ def read_inputs(s: BenchSettings) -> Inputs:
     )
 
 
+def _sends(load: Load) -> int | None:
+    """How many requests a run of independent prompts sends in all (cold, warm-up, measured); None
+    when only a duration bounds it."""
+    if load.requests is None:
+        return None
+    return int(load.cold) + load.warmup + load.requests
+
+
 def _check_request(s: BenchSettings) -> None:
+    api = s.request.api
+    if s.workload.images is not None and api not in IMAGE_APIS:
+        raise InvalidInput("images", f"the {api} API takes no images; use one of {', '.join(IMAGE_APIS)}")
+    if s.request.tools is not None and api not in STRUCTURED_APIS:
+        raise InvalidInput("tools", f"the {api} API takes no tools; use one of {', '.join(STRUCTURED_APIS)}")
+    if s.request.response_schema is not None and api not in STRUCTURED_APIS:
+        raise InvalidInput(
+            "response_format", f"the {api} API takes no response format; use one of {', '.join(STRUCTURED_APIS)}"
+        )
     if s.request.max_tokens is not None and s.request.max_tokens < 1:
         raise InvalidInput("max_tokens", f"must be at least 1, got {s.request.max_tokens}")
     for name in ("connect", "first_byte", "idle", "total"):
@@ -302,7 +321,7 @@ class BenchSession:
             self.tokenizer = inputs.tokenizer or await self._tokenizer(client)
             prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed, inputs.prompts, s.request.api)
             built = await build_workload(
-                s.workload, prompts, self.tokenizer, s.load.seed, s.load.requests or 64, inputs.files
+                s.workload, prompts, self.tokenizer, s.load.seed, s.load.requests or 64, inputs.files, _sends(s.load)
             )
             self.built = built
             directory = s.output or default_run_dir(s.label or client.model.split("/")[-1])
@@ -485,6 +504,7 @@ class BenchSession:
             server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
             warnings=tuple(warnings or ()),
             client=ClientObservation(self.client_cpu_pct, calibrated_ceiling()),
+            response_schema=s.request.response_schema is not None,
             api=s.request.api,
             stream=s.request.stream,
             energy=self.energy,

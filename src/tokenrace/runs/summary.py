@@ -21,8 +21,10 @@ from tokenrace.figures.drift import drift, is_soak
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.energy import energy_section
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
+from tokenrace.figures.images import image_figures
 from tokenrace.figures.pooling import not_measured, pooling_figures
 from tokenrace.figures.speculative import speculative_section
+from tokenrace.figures.structured import schema_figures, tool_figures
 from tokenrace.figures.summary import by_turn, summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
@@ -63,6 +65,7 @@ class RunContext:
     server_cache: ServerCache | None = None  # the engine's prefix-cache counters over the run
     warnings: tuple[RunWarning, ...] = ()  # what the run itself observed (a worker that died, ...)
     client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
+    response_schema: bool = False  # every answer was to be validated against a JSON Schema
     energy: EnergyWindow | None = None  # the GPUs' energy over the load (NVML or a DCGM exporter)
     api: str = "chat"  # the API the run spoke
     stream: bool = True  # the answers were streamed
@@ -99,6 +102,10 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     if ctx.client is not None:
         s.client_load = client_load(ok, s.throughput.window_s, s.max_in_flight or 0, ctx.client)
         s.client_bound = s.client_load.client_bound
+    s.images = image_figures(ok)
+    s.tools = tool_figures(ok)
+    s.structured_output = schema_figures(ok, ctx.response_schema)
+    s.schema_valid_rate = s.structured_output.valid_rate if s.structured_output is not None else None
     found = (cache_warning(s.cache), client_warning(s.client_load), content_warning(s.content))
     energy = ctx.energy.warnings if ctx.energy is not None else []
     s.warnings = [*resource, *(w for w in found if w is not None), *ctx.warnings, *energy]

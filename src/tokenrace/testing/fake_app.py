@@ -28,11 +28,13 @@ from tokenrace import __version__
 from tokenrace.testing.fake_cache import PrefixCache
 from tokenrace.testing.fake_config import ApiKind, FakeConfig, as_config, merge_overrides
 from tokenrace.testing.fake_dcgm import dcgm_page
+from tokenrace.testing.fake_images import ImageError, received_images
 from tokenrace.testing.fake_log import RequestRecord, SendLog
 from tokenrace.testing.fake_openai import (
     Endpoint,
     Json,
     ResponseMeta,
+    chat_body,
     chat_prompt_text,
     chat_prompt_tokens,
     completion_prompt_text,
@@ -52,7 +54,8 @@ from tokenrace.testing.fake_plan import (
 )
 from tokenrace.testing.fake_pooling import PoolingBadRequest, PoolingKind, pooling_answer, read_pooling
 from tokenrace.testing.fake_spec import SpecCounters
-from tokenrace.testing.fake_wire import wire_for
+from tokenrace.testing.fake_tools import offered_tool, responses_tool_items, tool_message
+from tokenrace.testing.fake_wire import responses_object, responses_usage, wire_for
 
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -474,14 +477,35 @@ def _gen_request(
 ) -> GenRequest:
     """Resolve sizes, fault and usage for one request. Raises BadRequest."""
     prompt_tokens = _prompt_tokens(endpoint, body)
+    images = _images(record, body, config)
     fault = _pick_fault(config, record.seq, rng)
-    output, finish = _output_length(config, _max_tokens(body), rng)
+    words = tuple(config.answer.split()) if config.answer is not None else None
+    output, finish = _output_length(config, _max_tokens(body), rng, words)
     if fault == "empty":
         output, finish = 0, "stop"
-    reasoning = min(config.reasoning_tokens, output) if endpoint != "completions" else 0
+    tool = offered_tool(body) if config.tool_calls and endpoint in ("chat", "responses") else None
+    reasoning = min(config.reasoning_tokens, output) if endpoint != "completions" and tool is None else 0
+    if tool is not None and finish == "stop":
+        finish = "tool_calls"
     meta = ResponseMeta(record.id, int(time.time()), model, endpoint)
     usage = _include_usage(config, body, endpoint)
-    return GenRequest(meta, config, prompt_tokens, output, reasoning, finish, usage, fault)
+    return GenRequest(
+        meta, config, prompt_tokens, output, reasoning, finish, usage, fault, images=images, tool_name=tool, words=words
+    )
+
+
+def _images(record: RequestRecord, body: Json, config: FakeConfig) -> int:
+    """Decode (and log) the request's images; BadRequest for one that is not an image, or for any
+    image when the server is set to refuse them."""
+    try:
+        images = received_images(body)
+    except ImageError as exc:
+        raise BadRequest(str(exc)) from None
+    if images:
+        record.images = [i.as_json() for i in images]
+    if images and config.refuse_images:
+        raise BadRequest("This model does not support image input.")
+    return len(images)
 
 
 def _prompt_tokens(endpoint: Endpoint, body: Json) -> int:
@@ -523,10 +547,12 @@ def _max_tokens(body: Json) -> int | None:
     return min(caps) if caps else None
 
 
-def _output_length(config: FakeConfig, cap: int | None, rng: random.Random) -> tuple[int, str]:
+def _output_length(
+    config: FakeConfig, cap: int | None, rng: random.Random, words: tuple[str, ...] | None = None
+) -> tuple[int, str]:
     """Tokens to generate and the finish reason ("length" when max_tokens cut it)."""
-    wanted = config.output_tokens
-    if config.output_tokens_std > 0:
+    wanted = config.output_tokens if words is None else len(words)
+    if words is None and config.output_tokens_std > 0:
         wanted = max(1, round(rng.gauss(config.output_tokens, config.output_tokens_std)))
     if cap is not None and wanted > cap:
         return cap, "length"
@@ -627,7 +653,7 @@ async def _stream(
     await resp.prepare(request)
     record.status = 200
     _flush_headers(resp)
-    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens)
+    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens, req.image_ms)
     spin_ns = ms_to_ns(req.config.spin_ms)
     for step in plan_stream(req):
         if step.kind == "abort":
@@ -659,7 +685,7 @@ async def _send_body(
 ) -> web.StreamResponse:
     """Non-streaming: wait until the last token would be ready, then send one body."""
     log = request.app[STATE].log
-    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens)
+    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens, req.image_ms)
     spin_ns = ms_to_ns(req.config.spin_ms)
     if req.fault == "stall":
         pacer.shift(ms_to_ns(req.config.stall_s * 1000))
@@ -680,7 +706,19 @@ async def _send_body(
 def _full_body(req: GenRequest) -> Json:
     usage = req.usage() if req.include_usage else None
     reasoning, answer = req.texts()
-    body = wire_for(req.meta).body(req, reasoning, answer, usage)
+    body: Json
+    if req.tool_calls and req.meta.endpoint == "responses":
+        assert req.tool_name is not None
+        output = responses_tool_items(req.tool_name, req.output_tokens, req.tool_calls)
+        body = responses_object(req, "completed", output, responses_usage(req))
+    elif req.tool_calls:
+        assert req.tool_name is not None
+        body = chat_body(req.meta, "", "", req.finish_reason, usage)
+        body["choices"][0]["message"].update(
+            content=None, tool_calls=tool_message(req.tool_name, req.output_tokens, req.tool_calls)
+        )
+    else:
+        body = wire_for(req.meta).body(req, reasoning, answer, usage)
     timings = req.timings()
     if timings is not None:
         body["timings"] = timings

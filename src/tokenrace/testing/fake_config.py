@@ -79,6 +79,16 @@ class FakeConfig(BaseModel):
     engine_timings: bool = False
     # The request header whose value the send log records as `session_id`.
     session_header: str = Field(default="X-Session-ID", min_length=1)
+    # Images (fake_images.py): each image a request carries is decoded and adds this much to TTFT,
+    # as a vision encoder would; `refuse_images` answers 400, as a text-only model's server does.
+    image_ms: float = Field(default=0.0, ge=0)
+    refuse_images: bool = False
+    # A request that offers `tools` is answered with this many tool calls (their arguments streamed
+    # one token per chunk, finish_reason "tool_calls") instead of text; 0 answers with text.
+    tool_calls: int = Field(default=0, ge=0)
+    # The answer's text instead of "w0 w1 ...", e.g. a JSON document: one token per
+    # whitespace-separated word, so output_tokens is its word count (max_tokens may cut it).
+    answer: str | None = None
     # Embeddings and rerank answer in one body, sent at arrival + ttft_ms (+ prefill_ms_per_token x
     # input tokens, + load) + this per input embedded / per document ranked.
     embedding_ms_per_input: float = Field(default=0.0, ge=0)
