@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tokenrace.cli.sweep import sweep_table
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.model.run import SweepFile
-from tokenrace.report.compare import compare, table_rows
+from tokenrace.report.compare import compare, compare_table
 from tokenrace.report.html import build
-from tokenrace.report.tables import headline_lines
+from tokenrace.report.render import to_rich
+from tokenrace.report.tables import headline_lines, sweep_table
 from tokenrace.runs.reader import load_dir
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, PromptSpec
@@ -57,16 +57,17 @@ def test_compare_shows_acceptance_beside_tpot_and_tokens_per_joule(swept: Run) -
     assert rows[accept].change is not None and rows[accept].change > 0.5  # copy accepts far more
     energy = rows[metrics.index("energy.output_tokens_per_joule")]
     assert energy.a is not None and energy.b is not None and energy.change is not None
-    assert any(row[0] == "spec acceptance" for row in table_rows(report.comparisons[0]))
+    assert "spec acceptance" in compare_table(report.comparisons[0]).labels()
 
 
 def test_the_sweep_table_and_the_html_report_show_them(swept: Run) -> None:
     assert isinstance(swept.sweep, SweepFile)
-    table = sweep_table(swept.sweep)
+    table = to_rich(sweep_table(swept.sweep))
     headers = [c.header for c in table.columns]
     assert "accept" in headers and "tok/J" in headers
     page = build([load_dir(swept.directory)])
-    assert "accept %" in page and "tok/J" in page and "TPOT by content" in page
+    # The HTML's step table is the terminal's: the same "accept" and "tok/J" columns.
+    assert "<th class='num'>accept</th>" in page and "<th class='num'>tok/J</th>" in page and "TPOT by content" in page
     run_page = build([load_dir(dict(swept.steps)["copy"].directory)])
     assert "spec acceptance" in run_page and "output tokens per joule" in run_page
 

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,9 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import CostSpec, GpuCost
 from tokenrace.load.runner import Load
-from tokenrace.model.run import ProfileFile
+from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.report.html import build, planner_bound, resource_series, write
-from tokenrace.report.tables import print_profile, print_summary
+from tokenrace.report.tables import print_profile, print_summary, print_sweep
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSettings
 from tokenrace.serve.launch import RunningEngine
@@ -183,3 +184,34 @@ def test_no_none_in_human_text(made: dict[str, Path], profile_dir: Path) -> None
     printed = console.export_text()
     assert "SmolLM2-135M-Instruct-Q4_1.gguf" in printed and "@ http://127.0.0.1:" in printed
     assert not re.search(r"\bNone\b", printed), printed
+
+
+def _row_labels(table_html: str) -> list[str]:
+    return re.findall(r"<tr class=''><td class=''>([^<]+)</td>", table_html)
+
+
+def test_terminal_and_html_show_the_same_summary_and_step_rows(made: dict[str, Path]) -> None:
+    run, sweep = load(made["run"]), load(made["sweep"])
+    # TTFT answer, schedule lag and cached tokens (once missing from the HTML) as if measured.
+    m = run.summary.metrics
+    metrics = m.model_copy(
+        update={"ttfa_ms": m.ttft_ms, "schedule_lag_ms": m.ttft_ms, "cached_tokens": m.output_tokens}
+    )
+    for summary in (run.summary, run.summary.model_copy(update={"metrics": metrics})):
+        console = Console(record=True, width=200)
+        print_summary(summary, console, title="run")
+        printed = re.findall(r"^│ (\S[^│]*?) +│", console.export_text(), re.M)
+        page = build([replace(run, data=summary)])
+        key_numbers = page.split("<h2>Key numbers</h2>", 1)[1].split("</section>", 1)[0]
+        assert _row_labels(key_numbers) == printed
+    assert {"TTFT answer", "Schedule lag", "Cached tokens", "TTFT", "Tokens/chunk"} <= set(printed)
+
+    console = Console(record=True, width=200)
+    assert isinstance(sweep.data, SweepFile)
+    print_sweep(sweep.data, console)
+    sweep_text = console.export_text()
+    steps = [r.step for r in sweep.sweep.steps]
+    sweep_page = build([sweep]).split("<h2>Key numbers</h2>", 1)[1].split("</section>", 1)[0]
+    assert re.findall(r"<tr class='(?:knee)?'><td class=''>([^<]+)</td>", sweep_page) == steps
+    assert re.findall(r"^│ (c\S+) +│", sweep_text, re.M) == steps
+    assert "TPOT p50" in sweep_page and "err %" in sweep_page and "cached" in sweep_text

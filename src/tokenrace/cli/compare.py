@@ -9,24 +9,13 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table
 
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.quality import print_paired
-from tokenrace.cli.sweep import wide_console
-from tokenrace.report.compare import (
-    HEADER,
-    Report,
-    compare,
-    cost_rows,
-    quality_title,
-    table_rows,
-    title,
-    to_csv,
-    to_markdown,
-)
-from tokenrace.report.quality import QualitySection, side_rows
-from tokenrace.report.tables import fmt
+from tokenrace.report.compare import Report, compare, compare_table, cost_rows, to_csv, to_markdown
+from tokenrace.report.quality import QualitySection, sides_table
+from tokenrace.report.render import to_rich
+from tokenrace.report.tables import fmt, wide_console
 from tokenrace.runs.reader import load
 
 
@@ -72,13 +61,7 @@ def print_report(report: Report, console: Console) -> None:
             Panel(body, title="[bold]conditions differ: not a like-for-like comparison[/]", border_style="bold red")
         )
     for c in report.comparisons:
-        t = Table(title=title(c), title_justify="left", header_style="bold")
-        for h in HEADER:
-            t.add_column(h, justify="left" if h in ("metric", "unit", "verdict") else "right")
-        for row, r in zip(table_rows(c), c.rows, strict=False):
-            style = "green" if r.verdict == "B better" else "red" if r.verdict in ("B worse", "B fails more") else None
-            t.add_row(*row, style=style)
-        console.print(t)
+        console.print(to_rich(compare_table(c)))
     for q in report.quality:
         print_quality(q, console)
     if report.knees:
@@ -94,13 +77,7 @@ def print_report(report: Report, console: Console) -> None:
 
 
 def print_quality(q: QualitySection, console: Console) -> None:
-    t = Table(title=quality_title(q), title_justify="left", header_style="bold")
-    t.add_column("")
-    t.add_column("A", justify="right")
-    t.add_column("B", justify="right")
-    for what, a, b in side_rows(q):
-        t.add_row(what, a, b)
-    console.print(t)
+    console.print(to_rich(sides_table(q)))
     if q.comparison is not None:
         print_paired(q.comparison, console, warnings=False)  # they are in the panel above
     if q.note:

@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from tokenrace.cli.common import echo_json
 from tokenrace.client.providers import API_KEY_ENV, resolve_endpoint
@@ -19,11 +18,19 @@ from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import UsageError
 from tokenrace.model.files import COMPARISON
 from tokenrace.quality.models import ItemResult, QualityResult
-from tokenrace.quality.paired import QualityComparison, compare_dirs, difference_line, rows, to_markdown
+from tokenrace.quality.paired import QualityComparison, compare_dirs, difference_line
 from tokenrace.quality.quantize import quantized_copy
 from tokenrace.quality.runner import QualitySettings
 from tokenrace.quality.suites import BUILTIN, DEFAULT_SAMPLES, resolve_suites
 from tokenrace.quality.targets import Target, parse_target, run_target
+from tokenrace.report.quality import (
+    comparison_markdown,
+    paired_counts_table,
+    quality_table,
+    speed_quality_table,
+    suites_table,
+)
+from tokenrace.report.render import to_rich
 from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.serve.embedded import default_model
 
@@ -172,7 +179,7 @@ def _compare(targets: tuple[str, ...], items: list[Any], o: dict[str, Any]) -> N
     if o["as_json"]:
         echo_json(report.model_dump(mode="json"))
     elif o["as_markdown"]:
-        click.echo(to_markdown(report), nl=False)
+        click.echo(comparison_markdown(report), nl=False)
     else:
         print_comparison(report, Console(width=max(100, Console().width)))
     if parent is not None and not o["as_json"]:
@@ -210,27 +217,8 @@ def _progress(total: int, quiet: bool) -> Any:
     return on_item
 
 
-def _acc_cells(score: Any) -> list[str]:
-    a = score.accuracy
-    if a.value is None:
-        return ["–", "–", str(score.right), str(score.wrong), str(score.errors)]
-    return [
-        f"{a.value * 100:.1f} %",
-        f"{a.ci_low * 100:.1f} - {a.ci_high * 100:.1f} %",
-        str(score.right),
-        str(score.wrong),
-        str(score.errors),
-    ]
-
-
 def print_result(r: QualityResult, console: Console) -> None:
-    t = Table(title=f"quality of {r.model} @ {r.endpoint}", title_justify="left", header_style="bold")
-    for h in ("suite", "accuracy", "95 % CI (Wilson)", "right", "wrong", "failed"):
-        t.add_column(h, justify="left" if h == "suite" else "right")
-    for name, s in r.suites.items():
-        t.add_row(name, *_acc_cells(s))
-    t.add_row("overall", *_acc_cells(r.overall), style="bold")
-    console.print(t)
+    console.print(to_rich(quality_table(r, f"quality of {r.model} @ {r.endpoint}")))
     sp = r.speed
     console.print(
         f"speed over {sp.requests} requests: TTFT p50 {sp.ttft_ms_p50} ms, TPOT p50 {sp.tpot_ms_p50} ms, "
@@ -245,38 +233,17 @@ def print_result(r: QualityResult, console: Console) -> None:
 
 
 def print_comparison(c: QualityComparison, console: Console) -> None:
-    t = Table(title="speed and quality, side by side", title_justify="left", header_style="bold")
-    t.add_column("")
-    t.add_column(f"A: {c.a.label}", justify="right")
-    t.add_column(f"B: {c.b.label}", justify="right")
-    for what, a, b in rows(c):
-        t.add_row(what, a, b)
-    console.print(t)
+    console.print(to_rich(speed_quality_table(c)))
     print_paired(c, console)
 
 
 def print_paired(c: QualityComparison, console: Console, warnings: bool = True) -> None:
     """Who is right where, B - A with its interval and verdict, per suite, and the agreement."""
-    p = c.paired
-    console.print(
-        f"paired over {p.n} items: both right {p.both_right}, only A {p.only_a}, only B {p.only_b}, "
-        f"both wrong {p.both_wrong}",
-        highlight=False,
-    )
+    console.print(f"paired over {c.paired.n} items:", highlight=False)
+    console.print(to_rich(paired_counts_table(c)))
     style = "red" if c.verdict == "B worse" else "green" if c.verdict == "B better" else None
     console.print(difference_line(c), style=style, highlight=False)
-    st = Table(title="per suite (B - A)", title_justify="left", header_style="bold")
-    for h in ("suite", "n", "only A", "only B", "B - A", "95 % CI", "verdict"):
-        st.add_column(h, justify="left" if h in ("suite", "verdict") else "right")
-    for name, s in c.suites.items():
-        d = s.difference
-        cells = (
-            ["–", "–"]
-            if d.value is None or d.ci_low is None or d.ci_high is None
-            else [f"{d.value * 100:+.1f} pp", f"{d.ci_low * 100:+.1f} .. {d.ci_high * 100:+.1f}"]
-        )
-        st.add_row(name, str(s.paired.n), str(s.paired.only_a), str(s.paired.only_b), *cells, s.verdict)
-    console.print(st)
+    console.print(to_rich(suites_table(c)))
     ag = c.agreement
     if ag.exact_match_rate is not None and ag.token_similarity is not None:
         console.print(

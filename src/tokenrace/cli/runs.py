@@ -10,8 +10,7 @@ import orjson
 from rich.table import Table
 
 from tokenrace.cli.common import echo_json
-from tokenrace.cli.sweep import wide_console
-from tokenrace.report.tables import fmt
+from tokenrace.report.tables import fmt, wide_console
 from tokenrace.runs.history import Filters, History
 
 

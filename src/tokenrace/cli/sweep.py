@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from tokenrace import aio
 from tokenrace.cli.common import echo_json
@@ -19,8 +17,8 @@ from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
-from tokenrace.model.run import StepRow, SweepFile
-from tokenrace.report.tables import fmt
+from tokenrace.model.run import SweepFile
+from tokenrace.report.tables import print_sweep
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, read_inputs
 from tokenrace.serve.embedded import EmbeddedOptions
@@ -195,130 +193,3 @@ def _report(result: Run, as_json: bool) -> None:
     if s.stop_reason == "errors" and not s.knee and len(result.steps) <= 1:
         click.echo("the first step failed: see its errors with `tokenrace show`", err=True)
         sys.exit(1)
-
-
-# --- terminal rendering (also used by `tokenrace show`) ---------------------------------------------
-
-
-def sweep_table(s: SweepFile) -> Table:
-    kind = s.sweep or "concurrency"
-    t = Table(
-        title=f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}",
-        title_justify="left",
-        header_style="bold",
-    )
-    first = {
-        "concurrency": "conc.",
-        "rate": "rate",
-        "goodput": "rate",
-        "input_tokens": "prompt tok",
-        "content": "conc.",
-    }
-    priced = any(_usd(row) is not None for row in s.steps)
-    spec = any(row.acceptance_rate is not None for row in s.steps)
-    joules = any(row.output_tokens_per_joule is not None for row in s.steps)
-    cols = ("step", first[kind], "ok", "TTFT p50", "p95", "TPOT p50", "p95", *(("accept",) if spec else ()))
-    cols += ("E2E p95", "tok/s", "gain", "err %", "cached", *(("tok/J",) if joules else ()))
-    for c in (*cols, *(("$/M out tok",) if priced else ()), ""):
-        t.add_column(c, justify="left" if c in ("step", "") else "right")
-    for row in s.steps:
-        req = row.requests
-        t.add_row(
-            row.step,
-            _load_cell(kind, row),
-            f"{req.succeeded}/{req.total}",
-            fmt(row.ttft_ms.p50),
-            fmt(row.ttft_ms.p95),
-            fmt(row.tpot_ms.p50, 2),
-            fmt(row.tpot_ms.p95, 2),
-            *((_percent(row.acceptance_rate),) if spec else ()),
-            fmt(row.e2e_ms.p95),
-            fmt(row.throughput_tokens_per_s),
-            _gain(row.gain),
-            fmt(None if row.error_rate is None else row.error_rate * 100),
-            _percent(row.cache_hit_rate),
-            *((fmt(row.output_tokens_per_joule, 2),) if joules else ()),
-            *((fmt(_usd(row), 4),) if priced else ()),
-            _mark(row),
-        )
-    return t
-
-
-def _usd(row: StepRow) -> float | None:
-    return row.cost.usd_per_million_output_tokens if row.cost else None
-
-
-def _percent(share: float | None) -> str:
-    return "—" if share is None else f"{share * 100:.0f} %"
-
-
-def _load_cell(kind: str, row: StepRow) -> str:
-    if kind in ("concurrency", "content"):
-        return str(row.concurrency)
-    if kind == "input_tokens":
-        return fmt(row.prompt_tokens_mean, 0)
-    return fmt(row.rate, 2)
-
-
-def _gain(g: float | None) -> str:
-    return "—" if g is None else f"{g * 100:+.1f} %"
-
-
-def _mark(row: StepRow) -> str:
-    if row.knee:
-        return "[bold green]◀ knee[/]"
-    if row.failing:
-        return "[red]errors[/]"
-    if row.saturated:
-        return "[yellow]saturated[/]"
-    if row.passed is not None:
-        return "[green]meets SLO[/]" if row.passed else "[red]misses SLO[/]"
-    return ""
-
-
-def sweep_lines(s: SweepFile) -> list[str]:
-    lines = []
-    knee = s.knee
-    if knee:
-        what = f"concurrency {knee.concurrency}" if s.sweep == "concurrency" else f"rate {fmt(knee.rate, 2)} req/s"
-        usd = knee.usd_per_million_output_tokens
-        lines.append(
-            f"knee: {knee.step} ({what}): {fmt(knee.throughput_tokens_per_s)} output tok/s, "
-            f"E2E p95 {fmt(knee.e2e_p95_ms)} ms ({knee.reason})"
-            + (f", ${fmt(usd, 4)} per million output tokens" if usd is not None else "")
-        )
-    elif s.sweep in ("concurrency", "rate") and s.steps:
-        lines.append(
-            "knee: not reached (throughput still grew at the last step)"
-            if s.stop_reason == "completed"
-            else f"knee: none ({s.stop_reason} at the first step)"
-        )
-    lines.append(f"stopped: {fmt(s.stop_reason or 'no reason recorded (an older sweep.json)')}")
-    if s.content is not None:
-        lines.append(f"content: {s.content.verdict}")
-    if s.prefill:
-        p = s.prefill
-        lines.append(
-            f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
-            f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)"
-        )
-    g = s.goodput_search
-    if g:
-        lines.append(
-            f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
-            f"≥{fmt((g.get('attainment') or 0) * 100, 0)} % of requests; bracket [{fmt(g.get('lower'), 3)}, "
-            f"{fmt(g.get('upper'), 3)}], {g.get('probes')} probes ({g.get('reason')})"
-        )
-    return lines
-
-
-def wide_console() -> Console:
-    """A terminal's own width; 160 columns when printing to a file or pipe (rich would use 80)."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
-
-
-def print_sweep(s: SweepFile, console: Console | None = None) -> None:
-    console = console or wide_console()
-    console.print(sweep_table(s))
-    for line in sweep_lines(s):
-        console.print(line, highlight=False)

@@ -173,77 +173,23 @@ def compare_dirs(a_dir: Path, b_dir: Path, labels: tuple[str, str] = ("A", "B"))
 
 def _pct(x: float | None, signed: bool = False) -> str:
     if x is None:
-        return "–"
+        return "—"
     # A difference of two accuracies is in percentage points, not per cent of either.
     return f"{x * 100:+.1f} pp" if signed else f"{x * 100:.1f} %"
 
 
-def _ms(x: float | None) -> str:
-    return "–" if x is None else f"{x:.1f}"
-
-
 def accuracy_text(a: Accuracy) -> str:
     if a.value is None:
-        return "–"
+        return "—"
     return f"{_pct(a.value)} [{_pct(a.ci_low)}, {_pct(a.ci_high)}] n={a.n}"
-
-
-def rows(c: QualityComparison) -> list[tuple[str, str, str]]:
-    """(what, A, B) for the side-by-side table: speed first, then quality."""
-    a, b = c.a, c.b
-    return [
-        ("endpoint", a.endpoint or "–", b.endpoint or "–"),
-        ("model", a.model or "–", b.model or "–"),
-        ("TTFT p50 (ms)", _ms(a.speed.ttft_ms_p50), _ms(b.speed.ttft_ms_p50)),
-        ("TPOT p50 (ms)", _ms(a.speed.tpot_ms_p50), _ms(b.speed.tpot_ms_p50)),
-        ("output tok/s", _ms(a.speed.output_tokens_per_s), _ms(b.speed.output_tokens_per_s)),
-        ("accuracy [95 % CI]", accuracy_text(a.accuracy), accuracy_text(b.accuracy)),
-        ("failed requests", str(a.errors), str(b.errors)),
-    ]
 
 
 def difference_line(c: QualityComparison) -> str:
     d = c.difference
     if d.value is None:
         return "no item was judged on both sides"
-    p = "–" if c.paired.p_value is None else f"{c.paired.p_value:.3g}"
+    p = "—" if c.paired.p_value is None else f"{c.paired.p_value:.3g}"
     return (
         f"B - A accuracy {_pct(d.value, True)} [{_pct(d.ci_low, True)}, {_pct(d.ci_high, True)}], "
         f"exact McNemar p = {p}: {c.verdict}"
     )
-
-
-def to_markdown(c: QualityComparison) -> str:
-    out = ["| | A | B |", "|---|---:|---:|"]
-    out += [f"| {w} | {x} | {y} |" for w, x, y in rows(c)]
-    return "\n".join(out) + "\n\n" + paired_markdown(c)
-
-
-def paired_markdown(c: QualityComparison, warnings: bool = True) -> str:
-    """The paired part of the Markdown: counts, the difference with its verdict, suites, agreement."""
-    p = c.paired
-    out = [
-        "| both right | only A right | only B right | both wrong | exact McNemar p |",
-        "|---:|---:|---:|---:|---:|",
-        f"| {p.both_right} | {p.only_a} | {p.only_b} | {p.both_wrong} | "
-        f"{'–' if p.p_value is None else f'{p.p_value:.3g}'} |",
-        "",
-        f"**{difference_line(c)}** (CI: {c.difference.method}).",
-        "",
-        "| suite | n | only A | only B | B - A [95 % CI] | verdict |",
-        "|---|---:|---:|---:|---:|---|",
-    ]
-    for name, s in c.suites.items():
-        d = s.difference
-        out.append(
-            f"| {name} | {s.paired.n} | {s.paired.only_a} | {s.paired.only_b} | "
-            f"{_pct(d.value, True)} [{_pct(d.ci_low, True)}, {_pct(d.ci_high, True)}] | {s.verdict} |"
-        )
-    ag = c.agreement
-    out += [
-        "",
-        f"Agreement over {ag.n} pairs: exact match {_pct(ag.exact_match_rate)}, "
-        f"token similarity {_pct(ag.token_similarity)}.",
-    ]
-    out += [f"\n> WARNING: {w}" for w in c.warnings] if warnings else []
-    return "\n".join(out) + "\n"

@@ -5,8 +5,6 @@ accuracies sit beside the speed (report/quality.py). Rendered as a terminal tabl
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,8 +16,9 @@ from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
 from tokenrace.model.run import StepRow
-from tokenrace.quality.paired import paired_markdown
-from tokenrace.report.quality import QualitySection, overall_accuracy, quality_section, side_rows
+from tokenrace.report import render
+from tokenrace.report.quality import VERDICT_TONE, QualitySection, overall_accuracy, quality_markdown, quality_section
+from tokenrace.report.render import Cell, Column, Table, num, pct, text
 from tokenrace.runs.run import Run
 
 # (key, label, unit); latencies: lower is better. Values come from each request's record.
@@ -493,52 +492,78 @@ def _lift(comps: list[Comparison], prefix: str = "") -> list[str]:
 # --- rendering -----------------------------------------------------------------------------------
 
 
-def fmt_value(v: float | None, unit: str) -> str:
+def value_cell(v: float | None, unit: str) -> Cell:
     if v is None:
-        return "—"
+        return num(None)
     if unit == "fraction":
-        return f"{v * 100:.2f} %"
+        return pct(v, 2)
     if unit == "$":
-        return f"{v:,.4f}"
-    return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.1f}"
+        return num(float(v), 4)
+    return num(float(v), 2 if abs(v) < 100 else 1)
 
 
-def fmt_change(r: Row) -> str:
-    if r.change is None:
-        return "—"
+def change_cell(r: Row) -> Cell:
     if r.kind == "difference":
-        return f"{r.change * 100:+.2f} pp"
-    return f"×{r.change:.3f}"
+        return pct(r.change, 2, suffix=" pp", sign=True)
+    return Cell(r.change, 3, prefix="×")
 
 
-def fmt_ci(r: Row) -> str:
+def ci_text(r: Row) -> str | None:
     if r.ci_low is None or r.ci_high is None:
-        return "—"
+        return None
     if r.kind == "difference":
         return f"[{r.ci_low * 100:+.2f}, {r.ci_high * 100:+.2f}] pp"
     return f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"
 
 
-HEADER = ("metric", "unit", "A", "B", "B/A", "95% CI", "verdict")
-
-
-def table_rows(c: Comparison) -> list[tuple[str, ...]]:
-    return [
-        (
-            r.label,
-            "%" if r.unit == "fraction" else r.unit,
-            fmt_value(r.a, r.unit),
-            fmt_value(r.b, r.unit),
-            fmt_change(r),
-            fmt_ci(r),
-            r.verdict,
-        )
-        for r in c.rows
-    ]
-
-
 def title(c: Comparison) -> str:
     return (f"step {c.step}: " if c.step else "") + f"A = {c.a}, B = {c.b}"
+
+
+def compare_table(c: Comparison) -> Table:
+    """One comparison (two runs, or one step of two sweeps): A, B, B/A (or B - A) with its 95 % CI."""
+    t = Table(
+        title(c),
+        [
+            Column("metric", "left"),
+            Column("unit", "left"),
+            Column("A"),
+            Column("B"),
+            Column("B/A"),
+            Column("95% CI"),
+            Column("verdict", "left"),
+        ],
+    )
+    for r in c.rows:
+        t.add(
+            text(r.label),
+            text("%" if r.unit == "fraction" else r.unit),
+            value_cell(r.a, r.unit),
+            value_cell(r.b, r.unit),
+            change_cell(r),
+            text(ci_text(r)),
+            text(r.verdict),
+            tone=VERDICT_TONE.get(r.verdict, ""),
+        )
+    return t
+
+
+def compare_data_table(report: Report) -> Table:
+    """Every comparison's rows, one per metric, unrounded: the CSV export."""
+    names = ["step", "a", "b", "metric", "unit", "a_value", "b_value", "change", "change_kind"]
+    t = Table(None, [Column(n) for n in (*names, "ci_low", "ci_high", "significant", "verdict")])
+    for c in report.comparisons:
+        for r in c.rows:
+            t.add(
+                *map(text, (c.step or "", c.a, c.b, r.metric, r.unit)),
+                *map(num, (r.a, r.b, r.change)),
+                text(r.kind),
+                num(r.ci_low),
+                num(r.ci_high),
+                text(None if r.significant is None else str(r.significant)),
+                text(r.verdict),
+            )
+    return t
 
 
 def to_markdown(report: Report) -> str:
@@ -547,71 +572,10 @@ def to_markdown(report: Report) -> str:
         out.append(f"> **Warning:** {w}")
     if report.warnings:
         out.append("")
-    for c in report.comparisons:
-        out += [f"### {title(c)}", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-        out += ["| " + " | ".join(row) + " |" for row in table_rows(c)]
-        out.append("")
-    for q in report.quality:
-        out += [quality_markdown(q)]
-    return "\n".join(out)
-
-
-def quality_title(q: QualitySection) -> str:
-    return f"Quality: A = {q.a.name}, B = {q.b.name}"
-
-
-def quality_markdown(q: QualitySection) -> str:
-    out = [f"### {quality_title(q)}", "", "| | A | B |", "|---|---:|---:|"]
-    out += [f"| {w} | {x} | {y} |" for w, x, y in side_rows(q)]
-    out.append("")
-    if q.comparison is not None:
-        out.append(paired_markdown(q.comparison, warnings=False))  # the report lists them
-    if q.note:
-        out.append(f"> {q.note}\n")
+    out += [render.to_markdown(compare_table(c)) for c in report.comparisons]
+    out += [quality_markdown(q) for q in report.quality]
     return "\n".join(out)
 
 
 def to_csv(report: Report) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(
-        [
-            "step",
-            "a",
-            "b",
-            "metric",
-            "unit",
-            "a_value",
-            "b_value",
-            "change",
-            "change_kind",
-            "ci_low",
-            "ci_high",
-            "significant",
-            "verdict",
-        ]
-    )
-    for c in report.comparisons:
-        for r in c.rows:
-            w.writerow(
-                [
-                    c.step or "",
-                    c.a,
-                    c.b,
-                    r.metric,
-                    r.unit,
-                    _csv(r.a),
-                    _csv(r.b),
-                    _csv(r.change),
-                    r.kind,
-                    _csv(r.ci_low),
-                    _csv(r.ci_high),
-                    "" if r.significant is None else r.significant,
-                    r.verdict,
-                ]
-            )
-    return buf.getvalue()
-
-
-def _csv(v: float | None) -> str:
-    return "" if v is None else repr(round(v, 6))
+    return render.to_csv(compare_data_table(report))

@@ -24,12 +24,14 @@ from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
-from tokenrace.model.summary import Cost, Summary
+from tokenrace.model.summary import Cost
 from tokenrace.plan import plan
 from tokenrace.quality.models import load_quality
-from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
+from tokenrace.report.compare import Report, compare, compare_table, cost_rows
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
+from tokenrace.report.render import num, to_html
+from tokenrace.report.tables import steps_table, summary_table, with_costs
 from tokenrace.runs.run import Run
 
 PALETTE = ("#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
@@ -190,7 +192,7 @@ def _timeline_row(r: dict[str, Any], t0: float) -> dict[str, Any]:
 
 
 def _f(v: float | None, digits: int = 1) -> str:
-    return "—" if v is None else f"{v:,.{digits}f}"
+    return num(None if v is None else float(v), digits).text
 
 
 def chunk_figure(runs: Sequence[tuple[str, Run]]) -> tuple[Any | None, str]:
@@ -415,28 +417,6 @@ def _leaves(obj: Any, prefix: str) -> list[tuple[str, float]]:
 
 # --- tables and cards --------------------------------------------------------------------------------
 
-SUMMARY_ROWS = (
-    ("TTFT", "ttft_ms", "ms"),
-    ("TPOT", "tpot_ms", "ms"),
-    ("ITL (chunk)", "itl_chunk_ms", "ms"),
-    ("E2E", "e2e_ms", "ms"),
-    ("Output tokens", "output_tokens", "tok"),
-    ("Prompt tokens", "prompt_tokens", "tok"),
-    ("Tokens/chunk", "tokens_per_chunk", "tok"),
-)
-STAT_COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
-
-
-def summary_table(summary: Summary) -> str:
-    head = "".join(f"<th class='{'num' if c in STAT_COLS else ''}'>{c}</th>" for c in ("metric", "unit", *STAT_COLS))
-    body = []
-    for label, key, unit in SUMMARY_ROWS:
-        m = getattr(summary.metrics, key)
-        if m.count:
-            cells = "".join(f"<td class='num'>{_f(getattr(m, c), 0 if c == 'count' else 1)}</td>" for c in STAT_COLS)
-            body.append(f"<tr><td>{label}</td><td>{unit}</td>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
 
 def cards(items: Sequence[tuple[str, str, str | None]]) -> str:
     out = []
@@ -569,20 +549,7 @@ def comparison_html(report: Report) -> str:
         parts.append(
             f"<div class='warn'><strong>Conditions differ — not a like-for-like comparison</strong><ul>{items}</ul></div>"
         )
-    for c in report.comparisons:
-        head = "".join(f"<th class='{'num' if 1 < i < 6 else ''}'>{h}</th>" for i, h in enumerate(HEADER))
-        body = []
-        for cells, r in zip(table_rows(c), c.rows, strict=False):
-            cls = {"B better": "better", "B worse": "worse", "B fails more": "worse", "B fails less": "better"}.get(
-                r.verdict, ""
-            )
-            tds = "".join(
-                f"<td class='{'num' if 1 < i < 6 else ''}'>{html.escape(v)}</td>" for i, v in enumerate(cells)
-            )
-            body.append(f"<tr class='{cls}'>{tds}</tr>")
-        parts.append(
-            f"<h3>{html.escape(title(c))}</h3><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        )
+    parts += [to_html(compare_table(c)) for c in report.comparisons]
     parts.append(
         "<p class='note'>B/A: ratio of B's statistic to A's. 95 % CI: percentile bootstrap over requests "
         "(2000 resamples, seed 0). A difference is significant when its CI excludes 1 (error rate: 0 pp).</p>"
@@ -633,7 +600,7 @@ def _run_page(run: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page
     m = run.manifest
     page = Page(_where(m.get("model"), m.get("endpoint")), f"run {run.name} · {_when(m.get('started_at'))}")
     bound = sol(run) if sol else None
-    page.add("Key numbers", run_cards(run, _cost(run, cost), bound), summary_table(run.summary))
+    page.add("Key numbers", run_cards(run, _cost(run, cost), bound), to_html(summary_table(run.summary)))
     # The run's own findings first, then the monitor's advice (the order the page has always had).
     warnings = run.summary.warnings
     findings = [w for w in warnings if not w.code.startswith("resources.")]
@@ -686,9 +653,8 @@ def _sweep_page(sw: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Pag
     page = Page(
         f"{what}: {_where(s.model, s.endpoint)}", f"{sw.name} · {_when(started or sw.manifest.get('started_at'))}"
     )
-    steps = dict(sw.steps)
-    costs = {n: c.usd_per_million_output_tokens if (c := _cost(r, cost)) else None for n, r in steps.items()}
-    page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), _sweep_table(s, costs))
+    table = steps_table(with_costs(sw, cost))
+    page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), to_html(table, heading=False))
     _quality_section(page, sw)
     knee_note = " The star marks the knee." if sw.knee else ""
     page.add(
@@ -745,54 +711,6 @@ def _stopped(s: SweepFile | ProfileFile) -> str:
     return f"stopped: {_text(s.stop_reason, 'no reason recorded (an older sweep.json)')}"
 
 
-def _sweep_table(s: SweepFile | ProfileFile, costs: dict[str, float | None]) -> str:
-    priced = any(v is not None for v in costs.values())
-    spec = any(r.acceptance_rate is not None for r in s.steps)
-    joules = any(r.output_tokens_per_joule is not None for r in s.steps)
-    cols = (
-        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50"]
-        + (["accept %"] if spec else [])
-        + ["E2E p95", "tok/s", "gain", "err %", "cached %"]
-        + (["tok/J"] if joules else [])
-        + (["$/M out tok"] if priced else [])
-        + [""]
-    )
-    head = "".join(f"<th class='{'num' if 0 < i < len(cols) - 1 else ''}'>{c}</th>" for i, c in enumerate(cols))
-    body = []
-    for r in s.steps:
-        load = r.rate if r.rate is not None else r.concurrency
-        mark = "knee" if r.knee else "saturated" if r.saturated else "errors" if r.failing else ""
-        mark = mark or ("meets SLO" if r.passed else "misses SLO" if r.passed is not None else "")
-        gain = "—" if r.gain is None else f"{r.gain * 100:+.1f} %"
-        cells = [
-            r.step,
-            _f(load, 2 if r.rate is not None else 0),
-            f"{r.requests.succeeded}/{r.requests.total}",
-            _f(r.ttft_ms.p50),
-            _f(r.ttft_ms.p95),
-            _f(r.tpot_ms.p50, 2),
-        ]
-        accept = r.acceptance_rate
-        cells += [_f(None if accept is None else accept * 100)] if spec else []
-        cells += [
-            _f(r.e2e_ms.p95),
-            _f(r.throughput_tokens_per_s),
-            gain,
-            _f(None if r.error_rate is None else r.error_rate * 100),
-            # The prefix cache's share of the step's prompt tokens: a step served from the cache
-            # has a lower TTFT for a reason other than load.
-            _f(None if r.cache_hit_rate is None else r.cache_hit_rate * 100),
-        ]
-        cells += [_f(r.output_tokens_per_joule, 2)] if joules else []
-        cells += [_f(costs.get(r.step), 4)] if priced else []
-        cells.append(mark)
-        tds = "".join(
-            f"<td class='{'num' if 0 < i < len(cells) - 1 else ''}'>{html.escape(c)}</td>" for i, c in enumerate(cells)
-        )
-        body.append(f"<tr class='{'knee' if r.knee else ''}'>{tds}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
 def _comparison_page(inputs: list[Run], cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
     report = compare(inputs, extra=cost_rows(cost))
     names = " vs ".join(r.name for r in inputs)
@@ -841,7 +759,8 @@ th, td { padding:6px 10px; border-bottom:1px solid var(--line); text-align:left;
 th.num { text-align:right; }
 thead th { background:#f1f5f9; font-weight:600; }
 td.num { text-align:right; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
-tr.better td, p.better { color:#15803d; } tr.worse td, p.worse { color:#b91c1c; } tr.knee td { background:#ecfdf5; font-weight:600; }
+tr.better td, p.better, td.better { color:#15803d; } tr.worse td, p.worse, td.worse { color:#b91c1c; } td.warn-row { color:#a16207; }
+tr.knee td { background:#ecfdf5; font-weight:600; }
 table.facts th { width:130px; background:none; color:var(--muted); font-weight:500; }
 .warn { border:2px solid #dc2626; background:#fef2f2; color:#7f1d1d; border-radius:10px; padding:12px 16px; margin-bottom:14px; }
 .warn ul { margin:6px 0 0; padding-left:20px; }

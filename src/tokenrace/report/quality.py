@@ -14,8 +14,9 @@ from typing import Any
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import ITEMS, QUALITY
-from tokenrace.quality.models import QualityResult, load_quality
-from tokenrace.quality.paired import QualityComparison, accuracy_text, compare_dirs
+from tokenrace.quality.models import Accuracy, QualityResult, load_quality
+from tokenrace.quality.paired import QualityComparison, Side, accuracy_text, compare_dirs, difference_line
+from tokenrace.report.render import Cell, Column, Table, Tone, num, pct, text, to_markdown
 from tokenrace.runs.run import Run
 
 QUALITY_SUBDIR = "quality"
@@ -85,31 +86,148 @@ def quality_section(a: Run, b: Run) -> QualitySection | None:
     return QualitySection(sa, sb, comparison, None)
 
 
-def side_rows(s: QualitySection) -> list[tuple[str, str, str]]:
-    """(what, A, B): each side's accuracy with its Wilson interval, over the paired items when paired."""
+def _accuracy(a: Accuracy) -> Cell:
+    """An accuracy with its Wilson interval and n in one cell: "92.0 % [85.1 %, 96.0 %] n=100"."""
+    return text(accuracy_text(a) if a.value is not None else None)
 
-    def model(side: QualitySide) -> str:
-        return side.result.model if side.result else "–"
 
-    def cells(side: QualitySide, paired: Any) -> tuple[str, str, str]:
+def quality_title(q: QualitySection) -> str:
+    return f"Quality: A = {q.a.name}, B = {q.b.name}"
+
+
+def sides_table(s: QualitySection) -> Table:
+    """Each side's quality pass and accuracy with its Wilson interval, over the paired items when paired."""
+
+    def cells(side: QualitySide, paired: Side | None) -> tuple[Cell, Cell, Cell]:
         if paired is not None:
-            return accuracy_text(paired.accuracy), str(paired.errors), str(paired.accuracy.n)
+            return _accuracy(paired.accuracy), num(paired.errors), num(paired.accuracy.n)
         if side.result is None:
-            return "no quality pass", "–", "–"
+            return text("no quality pass"), num(None), num(None)
         o = side.result.overall
-        return accuracy_text(o.accuracy), str(o.errors), str(o.accuracy.n)
+        return _accuracy(o.accuracy), num(o.errors), num(o.accuracy.n)
 
     c = s.comparison
     ca, cb = cells(s.a, c.a if c else None), cells(s.b, c.b if c else None)
-    label = "accuracy over the paired items [95 % CI]" if c else "accuracy [95 % CI]"
-    return [
-        ("quality pass", str(s.a.directory or "–"), str(s.b.directory or "–")),
-        ("model", model(s.a), model(s.b)),
-        (label, ca[0], cb[0]),
-        ("items judged", ca[2], cb[2]),
-        ("failed requests", ca[1], cb[1]),
-    ]
+    t = Table(quality_title(s), [Column("", "left"), Column("A"), Column("B")])
+    t.add(text("quality pass"), text(_dir(s.a.directory)), text(_dir(s.b.directory)))
+    t.add(text("model"), *(text(side.result.model if side.result else None) for side in (s.a, s.b)))
+    t.add(text("accuracy over the paired items [95 % CI]" if c else "accuracy [95 % CI]"), ca[0], cb[0])
+    t.add(text("items judged"), ca[2], cb[2])
+    t.add(text("failed requests"), ca[1], cb[1])
+    return t
+
+
+def _dir(d: Path | None) -> str | None:
+    return None if d is None else str(d)
 
 
 def overall_accuracy(side: QualitySide) -> float | None:
     return side.result.overall.accuracy.value if side.result else None
+
+
+def quality_table(r: QualityResult, title: str | None = None) -> Table:
+    """A quality pass's accuracy per suite and overall, with Wilson's 95 % interval; failed requests apart."""
+    t = Table(
+        title,
+        [
+            Column("suite", "left"),
+            Column("accuracy"),
+            Column("95 % CI (Wilson)"),
+            Column("right"),
+            Column("wrong"),
+            Column("failed"),
+        ],
+    )
+    for name, score in [*r.suites.items(), ("overall", r.overall)]:
+        a = score.accuracy
+        ci = None if a.ci_low is None or a.ci_high is None else f"{a.ci_low * 100:.1f} – {a.ci_high * 100:.1f} %"
+        t.add(text(name), pct(a.value), text(ci), num(score.right), num(score.wrong), num(score.errors))
+    return t
+
+
+def speed_quality_table(c: QualityComparison) -> Table:
+    """Two endpoints' speed and quality side by side, speed first."""
+    a, b = c.a, c.b
+    t = Table("speed and quality, side by side", [Column("", "left"), Column(f"A: {a.label}"), Column(f"B: {b.label}")])
+    t.add(text("endpoint"), text(a.endpoint), text(b.endpoint))
+    t.add(text("model"), text(a.model), text(b.model))
+    t.add(text("TTFT p50 (ms)"), num(a.speed.ttft_ms_p50), num(b.speed.ttft_ms_p50))
+    t.add(text("TPOT p50 (ms)"), num(a.speed.tpot_ms_p50), num(b.speed.tpot_ms_p50))
+    t.add(text("output tok/s"), num(a.speed.output_tokens_per_s), num(b.speed.output_tokens_per_s))
+    t.add(text("accuracy [95 % CI]"), _accuracy(a.accuracy), _accuracy(b.accuracy))
+    t.add(text("failed requests"), num(a.errors), num(b.errors))
+    return t
+
+
+def paired_counts_table(c: QualityComparison) -> Table:
+    """Who is right where over the paired items, and the exact McNemar p-value."""
+    p = c.paired
+    cols = ("both right", "only A right", "only B right", "both wrong", "exact McNemar p")
+    t = Table(None, [Column(h) for h in cols])
+    p_value = None if p.p_value is None else f"{p.p_value:.3g}"
+    t.add(num(p.both_right), num(p.only_a), num(p.only_b), num(p.both_wrong), text(p_value))
+    return t
+
+
+VERDICT_TONE: dict[str, Tone] = {"B worse": "bad", "B better": "good", "B fails more": "bad", "B fails less": "good"}
+
+
+def suites_table(c: QualityComparison) -> Table:
+    """B - A per suite over the paired items, with its 95 % interval and verdict."""
+    t = Table(
+        "per suite (B - A)",
+        [
+            Column("suite", "left"),
+            Column("n"),
+            Column("only A"),
+            Column("only B"),
+            Column("B - A"),
+            Column("95 % CI"),
+            Column("verdict", "left"),
+        ],
+    )
+    for name, s in c.suites.items():
+        d = s.difference
+        ci = None if d.ci_low is None or d.ci_high is None else f"{d.ci_low * 100:+.1f} .. {d.ci_high * 100:+.1f} pp"
+        tone = VERDICT_TONE.get(s.verdict, "")
+        t.add(
+            text(name),
+            num(s.paired.n),
+            num(s.paired.only_a),
+            num(s.paired.only_b),
+            pct(d.value, suffix=" pp", sign=True),
+            text(ci),
+            text(s.verdict),
+            tone=tone,
+        )
+    return t
+
+
+def paired_markdown(c: QualityComparison, warnings: bool = True) -> str:
+    """The paired part of the Markdown: counts, the difference with its verdict, suites, agreement."""
+    ag = c.agreement
+    out = [
+        to_markdown(paired_counts_table(c)),
+        f"**{difference_line(c)}** (CI: {c.difference.method}).",
+        "",
+        to_markdown(suites_table(c), heading=False),
+        f"Agreement over {ag.n} pairs: exact match {pct(ag.exact_match_rate).text}, "
+        f"token similarity {pct(ag.token_similarity).text}.",
+    ]
+    out += [f"\n> WARNING: {w}" for w in c.warnings] if warnings else []
+    return "\n".join(out) + "\n"
+
+
+def comparison_markdown(c: QualityComparison) -> str:
+    """`tokenrace quality --compare --markdown`: speed and quality side by side, then the paired part."""
+    return to_markdown(speed_quality_table(c), heading=False) + "\n" + paired_markdown(c)
+
+
+def quality_markdown(q: QualitySection) -> str:
+    """A comparison's quality section in Markdown: the sides, the paired part, the note."""
+    out = [to_markdown(sides_table(q))]
+    if q.comparison is not None:
+        out.append(paired_markdown(q.comparison, warnings=False))  # the report lists them
+    if q.note:
+        out.append(f"> {q.note}\n")
+    return "\n".join(out)

@@ -1,18 +1,22 @@
-"""Plain tables of a run summary, for the terminal (rich) and for Markdown."""
+"""The tables of a run, a sweep and a profile, declared once (report/render.py renders them for the
+terminal, HTML, Markdown and CSV), and the text lines printed under them."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from tokenrace.client.request import POOLING_APIS
-from tokenrace.model.run import ProfileFile, Quantiles, StepRow
+from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
+from tokenrace.report.render import BLANK, Cell, Column, Row, Table, num, pct, text, to_rich
+from tokenrace.runs.run import Run
 
 ROWS = (
     ("TTFT", "ttft_ms", "ms"),
@@ -31,24 +35,17 @@ COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
 def fmt(v: Any, digits: int = 1) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
+    """A value in a line of text, by the tables' rule: "—" when missing, thousands separated."""
+    return Cell(v, digits).text if v is None or isinstance(v, (int, float, str)) else str(v)
 
 
 def summary_table(summary: Summary, title: str | None = None) -> Table:
-    t = Table(title=title, title_justify="left", header_style="bold")
-    t.add_column("metric")
-    t.add_column("unit")
-    for c in COLS:
-        t.add_column(c, justify="right")
+    """Each latency and size statistic of the run, one row per metric it measured."""
+    t = Table(title, [Column("metric", "left"), Column("unit", "left"), *(Column(c) for c in COLS)])
     for label, key, unit in ROWS:
         m = getattr(summary.metrics, key)
-        if not m.count:
-            continue
-        t.add_row(label, unit, *(fmt(getattr(m, c), 0 if c == "count" else 1) for c in COLS))
+        if m.count:
+            t.add(text(label), text(unit), *(num(getattr(m, c), 0 if c == "count" else 1) for c in COLS))
     return t
 
 
@@ -224,58 +221,85 @@ def stdout_console() -> Console:
 
 def print_summary(summary: Summary, console: Console | None = None, title: str | None = None) -> None:
     console = console or stdout_console()
-    console.print(summary_table(summary, title))
+    console.print(to_rich(summary_table(summary, title)))
     for line in headline_lines(summary):
         console.print(line, highlight=False)
 
 
+@dataclass(frozen=True, slots=True)
+class StepColumn:
+    """A step table's column: its header and the cell it shows for a step; an optional column is
+    left out when no step has a value for it. One column = one line."""
+
+    column: Column
+    cell: Callable[[StepRow], Cell]
+    optional: bool = False
+
+
+def _col(label: str, cell: Callable[[StepRow], Cell], optional: bool = False) -> StepColumn:
+    return StepColumn(Column(label), cell, optional)
+
+
+PROFILE_COLUMNS = [
+    _col("TTFT p50", lambda r: num(r.ttft_ms.p50)),
+    _col("p95", lambda r: num(r.ttft_ms.p95)),
+    _col("max", lambda r: num(r.ttft_ms.max)),
+    _col("TPOT p50", lambda r: num(r.tpot_ms.p50)),
+    _col("p95", lambda r: num(r.tpot_ms.p95)),
+    _col("max", lambda r: num(r.tpot_ms.max)),
+    _col("tok/s", lambda r: num(r.output_tokens_per_s)),
+    _col("req/s", lambda r: num(r.requests_per_s, 2)),
+    _col("cached", lambda r: pct(r.cache_hit_rate, 0)),
+]
+# Embeddings and rerank answer in one body: the latency instead of TTFT and TPOT, input tokens/s.
+POOLING_COLUMNS = [
+    _col("E2E p50", lambda r: num(r.e2e_ms.p50)),
+    _col("p95", lambda r: num(r.e2e_ms.p95)),
+    _col("max", lambda r: num(r.e2e_ms.max)),
+    _col("in tok/s", lambda r: num(r.input_tokens_per_s)),
+    _col("req/s", lambda r: num(r.requests_per_s, 2)),
+]
+SWEEP_COLUMNS = [
+    _col("TTFT p50", lambda r: num(r.ttft_ms.p50)),
+    _col("p95", lambda r: num(r.ttft_ms.p95)),
+    _col("TPOT p50", lambda r: num(r.tpot_ms.p50, 2)),
+    _col("p95", lambda r: num(r.tpot_ms.p95, 2)),
+    # Beside TPOT, which speculative decoding moves: the engine's acceptance (accepted ÷ draft tokens).
+    _col("accept", lambda r: pct(r.acceptance_rate, 0), optional=True),
+    _col("E2E p95", lambda r: num(r.e2e_ms.p95)),
+    _col("tok/s", lambda r: num(r.throughput_tokens_per_s)),
+    _col("gain", lambda r: pct(r.gain, sign=True)),
+    _col("err %", lambda r: pct(r.error_rate, suffix="")),
+    # The prefix cache's share of the step's prompt tokens: a step served from the cache has a
+    # lower TTFT for a reason other than load.
+    _col("cached", lambda r: pct(r.cache_hit_rate, 0)),
+    _col("tok/J", lambda r: num(r.output_tokens_per_joule, 2), optional=True),
+    _col("$/M out tok", lambda r: num(_usd(r), 4), optional=True),
+]
+STEP = StepColumn(Column("step", "left"), lambda r: text(r.step))
+OK = _col("ok", lambda r: text(f"{r.requests.succeeded}/{r.requests.total}"))
+
+
+def _table(title: str, columns: list[StepColumn], steps: list[StepRow]) -> Table:
+    shown = [c for c in columns if not c.optional or any(c.cell(row).value is not None for row in steps)]
+    t = Table(title, [c.column for c in shown])
+    for row in steps:
+        t.add(*(c.cell(row) for c in shown), tone="best" if row.knee else "")
+    return t
+
+
 def profile_table(summary: ProfileFile) -> Table:
     """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
-    embeddings and rerank steps, which answer in one body, of the latency instead."""
-    if _pooling_steps(summary):
-        columns: tuple[str, ...] = ("E2E p50", "p95", "max", "in tok/s", "req/s")
-        return _steps_table(
-            summary,
-            columns,
-            "e2e_ms",
-            lambda row: (*_quantiles(row.e2e_ms), fmt(row.input_tokens_per_s), fmt(row.requests_per_s, 2)),
-        )
-    columns = ("TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached")
-    return _steps_table(
-        summary,
-        columns,
-        "ttft_ms",
-        lambda row: (
-            *_quantiles(row.ttft_ms),
-            *_quantiles(row.tpot_ms),
-            fmt(row.output_tokens_per_s),
-            fmt(row.requests_per_s, 2),
-            _cached_cell(row.cache_hit_rate),
-        ),
-    )
-
-
-def _quantiles(stats: Quantiles) -> tuple[str, ...]:
-    return tuple(fmt(q) for q in (stats.p50, stats.p95, stats.max))
-
-
-def _steps_table(
-    summary: ProfileFile,
-    columns: tuple[str, ...],
-    cold_metric: str,
-    cells: Callable[[StepRow], tuple[str, ...]],
-) -> Table:
-    """step, concurrency, succeeded/total, then `cells(row)` per step; the cold request's `cold_metric` first."""
-    t = Table(title="steps", title_justify="left", header_style="bold")
-    for col in ("step", "conc.", "ok", *columns):
-        t.add_column(col, justify="left" if col == "step" else "right")
+    embeddings and rerank steps, of the latency instead. The cold request's TTFT (E2E) first."""
+    pooling = _pooling_steps(summary)
+    columns = POOLING_COLUMNS if pooling else PROFILE_COLUMNS
+    conc = _col("conc.", lambda r: num(r.concurrency))
+    t = _table("steps", [STEP, conc, OK, *columns], summary.steps)
     cold = summary.cold
     if cold:
         ok = "1/1" if not cold.error_kind else "0/1"
-        t.add_row("cold", "1", ok, fmt(getattr(cold, cold_metric)), *[""] * (len(columns) - 1))
-    for row in summary.steps:
-        req = row.requests
-        t.add_row(row.step, str(row.concurrency), f"{req.succeeded}/{req.total}", *cells(row))
+        first = cold.e2e_ms if pooling else cold.ttft_ms
+        t.rows.insert(0, Row([text("cold"), num(1), text(ok), num(first), *[BLANK] * (len(columns) - 1)]))
     return t
 
 
@@ -283,8 +307,119 @@ def _pooling_steps(summary: ProfileFile) -> bool:
     return any(row.api in POOLING_APIS for row in summary.steps)
 
 
-def _cached_cell(rate: float | None) -> str:
-    return "—" if rate is None else f"{rate * 100:.0f} %"
+SWEEP_LOAD = {
+    "concurrency": "conc.",
+    "rate": "rate",
+    "goodput": "rate",
+    "input_tokens": "prompt tok",
+    "content": "conc.",
+}
+
+
+def sweep_table(s: SweepFile) -> Table:
+    """One row per step of a sweep: latency quantiles, throughput, its gain on the step before, errors,
+    the prefix cache's share, what is known of speculation, energy and cost, and the knee,
+    saturation or SLO mark."""
+    kind = s.sweep or "concurrency"
+    load = _col(SWEEP_LOAD[kind], lambda r: _load_cell(kind, r))
+    mark = StepColumn(Column("", "left"), _mark)
+    return _table(f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}", [STEP, load, OK, *SWEEP_COLUMNS, mark], s.steps)
+
+
+def _usd(row: StepRow) -> float | None:
+    return row.cost.usd_per_million_output_tokens if row.cost else None
+
+
+def _load_cell(kind: str, row: StepRow) -> Cell:
+    if kind in ("concurrency", "content"):
+        return num(row.concurrency)
+    if kind == "input_tokens":
+        return num(row.prompt_tokens_mean, 0)
+    return num(row.rate, 2)
+
+
+def _mark(row: StepRow) -> Cell:
+    if row.knee:
+        return text("◀ knee", "best")
+    if row.failing:
+        return text("errors", "bad")
+    if row.saturated:
+        return text("saturated", "warn")
+    if row.passed is not None:
+        return text("meets SLO", "good") if row.passed else text("misses SLO", "bad")
+    return BLANK
+
+
+def sweep_lines(s: SweepFile) -> list[str]:
+    lines = []
+    knee = s.knee
+    if knee:
+        what = f"concurrency {knee.concurrency}" if s.sweep == "concurrency" else f"rate {fmt(knee.rate, 2)} req/s"
+        usd = knee.usd_per_million_output_tokens
+        lines.append(
+            f"knee: {knee.step} ({what}): {fmt(knee.throughput_tokens_per_s)} output tok/s, "
+            f"E2E p95 {fmt(knee.e2e_p95_ms)} ms ({knee.reason})"
+            + (f", ${fmt(usd, 4)} per million output tokens" if usd is not None else "")
+        )
+    elif s.sweep in ("concurrency", "rate") and s.steps:
+        lines.append(
+            "knee: not reached (throughput still grew at the last step)"
+            if s.stop_reason == "completed"
+            else f"knee: none ({s.stop_reason} at the first step)"
+        )
+    lines.append(f"stopped: {fmt(s.stop_reason or 'no reason recorded (an older sweep.json)')}")
+    if s.content is not None:
+        lines.append(f"content: {s.content.verdict}")
+    if s.prefill:
+        p = s.prefill
+        lines.append(
+            f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
+            f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)"
+        )
+    g = s.goodput_search
+    if g:
+        lines.append(
+            f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
+            f"≥{fmt((g.get('attainment') or 0) * 100, 0)} % of requests; bracket [{fmt(g.get('lower'), 3)}, "
+            f"{fmt(g.get('upper'), 3)}], {g.get('probes')} probes ({g.get('reason')})"
+        )
+    return lines
+
+
+def steps_table(s: SweepFile | ProfileFile) -> Table:
+    """The step table of a sweep or of an embedded profile, as the terminal and the HTML show it."""
+    return sweep_table(s) if isinstance(s, SweepFile) else profile_table(s)
+
+
+def run_table(run: Run, cost: CostSpec | None = None) -> Table:
+    """The main table of a saved run: its summary, its sweep's steps (priced) or its profile's steps."""
+    if run.kind == "run":
+        m = run.manifest
+        return summary_table(run.summary, f"{fmt(m.get('model'))} @ {fmt(m.get('endpoint'))}")
+    return steps_table(with_costs(run, cost))
+
+
+def with_costs(run: Run, cost: CostSpec | None) -> SweepFile | ProfileFile:
+    """The run's sweep (or profile) file with each step's cost filled in from its summary."""
+    data = run.sweep.model_copy(deep=True)
+    steps = dict(run.steps)
+    for row in data.steps:
+        if row.step in steps:
+            step = steps[row.step]
+            row.cost = cost_of(step.summary, step.manifest.get("provider"), step.manifest.get("model"), cost)
+    return data
+
+
+def wide_console() -> Console:
+    """A terminal's own width; 160 columns when printing to a file or pipe (rich would use 80)."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def print_sweep(s: SweepFile, console: Console | None = None) -> None:
+    console = console or wide_console()
+    console.print(to_rich(sweep_table(s)))
+    for line in sweep_lines(s):
+        console.print(line, highlight=False)
 
 
 def _model_name(summary: ProfileFile, model_file: dict[str, Any]) -> str:
@@ -304,7 +439,7 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
         f"slots {fmt(eng.get('parallel_slots'))} | times in ms",
         highlight=False,
     )
-    console.print(profile_table(summary))
+    console.print(to_rich(profile_table(summary)))
     bust = summary.cache_bust
     if bust is not None and not _pooling_steps(summary):
         console.print(
