@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,18 +25,10 @@ from tokenrace.gateway.runtime import Runtime
 from tokenrace.gateway.shared import SharedState
 from tokenrace.testing.fake_server import FakeServerThread
 
+from .conftest import require_redis_server
 from .helpers import ADMIN_KEY, AUTH, ENV, chat, config_text, http, spawn_gateway
 
 FOLLOW_WITHIN_S = 1.0  # the documented bound; the assertions allow 3x on this shared machine
-
-
-def require_redis_server() -> str:
-    path = shutil.which("redis-server")
-    if path:
-        return path
-    if os.environ.get("CI"):
-        pytest.fail("redis-server is not installed (apt-get install -y redis-server)")
-    pytest.skip("redis-server is not installed (apt-get install -y redis-server); shared state needs a real one")
 
 
 def free_port() -> int:
