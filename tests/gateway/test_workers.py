@@ -30,6 +30,7 @@ from .conftest import require_redis_server
 from .helpers import AUTH, CLIENT_KEY, ENV, ROOT, config_text, http, spawn_gateway
 from .test_shared_state import admin_state, stop, wait_for
 
+TEARDOWN_S = 0.1  # from kill() to the kernel closing the killed worker's sockets, on a loaded machine
 FAST = {"ttft_ms": 2, "itl_ms": 1, "output_tokens": 4, "models": ["m"]}
 
 
@@ -217,10 +218,14 @@ def test_a_killed_worker_is_replaced_and_only_its_requests_fail(fake: FakeServer
         return killed_at
 
     killed_at = asyncio.run(scenario())
-    failed = [(start, end) for start, end, ok in records if not ok]
-    assert len(records) > 20 and len(failed) <= 4, (len(records), failed)  # at most the 4 in flight
-    assert all(start <= killed_at <= end + 0.05 for start, end in failed), (killed_at, failed)
-    assert all(ok for start, _, ok in records if start > killed_at + 0.05)
+    failed = [(start - killed_at, end - killed_at) for start, end, ok in records if not ok]
+    # What fails: the requests in flight at the kill (at most the 4 clients' own), and new
+    # connections the kernel hashed to the dying worker's socket while it was being torn down
+    # (a client whose request failed asks again at once). Nothing that starts later fails.
+    assert len(records) > 20, len(records)
+    assert len([f for f in failed if f[0] <= 0]) <= 4, failed
+    assert all(start <= TEARDOWN_S and end >= 0 for start, end in failed), failed
+    assert all(ok for start, _, ok in records if start > killed_at + TEARDOWN_S)
 
 
 def test_sigterm_drains_every_worker_and_stops(fake: FakeServerThread, two_workers: Workers) -> None:

@@ -39,13 +39,11 @@ import random
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from tokenrace.engines import ENGINES
 from tokenrace.stats import wilson
 
-Policy = Literal["least_in_flight", "least_queue", "prefix_affinity"]
-POLICIES: tuple[Policy, ...] = ("least_in_flight", "least_queue", "prefix_affinity")
 VNODES = 160  # points per instance on the ring (ketama's figure): arcs within a few % of equal
 LEAVE_Z = 3.0  # standard errors by which a home's share must exceed its bound before a key leaves
 PLACEMENTS = 65_536  # keys whose last instance is remembered (least recently seen forgotten first)

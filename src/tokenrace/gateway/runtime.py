@@ -25,6 +25,7 @@ from tokenrace.gateway.config import (
     AffinityConfig,
     BackendConfig,
     GatewayConfig,
+    Policy,
     RateLimitConfig,
     RetryConfig,
     RouteConfig,
@@ -35,7 +36,7 @@ from tokenrace.gateway.config import (
     sha256_hex,
 )
 from tokenrace.gateway.ratelimit import TokenBucket
-from tokenrace.gateway.routing import Load, Policy
+from tokenrace.gateway.routing import Load
 from tokenrace.gateway.upstream import Pool, proxy_for
 
 ArmName = Literal["baseline", "canary", "fallback"]

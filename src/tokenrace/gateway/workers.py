@@ -30,6 +30,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from tokenrace.gateway import admin
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import Secret, StateConfig, load_config, resolve_secrets
 from tokenrace.gateway.http import Handler, Reply, Request, Stream
@@ -89,7 +90,7 @@ class Worker:
         try:
             what = (await asyncio.wait_for(reader.readline(), PEER_TIMEOUT_S)).strip().decode()
             if what == "state":
-                writer.write(orjson.dumps(self.own_state(self.gw.state())))
+                writer.write(orjson.dumps(self.own_state(admin.state(self.gw))))
             elif what == "metrics":
                 writer.write(generate_latest(self.gw.metrics.registry))
             await writer.drain()
