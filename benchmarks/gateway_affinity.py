@@ -186,6 +186,9 @@ def run(args: argparse.Namespace) -> None:
         ("shared", shared, None),
         ("all-in-flight", all_in_flight, None),
     ]
+    if args.workloads:
+        wanted = set(args.workloads.split(","))
+        workloads = [w for w in workloads if w[0] in wanted]
     fakes = [spawn_fake_server(fake_config(args)) for _ in range(args.instances)]
     rows: list[dict[str, Any]] = []
     try:
@@ -243,12 +246,14 @@ def print_row(r: dict[str, Any]) -> None:
         f"p99={f(r['ttft_p99_ms'], '.1f'):>7} ms  per instance={r['per_instance']} {r['reasons']}",
         flush=True,
     )
-    if r["sessions"]:
-        print(
-            f"{'':<13} sessions moved: {r['sessions_moved']}/{r['sessions']} = {f(r['moved_share'], '.3f')} "
-            f"(what the instances received); gateway moves: {r['reasons'].get('moved', 0)}",
-            flush=True,
+    if r["workload"] == "all-in-flight":
+        received = (
+            f"{r['sessions_moved']}/{r['sessions']} = {f(r['moved_share'], '.3f')} (what the instances received)"
+            if r["sessions"]
+            else "n/a (the instances received no X-Session-ID)"
         )
+        moves = r["reasons"].get("moved", 0) if r["policy"] == "prefix_affinity" else "n/a (no keys)"
+        print(f"{'':<13} sessions moved: {received}; gateway moves: {moves}", flush=True)
     if r["ttft_p50_by_turn_ms"]:
         turns = ", ".join(
             f"{f(t, '.1f')} ms/{f(h, '.2f')}"
@@ -266,6 +271,7 @@ def main() -> None:
     p.add_argument("--turn-tokens", type=int, default=512, help="new user tokens per turn")
     p.add_argument("--shared-tokens", type=int, default=1024, help="shared system prompt length")
     p.add_argument("--groups", type=int, default=12, help="distinct shared system prompts")
+    p.add_argument("--workloads", help="only these, comma-separated (turns, turns-prompt, shared, all-in-flight)")
     p.add_argument("--all-sessions", type=int, default=24, help="all-in-flight: sessions, all at once")
     p.add_argument("--all-turns", type=int, default=4, help="all-in-flight: turns per session")
     p.add_argument("--output-tokens", type=int, default=32)
