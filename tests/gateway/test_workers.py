@@ -97,6 +97,29 @@ def test_bad_worker_counts_exit_2_naming_the_flag(tmp_path: Path, value: str) ->
     assert "--workers:" in done.stderr and done.stdout == ""
 
 
+def test_without_redis_server_several_workers_are_refused_before_starting(tmp_path: Path) -> None:
+    """No `state:` and no redis-server to share one through: exit 2 naming the flag, nothing left running."""
+    path = tmp_path / "gateway.yaml"
+    path.write_text(config_text({"a": {"url": "http://127.0.0.1:9/v1"}}, [{"model": "m", "backends": ["a"]}]))
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT / "src"), "PATH": str(tmp_path / "empty")}
+    argv = [
+        sys.executable,
+        "-m",
+        "tokenrace",
+        "gateway",
+        "--config",
+        str(path),
+        "--port",
+        "0",
+        "--workers",
+        "2",
+        "--force",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "--workers:" in done.stderr and "redis-server" in done.stderr and done.stdout == ""
+
+
 # --- one gateway -------------------------------------------------------------------------------------
 
 
@@ -116,8 +139,8 @@ def test_a_rate_limit_is_one_bucket_across_the_workers(fake: FakeServerThread, t
     assert abs(admitted - math.floor(4 + 2 * elapsed)) <= 1, (admitted, elapsed)
     by_worker = answered_by_each(url)
     assert len(by_worker) == 2 and min(by_worker) >= 3, by_worker  # both workers took requests
-    state = admin_state(url)
-    assert state["state"]["backend"] == "redis" and state["state"]["up"] is True
+    state = admin_state(url)["state"]
+    assert state["backend"] == "redis" and state["up"] is True and "2 workers" in state["shared_by"]
 
 
 def test_metrics_and_state_answer_for_every_worker(fake: FakeServerThread, two_workers: Workers) -> None:

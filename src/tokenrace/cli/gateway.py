@@ -110,7 +110,11 @@ def _supervise(config_path: Path, host: str | None, port: int | None, count: int
         )
         click.echo(f"READY {url}")
 
-    supervisor.run(config_path, config, count, host, port, ready)
+    try:
+        supervisor.run(config_path, config, count, host, port, ready)
+    except RuntimeError as err:  # a worker or the state could not start: said in one line, not a trace
+        click.echo(f"error: {err}", err=True)
+        sys.exit(1)
 
 
 @command.command("check")

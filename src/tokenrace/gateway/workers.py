@@ -105,6 +105,9 @@ class Worker:
         for metric in (self.gw.metrics.requests, self.gw.metrics.rejected):
             for family in metric.collect():
                 answered += sum(s.value for s in family.samples if s.name.endswith("_total"))
+        if self.gw.local_state is not None and self.gw.runtime.config.state is None:
+            # Not the file's `state:`: the supervisor's private Redis, one per gateway of N workers.
+            state["state"] = state["state"] | {"shared_by": f"the {self.count} workers (the supervisor's redis-server)"}
         return state | {"answered_requests": int(answered)}
 
     async def _ask(self, index: int, what: str) -> bytes | None:
