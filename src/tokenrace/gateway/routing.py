@@ -257,7 +257,7 @@ def bounded_load(
     away = eligible.get(last) if last is not None and last != home.name else None
     if away is not None and home.in_flight >= capacity and away.in_flight < capacity:
         name, reason = away.name, "away"
-    elif not clearly_over(home.in_flight, total, load_factor, n):
+    elif home.in_flight < capacity or not clearly_over(home.in_flight, total, load_factor, n):
         name, reason = home.name, "home" if home.name == next(ring.walk(point)) else "home_unavailable"
     else:
         under = [x for x in order[1:] if eligible[x].in_flight < capacity]
