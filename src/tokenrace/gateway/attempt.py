@@ -20,11 +20,12 @@ import orjson
 
 from tokenrace.client.openai import error_message_from_body
 from tokenrace.gateway.context import ProxyContext
+from tokenrace.gateway.headers import response_headers
 from tokenrace.gateway.http import Reply, Request, Stream
 from tokenrace.gateway.metrics import GatewayMetrics
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime
 from tokenrace.gateway.stream import Endpoint, StreamTap, error_event, response_text
-from tokenrace.gateway.upstream import Response, UpstreamError
+from tokenrace.gateway.upstream import UpstreamError, UpstreamResponse
 from tokenrace.gateway.watchdog import Watchdog
 
 perf_ns = time.perf_counter_ns
@@ -32,7 +33,7 @@ log = logging.getLogger("tokenrace.gateway")
 SSE_TYPE = "text/event-stream"
 MAX_ERROR_BODY = 64 * 1024
 CLIENT_LEFT = ("client_left", "the client left or stopped reading")
-_HEADER_CASE = {"retry-after": "Retry-After", "content-type": "Content-Type"}  # backend headers passed on with errors
+STREAM_OWN = frozenset(("cache-control",))  # set by the gateway on a stream it passes on
 
 
 class Caller(Protocol):
@@ -50,6 +51,8 @@ class Caller(Protocol):
     primary_text: asyncio.Future[str | None] | None
 
     def upstream_body(self, backend: Backend) -> bytes: ...
+
+    def forwarded(self, backend: Backend) -> bytes: ...
 
     def primary_done(self, text: str | None) -> None: ...
 
@@ -112,12 +115,13 @@ class Attempt:
         assert pool is not None
         accept = b"Accept: text/event-stream\r\n" if call.stream else b"Accept: application/json\r\n"
         extra = b"x-request-id: " + call.request_id.encode("latin-1", "replace") + b"\r\n" + accept
+        extra += call.forwarded(backend)
         data = call.upstream_body(backend)
         if call.first_attempt:
             call.first_attempt = False
             call.gw.metrics.request_overhead.observe((perf_ns() - call.t0) / 1e9)
         self.wd = wd = Watchdog(t.first_byte_s, t.idle_s, t.total_s)
-        resp: Response | None = None
+        resp: UpstreamResponse | None = None
         try:
             resp = await pool.request(backend.heads[call.endpoint], extra, data)
             if resp.status >= 400:
@@ -147,9 +151,9 @@ class Attempt:
             f"no answer within the {limit.replace('_', '-')} limit of {seconds:g} s" if seconds else f"{limit} timeout",
         )
 
-    async def _http_error(self, resp: Response) -> Done | Failure:
+    async def _http_error(self, resp: UpstreamResponse) -> Done | Failure:
         body = await resp.read_all(MAX_ERROR_BODY)
-        headers = {_HEADER_CASE[k]: v for k, v in resp.headers.items() if k in _HEADER_CASE}
+        headers = response_headers(resp.headers)
         message = f"HTTP {resp.status}: {error_message_from_body(body) or ''}"
         if resp.status == 429 or resp.status >= 500:
             kind = "429" if resp.status == 429 else "5xx"
@@ -160,29 +164,25 @@ class Attempt:
         out = Reply(
             resp.status,
             body,
-            {**headers, "x-request-id": self.call.request_id, "x-tokenrace-backend": self.backend.name},
+            headers | {"x-request-id": self.call.request_id, "x-tokenrace-backend": self.backend.name},
             content_type=None,
         )
         m = self.call.gw.metrics
         m.child(m.requests, self.call.route.name, self.backend.name, str(resp.status)).inc()
         return Done(out)
 
-    async def _whole(self, resp: Response) -> Done | Failure:
+    async def _whole(self, resp: UpstreamResponse) -> Done | Failure:
         """Non-streaming: read it all (still retryable), then pass it on as it is."""
         call = self.call
         body = await resp.read_all()
         now = perf_ns()
         usage, text = usage_and_text(body, call.endpoint, call.primary_text is not None)
         call.primary_done(text)
-        out = Reply(
-            resp.status,
-            body,
-            {
-                "Content-Type": resp.headers.get("content-type", "application/json"),
-                "x-request-id": call.request_id,
-                "x-tokenrace-backend": self.backend.name,
-            },
-        )
+        headers = response_headers(resp.headers)
+        headers.setdefault("Content-Type", "application/json")
+        headers["x-request-id"] = call.request_id
+        headers["x-tokenrace-backend"] = self.backend.name
+        out = Reply(resp.status, body, headers, content_type=None)
         m = call.gw.metrics
         pair = m.pair(call.route.name, self.backend.name)
         pair.duration.observe((now - call.t0) / 1e9)
@@ -192,7 +192,7 @@ class Attempt:
 
     # -- streaming ---------------------------------------------------------------------------------------
 
-    async def _stream(self, resp: Response) -> Done | Failure:
+    async def _stream(self, resp: UpstreamResponse) -> Done | Failure:
         call = self.call
         tap = StreamTap(call.endpoint, strip_usage=not call.client_wants_usage, keep_text=call.primary_text is not None)
         out = b""
@@ -208,20 +208,17 @@ class Attempt:
         t = perf_ns()
         if self.request.client_gone:
             return self._client_left(None)
-        client = self.request.start_stream(
-            200,
-            {
-                "Content-Type": resp.headers.get("content-type", SSE_TYPE),
-                "Cache-Control": "no-cache",
-                "x-request-id": call.request_id,
-                "x-tokenrace-backend": self.backend.name,
-            },
-        )
+        headers = response_headers(resp.headers, STREAM_OWN)
+        headers.setdefault("Content-Type", SSE_TYPE)
+        headers["Cache-Control"] = "no-cache"
+        headers["x-request-id"] = call.request_id
+        headers["x-tokenrace-backend"] = self.backend.name
+        client = self.request.start_stream(200, headers)
         client.write(out)
         call.gw.metrics.first_chunk_overhead.observe((perf_ns() - t + tap_ns) / 1e9)
         return await self._pump(resp, client, tap)
 
-    async def _pump(self, resp: Response, client: Stream, tap: StreamTap) -> Done:
+    async def _pump(self, resp: UpstreamResponse, client: Stream, tap: StreamTap) -> Done:
         """Forward the rest of the stream; end it with an error event if the backend fails.
 
         Push mode: each upstream read is tapped and written to the client inside the upstream
@@ -249,7 +246,7 @@ class Attempt:
         self._finish(tap, failure)
         return Done(client)
 
-    async def _wait_out(self, resp: Response, sink: _Sink, client: Stream) -> tuple[str, str] | None:
+    async def _wait_out(self, resp: UpstreamResponse, sink: _Sink, client: Stream) -> tuple[str, str] | None:
         """Wait for the stream to end. None: it ended; else (code, message), code "client_left" included."""
         wd = self.wd
         assert wd is not None

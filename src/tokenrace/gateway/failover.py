@@ -56,6 +56,7 @@ class Call:
         self.primary_text: asyncio.Future[str | None] | None = None
         self.first_attempt = True
         self.headers: dict[str, str] = {}
+        self._forward = b""  # the client's headers that go on to a backend (headers.RequestFilter)
         self.attempts = 0  # requests sent to backends, retries and fallbacks included
         self.ttft_s: float | None = None  # of the attempt that answered, when it streamed
 
@@ -69,6 +70,7 @@ class Call:
     async def run(self, request: Request) -> Reply | Stream | None:
         route = self.route
         self.headers = request.headers
+        self._forward = route.forward.lines(request.headers)
         sticky = request.headers.get(route.sticky_header.lower()) if route.sticky_header else None
         chain = route.plan(route.point(sticky))
         self._maybe_shadow()
@@ -131,7 +133,7 @@ class Call:
         name, last = failures[-1] if failures else ("none", Failure("unavailable", "no backend"))
         self.primary_done(None)
         if last.status is not None and last.body is not None:
-            headers = {k: v for k, v in (last.headers or {}).items() if k.lower() in ("retry-after", "content-type")}
+            headers = dict(last.headers or {})  # the backend's own, less hop-by-hop and framing (headers.py)
             headers["x-request-id"] = self.request_id
             headers["x-tokenrace-backend"] = name
             m.child(m.requests, self.route.name, name, str(last.status)).inc()
@@ -182,7 +184,13 @@ class Call:
             e2e = (now - started) if ok else None
             canary.record(arm, Sample(now, ok, attempt.ttft_s if ok else None, attempt.tpot_s if ok else None, e2e))
 
-    # -- bodies ---------------------------------------------------------------------------------------
+    # -- what goes to a backend ------------------------------------------------------------------------
+
+    def forwarded(self, backend: Backend) -> bytes:
+        """The client's header lines for this backend (those its own `headers:` set are left out)."""
+        if not backend.own_names:
+            return self._forward
+        return self.route.forward.lines(self.headers, backend.own_names)
 
     def upstream_body(self, backend: Backend) -> bytes:
         """The body for this backend: its model name, and a request for usage in streams."""

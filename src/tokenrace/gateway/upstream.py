@@ -19,6 +19,9 @@ against a CA bundle file when the backend names one. A backend that is not on th
 through the proxy that `HTTPS_PROXY` / `HTTP_PROXY` name (lower-case names first, as curl reads
 them) unless `NO_PROXY` exempts it: https through a CONNECT tunnel, http as absolute-form requests.
 Loopback backends never go through a proxy.
+
+The request path sees this module through two protocols, `Upstream` (a `Pool`) and
+`UpstreamResponse` (a `Response`), so a test can put an in-memory backend in its place.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import ipaddress
 import ssl
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Literal, TypeAlias, cast
+from typing import Literal, Protocol, TypeAlias, cast
 from urllib.parse import SplitResult, unquote, urlsplit
 from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]  # stdlib, not in typeshed
 
@@ -46,6 +49,44 @@ class UpstreamError(Exception):
     def __init__(self, kind: Kind, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class UpstreamResponse(Protocol):
+    """A backend's response as the request path reads it: status and headers, then the body.
+
+    The body is read by pulling (`read`, `read_all`) or pushed into a sink (`stream_into`) whose
+    False asks to pause until `resume()`. Errors are `UpstreamError`."""
+
+    status: int
+    headers: dict[str, str]  # lower-case names
+
+    @property
+    def content_type(self) -> str: ...
+
+    async def read(self) -> bytes: ...
+
+    async def read_all(self, limit: int | None = None) -> bytes: ...
+
+    def stream_into(self, sink: Sink) -> None: ...
+
+    async def wait_sink(self) -> Literal["done", "paused"]: ...
+
+    def resume(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Upstream(Protocol):
+    """Where a backend's requests go: a keep-alive `Pool` in the gateway, anything in a test.
+
+    `head(path, headers)` prepares the fixed part of a request's head once; `request(head, extra,
+    body)` sends it with per-request header lines and returns once the response's head arrived."""
+
+    def head(self, path: str, headers: dict[str, str]) -> bytes: ...
+
+    async def request(self, head: bytes, extra: bytes, body: bytes) -> UpstreamResponse: ...
+
+    def close(self) -> None: ...
 
 
 class Pool:

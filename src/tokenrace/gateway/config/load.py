@@ -1,8 +1,8 @@
 """Reading the gateway's YAML file: validation errors located by line, and the checks across sections.
 
 `load_config(path)` returns a validated `GatewayConfig` or raises `ConfigError`, whose lines read
-like `gateway.yaml:12: routes[0].backends[1].weight: must be >= 0`. The positions come from
-`yamlpos` (each key path's line); the schema is `config.schema`.
+like `gateway.yaml:12:7: routes[0].backends[1].weight: must be >= 0` (line and column, as compilers
+write them). The positions come from `yamlpos`; the schema is `config.schema`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from tokenrace.client.redact import Redactor
 from tokenrace.errors import UsageError
 from tokenrace.gateway.config.schema import GatewayConfig, RouteConfig
-from tokenrace.gateway.yamlpos import Path, YamlError, format_path, line_of, load_with_lines
+from tokenrace.gateway.yamlpos import Path, Position, YamlError, format_path, line_of, load_with_lines
 
 
 class ConfigError(UsageError):
@@ -48,9 +48,9 @@ def parse_config(
     try:
         data, lines = load_with_lines(text)
     except YamlError as exc:
-        raise ConfigError([_located(name, exc.line, str(exc))]) from None
+        raise ConfigError([_located(name, exc.position, str(exc))]) from None
     if not isinstance(data, dict):
-        raise ConfigError([f"{name}:1: the file must be a mapping with backends: and routes:"])
+        raise ConfigError([f"{name}:1:1: the file must be a mapping with backends: and routes:"])
     try:
         config = GatewayConfig.model_validate(data)
     except ValidationError as exc:
@@ -68,13 +68,13 @@ def parse_config(
 _SCRUB = Redactor()
 
 
-def _located(name: str, line: int | None, message: str) -> str:
+def _located(name: str, position: Position | None, message: str) -> str:
     # Values are echoed to help, but anything shaped like a key is masked.
     message = _SCRUB(message)
-    return f"{name}:{line}: {message}" if line is not None else f"{name}: {message}"
+    return f"{name}:{position[0]}:{position[1]}: {message}" if position is not None else f"{name}: {message}"
 
 
-def _pydantic_problems(exc: ValidationError, name: str, lines: dict[Path, int]) -> list[str]:
+def _pydantic_problems(exc: ValidationError, name: str, lines: dict[Path, Position]) -> list[str]:
     out = []
     for err in exc.errors():
         path = _clean_loc(err["loc"])

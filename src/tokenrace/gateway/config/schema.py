@@ -1,8 +1,9 @@
 """The gateway configuration's schema: pydantic models, one per section of the YAML file.
 
 Reading a file (with line numbers in its errors) is `config.load`; the keys the file names by
-environment variable are read by `config.secrets`. This module imports no other part of the gateway:
-the request path (routing, runtime) depends on the schema, never the other way round.
+environment variable are read by `config.secrets`. This module imports nothing of the request path:
+the request path (routing, runtime) depends on the schema, never the other way round; only the pure
+header rules (`headers`) are shared, to check `forward_headers` entries.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import math
 import re
 import ssl
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tokenrace.gateway.headers import pattern_problem
 
 RetryKind = Literal["connect", "disconnect", "429", "5xx", "timeout"]
 DEFAULT_RETRY_ON: tuple[RetryKind, ...] = ("connect", "disconnect", "429", "5xx")
@@ -213,6 +216,26 @@ class RetryConfig(_Model):
     on: list[RetryKind] = Field(default_factory=lambda: list(DEFAULT_RETRY_ON))
 
 
+def _header_entry(entry: str) -> str:
+    problem = pattern_problem(entry)
+    if problem is not None:
+        raise ValueError(problem)
+    return entry
+
+
+HeaderEntry = Annotated[str, AfterValidator(_header_entry)]
+
+
+class ForwardHeadersConfig(_Model):
+    """Which client request headers go on to the route's backends (docs/gateway.md, "Headers").
+
+    By default every end-to-end header does; with `allow`, only those it names. `deny` names
+    headers that never do. An entry is a header name or a prefix ending in `*` (`openai-*`)."""
+
+    allow: list[HeaderEntry] | None = None
+    deny: list[HeaderEntry] = Field(default_factory=list)
+
+
 class RouteConfig(_Model):
     model: str = Field(min_length=1)
     backends: list[TargetConfig] = Field(min_length=1)
@@ -221,6 +244,7 @@ class RouteConfig(_Model):
     retry: RetryConfig | None = None
     canary: CanaryConfig | None = None
     shadow: ShadowConfig | None = None
+    forward_headers: ForwardHeadersConfig | None = None
 
     @field_validator("backends", mode="before")
     @classmethod
