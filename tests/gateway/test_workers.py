@@ -272,3 +272,22 @@ def test_sigterm_drains_every_worker_and_stops(fake: FakeServerThread, two_worke
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for its reaper does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_a_killed_supervisor_leaves_no_worker_behind(fake: FakeServerThread, two_workers: Workers) -> None:
+    url = two_workers({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])
+    assert two_workers.proc is not None
+    pids = [w["pid"] for w in admin_state(url)["workers"]]
+    assert all(running(p) for p in pids)
+    two_workers.proc.kill()  # SIGKILL: the supervisor cannot pass anything on
+    two_workers.proc.wait(10)
+    wait_for(lambda: not any(running(p) for p in pids), 30, "workers outlived their supervisor")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ WORKERS_ENV = "TOKENRACE_GATEWAY_WORKERS"
 INDEX_ENV = "TOKENRACE_GATEWAY_WORKER_INDEX"
 STATE_URL_ENV = "TOKENRACE_GATEWAY_WORKERS_STATE_URL"
 PEER_TIMEOUT_S = 2.0
-VIEWS = ("state", "metrics")
+MERGED = frozenset({"/metrics", "/admin/state"})  # what a worker answers for all of them
 # Gauges that are this worker's own count (summed over workers); the other gauges mirror the one
 # shared state (breakers, canary weights, the lease), so the highest reading is the gateway's.
 SUMMED_GAUGES = frozenset({"tokenrace_gateway_in_flight"})
@@ -75,14 +75,20 @@ class Worker:
         self._server = await asyncio.start_unix_server(self._answer_peer, path=str(path))
         os.chmod(path, 0o600)
 
-        async def dispatch(request: Request) -> Reply | Stream | None:
+        async def whole(request: Request) -> Reply | Stream | None:
             reply = await inner(request)
-            if request.method in ("GET", "HEAD") and isinstance(reply, Reply) and reply.status == 200:
+            if isinstance(reply, Reply) and reply.status == 200:
                 if request.path == "/metrics":
                     reply.body = await self.whole_metrics(reply.body)
-                elif request.path == "/admin/state":
+                else:
                     reply.body = orjson.dumps(await self.whole_state(self.own_state(orjson.loads(reply.body))))
             return reply
+
+        def dispatch(request: Request) -> Awaitable[Reply | Stream | None]:
+            # Not a coroutine itself: a proxied request goes straight to the inner handler's.
+            if request.path in MERGED and request.method in ("GET", "HEAD"):
+                return whole(request)
+            return inner(request)
 
         return dispatch
 
