@@ -77,7 +77,7 @@ class GatewayProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(30)
+                self.proc.wait(60)  # the supervisor itself kills a worker still draining after drain_s + 10 s
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)

@@ -85,11 +85,13 @@ def _serve(config_path: Path, host: str | None, port: int | None) -> None:
 def _serve_as_worker(config_path: Path, host: str | None, port: int | None) -> None:
     """One of several workers the supervisor started (its environment says which)."""
     from tokenrace.gateway.server import run
-    from tokenrace.gateway.workers import Worker, worker_gateway
+    from tokenrace.gateway.supervisor import KILL_MARGIN_S
+    from tokenrace.gateway.workers import Worker, exit_when_orphaned, worker_gateway
 
     gw = worker_gateway(config_path, os.environ)
     worker = Worker.from_env(gw, os.environ)
     assert worker is not None
+    exit_when_orphaned(gw.runtime.config.drain_s + KILL_MARGIN_S)
     logging.basicConfig(level=gw.runtime.config.log.level.upper(), format="%(message)s", stream=sys.stderr)
     run(gw, host, port, lambda url: click.echo(f"READY {url}"), wrap=worker.wrap)
 

@@ -43,6 +43,7 @@ from tokenrace.gateway.stream import Endpoint
 
 log = logging.getLogger("tokenrace.gateway")
 MIN_TICK_S = 0.05
+CLOSE_TRIES = 5  # cancels of the background tasks on close, a second apart
 
 
 class Gateway:
@@ -95,10 +96,15 @@ class Gateway:
         self._follow_scrapes()
 
     async def close(self) -> None:
-        loops = [t for t in (self._ticker, self._syncer) if t is not None]
-        for task in [*loops, *self._tasks]:
-            task.cancel()
-        await asyncio.gather(*loops, *self._tasks, return_exceptions=True)
+        pending = {t for t in (self._ticker, self._syncer) if t is not None} | self._tasks
+        for _ in range(CLOSE_TRIES):
+            for task in pending:
+                task.cancel()
+            if not pending:
+                break
+            # A cancel can be lost: one that lands as a Redis call's own timeout expires comes out
+            # as that TimeoutError, which the loop catches and goes on. So cancel again if needed.
+            _, pending = await asyncio.wait(pending, timeout=1.0)
         if self.scraper is not None:
             await self.scraper.close()
         if self.tracing is not None:

@@ -171,7 +171,7 @@ class Supervisor:
         for index in range(self.count):
             self.spawn(index)
         give_up = time.monotonic() + READY_S
-        while not all(w.ready for w in self.workers.values()):
+        while not self._stopping and not all(w.ready for w in self.workers.values()):
             self._read_ready(max(0.0, give_up - time.monotonic()))
             dead = [w for w in self.workers.values() if not w.ready and w.proc.poll() is not None]
             if dead or time.monotonic() > give_up:
@@ -183,7 +183,7 @@ class Supervisor:
         """Wait up to `timeout` for a worker's READY line (or a byte on `extra`)."""
         waiting = {w.proc.stdout.fileno(): w for w in self.workers.values() if not w.ready and w.proc.stdout}
         try:
-            readable, _, _ = select.select([*waiting, *extra], [], [], timeout)
+            readable, _, _ = select.select([*waiting, *extra], [], [], min(timeout, 1.0))  # 1 s: see _stopping
         except InterruptedError:
             return
         for fd in readable:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Awaitable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -246,6 +248,23 @@ def _add_counts(whole: dict[str, Any], view: dict[str, Any]) -> None:
             for key in ("moved", "keys_remembered"):
                 if key in a and key in b:
                     a[key] += b[key]
+
+
+# --- the end ---------------------------------------------------------------------------------------
+
+
+def exit_when_orphaned(grace_s: float) -> None:
+    """If the supervisor dies, the kernel sends this worker SIGTERM (PR_SET_PDEATHSIG) and it drains;
+    should the drain not end, nobody would ever stop it: exit `grace_s` after the supervisor left."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        time.sleep(grace_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
 
 
 # --- start-up ---------------------------------------------------------------------------------------
