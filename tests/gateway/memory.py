@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import httptools
 
 from tokenrace.gateway import http
-from tokenrace.gateway.upstream import UpstreamError
-
-Sink = Callable[[bytes], bool]
+from tokenrace.gateway.upstream import Sink, UpstreamError
 
 
 @dataclass
@@ -32,6 +29,7 @@ class Answer:
     pieces: list[bytes] = field(default_factory=list)
     fail_after: int | None = None
     refuse: UpstreamError | None = None  # raised by request() itself: a connect error, say
+    stall: bool = False  # after the pieces, send nothing more and never end
 
 
 @dataclass
@@ -63,6 +61,7 @@ class MemoryResponse:
         self.headers = answer.headers
         self._pieces = deque(answer.pieces)
         self._fail_after = answer.fail_after
+        self._stall = answer.stall
         self._given = 0
         self._sink: Sink | None = None
         self.paused = False
@@ -84,6 +83,8 @@ class MemoryResponse:
 
     async def read(self) -> bytes:
         await asyncio.sleep(0)  # one loop turn per piece, as a socket read would take
+        if self._stall and not self._pieces:
+            await asyncio.Event().wait()  # a backend that went quiet: only a timeout ends this
         return self._next()
 
     async def read_all(self, limit: int | None = None) -> bytes:
@@ -108,7 +109,9 @@ class MemoryResponse:
         if not piece:
             self._changed.set()
             return
-        if not self._sink(piece):
+        took = self._sink(piece)
+        flushed = self._sink.flush()  # one piece per read
+        if not (took and flushed):
             self.paused = True
             self.pauses += 1
             self._changed.set()
@@ -119,7 +122,7 @@ class MemoryResponse:
         while True:
             if self._fail_after is not None and self._given >= self._fail_after:
                 raise UpstreamError("disconnect", "the scripted backend dropped the connection")
-            if not self._pieces:
+            if not self._pieces and not self._stall:
                 return "done"
             if self.paused:
                 return "paused"

@@ -46,8 +46,10 @@ class Context:
         self.events.append((kind, fields))
 
 
-def gateway(routes: list[dict[str, Any]], **upstreams: MemoryUpstream) -> Context:
-    backends = {name: {"url": f"http://{name}.invalid/v1"} for name in upstreams}
+def gateway(
+    routes: list[dict[str, Any]], timeouts: dict[str, float] | None = None, **upstreams: MemoryUpstream
+) -> Context:
+    backends = {name: {"url": f"http://{name}.invalid/v1", "timeouts": timeouts or {}} for name in upstreams}
     config = parse_config(config_text(backends, routes, retry=FAST_RETRY), "test.yaml", ENV)
     runtime = Runtime(config, resolve_secrets(config, ENV), generation=1)
     for name, upstream in upstreams.items():
@@ -216,5 +218,20 @@ def test_a_client_that_leaves_while_behind_releases_the_backend() -> None:
         await task
         assert gw.runtime.backends["a"].in_flight == 0 and up.responses[0].closed
         assert sample(gw, "tokenrace_gateway_requests_total", route="m", backend="a", status="499") == 1
+
+    asyncio.run(main())
+
+
+def test_the_idle_limit_applies_from_the_first_read_even_when_it_held_several_events() -> None:
+    async def main() -> None:
+        # The first read brings two events, then the backend goes quiet: no later read restarts
+        # the idle clock, so it must have started with the first one.
+        first_read = event("a") + event("b")
+        up = MemoryUpstream(Answer(200, dict(SSE), [first_read], stall=True))
+        gw = gateway([{"model": "m", "backends": ["a"]}], timeouts={"idle_s": 0.2, "first_byte_s": 60}, a=up)
+        answer, client = await asyncio.wait_for(send(gw, chat()), 10)
+        written = bytes(client.written)
+        assert isinstance(answer, Stream) and written.count(b'"content":"') == 2
+        assert b'"code":"timeout_idle"' in written and written.endswith(b"0\r\n\r\n")
 
     asyncio.run(main())

@@ -21,8 +21,10 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
 from tokenrace.load.runner import Load
+from tokenrace.model.summary import Summary, Throughput
 from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
-from tokenrace.runs.reader import RunData, load
+from tokenrace.runs.reader import load
+from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
@@ -134,7 +136,7 @@ def test_sweeps_are_compared_step_by_step(servers: tuple[FakeServerThread, FakeS
 # --- throughput's interval: a block bootstrap over time slices ------------------------------------------
 
 
-def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) -> RunData:
+def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) -> Run:
     """One request at a time, back to back; each streams `tokens` chunks evenly over its e2e time."""
     rng = np.random.default_rng(seed)
     records, t = [], 0.0
@@ -154,11 +156,11 @@ def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) 
             }
         )
         t += e2e
-    summary = {"throughput": {"output_tokens_per_s": tokens * requests / (t / 1000)}}
-    return RunData(Path(f"synthetic-{seed}"), "run", summary, {}, [], records)
+    summary = Summary(throughput=Throughput(output_tokens_per_s=tokens * requests / (t / 1000)))
+    return Run(Path(f"synthetic-{seed}"), "run", summary, {}, [], _records=records)
 
 
-def throughput(a: RunData, b: RunData) -> Any:
+def throughput(a: Run, b: Run) -> Any:
     return throughput_row(a, b)
 
 
@@ -166,7 +168,7 @@ def test_throughput_blocks_average_to_the_runs_throughput() -> None:
     run = synthetic_run(tokens=20, requests=400, seed=1)
     blocks = token_blocks(run)
     assert blocks is not None and len(blocks) == MAX_BLOCKS
-    assert abs(blocks.mean() - run.summary["throughput"]["output_tokens_per_s"]) < 1e-6 * blocks.mean()
+    assert abs(blocks.mean() - run.summary.throughput.output_tokens_per_s) < 1e-6 * blocks.mean()
 
 
 def test_throughput_interval_separates_a_real_difference_and_not_noise() -> None:

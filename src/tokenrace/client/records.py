@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tokenrace.model.files import SCHEMA_VERSION
+
 NS_PER_MS = 1_000_000
-RECORD_SCHEMA_VERSION = 1  # records.jsonl lines; the model is tokenrace.runs.models.RecordLine
 
 # The record's absolute perf_counter_ns() stamps taken where the request is sent (a worker's clock,
 # when a worker sent it; `chunk_ns` holds more of them). `intended_start_ns` is the scheduler's own,
@@ -60,6 +61,9 @@ class RequestRecord:
     max_tokens: int | None = None
     cancel_after_chunks: int | None = None  # the client cancels the stream after this many content chunks
     worker: int | None = None  # the worker process that sent it, when the load was spread over several
+    inputs: int | None = None  # embeddings: texts embedded by this request
+    documents: int | None = None  # rerank: documents ranked by this request
+    embedding_dim: int | None = None  # embeddings: the length of the vectors the server returned
 
     @property
     def ok(self) -> bool:
@@ -86,7 +90,7 @@ class RequestRecord:
             return None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)
 
         return {
-            "schema_version": RECORD_SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION,  # the line's model is tokenrace.model.records.RecordLine
             "seq": self.seq,
             "phase": self.phase,
             "worker": self.worker,
@@ -123,6 +127,9 @@ class RequestRecord:
             "retry_after_s": self.retry_after_s,
             "response_id": self.response_id,
             "server_timing": self.server_timing,
+            "inputs": self.inputs,
+            "documents": self.documents,
+            "embedding_dim": self.embedding_dim,
         }
 
 

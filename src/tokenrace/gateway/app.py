@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tokenrace.client.redact import Redactor
 from tokenrace.gateway import admin, admission
 from tokenrace.gateway.breaker import STATE_CODES, Transition
 from tokenrace.gateway.canary import Decision
@@ -34,6 +33,7 @@ from tokenrace.gateway.config import (
 from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Route, Runtime
+from tokenrace.redact import Redactor
 
 if TYPE_CHECKING:
     from tokenrace.gateway.scrape import Scraper

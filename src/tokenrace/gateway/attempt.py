@@ -198,10 +198,13 @@ class Attempt:
         out = b""
         tap_ns = 0
         # Until the first complete event nothing has reached the client: a failure here is retryable.
+        wd = self.wd
+        assert wd is not None
         while not out:
             chunk = await resp.read()
             if not chunk:
                 return Failure("disconnect", "the backend closed the stream before its first event")
+            wd.reading()  # bytes came: from now on the idle limit, not the first-byte one, applies
             t = perf_ns()
             out = tap.feed(chunk, t)
             tap_ns = perf_ns() - t
@@ -213,8 +216,7 @@ class Attempt:
         headers["Cache-Control"] = "no-cache"
         headers["x-request-id"] = call.request_id
         headers["x-tokenrace-backend"] = self.backend.name
-        client = self.request.start_stream(200, headers)
-        client.write(out)
+        client = self.request.start_stream(200, headers, out)
         call.gw.metrics.first_chunk_overhead.observe((perf_ns() - t + tap_ns) / 1e9)
         return await self._pump(resp, client, tap)
 
@@ -345,13 +347,13 @@ class Attempt:
 
 
 class _Sink:
-    """Called by the upstream protocol with each read: tap it, write it to the client at once."""
+    """Called by the upstream protocol with each piece of a read: tapped at once, and what is
+    complete goes to the client in one write when the read is parsed (`flush`)."""
 
-    __slots__ = ("client", "flow", "write", "tap", "read", "observe", "stopped", "client_gone", "sent")
+    __slots__ = ("flow", "write", "tap", "read", "observe", "stopped", "client_gone", "sent", "out")
 
     def __init__(self, attempt: Attempt, client: Stream, tap: StreamTap) -> None:
         assert attempt.wd is not None
-        self.client = client
         self.flow = client.flow
         self.write = client.write
         self.tap = tap
@@ -360,24 +362,32 @@ class _Sink:
         self.stopped = False
         self.client_gone = False
         self.sent = 0
+        self.out = b""  # complete events of this read, not written yet
 
     def __call__(self, piece: bytes) -> bool:
-        """Returns False to pause upstream reading: the client is behind, gone, or we stopped."""
+        """Returns False to pause upstream reading: we stopped."""
         if self.stopped:
             return False
         self.read()  # bytes came: the idle limit starts over
         t = perf_ns()
         out = self.tap.feed(piece, t)
-        if not out:
-            return True
-        if self.client.closed:
-            self.client_gone = True
-            return False
-        self.write(out)
-        self.sent += 1
-        if self.sent & 7 == 0:  # every 8th chunk: the histogram's own cost stays off most chunks
-            self.observe((perf_ns() - t) / 1e9)
-        return not self.flow.paused  # the write just made may have paused it
+        if out:
+            self.out = self.out + out if self.out else out
+            self.sent += 1
+            if self.sent & 7 == 0:  # every 8th chunk: the histogram's own cost stays off most chunks
+                self.observe((perf_ns() - t) / 1e9)
+        return True
+
+    def flush(self) -> bool:
+        """The read is parsed: write what it completed. False to pause upstream reading: the
+        client is behind (its flow control paused writing), gone, or we stopped."""
+        out = self.out
+        if out:
+            self.out = b""
+            if not self.write(out):
+                self.client_gone = True
+                return False
+        return not self.stopped and not self.flow.paused  # the write just made may have paused it
 
 
 def count_tokens(

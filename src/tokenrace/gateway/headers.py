@@ -95,45 +95,59 @@ class RequestFilter:
     def forwards(self, name: str) -> bool:
         """Whether a header (lower-case name) goes to the backend, Connection's options aside."""
         known = self._memo.get(name)
-        if known is not None:
-            return known
-        ok = name not in NEVER and not self.deny.match(name) and (self.allow is None or self.allow.match(name))
-        if len(self._memo) < _MEMO_LIMIT:
-            self._memo[name] = ok
-        return ok
+        if known is None:
+            known = name not in NEVER and not self.deny.match(name) and (self.allow is None or self.allow.match(name))
+            if len(self._memo) < _MEMO_LIMIT:
+                self._memo[name] = known
+        return known
 
     def lines(self, headers: Mapping[str, str], skip: frozenset[str] = frozenset()) -> bytes:
-        """The header lines to add to the upstream request (`headers` has lower-case names)."""
+        """The header lines to add to the upstream request (`headers` has lower-case names).
+
+        Runs for every request: the usual client sends only headers that are never forwarded, and
+        then this costs one dict lookup per header."""
+        memo = self._memo
+        out: list[str] | None = None
+        for name, value in headers.items():
+            ok = memo.get(name)
+            if ok is False or (ok is None and not self.forwards(name)) or name in skip:
+                continue
+            if out is None:
+                out = []
+            out.append(f"{name}: {value}\r\n")
+        if out is None:
+            return b""
         options = _connection_options(headers.get("connection"))
-        out = [
-            f"{name}: {value}\r\n"
-            for name, value in headers.items()
-            if self.forwards(name) and name not in options and name not in skip
-        ]
-        return "".join(out).encode("latin-1", "replace") if out else b""
+        if options:
+            out = [line for line in out if line.partition(":")[0] not in options]
+        return "".join(out).encode("latin-1", "replace")
 
 
 def response_headers(headers: Mapping[str, str], drop: frozenset[str] = frozenset()) -> dict[str, str]:
     """A backend's response headers (lower-case names) to pass to the client, in Title-Case."""
-    options = _connection_options(headers.get("connection"))
-    return {
-        _title(name): value
-        for name, value in headers.items()
-        if name not in HOP_BY_HOP and name not in FRAMING and name not in RESPONSE_OWN
-        and name not in drop and name not in options
-    }  # fmt: skip
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        title = _passed.get(name)
+        if title is None:
+            title = _passed_name(name)
+        if title and name not in drop:
+            out[title] = value
+    if "connection" in headers:
+        options = _connection_options(headers["connection"])
+        out = {k: v for k, v in out.items() if k.lower() not in options}
+    return out
 
 
-_titles: dict[str, str] = {}
+_passed: dict[str, str] = {}  # response header name -> its Title-Case, or "" when it is not passed on
 
 
-def _title(name: str) -> str:
-    """`retry-after` -> `Retry-After` (the backend's own case was lost when its head was read)."""
-    title = _titles.get(name)
-    if title is None:
-        title = "-".join(part[:1].upper() + part[1:] for part in name.split("-"))
-        if len(_titles) < _MEMO_LIMIT:
-            _titles[name] = title
+def _passed_name(name: str) -> str:
+    """`retry-after` -> `Retry-After`; "" for a header never passed on (the backend's own case was
+    lost when its head was read)."""
+    passed = name not in HOP_BY_HOP and name not in FRAMING and name not in RESPONSE_OWN
+    title = "-".join(part[:1].upper() + part[1:] for part in name.split("-")) if passed else ""
+    if len(_passed) < _MEMO_LIMIT:
+        _passed[name] = title
     return title
 
 

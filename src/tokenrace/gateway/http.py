@@ -62,6 +62,7 @@ WRITE_LOW = 16 * 1024  # ... until the queue is back under this
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _VERSIONS = {"1.1": (1, 1), "1.0": (1, 0)}
+_FRAMING = frozenset(("connection", "content-length", "transfer-encoding"))
 
 
 class Limits(Protocol):
@@ -117,9 +118,10 @@ class Request:
         if transport is not None:
             transport.abort()
 
-    def start_stream(self, status: int, headers: dict[str, str]) -> Stream:
-        """Send the head of a streamed answer; its body follows with `Stream.write`."""
-        self.stream = Stream(self, status, headers)
+    def start_stream(self, status: int, headers: dict[str, str], first: bytes = b"") -> Stream:
+        """Send the head of a streamed answer, with the first piece of its body (in one write);
+        the rest follows with `Stream.write`."""
+        self.stream = Stream(self, status, headers, first)
         return self.stream
 
 
@@ -193,7 +195,7 @@ class Stream:
 
     __slots__ = ("status", "headers", "_transport", "flow", "chunked", "ended", "keep_alive")
 
-    def __init__(self, request: Request, status: int, headers: dict[str, str]) -> None:
+    def __init__(self, request: Request, status: int, headers: dict[str, str], first: bytes = b"") -> None:
         self.status, self.headers = status, headers
         conn = request._conn
         self.chunked = request.version >= (1, 1)
@@ -204,7 +206,8 @@ class Stream:
         self._transport = transport
         self.flow = conn.flow
         if not transport.is_closing():
-            transport.write(_head(status, request.version, headers, self.keep_alive, chunked=self.chunked))
+            head = _head(status, request.version, headers, self.keep_alive, chunked=self.chunked)
+            transport.write(head + self._frame(first) if first else head)
 
     @property
     def closed(self) -> bool:
@@ -217,9 +220,17 @@ class Stream:
     async def drain(self) -> None:
         await self.flow.drain()
 
-    def write(self, data: bytes) -> None:
-        if data and not self._transport.is_closing():
-            self._transport.write(b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data)
+    def write(self, data: bytes) -> bool:
+        """Send a piece of the body at once. False: the client is gone, nothing was sent."""
+        transport = self._transport
+        if transport.is_closing():
+            return False
+        if data:
+            transport.write(self._frame(data))
+        return True
+
+    def _frame(self, data: bytes) -> bytes:
+        return b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data
 
     def end(self) -> None:
         if not self._transport.is_closing() and self.chunked:
@@ -632,14 +643,14 @@ def _refusal(reason: str) -> BadRequest:
 
 # --- writing ------------------------------------------------------------------------------------------
 
-_date_cache: list[Any] = [0, b""]
+_date_cache: list[Any] = [0, ""]
 
 
-def _date() -> bytes:
+def _date() -> str:
     """The Date header, formatted once a second."""
     now = int(time.time())
     if _date_cache[0] != now:
-        _date_cache[0], _date_cache[1] = now, formatdate(now, usegmt=True).encode()
+        _date_cache[0], _date_cache[1] = now, formatdate(now, usegmt=True)
     return _date_cache[1]  # type: ignore[no-any-return]
 
 
@@ -657,20 +668,17 @@ def _head(
     length: int | None = None,
     chunked: bool = False,
 ) -> bytes:
-    lines = [
-        b"HTTP/1.%d %d %b\r\nDate: %b\r\n" % (version[1], status, _REASONS.get(status, "Unknown").encode(), _date())
-    ]
+    lines = [f"HTTP/1.{version[1]} {status} {_REASONS.get(status, 'Unknown')}\r\nDate: {_date()}\r\n"]
     for name, value in headers.items():
-        if name.lower() in ("connection", "content-length", "transfer-encoding"):
-            continue  # the server frames the answer itself
-        lines.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+        if name.lower() not in _FRAMING:  # the server frames the answer itself
+            lines.append(f"{name}: {value}\r\n")
     if length is not None:
-        lines.append(b"Content-Length: %d\r\n" % length)
+        lines.append(f"Content-Length: {length}\r\n")
     elif chunked:
-        lines.append(b"Transfer-Encoding: chunked\r\n")
+        lines.append("Transfer-Encoding: chunked\r\n")
     if not keep_alive:
-        lines.append(b"Connection: close\r\n")
+        lines.append("Connection: close\r\n")
     elif version < (1, 1):
-        lines.append(b"Connection: keep-alive\r\n")
-    lines.append(b"\r\n")
-    return b"".join(lines)
+        lines.append("Connection: keep-alive\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1", "replace")

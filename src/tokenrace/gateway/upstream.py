@@ -31,7 +31,7 @@ import base64
 import ipaddress
 import ssl
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Literal, Protocol, TypeAlias, cast
 from urllib.parse import SplitResult, unquote, urlsplit
 from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]  # stdlib, not in typeshed
@@ -39,7 +39,6 @@ from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined
 import httptools
 
 Kind: TypeAlias = Literal["connect", "disconnect"]
-Sink: TypeAlias = Callable[[bytes], bool]  # takes body bytes; False asks to pause reading
 MAX_HEAD = 64 * 1024
 PAUSE_AT = 1024 * 1024  # body bytes buffered for a slow reader before upstream reading pauses
 IDLE_KEEPALIVE_S = 30.0
@@ -49,6 +48,18 @@ class UpstreamError(Exception):
     def __init__(self, kind: Kind, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class Sink(Protocol):
+    """Takes a response's body inside the protocol's callbacks (push mode, `stream_into`).
+
+    Called with each piece of body the parser finds in a read, then `flush()` once the read is
+    parsed, so that a consumer can pass a read on in one write. False from either asks to pause
+    reading until `resume()`."""
+
+    def __call__(self, piece: bytes) -> bool: ...
+
+    def flush(self) -> bool: ...
 
 
 class UpstreamResponse(Protocol):
@@ -404,6 +415,12 @@ class Connection(asyncio.Protocol):
             self._fail(f"the backend closed the connection {where}{detail}")
 
     def data_received(self, data: bytes) -> None:
+        self._parse(data)
+        sink = self._sink
+        if sink is not None and not sink.flush():  # also after an error: what came before it goes on
+            self._pause_for_sink()
+
+    def _parse(self, data: bytes) -> None:
         self.got_bytes = True
         state = self._state
         if state not in ("head", "body"):
@@ -527,8 +544,9 @@ class Connection(asyncio.Protocol):
     def set_sink(self, sink: Sink) -> None:
         self._sink = sink
         if self._body:
-            pending = self._take_body()
-            if not sink(pending):
+            took = sink(self._take_body())
+            flushed = sink.flush()
+            if not (took and flushed):
                 self._pause_for_sink()
 
     def _pause_for_sink(self) -> None:

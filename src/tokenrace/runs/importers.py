@@ -18,9 +18,11 @@ from tokenrace import __version__
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
-from tokenrace.runs.models import SCHEMA_VERSION, Manifest
-from tokenrace.runs.saved import RunData
-from tokenrace.runs.store import MANIFEST, RECORDS, SUMMARY, default_run_dir, read_jsonl, write_json
+from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY
+from tokenrace.model.manifest import Manifest
+from tokenrace.model.summary import Imported, Summary
+from tokenrace.runs.run import Run
+from tokenrace.runs.store import default_run_dir, read_jsonl, write_model
 from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000
@@ -54,7 +56,7 @@ def _json_or_none(path: Path) -> Any:
         return None
 
 
-def import_file(path: Path) -> RunData:
+def import_file(path: Path) -> Run:
     kind = detect(path)
     if kind == "vllm":
         return from_vllm(_json(path), path)
@@ -75,8 +77,8 @@ def import_to_dir(path: Path, out: Path | None = None) -> Path:
         raise UsageError(f"{directory} already holds a run")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in data.records()))
-    write_json(directory / SUMMARY, data.summary)
-    write_json(directory / MANIFEST, data.manifest)
+    write_model(directory / SUMMARY, data.summary)
+    write_model(directory / MANIFEST, Manifest.model_validate(data.manifest))
     return directory
 
 
@@ -120,13 +122,12 @@ def _record(
     return rec
 
 
-def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> RunData:
-    imported = {"tool": manifest["tool"], "source_file": str(path)}
-    summary = build_summary(records, RunContext(windows)).model_copy(update={"imported": imported})
-    summary_json = summary.model_dump(mode="json")
+def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> Run:
+    summary = build_summary(records, RunContext(windows))
+    summary.imported = Imported(tool=manifest["tool"], source_file=str(path))
     lines = [r.to_json(0) for r in records]
     manifest = Manifest.model_validate(manifest).model_dump(mode="json")
-    return RunData(path, "run", summary_json, manifest, _records=lines)
+    return Run(path, "run", summary, manifest, _records=lines)
 
 
 def _manifest(
@@ -144,10 +145,12 @@ def _manifest(
         "prompts": {"name": extra.pop("prompts", None), "count": None, "sizing": None},
         "started_at": started,
         "finished_at": None,
-        "source_file": str(path),
-        "imported_at": datetime.now(UTC).isoformat(),
-        "imported_by": f"tokenrace {__version__}",
-        **extra,
+        "imported": {
+            "source_file": str(path),
+            "imported_at": datetime.now(UTC).isoformat(),
+            "imported_by": f"tokenrace {__version__}",
+            **extra,
+        },
     }
 
 
@@ -172,7 +175,7 @@ def _settings(
 # --- vLLM bench serve --------------------------------------------------------------------------------
 
 
-def from_vllm(doc: dict[str, Any], path: Path) -> RunData:
+def from_vllm(doc: dict[str, Any], path: Path) -> Run:
     ttfts = doc.get("ttfts")
     if not isinstance(ttfts, list):
         raise UsageError(f"{path}: no per-request results; run vllm bench serve with --save-result --save-detailed")
@@ -248,20 +251,20 @@ def _vllm_manifest(doc: dict[str, Any], path: Path, rate: float | None) -> dict[
     )
 
 
-def _window_from_duration(summary: dict[str, Any], duration: float | None) -> None:
+def _window_from_duration(summary: Summary, duration: float | None) -> None:
     """Older vLLM results have no start times: throughput over the benchmark's own duration."""
-    tp = summary["throughput"]
+    tp = summary.throughput
     if not duration:
-        tp.update(window_s=None, output_tokens_per_s=None, requests_per_s=None)
+        tp.window_s = tp.output_tokens_per_s = tp.requests_per_s = None
         return
-    out = (summary["metrics"]["output_tokens"]["mean"] or 0) * summary["metrics"]["output_tokens"]["count"]
-    tp.update(
-        window_s=round(duration, 6),
-        output_tokens_per_s=round(out / duration, 4),
-        requests_per_s=round(summary["requests"]["succeeded"] / duration, 4),
-    )
-    summary["achieved_rate"] = None
-    summary["imported"]["window"] = "duration"
+    tokens = summary.metrics.output_tokens
+    out = (tokens.mean or 0) * tokens.count
+    tp.window_s = round(duration, 6)
+    tp.output_tokens_per_s = round(out / duration, 4)
+    tp.requests_per_s = round(summary.requests.succeeded / duration, 4)
+    summary.achieved_rate = None
+    if summary.imported is not None:
+        summary.imported.window = "duration"
 
 
 # --- AIPerf ------------------------------------------------------------------------------------------
@@ -287,7 +290,7 @@ def _count(metric: dict[str, Any] | None) -> int | None:
     return int(metric["value"]) if isinstance(metric, dict) and metric.get("value") is not None else None
 
 
-def from_aiperf(lines: list[dict[str, Any]], path: Path, aggregate: dict[str, Any] | None = None) -> RunData:
+def from_aiperf(lines: list[dict[str, Any]], path: Path, aggregate: dict[str, Any] | None = None) -> Run:
     lines = [x for x in lines if isinstance(x.get("metadata"), dict)]
     if not lines:
         raise UsageError(f"{path}: no AIPerf records (one JSON object per line with metadata and metrics)")

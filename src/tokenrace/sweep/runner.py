@@ -27,14 +27,16 @@ from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.runner import Load
+from tokenrace.model.files import SCHEMA_VERSION, SWEEP
+from tokenrace.model.run import Knee, StepRow, SweepFile
+from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
-from tokenrace.runs.models import SCHEMA_VERSION, SweepFile
 from tokenrace.runs.rows import step_row
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
-from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.runs.run import Run
+from tokenrace.runs.session import BenchSession, BenchSettings, Progress, PromptSpec
+from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.sweep import knee as kn
 
-SWEEP_FILE = "sweep.json"
 KINDS = ("concurrency", "rate", "input_tokens", "goodput")
 VALUES_PARAM = {
     "concurrency": "concurrencies",
@@ -90,17 +92,6 @@ class SweepPlan:
                 raise InvalidInput(param, f"{problem}, got {getattr(self, param)}")
 
 
-@dataclass(slots=True)
-class SweepResult:
-    directory: Path
-    steps: list[tuple[str, BenchResult]]
-    summary: dict[str, Any]
-
-    @property
-    def interrupted(self) -> bool:
-        return any(r.interrupted for _, r in self.steps)
-
-
 # --- one step ------------------------------------------------------------------------------------
 
 
@@ -119,7 +110,7 @@ class StepRunner:
         self.progress_for = progress_for
         self.argv = argv
 
-    async def run(self, name: str, load: Load, prompts: PromptSpec | None = None) -> BenchResult:
+    async def run(self, name: str, load: Load, prompts: PromptSpec | None = None) -> Run:
         settings = dataclasses.replace(
             self.template, load=load, prompts=prompts or self.template.prompts, output=self.parent / name
         )
@@ -139,11 +130,11 @@ def _entered(progress: Progress | None) -> AbstractContextManager[Any]:
 
 @dataclass(slots=True)
 class _State:
-    steps: list[tuple[str, BenchResult]] = field(default_factory=list)
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[tuple[str, Run]] = field(default_factory=list)
+    rows: list[StepRow] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "completed"
-    knee: dict[str, Any] | None = None
+    knee: Knee | None = None
 
 
 class Sweep:
@@ -162,13 +153,13 @@ class Sweep:
         self.plan = plan
         self.argv = argv
         self.parent = template.output or default_run_dir(template.label or f"sweep-{plan.kind}")
-        if (self.parent / SWEEP_FILE).exists():
+        if (self.parent / SWEEP).exists():
             raise InvalidInput("output", f"{self.parent} already holds a sweep; choose another directory")
         self.runner = StepRunner(template, self.parent, progress_for, argv)
         self.state = _State()
         self.started = datetime.now(UTC).isoformat()
 
-    async def run(self) -> SweepResult:
+    async def run(self) -> Run:
         self.parent.mkdir(parents=True, exist_ok=True)
         kind = self.plan.kind
         if kind in ("concurrency", "rate"):
@@ -177,9 +168,10 @@ class Sweep:
             await self._prompt_lengths()
         else:
             await self._goodput()
-        summary = self._write(finished=True)
+        file = self._write(finished=True)
         index_quietly(self.parent)
-        return SweepResult(self.parent, self.state.steps, summary)
+        manifest = self.state.steps[0][1].manifest if self.state.steps else {}
+        return Run(self.parent, "sweep", file, manifest, self.state.steps)
 
     # --- step plumbing
 
@@ -196,12 +188,11 @@ class Sweep:
             return dataclasses.replace(base, rate=float(value), cold=cold)
         return dataclasses.replace(base, cold=cold)
 
-    async def _step(self, name: str, value: float, prompts: PromptSpec | None = None) -> BenchResult:
+    async def _step(self, name: str, value: float, prompts: PromptSpec | None = None) -> Run:
         result = await self.runner.run(name, self._load(value, not self.state.steps), prompts)
         self.state.steps.append((name, result))
-        self.state.rows.append(
-            {**step_row(name, result.directory, result.summary, result.manifest, self.cost), "value": value}
-        )
+        row = step_row(name, result.directory, result.summary, result.manifest, self.cost)
+        self.state.rows.append(row.model_copy(update={"value": value}))
         if result.interrupted:
             self.state.stop_reason = "interrupted"
         self._write(finished=False)
@@ -231,7 +222,7 @@ class Sweep:
                 self.state.stop_reason = "errors"
                 break
         rows = self.state.rows
-        fit = kn.fit_prefill([r["prompt_tokens_mean"] for r in rows], [r["ttft_ms"]["p50"] for r in rows])
+        fit = kn.fit_prefill([r.prompt_tokens_mean for r in rows], [r.ttft_ms.p50 for r in rows])
         self.state.extra["prefill"] = {**fit.to_dict(), "x": "prompt_tokens mean", "y": "ttft_ms p50"}
 
     async def _goodput(self) -> None:
@@ -243,7 +234,7 @@ class Sweep:
             if result.interrupted:
                 raise _Interrupted
             ok = self._meets(result.summary)
-            self.state.rows[-1]["passed"] = ok
+            self.state.rows[-1].passed = ok
             return ok
 
         try:
@@ -251,7 +242,7 @@ class Sweep:
         except _Interrupted:
             self.state.extra["goodput_search"] = {"best_rate": None, "reason": "interrupted"}
             return
-        best = next((r for r in self.state.rows if r.get("passed") and r["value"] == search.best_rate), None)
+        best = next((r for r in self.state.rows if r.passed and r.value == search.best_rate), None)
         self.state.stop_reason = search.reason
         self.state.extra["goodput_search"] = {
             "best_rate": search.best_rate,
@@ -261,14 +252,13 @@ class Sweep:
             "probes": len(search.probes),
             "attainment": plan.attainment,
             "slo": self.template.slo,
-            "best_step": best["step"] if best else None,
-            "goodput_requests_per_s": best["goodput_requests_per_s"] if best else None,
+            "best_step": best.step if best else None,
+            "goodput_requests_per_s": best.goodput_requests_per_s if best else None,
         }
 
-    def _meets(self, summary: dict[str, Any]) -> bool:
-        good = summary.get("goodput") or {}
-        rate = summary.get("error_rate")
-        frac = good.get("fraction")
+    def _meets(self, summary: Summary) -> bool:
+        rate = summary.error_rate
+        frac = summary.goodput.fraction if summary.goodput else None
         return (
             frac is not None and frac >= self.plan.attainment and rate is not None and rate <= self.plan.max_error_rate
         )
@@ -282,24 +272,24 @@ class Sweep:
     def _mark_knee(self) -> None:
         a = self._analyse()
         for row, g, sat, bad in zip(self.state.rows, a.gains, a.saturated, a.failing, strict=False):
-            row.update(gain=None if g is None else round(g, 4), saturated=sat, failing=bad, knee=False)
+            row.gain, row.saturated, row.failing, row.knee = None if g is None else round(g, 4), sat, bad, False
         if a.knee_index is None:
             return
         row = self.state.rows[a.knee_index]
-        row["knee"] = True
-        self.state.knee = {
-            "index": a.knee_index,
-            "step": row["step"],
-            "value": row["value"],
-            "reason": a.knee_reason,
-            "concurrency": row["concurrency"],
-            "rate": row["rate"],
-            "throughput_tokens_per_s": row["throughput_tokens_per_s"],
-            "e2e_p95_ms": row["e2e_ms"]["p95"],
-            "usd_per_million_output_tokens": (row.get("cost") or {}).get("usd_per_million_output_tokens"),
-        }
+        row.knee = True
+        self.state.knee = Knee(
+            index=a.knee_index,
+            step=row.step,
+            value=row.value,
+            reason=a.knee_reason,
+            concurrency=row.concurrency,
+            rate=row.rate,
+            throughput_tokens_per_s=row.throughput_tokens_per_s,
+            e2e_p95_ms=row.e2e_ms.p95,
+            usd_per_million_output_tokens=row.cost.usd_per_million_output_tokens if row.cost else None,
+        )
 
-    def _write(self, finished: bool) -> dict[str, Any]:
+    def _write(self, finished: bool) -> SweepFile:
         first = self.state.steps[0][1].manifest if self.state.steps else {}
         summary = {
             "schema_version": SCHEMA_VERSION,
@@ -321,17 +311,18 @@ class Sweep:
             "steps": self.state.rows,
             **self.state.extra,
         }
-        write_json(self.parent / SWEEP_FILE, SweepFile.model_validate(summary).model_dump(mode="json"))
-        return summary
+        file = SweepFile.model_validate(summary)
+        write_model(self.parent / SWEEP, file)
+        return file
 
 
 class _Interrupted(Exception):
     pass
 
 
-def _point(row: dict[str, Any]) -> kn.Point:
-    load = row["rate"] if row.get("rate") is not None else row["concurrency"]
-    return kn.Point(float(load), row["throughput_tokens_per_s"], row["e2e_ms"]["p95"], row["error_rate"])
+def _point(row: StepRow) -> kn.Point:
+    load = row.rate if row.rate is not None else row.concurrency
+    return kn.Point(float(load or 0), row.throughput_tokens_per_s, row.e2e_ms.p95, row.error_rate)
 
 
 def _num(v: float) -> str:
@@ -345,5 +336,5 @@ async def run_sweep(
     progress_for: ProgressFor | None = None,
     argv: list[str] | None = None,
     cost: CostSpec | None = None,
-) -> SweepResult:
+) -> Run:
     return await Sweep(template, plan, progress_for, argv, cost).run()

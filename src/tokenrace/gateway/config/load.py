@@ -17,10 +17,10 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from tokenrace.client.redact import Redactor
 from tokenrace.errors import UsageError
 from tokenrace.gateway.config.schema import GatewayConfig, RouteConfig
 from tokenrace.gateway.yamlpos import Path, Position, YamlError, format_path, line_of, load_with_lines
+from tokenrace.redact import Redactor
 
 
 class ConfigError(UsageError):
