@@ -14,7 +14,11 @@ Workloads:
   sends each session's id in X-Session-ID, which prefix_affinity keys on;
 - `turns-prompt`: the same, with prefix_affinity told to ignore the header (key: the prompt's
   beginning up to its first user message);
-- `shared`: independent requests behind K shared system prompts (`--shared-prefix-tokens`).
+- `shared`: independent requests behind K shared system prompts (`--shared-prefix-tokens`);
+- `all-in-flight`: `--all-sessions` conversations of `--all-turns` turns, all in flight together
+  (concurrency = sessions), with the default affinity settings. Besides the hit rate it prints the
+  share of sessions that more than one instance served, read from what each fake server received
+  (the session id in X-Session-ID), and the gateway's own count of moves (/admin/state `moved`).
 
     python benchmarks/gateway_affinity.py                  # 3 instances, 8 sessions, 6 turns
     python benchmarks/gateway_affinity.py --cache-blocks 0 # caches that never evict
@@ -129,6 +133,21 @@ def admin_counts(url: str) -> dict[str, Any]:
     return {"instances": {n: sum(c.values()) for n, c in counts.items()}, "reasons": reasons}
 
 
+def sessions_moved(fakes: list[FakeServerProcess]) -> dict[str, Any]:
+    """Sessions that more than one instance received, from the fake servers' own logs."""
+    instances: dict[str, set[int]] = {}
+    for i, fake in enumerate(fakes):
+        for entry in fake.log(wait_idle_s=5):
+            if entry.get("session_id") is not None:
+                instances.setdefault(entry["session_id"], set()).add(i)
+    moved = sum(len(seen) > 1 for seen in instances.values())
+    return {
+        "sessions": len(instances),
+        "sessions_moved": moved,
+        "moved_share": moved / len(instances) if instances else None,
+    }
+
+
 def reset(fakes: list[FakeServerProcess]) -> None:
     for fake in fakes:
         fake.reset()
@@ -153,11 +172,23 @@ def run(args: argparse.Namespace) -> None:
         "--input-tokens",
         str(args.turn_tokens),
     ]
+    all_in_flight = [
+        "--turns",
+        str(args.all_turns),
+        "--concurrency",
+        str(args.all_sessions),
+        "--input-tokens",
+        str(args.turn_tokens),
+    ]
     workloads: list[tuple[str, list[str], dict[str, Any] | None]] = [
         ("turns", sessions, None),
         ("turns-prompt", sessions, {"header": None}),
         ("shared", shared, None),
+        ("all-in-flight", all_in_flight, None),
     ]
+    if args.workloads:
+        wanted = set(args.workloads.split(","))
+        workloads = [w for w in workloads if w[0] in wanted]
     fakes = [spawn_fake_server(fake_config(args)) for _ in range(args.instances)]
     rows: list[dict[str, Any]] = []
     try:
@@ -173,12 +204,13 @@ def run(args: argparse.Namespace) -> None:
                     try:
                         # With --turns the bench counts sessions: the same number of requests either way.
                         n = args.requests // args.turns if name.startswith("turns") else args.requests
+                        n = args.all_sessions if name == "all-in-flight" else n
                         summary = bench(url, workload, n, args, Path(tmp) / f"{name}-{policy}")
                         spread = admin_counts(url)
                     finally:
                         proc.terminate()
                         proc.wait(10)
-                    rows.append(row(name, policy, summary, spread))
+                    rows.append(row(name, policy, summary, spread) | sessions_moved(fakes))
                     print_row(rows[-1])
     finally:
         for fake in fakes:
@@ -214,6 +246,14 @@ def print_row(r: dict[str, Any]) -> None:
         f"p99={f(r['ttft_p99_ms'], '.1f'):>7} ms  per instance={r['per_instance']} {r['reasons']}",
         flush=True,
     )
+    if r["workload"] == "all-in-flight":
+        received = (
+            f"{r['sessions_moved']}/{r['sessions']} = {f(r['moved_share'], '.3f')} (what the instances received)"
+            if r["sessions"]
+            else "n/a (the instances received no X-Session-ID)"
+        )
+        moves = r["reasons"].get("moved", 0) if r["policy"] == "prefix_affinity" else "n/a (no keys)"
+        print(f"{'':<13} sessions moved: {received}; gateway moves: {moves}", flush=True)
     if r["ttft_p50_by_turn_ms"]:
         turns = ", ".join(
             f"{f(t, '.1f')} ms/{f(h, '.2f')}"
@@ -231,6 +271,9 @@ def main() -> None:
     p.add_argument("--turn-tokens", type=int, default=512, help="new user tokens per turn")
     p.add_argument("--shared-tokens", type=int, default=1024, help="shared system prompt length")
     p.add_argument("--groups", type=int, default=12, help="distinct shared system prompts")
+    p.add_argument("--workloads", help="only these, comma-separated (turns, turns-prompt, shared, all-in-flight)")
+    p.add_argument("--all-sessions", type=int, default=24, help="all-in-flight: sessions, all at once")
+    p.add_argument("--all-turns", type=int, default=4, help="all-in-flight: turns per session")
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--ttft-ms", type=float, default=10.0)
     p.add_argument("--itl-ms", type=float, default=2.0)

@@ -30,6 +30,14 @@ longer costs a VM exit. Rows say which way they were measured.
     python benchmarks/gateway_overhead.py --quick         # 5 s per rate
     python benchmarks/gateway_overhead.py --rates 1000 --duration 60 --tokens 16 --poll-idle
     python benchmarks/gateway_overhead.py --soak 30       # the long soak: memory over 30 minutes
+    python benchmarks/gateway_overhead.py --workers 1,2   # instead: saturation RPS and CPU per request by worker count
+
+`--workers 1,2` starts one gateway per count (`tokenrace gateway --workers N`, not pinned: the
+workers go where the kernel puts them), then alternates closed-loop saturation runs between them,
+`--rounds` times, streaming and non-streaming. CPU per request is the gateway's CPU time (every
+process of it: supervisor, workers, the workers' redis-server) over the requests it served. With
+the instrument on the same cores, the RPS figures are context; the CPU per request is the figure
+to scale from.
 
 A null proxy (a process on the gateway's core that only copies bytes, one upstream connection per
 client connection) runs the same schedule too: it is the cost of any extra process hop on this
@@ -429,8 +437,9 @@ def null_proxy_process(upstream_port: int, core: int) -> None:
 # --- orchestration ----------------------------------------------------------------------------------------
 
 
-def start_gateway(backend_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    config = workdir / "gateway.yaml"
+def start_gateway(backend_url: str, workdir: Path, workers: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """The gateway on GATEWAY_CORE; with `workers`, that many worker processes, not pinned."""
+    config = workdir / f"gateway-{workers}.yaml"
     config.write_text(
         f"listen: {{host: 127.0.0.1, port: 0}}\n"
         f"backends:\n  fake: {{url: '{backend_url}/v1', max_in_flight: 4096}}\n"
@@ -440,7 +449,8 @@ def start_gateway(backend_url: str, workdir: Path) -> tuple[subprocess.Popen[byt
     )
     runner = os.environ["GW_PROBE"].split() if os.environ.get("GW_PROBE") else ["-m", "tokenrace"]
     env = {**os.environ, "BENCH_KEY": KEY, "PYTHONPATH": str(ROOT / "src")}
-    return spawn_ready([sys.executable, *runner, "gateway", "--config", str(config), "--cpu", str(GATEWAY_CORE)], env)
+    where = ["--workers", str(workers), "--force"] if workers is not None else ["--cpu", str(GATEWAY_CORE)]
+    return spawn_ready([sys.executable, *runner, "gateway", "--config", str(config), *where], env)
 
 
 def start_null_proxy(backend_url: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -502,6 +512,80 @@ class Others:
     def cores(self) -> float:
         elapsed = max(1e-9, time.monotonic() - self.t0)
         return max(0.0, (machine_busy_s() - self.busy0) - (self._ours() - self.ours0)) / elapsed
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a supervisor, its workers, their redis-server)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue  # it exited meanwhile
+    return out
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    total = 0.0
+    for p in process_tree(pid):
+        try:
+            total += cpu_seconds(p)
+        except OSError:
+            continue
+    return total
+
+
+def scaling(args: argparse.Namespace, inst: Instrument, gateways: dict[int, tuple[str, int]]) -> list[dict[str, Any]]:
+    """Closed-loop saturation through each worker count in turn, `--rounds` times: RPS served and
+    the gateway's CPU per request (all its processes)."""
+    duration = 5.0 if args.quick else min(args.duration, 10.0)
+    counts = sorted(gateways)
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average before {os.getloadavg()[0]:.2f}; instrument on core {LOAD_CORE}, gateways not pinned; "
+        f"{args.saturate} in flight, {duration:g} s per run, {args.rounds} rounds alternating workers {counts}",
+        flush=True,
+    )
+    rows: list[dict[str, Any]] = []
+    for round_ in range(args.rounds):
+        for n in counts if round_ % 2 == 0 else counts[::-1]:
+            url, pid = gateways[n]
+            for stream in (True, False):
+                cpu0 = tree_cpu_seconds(pid)
+                result = inst.run(url, stream, duration=duration, concurrency=args.saturate)
+                ok = result["n"] - result["failed"]
+                cpu = tree_cpu_seconds(pid) - cpu0
+                row = {
+                    "workers": n,
+                    "stream": stream,
+                    "round": round_,
+                    "rps": ok / result["elapsed_s"],
+                    "failed": result["failed"],
+                    "cpu_us_per_request": cpu / ok * 1e6 if ok else None,
+                    "load_average": os.getloadavg()[0],
+                }
+                rows.append(row)
+                print(
+                    f"round {round_} workers={n} {'streaming' if stream else 'non-streaming'}: {row['rps']:.0f} RPS, "
+                    f"{fmt(row['cpu_us_per_request'])} us CPU/request, failed {row['failed']}, "
+                    f"load average {row['load_average']:.2f}",
+                    flush=True,
+                )
+    for stream in (True, False):
+        for n in counts:
+            mine = [r for r in rows if r["workers"] == n and r["stream"] == stream]
+            rps = float(np.median([r["rps"] for r in mine]))
+            cpu = float(np.median([r["cpu_us_per_request"] for r in mine if r["cpu_us_per_request"] is not None]))
+            print(
+                f"workers={n} {'streaming' if stream else 'non-streaming'}: median {rps:.0f} RPS, {cpu:.0f} us CPU/request "
+                f"(so {1e6 / cpu:.0f} RPS per core the gateway has)",
+                flush=True,
+            )
+    print(f"load average after {os.getloadavg()[0]:.2f}")
+    return rows
 
 
 def wait_quiet(limit_s: float, pids: list[int]) -> None:
@@ -863,6 +947,11 @@ def parse_args() -> argparse.Namespace:
         metavar="S",
         help="before each row, wait up to this long for the machine to be quiet",
     )
+    p.add_argument(
+        "--workers",
+        help="instead: saturation RPS and CPU per request for these worker counts (e.g. 1,2), alternated",
+    )
+    p.add_argument("--rounds", type=int, default=3, help="--workers: runs per count, alternated")
     p.add_argument("--json", type=Path, help="also write the rows here")
     return p.parse_args()
 
@@ -882,6 +971,16 @@ def main() -> None:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with tempfile.TemporaryDirectory() as tmp, poll_idle(args.poll_idle):
+            if args.workers:
+                gateways = {}
+                for n in sorted({int(x) for x in args.workers.split(",")}):
+                    proc, url = start_gateway(inst.url, Path(tmp), workers=n)
+                    procs.append(proc)
+                    gateways[n] = (url, proc.pid)
+                rows = scaling(args, inst, gateways)
+                if args.json is not None:
+                    args.json.write_text(json.dumps(rows, indent=2))
+                return
             gateway, gateway_url = start_gateway(inst.url, Path(tmp))
             procs.append(gateway)
             if args.soak is not None:

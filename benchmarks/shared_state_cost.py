@@ -154,6 +154,11 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--gateway", type=int, default=0, help="also time N requests through a gateway process")
+    parser.add_argument(
+        "--unix",
+        action="store_true",
+        help="the bucket calls over a Unix socket, as the workers of one gateway reach the supervisor's redis-server",
+    )
     args = parser.parse_args()
     server = shutil.which("redis-server")
     if server is None:
@@ -163,11 +168,15 @@ def main() -> int:
     port = free_port()
     with tempfile.TemporaryDirectory() as workdir:
         argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        sock = Path(workdir) / "redis.sock"
+        argv += ["--unixsocket", str(sock), "--unixsocketperm", "700"]
         proc = subprocess.Popen([*argv, "--dir", workdir], stdout=subprocess.DEVNULL)
         try:
             time.sleep(0.3)
-            print(f"redis-server {port}, {args.calls} calls; python {sys.version.split()[0]}")
-            asyncio.run(measure(f"redis://127.0.0.1:{port}/0", args.calls, args.concurrency))
+            where = f"unix socket {sock}" if args.unix else f"port {port}"
+            print(f"redis-server on {where}, {args.calls} calls; python {sys.version.split()[0]}")
+            url = f"unix://{sock}" if args.unix else f"redis://127.0.0.1:{port}/0"
+            asyncio.run(measure(url, args.calls, args.concurrency))
             if args.gateway:
                 through_gateway(f"redis://127.0.0.1:{port}/0", args.gateway)
         finally:

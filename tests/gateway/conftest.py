@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
+import signal
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import require
 
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import GatewayThread, config_text
+from .helpers import GatewayThread, config_text, spawn_gateway
 
 FAST = {"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8, "models": ["m"]}
 
@@ -42,6 +47,54 @@ def gateway() -> Iterator[Callable[..., GatewayThread]]:
         gw = GatewayThread(config_text(backends, routes, **extra)).__enter__()
         started.append(gw)
         return gw
+
+    yield make
+    for gw in started:
+        gw.stop()
+
+
+def require_redis_server() -> str:
+    """Shared state (and several workers, through a private one) needs a real redis-server."""
+    return require("redis-server", shutil.which("redis-server"), "apt-get install -y redis-server")
+
+
+class GatewayProcess:
+    """`tokenrace gateway --workers N` as a child process, with GatewayThread's url and base_url."""
+
+    def __init__(self, path: Path, workers: int) -> None:
+        self.proc, self.url = spawn_gateway(path, workers=workers)
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)  # the supervisor itself kills a worker still draining after drain_s + 10 s
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture(params=[1, 2], ids=["one-process", "two-workers"])
+def any_gateway(
+    request: pytest.FixtureRequest, tmp_path: Path, gateway: Callable[..., GatewayThread]
+) -> Iterator[Callable[..., GatewayThread | GatewayProcess]]:
+    """gateway(), and the same as two worker processes on one port: for tests that go through
+    HTTP only (/v1, /metrics, /admin/state), which must hold whichever worker answers."""
+    if request.param == 1:
+        yield gateway
+        return
+    require_redis_server()
+    started: list[GatewayProcess] = []
+
+    def make(backends: dict[str, Any], routes: list[dict[str, Any]], **extra: Any) -> GatewayProcess:
+        path = tmp_path / f"gateway-{len(started)}.yaml"
+        path.write_text(config_text(backends, routes, **extra))
+        started.append(GatewayProcess(path, request.param))
+        return started[-1]
 
     yield make
     for gw in started:

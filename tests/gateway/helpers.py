@@ -135,14 +135,18 @@ def serve_chat(handle: Callable[[web.Request], Awaitable[web.StreamResponse]]) -
 
 
 def spawn_gateway(
-    config_path: Path, env: Mapping[str, str] | None = None, cpu: int | None = None
+    config_path: Path, env: Mapping[str, str] | None = None, cpu: int | None = None, workers: int = 1
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """`tokenrace gateway --config PATH --port 0` as a child; returns (process, url)."""
+    """`tokenrace gateway --config PATH --port 0` as a child; returns (process, url). `workers` > 1:
+    that many processes on the port under a supervisor (the child), `--force` so a 1-core CI runner
+    can run two."""
     environ = {**os.environ, **ENV, **(env or {})}
     environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), environ.get("PYTHONPATH")) if p)
     argv = [sys.executable, "-m", "tokenrace", "gateway", "--config", str(config_path), "--port", "0"]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
+    if workers > 1:
+        argv += ["--workers", str(workers), "--force"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode().strip()

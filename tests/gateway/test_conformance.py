@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tokenrace.testing.fake_server import FakeServerThread
 
+from .conftest import require_redis_server
 from .helpers import CLIENT_KEY, config_text, spawn_gateway
 
 # What a desync would smuggle: a whole chat request that must never reach the backend.
@@ -139,8 +140,14 @@ REFUSED: dict[str, tuple[bytes, int]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, FakeServerThread]]:
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-process", "two-workers"])
+def gateway(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, FakeServerThread]]:
+    """The gateway as one process, and as two workers on one port (the same rules in each worker)."""
+    workers: int = request.param
+    if workers > 1:
+        require_redis_server()
     with FakeServerThread({"ttft_ms": 0, "itl_ms": 0, "output_tokens": 2, "models": ["m"]}) as fake:
         path = Path(tmp_path_factory.mktemp("gw")) / "gateway.yaml"
         path.write_text(
@@ -148,7 +155,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Fak
                 {"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"max_body_bytes": 65536}
             )
         )
-        proc, url = spawn_gateway(path)
+        proc, url = spawn_gateway(path, workers=workers)
         try:
             yield url, fake
         finally:

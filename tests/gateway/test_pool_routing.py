@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,8 @@ from tokenrace.gateway.runtime import Backend
 from tokenrace.gateway.scrape import Scraper
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import ENV, ROOT, GatewayThread, config_text, http
-from .test_proxy import post, state
+from .helpers import CLIENT_KEY, ENV, ROOT, GatewayThread, config_text, http
+from .test_proxy import metric, post, state
 
 FAST = {"ttft_ms": 1, "itl_ms": 0, "output_tokens": 4, "models": ["m"]}
 
@@ -141,6 +143,90 @@ def test_affinity_state_shows_the_ring_and_the_decisions(
     assert all(set(c) == {"home"} for c in pool["counts"].values())
     assert len(pool["last"]["key_hash"]) == 16 and 0 <= pool["last"]["ring_position"] < 1
     assert http("GET", gw.url + "/healthz", key=None)[0] == 200
+
+
+SESSIONS, TURNS = 24, 4
+
+
+async def sessions_in_flight(base_url: str, jitter: random.Random) -> dict[str, set[str]]:
+    """SESSIONS conversations of TURNS turns, all started together, each turn after the last one's
+    answer; returns the instances that answered each session (`x-tokenrace-backend`)."""
+    import aiohttp
+
+    served: dict[str, set[str]] = {}
+    go = asyncio.Event()
+
+    async def conversation(http: aiohttp.ClientSession, sid: str) -> None:
+        messages = [{"role": "system", "content": "Answer briefly."}]
+        await go.wait()
+        for turn in range(TURNS):
+            messages.append({"role": "user", "content": f"{sid} turn {turn}"})
+            body = {"model": "m", "messages": messages, "stream": True}
+            headers = {"Authorization": f"Bearer {CLIENT_KEY}", "X-Session-ID": sid}
+            async with http.post(base_url + "/chat/completions", json=body, headers=headers) as resp:
+                assert resp.status == 200, await resp.text()
+                await resp.read()
+                served.setdefault(sid, set()).add(resp.headers["x-tokenrace-backend"])
+            messages.append({"role": "assistant", "content": "ok"})
+            await asyncio.sleep(jitter.uniform(0, 0.01))  # the client reads and types: turns do not align
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        runs = [asyncio.create_task(conversation(http, f"session-{i}")) for i in range(SESSIONS)]
+        await asyncio.sleep(0.05)  # every conversation is waiting on `go`
+        go.set()
+        await asyncio.gather(*runs)
+    return served
+
+
+def test_sessions_all_in_flight_stay_on_one_instance_each(gateway: Callable[..., GatewayThread]) -> None:
+    """24 conversations x 4 turns at once on a pool of three with the default affinity settings:
+    the hash places them unevenly (within the bound at full load), the pool's load rises from 0 at
+    the start and falls at the end, and still no session is served by two instances."""
+    timing = {"ttft_ms": 20, "itl_ms": 2, "output_tokens": 8, "jitter_ms": 5, "models": ["m"]}
+    with FakeServerThread(timing) as a, FakeServerThread(timing) as b, FakeServerThread(timing) as c:
+        fakes = {"a": a, "b": b, "c": c}
+        target = {"backend": ["a", "b", "c"], "policy": "prefix_affinity"}
+        gw = gateway({n: {"url": f.base_url} for n, f in fakes.items()}, [{"model": "m", "backends": [target]}])
+        for seed in range(3):
+            served = asyncio.run(sessions_in_flight(gw.base_url, random.Random(seed)))
+            assert len(served) == SESSIONS
+            assert all(len(instances) == 1 for instances in served.values()), served
+        # What each backend received: each session's X-Session-ID, all its turns, on one instance only.
+        received = {n: f.log(wait_idle_s=5) for n, f in fakes.items()}
+        assert sum(map(len, received.values())) == 3 * SESSIONS * TURNS
+        seen_by: dict[str, set[str]] = {}
+        for name, entries in received.items():
+            for entry in entries:
+                seen_by.setdefault(entry["session_id"], set()).add(name)
+        assert seen_by == served and all(len(n) == 1 for n in seen_by.values()), seen_by
+        assert Counter(e["session_id"] for r in received.values() for e in r) == dict.fromkeys(served, 3 * TURNS)
+        pool = state(gw)["routes"]["m"]["targets"][0]["routing"]
+        assert pool["moved"] == 0 and all(set(c) <= {"home"} for c in pool["counts"].values()), pool["counts"]
+        assert metric(gw, "tokenrace_gateway_affinity_moves_total") == 0
+
+
+def test_a_move_is_counted_in_the_state_and_the_metrics(gateway: Callable[..., GatewayThread]) -> None:
+    """The session's home refuses connections: its request is retried on the next instance, which
+    the state shows as `moved` (from the home, why) and /metrics counts."""
+    from tokenrace.gateway.routing import HashRing, hash64
+
+    home = next(HashRing(["a", "b", "c"]).walk(hash64("session\x00" + "alice")))
+    with FakeServerThread(FAST) as a, FakeServerThread(FAST) as b, FakeServerThread(FAST) as c:
+        fakes = {"a": a, "b": b, "c": c}
+        backends = {n: {"url": f.base_url} for n, f in fakes.items()}
+        gw = gateway(
+            backends, [{"model": "m", "backends": [{"backend": ["a", "b", "c"], "policy": "prefix_affinity"}]}]
+        )
+        fakes[home].stop()
+        status, headers, raw = post(
+            gw, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, headers={"X-Session-ID": "alice"}
+        )
+        assert status == 200, raw
+        to = headers["x-tokenrace-backend"]
+        pool = state(gw)["routes"]["m"]["targets"][0]["routing"]
+        assert to != home and pool["moved"] == 1 and pool["counts"][to] == {"moved": 1}
+        assert pool["last"]["detail"] == f"from {home} (home_unavailable)"
+        assert metric(gw, "tokenrace_gateway_affinity_moves_total", route="m", from_backend=home, to_backend=to) == 1
 
 
 def test_policy_settings_are_checked() -> None:

@@ -297,10 +297,10 @@ def assert_error_end(raw: bytes, code: str, tokens: int) -> dict[str, Any]:
 
 
 def test_a_backend_dying_mid_stream_ends_with_an_error_event(
-    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+    fakes: tuple[FakeServerThread, FakeServerThread], any_gateway: Any
 ) -> None:
     a, b = fakes
-    gw = gateway(
+    gw = any_gateway(
         {"a": backend(a), "b": backend(b)}, [{"model": "m", "backends": ["a"], "fallback": ["b"]}], retry=FAST_RETRY
     )
     status, _, raw = post(gw, chat(fake={"fault": "disconnect_midstream", "fault_after_chunks": 3}))
@@ -314,9 +314,11 @@ def test_a_backend_dying_mid_stream_ends_with_an_error_event(
     assert metric(gw, "tokenrace_gateway_requests_total", backend="a", status="stream_error") == 2
 
 
-def test_a_stalled_stream_hits_the_idle_limit(fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any) -> None:
+def test_a_stalled_stream_hits_the_idle_limit(
+    fakes: tuple[FakeServerThread, FakeServerThread], any_gateway: Any
+) -> None:
     a, _ = fakes
-    gw = gateway({"a": backend(a, timeouts={"idle_s": 0.3})}, [{"model": "m", "backends": ["a"]}])
+    gw = any_gateway({"a": backend(a, timeouts={"idle_s": 0.3})}, [{"model": "m", "backends": ["a"]}])
     t = time.monotonic()
     status, _, raw = post(gw, chat(fake={"fault": "stall", "stall_s": 5, "fault_after_chunks": 1}))
     assert status == 200 and time.monotonic() - t < 3
@@ -325,15 +327,15 @@ def test_a_stalled_stream_hits_the_idle_limit(fakes: tuple[FakeServerThread, Fak
 
 
 def test_no_first_byte_in_time_is_504_or_falls_back_when_timeouts_retry(
-    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+    fakes: tuple[FakeServerThread, FakeServerThread], any_gateway: Any
 ) -> None:
     a, b = fakes
     slow: dict[str, Any] = {"fake": {"ttft_ms": 3000, "role_chunk": False}}
     routes = [{"model": "m", "backends": ["a"], "fallback": ["b"]}]
-    gw = gateway({"a": backend(a, timeouts={"first_byte_s": 0.3}), "b": backend(b)}, routes, retry=FAST_RETRY)
+    gw = any_gateway({"a": backend(a, timeouts={"first_byte_s": 0.3}), "b": backend(b)}, routes, retry=FAST_RETRY)
     status, _, raw = post(gw, chat(stream=False, **slow))
     assert status == 504 and orjson.loads(raw)["error"]["code"] == "upstream_timeout" and len(b.log()) == 0
-    gw2 = gateway(
+    gw2 = any_gateway(
         {"a": backend(a, timeouts={"first_byte_s": 0.3}), "b": backend(b, timeouts={"first_byte_s": 10})},
         routes,
         retry={**FAST_RETRY, "on": ["timeout", "5xx"]},
@@ -343,10 +345,10 @@ def test_no_first_byte_in_time_is_504_or_falls_back_when_timeouts_retry(
 
 
 def test_a_client_that_leaves_mid_stream_releases_the_backend(
-    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+    fakes: tuple[FakeServerThread, FakeServerThread], any_gateway: Any
 ) -> None:
     a, _ = fakes
-    gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
+    gw = any_gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}])
     body = orjson.dumps(chat(fake={"itl_ms": 50, "output_tokens": 40}))
     host, port = gw.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as sock:

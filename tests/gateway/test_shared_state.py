@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,20 +19,16 @@ from typing import Any
 
 import pytest
 import redis
-from tests.conftest import require
 
 from tokenrace.gateway.config import ConfigError, Secret, StateConfig, parse_config, resolve_secrets
 from tokenrace.gateway.runtime import Runtime
 from tokenrace.gateway.shared import SharedState
 from tokenrace.testing.fake_server import FakeServerThread
 
+from .conftest import require_redis_server
 from .helpers import ADMIN_KEY, AUTH, ENV, chat, config_text, http, spawn_gateway
 
 FOLLOW_WITHIN_S = 1.0  # the documented bound; the assertions allow 3x on this shared machine
-
-
-def require_redis_server() -> str:
-    return require("redis-server", shutil.which("redis-server"), "apt-get install -y redis-server")
 
 
 def free_port() -> int:

@@ -22,9 +22,22 @@ from tokenrace.errors import UsageError
 @click.option("--host", help="Listen address (default: listen.host from the file).")
 @click.option("--port", type=int, help="Listen port, 0 for a free one (default: listen.port from the file).")
 @click.option("--cpu", type=int, multiple=True, help="Pin the process to this CPU core (repeatable).")
+@click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    help="Processes serving the one port (SO_REUSEPORT) under a supervisor: a number, or 'auto' (one per core).",
+)
+@click.option("--force", is_flag=True, help="Allow more --workers than the cores this process may use.")
 @click.pass_context
 def command(
-    ctx: click.Context, config_path: Path | None, host: str | None, port: int | None, cpu: tuple[int, ...]
+    ctx: click.Context,
+    config_path: Path | None,
+    host: str | None,
+    port: int | None,
+    cpu: tuple[int, ...],
+    workers: str,
+    force: bool,
 ) -> None:
     """Route OpenAI-compatible traffic to backends by model name, with canaries that roll back by themselves.
 
@@ -35,14 +48,28 @@ def command(
         return
     if config_path is None:
         raise UsageError("tokenrace gateway needs --config FILE (or: tokenrace gateway check FILE)")
+    from tokenrace.gateway.supervisor import worker_count  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
+
+    if cpu:
+        os.sched_setaffinity(0, set(cpu))  # before counting the cores: the workers inherit it
+    count = worker_count(workers, force)
     # Canary statistics use numpy; its BLAS thread pool would only spin on the gateway's cores.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from tokenrace.gateway.workers import RUN_DIR_ENV  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
+
+    if os.environ.get(RUN_DIR_ENV):
+        _serve_as_worker(config_path, host, port)
+    elif count > 1:
+        _supervise(config_path, host, port, count)
+    else:
+        _serve(config_path, host, port)
+
+
+def _serve(config_path: Path, host: str | None, port: int | None) -> None:
     from tokenrace.gateway.app import from_file  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
     from tokenrace.gateway.server import run  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
 
     gw = from_file(config_path)
-    if cpu:
-        os.sched_setaffinity(0, set(cpu))
     logging.basicConfig(level=gw.runtime.config.log.level.upper(), format="%(message)s", stream=sys.stderr)
 
     def ready(url: str) -> None:
@@ -53,6 +80,43 @@ def command(
         click.echo(f"READY {url}")  # one stdout line, for scripts
 
     run(gw, host, port, ready)
+
+
+def _serve_as_worker(config_path: Path, host: str | None, port: int | None) -> None:
+    """One of several workers the supervisor started (its environment says which)."""
+    from tokenrace.gateway.server import run  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
+    from tokenrace.gateway.supervisor import KILL_MARGIN_S  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
+    from tokenrace.gateway.workers import Worker, exit_when_orphaned, worker_gateway  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
+
+    gw = worker_gateway(config_path, os.environ)
+    worker = Worker.from_env(gw, os.environ)
+    assert worker is not None
+    exit_when_orphaned(gw.runtime.config.drain_s + KILL_MARGIN_S)
+    logging.basicConfig(level=gw.runtime.config.log.level.upper(), format="%(message)s", stream=sys.stderr)
+    run(gw, host, port, lambda url: click.echo(f"READY {url}"), wrap=worker.wrap)
+
+
+def _supervise(config_path: Path, host: str | None, port: int | None, count: int) -> None:
+    from tokenrace.gateway import supervisor  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
+    from tokenrace.gateway.config import load_config, resolve_secrets  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
+
+    config = load_config(config_path)
+    resolve_secrets(config, os.environ)  # a missing key stops here, before any worker starts
+    logging.basicConfig(level=config.log.level.upper(), format="%(message)s", stream=sys.stderr)
+
+    def ready(url: str) -> None:
+        click.echo(
+            f"gateway at {url}/v1 ({count} workers, {len(config.routes)} routes, {len(config.backends)} backends); "
+            "Ctrl-C drains and stops",
+            err=True,
+        )
+        click.echo(f"READY {url}")
+
+    try:
+        supervisor.run(config_path, config, count, host, port, ready)
+    except RuntimeError as err:  # a worker or the state could not start: said in one line, not a trace
+        click.echo(f"error: {err}", err=True)
+        sys.exit(1)
 
 
 @command.command("check")

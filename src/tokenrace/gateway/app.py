@@ -21,7 +21,15 @@ import orjson
 from tokenrace.gateway import admin, admission
 from tokenrace.gateway.breaker import STATE_CODES, Transition
 from tokenrace.gateway.canary import Decision
-from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_config, resolve_secrets
+from tokenrace.gateway.config import (
+    ConfigError,
+    GatewayConfig,
+    Secret,
+    Secrets,
+    StateConfig,
+    load_config,
+    resolve_secrets,
+)
 from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Route, Runtime
@@ -35,6 +43,7 @@ from tokenrace.gateway.stream import Endpoint
 
 log = logging.getLogger("tokenrace.gateway")
 MIN_TICK_S = 0.05
+CLOSE_TRIES = 5  # cancels of the background tasks on close, a second apart
 
 
 class Gateway:
@@ -44,12 +53,16 @@ class Gateway:
         secrets: Secrets,
         path: str | Path | None = None,
         env: Mapping[str, str] | None = None,
+        local_state: tuple[StateConfig, Secret] | None = None,
     ) -> None:
+        """`local_state`: the Redis to share state through when the file has no `state:` (the
+        workers of one gateway share the supervisor's, see workers.py)."""
         self.path = Path(path) if path is not None else None
+        self.local_state = local_state
         self.env = env
         self.metrics = GatewayMetrics()
         self.redact = Redactor(*secrets.values())
-        self.runtime = Runtime(config, secrets, generation=1)
+        self.runtime = Runtime(config, secrets, generation=1, on_move=self.metrics.affinity_moved)
         self.metrics.watch(self.snapshot)
         self.draining = False
         self.active: set[asyncio.Task[Any]] = set()  # handler tasks of proxied requests, for the drain
@@ -70,6 +83,8 @@ class Gateway:
         for backend in self.runtime.backends.values():
             backend.open(env)
         state, url = self.runtime.config.state, self.runtime.secrets.state_url
+        if state is None and self.local_state is not None:
+            state, url = self.local_state
         if state is not None and url is not None:
             # Imported only with `state:`: the redis package imports OpenTelemetry when it is installed.
             from tokenrace.gateway.shared import SharedState
@@ -81,10 +96,15 @@ class Gateway:
         self._follow_scrapes()
 
     async def close(self) -> None:
-        loops = [t for t in (self._ticker, self._syncer) if t is not None]
-        for task in [*loops, *self._tasks]:
-            task.cancel()
-        await asyncio.gather(*loops, *self._tasks, return_exceptions=True)
+        pending = {t for t in (self._ticker, self._syncer) if t is not None} | self._tasks
+        for _ in range(CLOSE_TRIES):
+            for task in pending:
+                task.cancel()
+            if not pending:
+                break
+            # A cancel can be lost: one that lands as a Redis call's own timeout expires comes out
+            # as that TimeoutError, which the loop catches and goes on. So cancel again if needed.
+            _, pending = await asyncio.wait(pending, timeout=1.0)
         if self.scraper is not None:
             await self.scraper.close()
         if self.tracing is not None:
@@ -135,7 +155,7 @@ class Gateway:
             self.event("reload_failed", problems=err.problems)
             return False
         old = self.runtime
-        new = Runtime(config, secrets, generation=old.generation + 1, previous=old)
+        new = Runtime(config, secrets, old.generation + 1, old, self.metrics.affinity_moved)
         for backend in new.new_backends(old):
             backend.open(env)
         for secret in secrets.values():

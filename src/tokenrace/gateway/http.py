@@ -254,11 +254,12 @@ class Server:
         self.draining = False  # answers say `Connection: close` from now on
         self._server: asyncio.AbstractServer | None = None
 
-    async def listen(self, host: str, port: int, backlog: int = 1024) -> int:
-        """Start listening (port 0 picks a free one); returns the bound port."""
+    async def listen(self, host: str, port: int, backlog: int = 1024, reuse_port: bool = False) -> int:
+        """Start listening (port 0 picks a free one); returns the bound port. `reuse_port`: share the
+        port with other processes (SO_REUSEPORT: the kernel spreads connections over them)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Connection(self), host, port, backlog=backlog, reuse_address=True
+            lambda: Connection(self), host, port, backlog=backlog, reuse_address=True, reuse_port=reuse_port or None
         )
         sockets = self._server.sockets
         return int(sockets[0].getsockname()[1]) if sockets else port

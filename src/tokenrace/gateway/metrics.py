@@ -79,6 +79,12 @@ class GatewayMetrics:
         self.breaker_transitions = Counter(
             P + "breaker_transitions", "Breaker state changes", ["backend", "to"], registry=r
         )
+        self.affinity_moves = Counter(
+            P + "affinity_moves",
+            "prefix_affinity: requests sent to another instance than their key's previous request",
+            ["route", "from_backend", "to_backend"],
+            registry=r,
+        )
         self.canary_decisions = Counter(P + "canary_decisions", "Canary decisions", ["route", "action"], registry=r)
         self.overhead = Histogram(
             P + "overhead_seconds",
@@ -124,6 +130,9 @@ class GatewayMetrics:
         if found is None:
             found = self._children[key] = metric.labels(*labels)
         return found
+
+    def affinity_moved(self, route: str, old: str, new: str) -> None:
+        self.child(self.affinity_moves, route, old, new).inc()
 
     def watch(self, state: Callable[[], StateSnapshot]) -> None:
         """Export live state (in flight, breakers, canary weights) read at scrape time."""

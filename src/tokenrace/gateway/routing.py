@@ -12,12 +12,16 @@ Three policies (`policy:` on a pool):
   the reason says which instance and why.
 - `prefix_affinity`: consistent hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam,
   "Consistent Hashing with Bounded Loads", 2018). A request's key (the session header, else the
-  first characters of its prompt) hashes to a point on a ring of virtual nodes; it goes to the
-  first instance clockwise whose load is under `ceil(load_factor * (total load + 1) / instances)`.
-  The same key goes to the same instance, so that instance's prefix cache holds its prefix, while
-  no instance carries more than `load_factor` times the mean: a hot key spills over to the next
-  instance on the ring, not to all of them. Adding or removing an instance moves only the keys on
-  its arcs.
+  first characters of its prompt) hashes to a point on a ring of virtual nodes (blake2b: the same
+  ring for the same instance names in every process). Its home is the first instance clockwise;
+  the capacity is `ceil(load_factor * (requests in flight on the pool + 1) / instances)`, the new
+  request counted. With hysteresis: a key leaves its home only while the home is *clearly* over
+  the capacity, its share of the pool's requests in flight above `load_factor / instances` with
+  three standard errors to spare (Wilson's lower bound, `LEAVE_Z`), so that the chance order in
+  which a handful of requests arrive, or the gap between two turns of a conversation, moves no
+  one. A key that left goes to the first instance clockwise under the capacity, stays there while
+  its home is at or over the capacity, and goes home once it is under it. `Placements` remembers
+  where each key went last, so that a change of instance is counted (`moved`).
 
 Peers: SGLang's router `cache_aware` keeps an approximate radix tree of what it sent where and
 switches to shortest queue when loads are imbalanced; llm-d scores instances by queue depth,
@@ -32,14 +36,17 @@ import bisect
 import hashlib
 import math
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tokenrace.engines import ENGINES
+from tokenrace.stats import wilson
 
 VNODES = 160  # points per instance on the ring (ketama's figure): arcs within a few % of equal
+LEAVE_Z = 3.0  # standard errors by which a home's share must exceed its bound before a key leaves
+PLACEMENTS = 65_536  # keys whose last instance is remembered (least recently seen forgotten first)
 
 # Queue and KV-cache gauges by engine, from the engines catalog. All KV figures are fractions in
 # [0, 1] (vLLM's "_perc" too).
@@ -93,6 +100,7 @@ class Choice:
     name: str
     reason: str
     detail: str | None = None  # e.g. the instance and cause of a fallback to in-flight
+    moved_from: str | None = None  # prefix_affinity: the instance the key's previous request went to
 
 
 def parse_load(text: str, at: float, in_flight_at: int) -> Load:
@@ -183,14 +191,56 @@ class HashRing:
         return {n: round(v, 4) for n, v in out.items()}
 
 
-def bounded_load(
-    ring: HashRing, point: int | None, candidates: Sequence[Candidate], load_factor: float, rng: random.Random
-) -> Choice:
-    """The first instance clockwise from `point` under the bounded-load capacity.
+class Placements:
+    """Where each key's last request went (by its ring point), the least recently seen forgotten."""
 
-    Reasons: `home` (the key's own instance), `over_capacity` (it, and maybe others after it, had
-    `load_factor` times the mean load), `home_unavailable` (it is down, full or already failed this
-    request), `no_key` (the request has no key: fewest in flight).
+    __slots__ = ("_last", "limit")
+
+    def __init__(self, limit: int = PLACEMENTS) -> None:
+        self._last: OrderedDict[int, str] = OrderedDict()
+        self.limit = limit
+
+    def get(self, point: int) -> str | None:
+        return self._last.get(point)
+
+    def put(self, point: int, name: str) -> None:
+        self._last[point] = name
+        self._last.move_to_end(point)
+        if len(self._last) > self.limit:
+            self._last.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+
+def clearly_over(in_flight: int, total: int, load_factor: float, instances: int) -> bool:
+    """Whether an instance's share of the pool's requests, the new one counted, is over its bound
+    beyond what chance explains: Wilson's lower bound (LEAVE_Z) above load_factor / instances.
+
+    At 24 requests in flight on three instances this is 15 or more on one (capacity: 10); with
+    two or three in flight, never. Sessions that arrive together in a chance order, or sit between
+    turns, do not move; a hot key that really fills its home does.
+    """
+    interval = wilson(min(in_flight + 1, total), total, LEAVE_Z)
+    return interval is not None and interval[0] > load_factor / instances
+
+
+def bounded_load(
+    ring: HashRing,
+    point: int | None,
+    candidates: Sequence[Candidate],
+    load_factor: float,
+    rng: random.Random,
+    placements: Placements | None = None,
+) -> Choice:
+    """Where a key goes: its home unless the home is clearly over the bounded-load capacity.
+
+    Reasons: `home` (the key's own instance), `over_capacity` (its home is clearly over the bound:
+    the first instance clockwise under it), `away` (the key left its home earlier and stays where
+    it went while the home is still at or over the capacity), `home_unavailable` (the home is down,
+    full or already failed this request), `no_key` (fewest in flight), and `moved` when the key's
+    previous request went to another instance (the detail says from where and why).
+    `placements` (updated here) remembers each key's last instance; without it nothing moves back.
     """
     if point is None:
         return least_in_flight(candidates, rng, "no_key")
@@ -199,17 +249,27 @@ def bounded_load(
     # Capacity counts the new request: the eligible loads sum to total - 1 < capacity * n, so some
     # instance is always under it.
     total = sum(c.in_flight for c in eligible.values()) + 1
-    capacity = math.ceil(load_factor * total / len(eligible))
-    over = False
-    for rank, name in enumerate(ring.walk(point)):
-        c = eligible.get(name)
-        if c is None:
-            continue
-        if c.in_flight < capacity:
-            reason = "home" if rank == 0 else "over_capacity" if over else "home_unavailable"
-            return Choice(name, reason)
-        over = True
-    return least_in_flight(list(eligible.values()), rng, "over_capacity")  # not reached: see above
+    n = len(eligible)
+    capacity = math.ceil(load_factor * total / n)
+    order = [name for name in ring.walk(point) if name in eligible]
+    home = eligible[order[0]]
+    last = placements.get(point) if placements is not None else None
+    away = eligible.get(last) if last is not None and last != home.name else None
+    if away is not None and home.in_flight >= capacity and away.in_flight < capacity:
+        name, reason = away.name, "away"
+    elif home.in_flight < capacity or not clearly_over(home.in_flight, total, load_factor, n):
+        name, reason = home.name, "home" if home.name == next(ring.walk(point)) else "home_unavailable"
+    else:
+        under = [x for x in order[1:] if eligible[x].in_flight < capacity]
+        name = under[0] if under else min(order, key=lambda x: eligible[x].in_flight)
+        reason = "over_capacity"
+    if placements is None:
+        return Choice(name, reason)
+    placements.put(point, name)
+    if last is None or last == name:
+        return Choice(name, reason)
+    why = "back home" if name == home.name and reason == "home" else reason
+    return Choice(name, "moved", f"from {last} ({why})", moved_from=last)
 
 
 # --- the key --------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import hmac
 import random
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -139,9 +139,26 @@ class KeySource(Protocol):
 class Target:
     """A share of a route: one backend, or a pool of equal instances chosen by its policy."""
 
-    __slots__ = ("backends", "weight", "config", "policy", "affinity", "ring", "decisions", "rng")
+    __slots__ = (
+        "backends",
+        "weight",
+        "config",
+        "policy",
+        "affinity",
+        "ring",
+        "placements",
+        "on_move",
+        "decisions",
+        "rng",
+    )
 
-    def __init__(self, backends: list[Backend], weight: float, config: TargetConfig | None = None) -> None:
+    def __init__(
+        self,
+        backends: list[Backend],
+        weight: float,
+        config: TargetConfig | None = None,
+        on_move: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.backends = backends
         self.weight = weight
         self.config = config
@@ -150,6 +167,8 @@ class Target:
         if config is not None and config.policy == "prefix_affinity":
             self.affinity = config.affinity or AffinityConfig()
         self.ring = routing.HashRing([b.name for b in backends]) if self.affinity is not None else None
+        self.placements = routing.Placements() if self.affinity is not None else None
+        self.on_move = on_move  # (from, to): a key's request went to another instance than its last one
         self.decisions = routing.Decisions()
         self.rng = random.Random()
 
@@ -203,7 +222,9 @@ class Target:
             a = self.affinity
             key = request.affinity_key(a.header, a.prefix_chars) if request is not None else None
             point = routing.hash64(key) if key is not None else None
-            choice = routing.bounded_load(self.ring, point, candidates, a.load_factor, self.rng)
+            choice = routing.bounded_load(self.ring, point, candidates, a.load_factor, self.rng, self.placements)
+            if choice.moved_from is not None and self.on_move is not None:
+                self.on_move(choice.moved_from, choice.name)
             return choice, {"point": point}  # shown as key_hash and ring_position (routing_state)
         return routing.least_in_flight(candidates, self.rng), None
 
@@ -218,6 +239,8 @@ class Target:
         if self.affinity is not None and self.ring is not None:
             out["affinity"] = self.affinity.model_dump()
             out["ring_share"] = self.ring.shares()
+            out["moved"] = sum(n for (_, reason), n in self.decisions.counts.items() if reason == "moved")
+            out["keys_remembered"] = len(self.placements) if self.placements is not None else 0
         if self.policy == "least_queue":
             out["queue_estimate"] = {
                 b.name: routing.queue_estimate(routing.Candidate(b.name, b.in_flight, load=b.load))
@@ -242,12 +265,20 @@ class Route:
     """A public model name, its weighted targets, fallbacks, canary and shadow."""
 
     def __init__(
-        self, config: RouteConfig, backends: dict[str, Backend], retry: RetryConfig, canary: Canary | None
+        self,
+        config: RouteConfig,
+        backends: dict[str, Backend],
+        retry: RetryConfig,
+        canary: Canary | None,
+        on_move: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.name = config.model
         self.config = config
         self.retry = config.retry or retry
-        self.targets = [Target([backends[n] for n in t.names], t.weight, t) for t in config.backends if t.weight > 0]
+        moved = None if on_move is None else lambda old, new: on_move(self.name, old, new)
+        self.targets = [
+            Target([backends[n] for n in t.names], t.weight, t, moved) for t in config.backends if t.weight > 0
+        ]
         self.cumulative = _cumulative([t.weight for t in self.targets])
         self.canary = canary
         self.canary_target = (
@@ -389,8 +420,14 @@ class Runtime:
     """Everything one configuration needs at run time."""
 
     def __init__(
-        self, config: GatewayConfig, secrets: Secrets, generation: int, previous: Runtime | None = None
+        self,
+        config: GatewayConfig,
+        secrets: Secrets,
+        generation: int,
+        previous: Runtime | None = None,
+        on_move: Callable[[str, str, str], None] | None = None,
     ) -> None:
+        """`on_move(route, from, to)`: a prefix_affinity pool sent a key to another instance."""
         now = time.monotonic()
         self.config = config
         self.secrets = secrets
@@ -400,7 +437,7 @@ class Runtime:
         self.routes: dict[str, Route] = {}
         for rc in config.routes:
             canary = _kept_canary(rc, previous, now)
-            self.routes[rc.model] = Route(rc, self.backends, config.retry, canary)
+            self.routes[rc.model] = Route(rc, self.backends, config.retry, canary, on_move)
         self.auth = ClientAuth(config, secrets, now)
         # Backends of least_queue pools: their /metrics is read in the background (scrape.py).
         self.scraped = list(

@@ -12,23 +12,31 @@ import asyncio
 import gc
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from tokenrace.gateway.app import Gateway, build_handler
-from tokenrace.gateway.http import Server
+from tokenrace.gateway.http import Handler, Server
+
+# A worker of many (workers.py) shares the port and wraps the handler to answer for all workers.
+Wrap = Callable[[Handler], Awaitable[Handler]]
 
 
-async def start(gw: Gateway, host: str | None = None, port: int | None = None) -> tuple[Server, str]:
-    """Start the gateway and listen (port 0 picks a free one). Returns the server and the base URL `http://host:port`."""
+async def start(
+    gw: Gateway, host: str | None = None, port: int | None = None, wrap: Wrap | None = None
+) -> tuple[Server, str]:
+    """Start the gateway and listen (port 0 picks a free one). Returns the server and the base URL `http://host:port`.
+
+    `wrap`: this process is one worker of several on one port (SO_REUSEPORT); it wraps the handler."""
     config = gw.runtime.config
     await gw.start()
-    server = Server(
-        build_handler(gw), lambda: gw.runtime.config.limits, lambda reason: gw.metrics.rejected.labels(reason).inc()
-    )
+    handler = build_handler(gw)
+    if wrap is not None:
+        handler = await wrap(handler)
+    server = Server(handler, lambda: gw.runtime.config.limits, lambda reason: gw.metrics.rejected.labels(reason).inc())
     bind_host = host if host is not None else config.listen.host
     bind_port = port if port is not None else config.listen.port
     try:
-        bound = await server.listen(bind_host, bind_port)
+        bound = await server.listen(bind_host, bind_port, reuse_port=wrap is not None)
     except BaseException:
         await gw.close()
         raise
@@ -62,6 +70,7 @@ async def serve(
     ready_cb: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
     freeze_gc: bool = False,
+    wrap: Wrap | None = None,
 ) -> None:
     """Serve until `stop` is set (None: until SIGTERM/SIGINT). SIGHUP reloads the config file."""
     loop = asyncio.get_running_loop()
@@ -70,7 +79,7 @@ async def serve(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, gw.reload)
-    server, url = await start(gw, host, port)
+    server, url = await start(gw, host, port, wrap)
     try:
         if freeze_gc:
             quiet_gc()
@@ -106,8 +115,12 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 
 def run(
-    gw: Gateway, host: str | None = None, port: int | None = None, ready_cb: Callable[[str], None] | None = None
+    gw: Gateway,
+    host: str | None = None,
+    port: int | None = None,
+    ready_cb: Callable[[str], None] | None = None,
+    wrap: Wrap | None = None,
 ) -> None:
     """Blocking: serve on uvloop until SIGTERM/SIGINT."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(serve(gw, host, port, ready_cb, freeze_gc=True))
+        runner.run(serve(gw, host, port, ready_cb, freeze_gc=True, wrap=wrap))
