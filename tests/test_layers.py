@@ -10,9 +10,10 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tokenrace"
 # Leaf modules that import nothing else of tokenrace (or only each other): importable from anywhere.
 BASE = {"", "errors", "stats", "paths", "engines", "text_agreement", "__version__"}
 LEAVES = {"plan", "doctor", "monitor", "serve", "testing"}  # import only BASE and other leaves
-PIPELINE = ["client", "load", "figures", "runs", "sweep", "quality", "report", "cli"]
+PIPELINE = ["client", "load", "figures", "runs", "sweep", "quality", "claim", "report", "cli"]
 RANK = {name: i for i, name in enumerate(PIPELINE)}
 RANK["quality"] = RANK["sweep"]  # quality and sweep sit side by side: neither imports the other
+# claim runs the battery out of sweeps and a quality pass: it sits just above both, below report
 ALLOWED_EXTRA = {"gateway": {"client", "stats"}}  # the gateway uses the client and stats only
 
 
@@ -62,4 +63,6 @@ def test_the_rule_itself() -> None:
     assert allowed("report", "runs") and not allowed("runs", "report")
     assert allowed("figures", "plan") and not allowed("plan", "figures")
     assert not allowed("sweep", "quality") and not allowed("quality", "sweep")
+    assert allowed("claim", "sweep") and allowed("claim", "quality") and not allowed("sweep", "claim")
+    assert allowed("report", "claim") and not allowed("claim", "report")
     assert allowed("gateway", "client") and not allowed("gateway", "load")

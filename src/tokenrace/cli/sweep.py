@@ -16,8 +16,10 @@ from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import bench_options, cost_options, settings_from_options, spec_from_options
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
+from tokenrace.figures.objectives import parse_objectives
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
+from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.report.tables import fmt
 from tokenrace.runs.session import BenchSettings, read_inputs
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
@@ -40,6 +42,25 @@ def _cost_options_unless_shared(fn: Any) -> Any:
 @click.option("--concurrencies", help="Concurrency steps [default: 1,2,4,...,256, stopping at saturation].")
 @click.option("--rates", help="Open-loop request rates, one step each, e.g. 1,2,4,8.")
 @click.option("--input-lengths", help="Prompt-length sweep: synthetic prompt sizes in tokens, e.g. 128,512,2048.")
+@click.option(
+    "--sla",
+    help="Search for the highest load at which every objective holds, e.g. 'ttft_p99<=500ms,tpot_p50<=50ms'.",
+)
+@click.option(
+    "--search",
+    type=click.Choice(["concurrency", "rate"]),
+    default="concurrency",
+    show_default=True,
+    help="--sla: what the search varies.",
+)
+@click.option(
+    "--repeats",
+    type=int,
+    default=2,
+    show_default=True,
+    help="--sla, --max-goodput: extra runs at each boundary value until every objective is clear of its limit.",
+)
+@click.option("--max-value", type=float, help="--sla: the highest concurrency or rate tried [default: 256 / 1024].")
 @click.option("--max-goodput", is_flag=True, help="Search for the highest request rate that meets --slo.")
 @click.option(
     "--gain-threshold",
@@ -103,10 +124,11 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
         "rate": o["rates"],
         "input_tokens": o["input_lengths"],
         "goodput": o["max_goodput"] or None,
+        "sla": o["sla"],
     }
     chosen = [k for k, v in kinds.items() if v]
     if len(chosen) > 1:
-        raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths or --max-goodput")
+        raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths, --sla or --max-goodput")
     kind = chosen[0] if chosen else "concurrency"
     flag = {"concurrency": "--concurrencies", "rate": "--rates", "input_tokens": "--input-lengths"}.get(kind)
     values = parse_values(kinds[kind], flag) if flag and kinds[kind] else None
@@ -122,6 +144,10 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
         start_rate=o["start_rate"],
         tolerance=o["tolerance"],
         max_probes=o["max_probes"],
+        objectives=parse_objectives(o["sla"], "sla") if o["sla"] else (),
+        search=o["search"],
+        repeats=o["repeats"],
+        max_value=o["max_value"],
     )
 
 
@@ -205,7 +231,9 @@ def sweep_table(s: dict[str, Any]) -> Table:
         title_justify="left",
         header_style="bold",
     )
-    first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}[kind]
+    first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok", "sla": "load"}[
+        kind
+    ]
     priced = any(_usd(row) is not None for row in s["steps"])
     cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached")
     for c in (*cols, *(("$/M out tok",) if priced else ()), ""):
@@ -236,7 +264,7 @@ def _usd(row: dict[str, Any]) -> float | None:
 
 
 def _load_cell(kind: str, row: dict[str, Any]) -> str:
-    if kind == "concurrency":
+    if kind == "concurrency" or (kind == "sla" and row.get("rate") is None):
         return str(row["concurrency"])
     if kind == "input_tokens":
         return fmt(row["prompt_tokens_mean"], 0)
@@ -255,7 +283,8 @@ def _mark(row: dict[str, Any]) -> str:
     if row.get("saturated"):
         return "[yellow]saturated[/]"
     if row.get("passed") is not None:
-        return "[green]meets SLO[/]" if row["passed"] else "[red]misses SLO[/]"
+        mark = "[green]meets SLO[/]" if row["passed"] else "[red]misses SLO[/]"
+        return mark + ("" if row.get("certain") in (True, None) else " [yellow](unclear)[/]")
     return ""
 
 
@@ -305,5 +334,7 @@ def wide_console() -> Console:
 def print_sweep(s: dict[str, Any], console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(sweep_table(s))
-    for line in sweep_lines(s):
+    if s.get("sla"):
+        console.print(sla_table(s))
+    for line in sweep_lines(s) + sla_lines(s):
         console.print(line, highlight=False)

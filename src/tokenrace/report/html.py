@@ -26,6 +26,7 @@ from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
+from tokenrace.report.sla import sla_html
 from tokenrace.runs.saved import RunData
 
 PALETTE = ("#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
@@ -239,7 +240,9 @@ def _chunk_sizes(run: RunData, exact: bool) -> list[float]:
 def _load_of(row: dict[str, Any], kind: str) -> float | None:
     if kind == "input_tokens":
         return row.get("prompt_tokens_mean")
-    return row.get("rate") if kind in ("rate", "goodput") else row.get("concurrency")
+    if kind in ("rate", "goodput") or (kind == "sla" and row.get("rate") is not None):
+        return row.get("rate")
+    return row.get("concurrency")
 
 
 def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
@@ -252,6 +255,9 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
         "rate": "offered rate (req/s)",
         "goodput": "offered rate (req/s)",
         "input_tokens": "prompt tokens (mean)",
+        "sla": "offered rate (req/s)"
+        if (sweeps[0].summary.get("sla") or {}).get("search") == "rate"
+        else "concurrency",
     }[kind]
     fig = make_subplots(
         rows=1,
@@ -290,11 +296,42 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
             col=3,
         )
         _mark_knee(fig, sw, kind, color)
+        _mark_sla(fig, sw, x, color)
         _speed_of_light(fig, sw, rows, x, sol)
-    if kind in ("concurrency", "rate", "goodput"):
+    if kind in ("concurrency", "rate", "goodput", "sla"):
         fig.update_xaxes(type="log", dtick=float(np.log10(2)) if kind == "concurrency" else None)
     fig.update_xaxes(title_text=xlabel)
     return fig
+
+
+def _mark_sla(fig: Any, sw: RunData, x: list[float | None], color: str) -> None:
+    """An SLA search's limits (horizontal lines on the TTFT and TPOT charts) and its boundary (a
+    vertical line at the highest passing load on every chart)."""
+    sla = sw.summary.get("sla")
+    if not sla:
+        return
+    go = plotly()
+    xs = [v for v in x if v is not None]
+    for o in sla["objectives"]:
+        col = {"ttft": 1, "tpot": 2}.get(o["figure"])
+        if col is None or not xs:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[min(xs), max(xs)],
+                y=[o["limit"], o["limit"]],
+                mode="lines",
+                line={"color": "#dc2626", "dash": "dash", "width": 1},
+                name=f"limit {o['text']}",
+            ),
+            row=1,
+            col=col,
+        )
+    best = (sla.get("highest_passing") or {}).get(sla["search"])
+    if best is None:
+        return
+    for col in (1, 2, 3):
+        fig.add_vline(x=best, line={"color": color, "dash": "dot", "width": 2}, row=1, col=col)
 
 
 def _mark_knee(fig: Any, sw: RunData, kind: str, color: str) -> None:
@@ -639,8 +676,11 @@ def _sweep_page(sw: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) ->
         n: (cost_of(r.summary, r.manifest, cost) or {}).get("usd_per_million_output_tokens") for n, r in steps.items()
     }
     page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), _sweep_table(s, costs))
+    if s.get("sla"):
+        page.add("SLA search", sla_html(s))
     _quality_section(page, sw)
     knee_note = " The star marks the knee." if s.get("knee") else ""
+    knee_note += " Dashed red: the SLA limits; dotted: the highest passing load." if s.get("sla") else ""
     page.add(
         "Latency and throughput against load",
         page.chart(sweep_figure([sw], sol), "Solid: p50, dotted: p95." + knee_note, 420),

@@ -92,6 +92,15 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}"
         )
+    probes = summary.get("probes")
+    if probes:
+        t = probes["ttft_ms"]
+        lines.append(
+            f"probes ({fmt(probes['rate'], 2)}/s beside the load, one output token): {probes['succeeded']}/"
+            f"{probes['requests']} ok, TTFT p50 {fmt(t['p50'])} ms, p95 {fmt(t['p95'])} ms, max {fmt(t['max'])} ms"
+        )
+    if summary.get("stopped"):
+        lines.append(summary["stopped"]["message"])
     return lines
 
 

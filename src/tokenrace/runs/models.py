@@ -51,7 +51,7 @@ class RecordLine(_Model):
 
     schema_version: int = 0
     seq: int
-    phase: Literal["cold", "warmup", "measure"] = "measure"
+    phase: Literal["cold", "warmup", "measure", "probe"] = "measure"
     worker: int | None = None
     session_id: str | None = None
     turn: int | None = None
@@ -220,6 +220,32 @@ class ClientLoad(_Model):
     causes: list[str] = Field(default_factory=list)
 
 
+class Probes(_Model):
+    """Light requests sent beside the load (one output token, a short prompt): never in the main figures."""
+
+    rate: float | None = None
+    requests: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    ttft_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+
+
+class Stopped(_Model):
+    """An open loop stopped before its schedule ended, and the figures that stopped it."""
+
+    reason: Literal["over-saturated"]
+    message: str
+    after_s: float
+    window_s: float
+    send_rate: float
+    end_rate: float
+    in_flight_start: int
+    in_flight_end: int
+    ttft_ms_start: float
+    ttft_ms_end: float
+
+
 class Summary(_Model):
     """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
 
@@ -250,6 +276,8 @@ class Summary(_Model):
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
+    probes: Probes | None = None
+    stopped: Stopped | None = None
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -388,7 +416,9 @@ class StepRow(_Model):
     saturated: bool | None = None
     failing: bool | None = None
     knee: bool | None = None
-    passed: bool | None = None
+    passed: bool | None = None  # SLA and goodput searches: every objective held (this value's runs pooled)
+    certain: bool | None = None  # ... and every objective's interval was clear of its limit
+    checks: list[JsonObject] | None = None  # ... each objective: value, ci_low, ci_high, held, clear
 
 
 class SweepFile(_Model):
@@ -413,6 +443,7 @@ class SweepFile(_Model):
     steps: list[StepRow] = Field(default_factory=list)
     prefill: JsonObject | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
     goodput_search: JsonObject | None = None  # goodput sweeps: the highest rate that met the SLO
+    sla: JsonObject | None = None  # SLA and goodput searches: objectives, boundary, steps
 
 
 class ProfileFile(_Model):

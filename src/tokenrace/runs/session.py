@@ -409,6 +409,7 @@ class BenchSession:
             server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
             warnings=tuple(warnings or ()),
             client=ClientObservation(self.client_cpu_pct, calibrated_ceiling()),
+            probe_rate=s.load.probe_rate,
         )
 
     def _send_checked(self, inner: Send, client: OpenAIClient, models: list[str]) -> Any:

@@ -19,7 +19,7 @@ from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.drift import drift, is_soak
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
-from tokenrace.figures.summary import by_turn, summarize
+from tokenrace.figures.summary import by_turn, probes_section, stopped_section, summarize
 from tokenrace.load.windows import Windows
 from tokenrace.monitor.advice import resource_warnings
 from tokenrace.runs.models import SCHEMA_VERSION, Summary
@@ -56,6 +56,7 @@ class RunContext:
     server_cache: dict[str, Any] | None = None  # the engine's prefix-cache counters over the run
     warnings: tuple[str, ...] = ()  # what the run itself observed (a worker that died, ...)
     client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
+    probe_rate: float | None = None  # probes/s sent beside the load, when asked
 
 
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
@@ -69,6 +70,8 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s["exceeded_max_error_rate"] = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
     s["server_vs_client"] = _engine_clock(ok, ctx.scrapes, s["metrics"])
     s["cache"] = cache_section(ok, ctx.cache_busted, ctx.server_cache)
+    s["probes"] = probes_section(records, ctx.probe_rate)
+    s["stopped"] = stopped_section(ctx.windows)
     turns = by_turn(ok)
     s["by_turn"] = turns or None
     if ctx.efficiency is not None and s["requests"]["succeeded"]:

@@ -1,0 +1,126 @@
+"""`tokenrace claim` against the fake server: a server with 4 generation slots whose TTFT grows with the
+prompt, a server that fails half its requests, bad input refused before any request, and the embedded
+engine as the README shows it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.e2e.test_cli_bench import tokenrace as run_cli
+
+from tokenrace.claim.battery import Battery, ClaimSettings
+from tokenrace.client.openai import RequestOptions
+from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.figures.objectives import parse_objectives
+from tokenrace.runs.session import BenchSettings
+from tokenrace.testing.fake_server import spawn_fake_server
+
+UNREACHABLE = "http://127.0.0.1:9"  # nothing listens: a request would fail with a connection error
+# 4 slots; a request holds one ~40 + 30 x 10 = 340 ms; TTFT = 40 ms + 0.04 ms per prompt token
+# (+ the queue). Without a tokenizer that decodes, a synthetic prompt asked for N tokens has about
+# 0.75 N by the fake's count: short prompts ~44 ms, "2048" (~1540 tokens) ~102 ms, "4096" (~3070)
+# ~163 ms; with five in flight the fifth waits for a slot (the first time for a whole request).
+CLAIM_SERVER = {"ttft_ms": 40, "itl_ms": 10, "output_tokens": 30, "slots": 4, "prefill_ms_per_token": 0.04}
+
+
+@pytest.fixture(scope="module")
+def claim_server() -> Iterator[object]:
+    with spawn_fake_server(CLAIM_SERVER) as srv:
+        yield srv
+
+
+def claim_settings(url: str, out: Path, expect: str, budget_s: float = 180.0) -> ClaimSettings:
+    template = BenchSettings(
+        endpoint=ResolvedEndpoint(url + "/v1", None, None, "fake"), request=RequestOptions(max_tokens=30), output=out
+    )
+    return ClaimSettings(
+        template, parse_objectives(expect, "expect"), budget_s, max_concurrency=16, max_prompt_tokens=4096
+    )
+
+
+def tokenrace(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, env={"TOKENRACE_HOME": str(home)}, timeout=timeout)
+
+
+def test_claim_holds_only_under_the_slots_and_a_prompt_length(claim_server: object, tmp_path: Path) -> None:
+    url = claim_server.url  # type: ignore[attr-defined]
+    cs = claim_settings(url, tmp_path / "c", "ttft_p99<=150ms")
+    claim = asyncio.run(Battery(cs).run())
+    assert claim.verdict == "holds_only_under", claim.sentence
+    assert claim.limits.concurrency == 4 and claim.limits.concurrency_failing == 5
+    assert claim.limits.prompt_tokens == 2048 and claim.limits.prompt_tokens_failing == 4096
+    assert "concurrency ≤ 4" in (claim.sentence or "") and "prompts ≤ 2048 tokens" in (claim.sentence or "")
+    assert claim.elapsed_s is not None and claim.elapsed_s < 180
+    saved = json.loads((tmp_path / "c" / "claim.json").read_text())
+    dims = {c["dimension"] for c in saved["conditions"]}
+    assert {"cold", "warm", "concurrency", "prompt_tokens", "cache", "content", "drift"} <= dims
+    content = next(c for c in saved["conditions"] if c["dimension"] == "content")
+    assert content["held"] is None and "not available" in content["skipped"]
+    warm = next(c for c in saved["conditions"] if c["dimension"] == "warm")
+    assert warm["held"] and warm["checks"][0]["ci_high"] < 150 and (tmp_path / "c" / warm["run_dir"]).is_dir()
+    assert (tmp_path / "c" / "concurrency" / "sweep.json").exists()
+
+
+def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> None:
+    with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "fault": "500", "fault_rate": 0.5}) as srv:
+        claim = asyncio.run(Battery(claim_settings(srv.url, tmp_path / "c", "ttft_p50<=200ms", 20)).run())
+    assert claim.verdict == "fails"
+    assert "failed" in claim.reasons[0] and "%" in claim.reasons[0], claim.reasons
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "words"),
+    [
+        (["--expect", "latency_p50<=5ms"], "--expect", "unknown figure"),
+        (["--expect", "ttft_p50<=5tok/s"], "--expect", "does not fit ttft"),
+        (["--expect", "ttft_p50>=300ms,ttft_p99<=200ms"], "--expect", "contradict"),
+        (["--expect", "ttft_p50<=200ms", "--budget", "5s"], "--budget", "too small"),
+    ],
+)
+def test_bad_input_names_the_flag_before_any_request(
+    args: list[str], flag: str, words: str, tmp_path: Path, tokenrace_home: Path
+) -> None:
+    p = tokenrace("claim", "--url", UNREACHABLE, *args, "-o", str(tmp_path / "c"), home=tokenrace_home)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().startswith(f"error: {flag}") and words in p.stderr, p.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_hosted_api_without_a_terminal_needs_yes(tmp_path: Path, tokenrace_home: Path) -> None:
+    hosted = "http://192.0.2.1:9/v1"  # TEST-NET: never reached (the plan is refused first)
+    p = tokenrace(
+        "claim", "--url", hosted, "--expect", "ttft_p50<=200ms", "-o", str(tmp_path / "c"), home=tokenrace_home
+    )
+    assert p.returncode == 2 and "error: --yes: required without a terminal" in p.stderr, p.stderr
+    assert "plan" in p.stderr  # shown before anything is sent
+
+
+def test_the_request_limit_leaves_parts_out_of_the_plan(claim_server: object, tmp_path: Path) -> None:
+    url = claim_server.url  # type: ignore[attr-defined]
+    cs = claim_settings(url, tmp_path / "c", "ttft_p99<=150ms")
+    cs.max_requests = 40
+    battery = Battery(cs)
+    assert sum(s.requests for s in battery.claim.plan) <= 40
+    assert {c.dimension for c in battery.claim.conditions if c.skipped} >= {"concurrency"}
+
+
+@pytest.mark.embedded
+def test_claim_on_the_embedded_engine(tmp_path: Path, tokenrace_home: Path) -> None:
+    from tests.integration.conftest import require_embedded
+
+    require_embedded()
+    out = tmp_path / "c"
+    p = tokenrace(
+        "claim", "--expect", "ttft_p50<=5s", "--budget", "60s", "--max-tokens", "16", "-o", str(out),
+        home=tokenrace_home, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    claim = json.loads((out / "claim.json").read_text())
+    assert claim["verdict"] in ("holds", "holds_only_under", "fails") and claim["sentence"]
+    assert claim["elapsed_s"] < 90 and (out / "report.html").exists()
+    assert "HOLDS" in p.stdout or "FAILS" in p.stdout
