@@ -43,7 +43,7 @@ from tokenrace.sweep.runner import ProgressFor, StepRunner, SweepPlan, run_sweep
 
 MIN_BUDGET_S = 20.0  # the cold request and one warm step, on a fast server, with the run's own overheads
 # Shares of the budget; drift takes the last part, whatever the others left.
-SHARES = {"warm": 0.10, "concurrency": 0.35, "prompt_tokens": 0.20, "cache": 0.10, "quality": 0.10, "drift": 0.15}
+SHARES = {"warm": 0.15, "concurrency": 0.30, "prompt_tokens": 0.20, "cache": 0.10, "quality": 0.10, "drift": 0.15}
 WARM_REQUESTS = 10
 LADDER_REQUESTS = 6  # requests per prompt length and per cache condition
 SHORT_PROMPT = 128
@@ -310,6 +310,11 @@ class Battery:
     def _slice(self, part: str) -> float:
         return max(self.cs.budget_s * SHARES[part], 1.0)
 
+    def _cap(self, need_s: float) -> float:
+        """A run's duration: twice its estimate, never past what is left before the drift's part (the
+        request in flight at the cap still finishes)."""
+        return max(1.0, min(2 * need_s, self.left_s() - self._drift_reserve()))
+
     async def _concurrency(self) -> bool:
         steps = SEARCH_STEPS
         need = 3 * 8 * self.e2e_s  # the first three steps at least
@@ -322,6 +327,7 @@ class Battery:
         template = dataclasses.replace(
             self.cs.template,
             load=Load(requests=8, cold=False, duration_s=max(budget / steps, 1.0), seed=self.cs.template.load.seed),
+            # each step is capped; the search gets as many steps as fit its share
             prompts=PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)),
             output=self.directory / "concurrency",
         )
@@ -360,7 +366,7 @@ class Battery:
                     figures=_row_figures(last),
                     checks=last["checks"],
                     run_dir=f"concurrency/{last['step']}",
-                    note=None if last.get("certain") else "unclear: an interval still reached over a limit",
+                    note=None if last.get("certain") else "unclear: an interval reaches over a limit",
                 )
             )
         best, worst = sla.get("highest_passing"), sla.get("lowest_failing")
@@ -383,9 +389,12 @@ class Battery:
             need = LADDER_REQUESTS * self.e2e_s * (1 + n / 2048)  # longer prompts take longer to prefill
             why = self._room("prompt_tokens", need, LADDER_REQUESTS, self._drift_reserve())
             if why or self.left_s() - need < deadline:
-                self._skip("prompt_tokens", why or "its share of the budget is spent", n)
+                share = max(self.left_s() - deadline, 0)
+                self._skip(
+                    "prompt_tokens", why or f"its share: it needs about {need:.0f} s, {share:.0f} s were left", n
+                )
                 continue
-            load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=max(need * 3, 2.0))
+            load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need))
             result = await self._step(f"prompt-{n}", load, PromptSpec(input_tokens=(n, 0.0)))
             condition = self._condition("prompt_tokens", n, result)
             condition.figures["prompt_tokens_mean"] = result.summary["metrics"]["prompt_tokens"]["mean"]
@@ -403,13 +412,13 @@ class Battery:
 
     async def _cache(self) -> bool:
         size = CACHE_PROMPT if not self.context else min(CACHE_PROMPT, self.context // 2)
-        need = 2 * LADDER_REQUESTS * self.e2e_s
+        need = 2 * LADDER_REQUESTS * self.e2e_s * (1 + size / 2048)  # longer prompts take longer to prefill
         why = self._room("cache", need, 2 * LADDER_REQUESTS, self._drift_reserve())
         if why:
             self._skip("cache", why)
             return True
         self.notify(f"cache: {size}-token prompts, busted and behind a shared prefix...")
-        load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=max(need * 3, 2.0))
+        load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need / 2))
         busted = await self._step(
             "cache-busted", load, PromptSpec(input_tokens=(size, 0.0)), WorkloadSpec(cache_bust=True)
         )
@@ -419,7 +428,7 @@ class Battery:
         shared_prefix = size - SHORT_PROMPT
         shared = await self._step(
             "cache-shared",
-            load,
+            dataclasses.replace(load, duration_s=self._cap(need / 2)),
             PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)),
             WorkloadSpec(shared_prefix_tokens=shared_prefix),
         )
@@ -445,7 +454,12 @@ class Battery:
         room = self._requests_left()
         if room is not None:
             requests = min(requests, room)
-        load = Load(concurrency=1, requests=requests, cold=False, duration_s=max(min(left, self._slice("drift")), 1.0))
+        load = Load(
+            concurrency=1,
+            requests=requests,
+            cold=False,
+            duration_s=max(min(left - self.e2e_s, self._slice("drift")), 1.0),
+        )
         result = await self._step("drift", load, PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
         condition = self._condition("drift", "end of the budget", result)
         warm = next((c for c in self.claim.conditions if c.dimension == "warm"), None)

@@ -278,6 +278,19 @@ def error_guard(max_error_rate: float) -> Objective:
     return dataclasses.replace(parse_objective(f"error_rate<={max_error_rate}", "max_error_rate"), guard=True)
 
 
+LABELS = {
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "e2e": "E2E",
+    "itl": "ITL",
+    "output_tok_s_per_user": "the output speed per user",
+    "output_tok_s": "the output throughput",
+    "requests_per_s": "the request rate",
+    "error_rate": "the error rate",
+    "goodput": "goodput",
+}
+
+
 def unit_of(o: Objective) -> str:
     return {"time": "ms", "speed": "tok/s", "rate": "/s", "share": ""}[o.kind]
 
@@ -285,8 +298,7 @@ def unit_of(o: Objective) -> str:
 def describe_check(c: Check) -> str:
     """'TTFT p99 is 412 ms [395, 431]' - for verdict sentences."""
     o = c.objective
-    label = o.figure.replace("_", " ")
-    label = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "itl": "ITL"}.get(o.figure, label)
+    label = LABELS.get(o.figure, o.figure)
     stat = f" {o.stat}" if o.stat and o.stat != "mean" else (" mean" if o.stat == "mean" else "")
     if c.value is None:
         return f"{label}{stat} is undefined (no request succeeded)"

@@ -29,7 +29,8 @@ def condition_rows(claim: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         cells = [c["dimension"], _value(c.get("value"))]
         cells += [_check(by_text.get(text)) if c.get("held") is not None else "" for text in expectations]
         cells.append(_held(c))
-        cells.append(c.get("skipped") or c.get("note") or c.get("run_dir") or "")
+        where = c.get("skipped") or c.get("run_dir") or ""
+        cells.append(f"{where} ({c['note']})" if c.get("note") and not c.get("skipped") else where)
         rows.append(cells)
     return header, rows
 

@@ -450,7 +450,8 @@ def search_objectives(plan: SweepPlan, template: BenchSettings) -> tuple[Objecti
 
 def _closed(base: Load, concurrency: int, per_worker: int | None, cold: bool) -> Load:
     requests = base.requests
-    if per_worker and base.duration_s is None:
+    # A count (even beside a duration cap) grows with the workers, so each sends `per_worker` at least.
+    if per_worker and (base.duration_s is None or requests is not None):
         requests = max(requests or 0, per_worker * concurrency)
     return dataclasses.replace(base, concurrency=concurrency, rate=None, requests=requests, cold=cold)
 
