@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import sigint_default
 from tests.e2e.test_cli_bench import tokenrace as run_cli
 
 from tokenrace.claim.battery import Battery, ClaimSettings
@@ -107,6 +112,41 @@ def test_the_request_limit_leaves_parts_out_of_the_plan(claim_server: object, tm
     battery = Battery(cs)
     assert sum(s.requests for s in battery.claim.plan) <= 40
     assert {c.dimension for c in battery.claim.conditions if c.skipped} >= {"concurrency"}
+
+
+def test_ctrl_c_keeps_the_finished_conditions_and_a_partial_verdict(
+    claim_server: object, tmp_path: Path, tokenrace_home: Path
+) -> None:
+    url = claim_server.url  # type: ignore[attr-defined]
+    out = tmp_path / "c"
+    args = ["claim", "--url", url + "/v1", "--expect", "ttft_p99<=150ms", "--budget", "3m", "--max-tokens", "30"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenrace", *args, "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TOKENRACE_HOME": str(tokenrace_home)},
+        stdin=subprocess.DEVNULL,
+        preexec_fn=sigint_default,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "warm" not in _measured(out / "claim.json"):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    claim = json.loads((out / "claim.json").read_text())
+    assert claim["partial"] is True and claim["verdict"] in ("holds", "holds_only_under"), claim["sentence"]
+    assert [c["dimension"] for c in claim["conditions"]][:2] == ["cold", "warm"]
+    assert "HOLDS" in stdout
+
+
+def _measured(path: Path) -> list[str]:
+    """The conditions measured so far (claim.json is replaced whole, never half-written)."""
+    if not path.exists():
+        return []
+    return [c["dimension"] for c in json.loads(path.read_text())["conditions"] if c["held"] is not None]
 
 
 @pytest.mark.embedded

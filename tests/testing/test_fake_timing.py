@@ -145,3 +145,24 @@ def test_command_line_rejects_bad_config() -> None:
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 2
     assert "bad config" in err
+
+
+def test_slots_queue_the_requests_past_them() -> None:
+    # 2 slots, each request holds one ~50 + 4 x 10 = 90 ms: of 4 sent at once, two wait for a slot,
+    # and their first token comes about a whole request later (~140 ms).
+    config = {"ttft_ms": 50, "itl_ms": 10, "output_tokens": 5, "slots": 2}
+
+    async def run(server: FakeServerProcess) -> None:
+        async with aiohttp.ClientSession() as session:
+            url = f"{server.base_url}/chat/completions"
+            await asyncio.gather(*(apost(session, url, chat()) for _ in range(4)))
+
+    with spawn_fake_server(config) as server:
+        asyncio.run(run(server))
+        log = server.log(wait_idle_s=2)
+    ttfts = sorted(
+        (next(c["t_ns"] for c in e["chunks"] if c["kind"] == "content") - e["arrival_ns"]) / 1e6 for e in log
+    )
+    assert 50 <= ttfts[0] <= ttfts[1] < 75
+    # Generous below: the queued requests may arrive a few ms after the first two.
+    assert 120 <= ttfts[2] <= ttfts[3] < 50 + 90 + 40

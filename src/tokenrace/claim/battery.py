@@ -19,6 +19,7 @@ claim.json is rewritten after every condition, so Ctrl-C keeps what finished and
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import time
@@ -227,6 +228,9 @@ class Battery:
                     self.claim.partial = True
                 elif self.cs.quality_samples:
                     await self._quality()
+        except asyncio.CancelledError:
+            self.claim.partial = True  # Ctrl-C between two runs: what finished is kept
+            raise
         finally:
             self._finish()
         return self.claim
@@ -257,10 +261,12 @@ class Battery:
         return Condition(
             dimension=dimension,  # type: ignore[arg-type]
             value=value,
-            held=all_held(checks) if sample.measured else False,
+            # A run cut short by Ctrl-C is kept, but judges nothing.
+            held=None if result.interrupted else all_held(checks) if sample.measured else False,
             figures=figures_of(result.summary),
             checks=[c.to_dict() for c in checks],
             run_dir=str(result.directory.relative_to(self.directory)),
+            skipped="interrupted before it finished" if result.interrupted else None,
         )
 
     def _add(self, condition: Condition) -> None:
