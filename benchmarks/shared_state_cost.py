@@ -52,7 +52,7 @@ def free_port() -> int:
 
 def summary(name: str, ns: list[int]) -> str:
     d = describe([x / 1000 for x in ns])
-    return f"{name:<34} n={d['count']:<6} p50 {d['p50']:8.1f} us   p99 {d['p99']:8.1f} us   mean {d['mean']:8.1f} us"
+    return f"{name:<34} n={d.count:<6} p50 {d.p50:8.1f} us   p99 {d.p99:8.1f} us   mean {d.mean:8.1f} us"
 
 
 async def measure(url: str, calls: int, concurrency: int) -> None:
@@ -144,7 +144,7 @@ def through_gateway(redis_url: str, n: int) -> None:
     print(summary("request via gateway, redis", shared) + f"   cpu {shared_cpu * 1e6:6.1f} us/req")
     a, b = describe(local), describe(shared)
     for key in ("p50", "p99"):
-        va, vb = a[key], b[key]
+        va, vb = getattr(a, key), getattr(b, key)
         assert va is not None and vb is not None
         print(f"{'':<34} added {key}: {(vb - va) / 1000:+.1f} us")
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tokenrace"
 
-# Leaf modules that import nothing else of tokenrace (or only each other): importable from anywhere.
-BASE = {"", "errors", "stats", "paths", "engines", "text_agreement", "__version__"}
+# The base: modules that import nothing else of tokenrace (or only each other), importable from
+# anywhere. `model` (the run's typed models) is the pipeline's lowest layer: every package reads it.
+BASE = {"", "errors", "stats", "paths", "engines", "text_agreement", "redact", "model", "__version__"}
 LEAVES = {"plan", "doctor", "monitor", "serve", "testing"}  # import only BASE and other leaves
 PIPELINE = ["client", "load", "figures", "runs", "sweep", "quality", "claim", "report", "cli"]
 RANK = {name: i for i, name in enumerate(PIPELINE)}
@@ -66,3 +67,5 @@ def test_the_rule_itself() -> None:
     assert allowed("claim", "sweep") and allowed("claim", "quality") and not allowed("sweep", "claim")
     assert allowed("report", "claim") and not allowed("claim", "report")
     assert allowed("gateway", "client") and not allowed("gateway", "load")
+    assert allowed("client", "model") and allowed("figures", "model") and allowed("monitor", "model")
+    assert not allowed("model", "client") and not allowed("model", "figures") and allowed("model", "redact")

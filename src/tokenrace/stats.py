@@ -1,7 +1,7 @@
 """Distribution statistics and interval estimates, one implementation for every metric.
 
-`describe` returns count, mean, std, min, p50, p90, p95, p99, max. With no values every statistic
-but count is None: an undefined figure is never reported as 0.
+`describe` returns a `Stats` (tokenrace.model.stats): count, mean, std, min, p50, p90, p95, p99,
+max. With no values every statistic but count is None: an undefined figure is never reported as 0.
 
 Bootstrap confidence intervals for comparing two runs, from their per-request values.
 
@@ -23,37 +23,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenrace.model.stats import Stats
+
 PERCENTILES = (50, 90, 95, 99)
 KEYS = ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "max")
 
 
-def describe(values: Sequence[float], weights: Sequence[int] | None = None) -> dict[str, float | int | None]:
+def describe(values: Sequence[float], weights: Sequence[int] | None = None) -> Stats:
     """Summary statistics. Integer `weights` count each value that many times (e.g. tokens)."""
     arr = np.asarray(values, dtype=float)
     if weights is not None:
         arr = np.repeat(arr, np.asarray(weights, dtype=int))
     if arr.size == 0:
-        return {k: (0 if k == "count" else None) for k in KEYS}
-    pct = np.percentile(arr, PERCENTILES)
-    out: dict[str, float | int | None] = {
-        "count": int(arr.size),
-        "mean": float(arr.mean()),
-        "std": float(arr.std(ddof=1)) if arr.size > 1 else None,
-        "min": float(arr.min()),
-    }
-    for p, v in zip(PERCENTILES, pct, strict=False):
-        out[f"p{p}"] = float(v)
-    out["max"] = float(arr.max())
-    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+        return Stats()
+    p50, p90, p95, p99 = (_r4(float(v)) for v in np.percentile(arr, PERCENTILES))
+    return Stats(
+        count=int(arr.size),
+        mean=_r4(float(arr.mean())),
+        std=_r4(float(arr.std(ddof=1))) if arr.size > 1 else None,
+        min=_r4(float(arr.min())),
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        max=_r4(float(arr.max())),
+    )
 
 
-def describe_mean(total: float, count: int) -> dict[str, float | int | None]:
+def describe_mean(total: float, count: int) -> Stats:
     """Statistics of `count` values known only by their sum: the mean is exact, the spread unknown."""
-    out = describe([])
-    if count > 0:
-        out["count"] = count
-        out["mean"] = round(total / count, 4)
-    return out
+    if count <= 0:
+        return Stats()
+    return Stats(count=count, mean=round(total / count, 4))
 
 
 RESAMPLES = 2000

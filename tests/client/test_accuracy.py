@@ -117,7 +117,7 @@ def test_tokens_per_chunk_mean_from_usage_without_a_tokenizer(server: Any) -> No
 
     recs = run(_send(server.base_url, 3, {"tokens_per_chunk": 5, "output_tokens": 12}))
     assert all(r.chunk_tokens is None and r.output_tokens_source == "usage" for r in recs)
-    tpc = summarize(recs, Windows())["metrics"]["tokens_per_chunk"]
+    tpc = summarize(recs, Windows()).metrics.tokens_per_chunk
     # 12 tokens in 3 chunks (5, 5, 2) per request: exact as a mean; no spread without per-chunk counts
-    assert tpc["count"] == 9 and tpc["mean"] == 4.0
-    assert tpc["p50"] is None and tpc["std"] is None and tpc["max"] is None
+    assert tpc.count == 9 and tpc.mean == 4.0
+    assert tpc.p50 is None and tpc.std is None and tpc.max is None

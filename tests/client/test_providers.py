@@ -4,9 +4,9 @@ import pytest
 from tests.conftest import fake_key
 
 from tokenrace.client.providers import normalize_base_url, resolve_endpoint
-from tokenrace.client.redact import Redactor, redact_argv
 from tokenrace.engines import server_root
 from tokenrace.errors import UsageError
+from tokenrace.redact import Redactor, redact_argv
 
 
 @pytest.mark.parametrize(

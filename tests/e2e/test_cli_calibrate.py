@@ -81,7 +81,7 @@ def test_bench_past_a_low_ceiling_is_client_bound(server: Any, tokenrace_home: P
     assert summary["client_bound"] is True
     causes = " ".join(summary["client_load"]["causes"])
     assert "past the calibrated ceiling of 5" in causes and "4 streams is past the calibrated ceiling of 2" in causes
-    assert any("client may have limited this run" in w for w in summary["warnings"])
+    assert any("client may have limited this run" in w["message"] for w in summary["warnings"])
     assert "tokenrace calibrate` (under" not in p.stderr
 
 

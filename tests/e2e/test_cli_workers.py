@@ -68,7 +68,7 @@ def test_a_worker_killed_mid_run_is_named_and_the_run_goes_on(tmp_path: Path) ->
     assert len(records) == 300 == summary["requests"]["total"]
     lost = [r for r in records if r["error_kind"] == "worker_lost"]
     assert 1 <= len(lost) <= 4 and summary["errors_by_kind"] == {"worker_lost": len(lost)}
-    assert any(f"worker 1 (pid {pid}) died: killed by SIGKILL" in w for w in summary["warnings"])
+    assert any(f"worker 1 (pid {pid}) died: killed by SIGKILL" in w["message"] for w in summary["warnings"])
     workers = json.loads((out / "manifest.json").read_text())["workers"]
     assert workers["lost_requests"] == len(lost) and "SIGKILL" in workers["workers"][1]["died"]
 

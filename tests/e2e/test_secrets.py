@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import fake_key
 from tests.e2e.test_cli_bench import tokenrace
 
-from tokenrace.client.redact import is_secret_field, is_secret_header, redact_headers
+from tokenrace.redact import is_secret_field, is_secret_header, redact_headers
 from tokenrace.testing.fake_server import spawn_fake_server
 
 KEY = fake_key("", "bearer")  # the key the server demands

@@ -28,16 +28,16 @@ def test_vllm_hit_rate_is_the_delta_of_hits_over_queries() -> None:
         297344.0 - 2500,
     )
     c = server_cache("vllm", before, VLLM)
-    assert c is not None and c["queries"] == 10000 and c["hits"] == 2500 and c["hit_rate"] == 0.25
-    assert "delta over the run" in c["source"]
+    assert c is not None and c.queries == 10000 and c.hits == 2500 and c.hit_rate == 0.25
+    assert "delta over the run" in c.source
     # Nothing queried during the run: no rate (undefined, not 0).
     idle = server_cache("vllm", VLLM, VLLM)
-    assert idle is not None and idle["queries"] == 0 and idle["hit_rate"] is None
+    assert idle is not None and idle.queries == 0 and idle.hit_rate is None
 
 
 def test_sglang_gauge_and_engines_without_counters() -> None:
     c = server_cache("sglang", SGLANG, SGLANG)
-    assert c is not None and abs(c["hit_rate"] - 0.113745) < 1e-6
+    assert c is not None and abs(c.hit_rate - 0.113745) < 1e-6
     assert server_cache("vllm", SGLANG, SGLANG) is None  # the counters are not there
     assert server_cache("llamacpp", VLLM, VLLM) is None
     assert counter_delta("not prometheus {{{", "garbage", "vllm:prefix_cache_hits") is None

@@ -23,7 +23,6 @@ from tokenrace.figures.cost import (
     CostSpec,
     GpuCost,
     Price,
-    add_cost,
     api_cost,
     cost_of,
     gpu_cost,
@@ -32,6 +31,7 @@ from tokenrace.figures.cost import (
     spec,
 )
 from tokenrace.load.runner import Load
+from tokenrace.model.summary import Cost, Summary
 from tokenrace.runs.session import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
@@ -39,12 +39,17 @@ from tokenrace.testing.fake_server import FakeServerThread
 
 def summary(
     ok: int = 100, prompt: float = 500.0, output: float = 200.0, tok_s: float | None = 1000.0, req_s: float | None = 5.0
-) -> dict[str, Any]:
-    return {
-        "requests": {"total": ok, "succeeded": ok, "failed": 0},
-        "metrics": {"prompt_tokens": {"count": ok, "mean": prompt}, "output_tokens": {"count": ok, "mean": output}},
-        "throughput": {"output_tokens_per_s": tok_s, "requests_per_s": req_s},
-    }
+) -> Summary:
+    return Summary.model_validate(
+        {
+            "requests": {"total": ok, "succeeded": ok, "failed": 0},
+            "metrics": {
+                "prompt_tokens": {"count": ok, "mean": prompt},
+                "output_tokens": {"count": ok, "mean": output},
+            },
+            "throughput": {"output_tokens_per_s": tok_s, "requests_per_s": req_s},
+        }
+    )
 
 
 def test_parse_price_and_flags() -> None:
@@ -66,18 +71,18 @@ def test_parse_price_and_flags() -> None:
 def test_api_cost_is_exact() -> None:
     c = api_cost(summary(), Price(0.59, 0.79))
     # 100 x (500 x 0.59 + 200 x 0.79) / 1e6 = 0.0453 $
-    assert c["usd_total"] == pytest.approx(0.0453)
-    assert c["usd_per_million_output_tokens"] == pytest.approx(0.0453 / 20000 * 1e6)
-    assert c["usd_per_1k_requests"] == pytest.approx(0.453)
+    assert c.usd_total == pytest.approx(0.0453)
+    assert c.usd_per_million_output_tokens == pytest.approx(0.0453 / 20000 * 1e6)
+    assert c.usd_per_1k_requests == pytest.approx(0.453)
 
 
 def test_gpu_cost_follows_throughput() -> None:
     c = gpu_cost(summary(), GpuCost(2.50, 2))
-    assert c["usd_per_hour"] == 5.0
-    assert c["usd_per_million_output_tokens"] == pytest.approx(5.0 / 3.6)  # 3.6 M tokens per hour
-    assert c["usd_per_1k_requests"] == pytest.approx(5.0 / 18)
+    assert c.usd_per_hour == 5.0
+    assert c.usd_per_million_output_tokens == pytest.approx(5.0 / 3.6)  # 3.6 M tokens per hour
+    assert c.usd_per_1k_requests == pytest.approx(5.0 / 18)
     undefined = gpu_cost(summary(tok_s=None, req_s=None), GpuCost(2.5))
-    assert undefined["usd_per_million_output_tokens"] is None and undefined["usd_per_1k_requests"] is None
+    assert undefined.usd_per_million_output_tokens is None and undefined.usd_per_1k_requests is None
 
 
 def test_price_table_lookup_and_user_override(tokenrace_home: Path) -> None:
@@ -97,14 +102,12 @@ def test_price_table_lookup_and_user_override(tokenrace_home: Path) -> None:
 
 
 def test_cost_of_prefers_flags_then_saved_then_table() -> None:
-    groq = {"provider": "groq", "model": "llama-3.1-8b-instant"}
-    assert cost_of(summary(), groq, None)["price"]["input_per_m"] == 0.05
-    assert cost_of(summary(), groq, CostSpec(gpu=GpuCost(1.0)))["basis"] == "gpu"
-    saved = {**summary(), "cost": {"basis": "api", "usd_per_million_output_tokens": 9.0}}
-    assert cost_of(saved, groq, None)["usd_per_million_output_tokens"] == 9.0
-    assert cost_of(summary(), {"provider": "vllm", "model": "x"}, None) is None
-    s = summary()
-    assert add_cost(s, {}, CostSpec(price=Price(1, 1))) is s["cost"]
+    groq = ("groq", "llama-3.1-8b-instant")
+    assert cost_of(summary(), *groq, None).price["input_per_m"] == 0.05
+    assert cost_of(summary(), *groq, CostSpec(gpu=GpuCost(1.0))).basis == "gpu"
+    saved = summary().model_copy(update={"cost": Cost(basis="api", usd_per_million_output_tokens=9.0)})
+    assert cost_of(saved, *groq, None).usd_per_million_output_tokens == 9.0
+    assert cost_of(summary(), "vllm", "x", None) is None
 
 
 def test_cost_options_decorator() -> None:

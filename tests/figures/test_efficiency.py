@@ -10,18 +10,19 @@ import pytest
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
+from tokenrace.model.summary import Summary
 from tokenrace.testing.fake_server import spawn_fake_server
 
 pytest.importorskip("tokenrace.plan")
 
 
-def _summary(prompt: int, output: int, tpot_ms: float, ttft_ms: float, tok_s: float) -> dict:
+def _summary(prompt: int, output: int, tpot_ms: float, ttft_ms: float, tok_s: float) -> Summary:
     s = summarize([], Windows())
-    s["metrics"]["prompt_tokens"]["mean"] = prompt
-    s["metrics"]["output_tokens"]["mean"] = output
-    s["metrics"]["tpot_ms"]["p50"] = tpot_ms
-    s["metrics"]["ttft_ms"]["p50"] = ttft_ms
-    s["throughput"]["output_tokens_per_s"] = tok_s
+    s.metrics.prompt_tokens.mean = prompt
+    s.metrics.output_tokens.mean = output
+    s.metrics.tpot_ms.p50 = tpot_ms
+    s.metrics.ttft_ms.p50 = ttft_ms
+    s.throughput.output_tokens_per_s = tok_s
     return s
 
 

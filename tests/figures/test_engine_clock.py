@@ -49,8 +49,8 @@ def test_server_vs_client_from_responses() -> None:
     r.server_timing = LLAMACPP_TIMINGS
     svc = server_vs_client([r])
     assert svc is not None
-    assert svc["ttft_ms"]["client_minus_server_p50"] == pytest.approx(150 - 142.35, abs=1e-3)
-    assert svc["tpot_ms"]["ratio_p50"] == pytest.approx(1.0, abs=1e-3)
+    assert svc.ttft_ms.client_minus_server_p50 == pytest.approx(150 - 142.35, abs=1e-3)
+    assert svc.tpot_ms.ratio_p50 == pytest.approx(1.0, abs=1e-3)
 
 
 @pytest.mark.parametrize("engine,prefix", [("vllm", "vllm"), ("sglang", "sglang")])
@@ -66,8 +66,8 @@ def test_metrics_delta_over_a_run(engine: str, prefix: str) -> None:
     assert histogram_mean_delta(before, after, f"{prefix}:time_to_first_token_seconds") == pytest.approx(0.125)
     svc = from_metrics_delta(engine, before, after, client_ttft_mean_ms=131.25, client_tpot_mean_ms=12.0)
     assert svc is not None
-    assert svc["ttft_ms"]["server_mean"] == pytest.approx(125.0) and svc["ttft_ms"]["ratio_mean"] == pytest.approx(1.05)
-    assert svc["tpot_ms"]["ratio_mean"] == pytest.approx(1.0)
+    assert svc.ttft_ms.server_mean == pytest.approx(125.0) and svc.ttft_ms.ratio_mean == pytest.approx(1.05)
+    assert svc.tpot_ms.ratio_mean == pytest.approx(1.0)
 
 
 def test_no_new_requests_means_no_comparison() -> None:

@@ -56,21 +56,21 @@ def test_engine_record_knows_the_model_file(engine: RunningEngine) -> None:
 def test_server_clock_agrees_with_the_client(engine: RunningEngine, tmp_path: Path) -> None:
     result = _bench(engine, tmp_path / "run", concurrency=1, requests=5, cold=True)
     s = result.summary
-    assert s["requests"]["failed"] == 0
-    assert s["token_count_source"]["output_tokens"] in ("usage", "tokenizer")
-    svc = s["server_vs_client"]
-    ttft, tpot = svc["ttft_ms"], svc["tpot_ms"]
+    assert s.requests.failed == 0
+    assert s.token_count_source.output_tokens in ("usage", "tokenizer")
+    svc = s.server_vs_client
+    ttft, tpot = svc.ttft_ms, svc.tpot_ms
     # The client sees the engine's prompt time plus HTTP and queueing; the engine's clock is the
     # truth the client must not drift from by more than 10 %.
-    assert abs(ttft["ratio_p50"] - 1) <= 0.10, ttft
-    assert abs(tpot["ratio_p50"] - 1) <= 0.10, tpot
+    assert abs(ttft.ratio_p50 - 1) <= 0.10, ttft
+    assert abs(tpot.ratio_p50 - 1) <= 0.10, tpot
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["engine"]["model_file"]["sha256"] == engine.record["model_file"]["sha256"]
 
 
 def test_parallel_slots_serve_two_at_once(engine: RunningEngine, tmp_path: Path) -> None:
     result = _bench(engine, tmp_path / "run", concurrency=2, requests=6, cold=False)
-    assert result.summary["requests"]["failed"] == 0 and result.summary["max_in_flight"] == 2
+    assert result.summary.requests.failed == 0 and result.summary.max_in_flight == 2
 
 
 def test_bench_with_no_url_runs_the_default_profile(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_bench_with_no_url_runs_the_default_profile(tmp_path: Path) -> None:
     elapsed = time.monotonic() - t
     assert p.returncode == 0, p.stderr[-2000:]
     summary = json.loads((out / "profile.json").read_text())
-    assert [s["step"] for s in summary["steps"]] == ["c1", "c2", "c4"]
+    assert [s.step for s in summary["steps"]] == ["c1", "c2", "c4"]
     assert summary["cold"]["ttft_ms"] is not None and summary["warm"]["ttft_ms"]["count"] == 10
     for step in ("c1", "c2", "c4"):
         assert sorted(x.name for x in (out / step).iterdir()) == ["manifest.json", "records.jsonl", "summary.json"]

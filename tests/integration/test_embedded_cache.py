@@ -48,12 +48,12 @@ def test_busted_builtin_prompts_miss_the_cache_at_every_load(engine: RunningEngi
     # The same built-in prompts twice over at each step: without busting, the second round would hit.
     steps = {c: bench(engine, tmp_path / f"c{c}", WorkloadSpec(), concurrency=c, requests=8) for c in (1, 4)}
     for c, r in steps.items():
-        cache = r.summary["cache"]
-        assert cache["busted"] is True and cache["source"] in ("usage", "engine")
-        assert cache["requests_reporting"] == 8
+        cache = r.summary.cache
+        assert cache.busted is True and cache.source in ("usage", "engine")
+        assert cache.requests_reporting == 8
         # What is left is the chat template's first tokens, common to every request.
-        assert cache["hit_rate"] < 0.15, (c, cache)
-    ttft = {c: r.summary["metrics"]["ttft_ms"]["p50"] for c, r in steps.items()}
+        assert cache.hit_rate < 0.15, (c, cache)
+    ttft = {c: r.summary.metrics.ttft_ms.p50 for c, r in steps.items()}
     assert ttft[4] >= 0.9 * ttft[1], ttft  # more load, no cache: TTFT does not fall
 
 
@@ -62,9 +62,9 @@ def test_a_shared_prefix_is_served_from_the_engines_cache(engine: RunningEngine,
     shared = bench(engine, tmp_path / "shared", spec, concurrency=1, requests=6)
     # The same prompts with llama.cpp's prompt cache turned off for each request.
     off = bench(engine, tmp_path / "off", spec, extra={"cache_prompt": False}, concurrency=1, requests=6)
-    hit_on, hit_off = shared.summary["cache"]["hit_rate"], off.summary["cache"]["hit_rate"]
+    hit_on, hit_off = shared.summary.cache.hit_rate, off.summary.cache.hit_rate
     assert hit_on > 0.6 and hit_off < 0.1, (hit_on, hit_off)
     # The engine's own prompt time (llama.cpp timings.prompt_ms), not the client's clock.
-    engine_on = shared.summary["server_vs_client"]["ttft_ms"]["server_p50"]
-    engine_off = off.summary["server_vs_client"]["ttft_ms"]["server_p50"]
+    engine_on = shared.summary.server_vs_client.ttft_ms.server_p50
+    engine_off = off.summary.server_vs_client.ttft_ms.server_p50
     assert engine_on < 0.7 * engine_off, (engine_on, engine_off)

@@ -33,7 +33,7 @@ def test_probes_are_counted_apart_from_the_main_load(tmp_path: Path) -> None:
     measured = [x for x in lines if x["phase"] == "measure"]
     assert 18 <= len(probes) <= 21
     assert all(p["output_tokens"] == 1 and p["max_tokens"] == 1 for p in probes)
-    s = result.summary
+    s = result.summary.model_dump(mode="json")
     assert s["probes"]["requests"] == len(probes) and s["probes"]["rate"] == 2.0
     assert s["probes"]["ttft_ms"]["count"] == s["probes"]["succeeded"] >= 18
     assert s["requests"]["total"] == len(measured)  # the probes are not in the main statistics
@@ -47,7 +47,7 @@ def test_an_over_saturated_open_loop_stops_early(tmp_path: Path) -> None:
         t0 = time.monotonic()
         result = asyncio.run(BenchSession(settings(srv.url, tmp_path / "r", load)).run())
         took = time.monotonic() - t0
-    stopped = result.summary["stopped"]
+    stopped = result.summary.model_dump(mode="json")["stopped"]
     assert stopped is not None and stopped["reason"] == "over-saturated", result.summary
     assert took < 20 and stopped["after_s"] < 15
     assert stopped["end_rate"] < stopped["send_rate"] and stopped["in_flight_end"] > stopped["in_flight_start"]
@@ -59,7 +59,7 @@ def test_a_server_that_keeps_up_is_never_stopped(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 8}) as srv:
         load = Load(rate=20.0, duration_s=7.0, cold=False)
         result = asyncio.run(BenchSession(settings(srv.url, tmp_path / "r", load)).run())
-    assert result.summary["stopped"] is None and result.summary["requests"]["cancelled"] == 0
+    assert result.summary.stopped is None and result.summary.requests.cancelled == 0
 
 
 def test_the_detector_needs_all_three_signs() -> None:

@@ -46,7 +46,7 @@ def test_open_loop_keeps_its_schedule_when_the_server_is_slow() -> None:
     assert abs((starts[-1] - starts[0]) - 29 / 20) < 0.1
     assert stats["max_in_flight"] >= 15
     s = summarize(recs, runner.windows)
-    assert s["offered_rate"] == 20 and abs(s["achieved_rate"] - 20) < 2
+    assert s.offered_rate == 20 and abs(s.achieved_rate - 20) < 2
 
 
 def test_open_loop_cap_delays_sends_and_shows_lag() -> None:
@@ -64,7 +64,7 @@ def test_cold_and_warmup_are_recorded_but_not_measured() -> None:
     phases = [r.phase for r in sorted(runner.records, key=lambda r: r.seq)]
     assert phases == ["cold"] + ["warmup"] * 3 + ["measure"] * 6
     s = summarize(runner.records, runner.windows)
-    assert s["requests"]["total"] == 6 and s["cold"]["seq"] == 0 and s["cold"]["ttft_ms"] is not None
+    assert s.requests.total == 6 and s.cold.seq == 0 and s.cold.ttft_ms is not None
 
 
 def test_duration_stop_rule() -> None:

@@ -106,7 +106,7 @@ def test_closed_loop_keeps_exactly_c_in_flight_over_all_workers() -> None:
     assert sorted(r.seq for r in runner.records) == list(range(60))
     assert peak_in_flight(runner.records) <= 6
     s = summarize(runner.records, runner.windows)
-    assert s["requests"]["succeeded"] == 60 and s["metrics"]["ttft_ms"]["count"] == 60
+    assert s.requests.succeeded == 60 and s.metrics.ttft_ms.count == 60
 
 
 def test_open_loop_keeps_the_schedule_across_workers() -> None:

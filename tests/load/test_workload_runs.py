@@ -50,22 +50,23 @@ def test_builtin_prompts_are_busted_by_default_and_repeat_hits_without(
     cached: FakeServerThread, tmp_path: Path
 ) -> None:
     busted = run(cached, tmp_path / "busted", WorkloadSpec(), requests=24)
-    cache = busted.summary["cache"]
-    assert busted.manifest["workload"]["cache_bust"] is True and cache["busted"] is True
-    assert cache["source"] == "usage" and cache["requests_reporting"] == 24
-    assert cache["hit_rate"] < 0.1
+    cache = busted.summary.cache
+    assert busted.manifest["workload"]["cache_bust"] is True and cache.busted is True
+    assert cache.source == "usage" and cache.requests_reporting == 24
+    assert cache.hit_rate < 0.1
     # The same 12 prompts, not busted: from the second round on they hit the cache.
     plain = run(cached, tmp_path / "plain", WorkloadSpec(cache_bust=False), requests=24)
-    assert plain.summary["cache"]["hit_rate"] > 0.3
-    assert any(w.startswith("prefix cache:") and "--cache-bust" in w for w in plain.summary["warnings"])
-    assert busted.summary["warnings"] == []
+    assert plain.summary.cache.hit_rate > 0.3
+    assert any(w.message.startswith("prefix cache:") and "--cache-bust" in w.message for w in plain.summary.warnings)
+    assert "cache.prefix_hits" in [w.code for w in plain.summary.warnings]
+    assert busted.summary.warnings == []
 
 
 def test_a_shared_prefix_is_served_from_cache(cached: FakeServerThread, tmp_path: Path) -> None:
     r = run(cached, tmp_path / "prefix", WorkloadSpec(shared_prefix_tokens=64, prefix_groups=2), requests=16)
     log = cached.log(wait_idle_s=5)
-    assert r.summary["cache"]["busted"] is True  # busted after the prefix: only the prefix is shared
-    assert r.summary["cache"]["hit_rate"] > 0.2
+    assert r.summary.cache.busted is True  # busted after the prefix: only the prefix is shared
+    assert r.summary.cache.hit_rate > 0.2
     assert sum(1 for e in log if e["cached_tokens"]) >= 12  # all but the first of each group, about
 
 
@@ -82,9 +83,9 @@ def test_sessions_carry_history_turns_and_header(cached: FakeServerThread, tmp_p
         by_session.setdefault(e["session_id"], []).append(e["messages"])
     # system tag + user, then + answer + user each turn: the real answers are in the history
     assert all(counts == [2, 4, 6] for counts in by_session.values()), by_session
-    turns = r.summary["by_turn"]
-    assert [t["turn"] for t in turns] == [1, 2, 3] and all(t["requests"] == 4 for t in turns)
-    assert turns[0]["cache_hit_rate"] < 0.2 < turns[2]["cache_hit_rate"]  # later turns reuse their own history
+    turns = r.summary.by_turn
+    assert [t.turn for t in turns] == [1, 2, 3] and all(t.requests == 4 for t in turns)
+    assert turns[0].cache_hit_rate < 0.2 < turns[2].cache_hit_rate  # later turns reuse their own history
     assert r.manifest["workload"]["kind"] == "sessions"
 
 
@@ -93,7 +94,7 @@ def test_a_sessions_file_replays_its_user_turns(cached: FakeServerThread, tmp_pa
     r = run(cached, tmp_path / "file", WorkloadSpec(sessions_file=str(path)), requests=None)
     doc = json.loads(path.read_text())
     user_turns = sum(1 for c in doc for m in c["conversations"] if m["from"] in ("human", "user"))
-    assert r.summary["requests"]["total"] == user_turns
+    assert r.summary.requests.total == user_turns
     assert r.manifest["workload"]["cache_bust"] is False
 
 
@@ -104,12 +105,12 @@ def test_a_trace_is_replayed_at_its_times(tmp_path: Path) -> None:
     with FakeServerThread({**CACHE, "output_tokens": 2}) as srv:
         r = run(srv, tmp_path / "trace", WorkloadSpec(trace_file=str(path), trace_speed=speed), requests=None)
         log = sorted(srv.log(wait_idle_s=5), key=lambda e: e["arrival_ns"])
-    assert r.summary["requests"]["total"] == len(trace)
+    assert r.summary.requests.total == len(trace)
     want = np.array([(t["timestamp"] - trace[0]["timestamp"]) / 1000 / speed for t in trace])
     got = np.array([(e["arrival_ns"] - log[0]["arrival_ns"]) / 1e9 for e in log])
     err_ms = np.abs(got - np.sort(want)) * 1000
     assert float(np.percentile(err_ms, 99)) < 15.0, err_ms  # a few ms on a shared 2-core machine
-    assert r.summary["cache"]["hit_rate"] > 0  # the trace's shared hash ids share blocks
+    assert r.summary.cache.hit_rate > 0  # the trace's shared hash ids share blocks
     assert [x["max_tokens"] for x in records(r)] == [t["output_length"] for t in trace]
 
 
@@ -117,8 +118,8 @@ def test_cancelled_requests_stay_out_of_the_error_rate(tmp_path: Path) -> None:
     with FakeServerThread({"ttft_ms": 1, "itl_ms": 2, "output_tokens": 40}) as srv:
         r = run(srv, tmp_path / "cancel", WorkloadSpec(), requests=30, cancel_rate=0.5)
     s = r.summary
-    assert 5 <= s["requests"]["cancelled"] <= 25
-    assert s["requests"]["total"] + s["requests"]["cancelled"] == 30 and s["error_rate"] == 0.0
+    assert 5 <= s.requests.cancelled <= 25
+    assert s.requests.total + s.requests.cancelled == 30 and s.error_rate == 0.0
     cancelled = [x for x in records(r) if x["error_kind"] == "cancelled"]
     assert all(1 <= len(x["chunk_offsets_ms"]) <= 8 for x in cancelled)
 
@@ -130,7 +131,7 @@ def test_rate_stages_and_ramp_shape_the_schedule(tmp_path: Path) -> None:
     starts = [x["intended_start_ms"] for x in records(staged)]
     first, second = sum(1 for t in starts if t is not None and t - starts[0] < 1000), len(starts)
     assert 1 <= first <= 12 and second - first >= 15  # ~5 then ~30
-    assert staged.summary["offered_rate"] is None  # no single rate was offered
+    assert staged.summary.offered_rate is None  # no single rate was offered
     gaps = np.diff([x["intended_start_ms"] for x in records(ramp)])
     assert gaps[0] > 3 * gaps[-1]  # sparse while ramping, dense at full rate
 
@@ -139,7 +140,7 @@ def test_concurrency_stages(tmp_path: Path) -> None:
     with FakeServerThread({"ttft_ms": 20, "itl_ms": 1, "output_tokens": 2}) as srv:
         stages = parse_stages("1s@1,1s@4", "concurrency")
         r = run(srv, tmp_path / "cstages", WorkloadSpec(), requests=None, stages=stages, stages_kind="concurrency")
-    assert r.summary["max_in_flight"] == 4
+    assert r.summary.max_in_flight == 4
 
 
 def test_workload_flags_are_checked_before_any_connection(tmp_path: Path) -> None:
@@ -180,7 +181,7 @@ def test_the_report_shows_cancelled_requests(tmp_path: Path) -> None:
 
     with FakeServerThread({"ttft_ms": 1, "itl_ms": 2, "output_tokens": 40}) as srv:
         r = run(srv, tmp_path / "cancel", WorkloadSpec(), requests=30, cancel_rate=0.5)
-    n = r.summary["requests"]["cancelled"]
+    n = r.summary.requests.cancelled
     assert n > 0
     assert any(f"cancelled by the client: {n}" in x for x in headline_lines(r.summary))
     assert f"{n} cancelled by the client" in build([load(r.directory)])

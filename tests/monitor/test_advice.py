@@ -8,11 +8,20 @@ from typing import Any
 
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
-from tokenrace.monitor import MonitorSession, resource_warnings
+from tokenrace.model.summary import Summary
+from tokenrace.monitor import MonitorSession
+from tokenrace.monitor import resource_warnings as typed_warnings
 
 
-def run_summary(p50: float = 1000.0, p95: float = 1200.0, tokens_per_s: float | None = 950.0) -> dict[str, Any]:
-    return {"metrics": {"e2e_ms": {"p50": p50, "p95": p95}}, "throughput": {"output_tokens_per_s": tokens_per_s}}
+def resource_warnings(resources: dict[str, Any], run: Summary | None) -> list[str]:
+    """The warnings' sentences (each also carries its code and figures: see the test below)."""
+    return [w.message for w in typed_warnings(resources, run)]
+
+
+def run_summary(p50: float = 1000.0, p95: float = 1200.0, tokens_per_s: float | None = 950.0) -> Summary:
+    return Summary.model_validate(
+        {"metrics": {"e2e_ms": {"p50": p50, "p95": p95}}, "throughput": {"output_tokens_per_s": tokens_per_s}}
+    )
 
 
 def resources(**parts: Any) -> dict[str, Any]:
@@ -59,6 +68,12 @@ def test_a_queue_with_an_idle_gpu_points_at_the_servers_limit() -> None:
     ]
 
 
+def test_each_warning_has_a_code_and_the_figures_that_raised_it() -> None:
+    (w,) = typed_warnings(resources(server={"waiting_max": 3, "running_max": 2}), run_summary())
+    assert w.code == "resources.server_queue"
+    assert w.figures == {"server_waiting_max": 3, "server_running_max": 2, "gpu_util_pct_mean": 60.0}
+
+
 def test_the_client_at_full_cpu_bounds_the_numbers() -> None:
     w = resource_warnings(resources(system={"proc_cpu_pct_mean": 99.0, "proc_cpu_pct_max": 100.0}), run_summary())
     assert w == ["the client's CPU was at 99 % of a core (mean; max 100 %): the numbers may be bounded by the client"]
@@ -100,7 +115,7 @@ def test_a_sampler_that_stopped_is_mentioned_and_missing_figures_are_silent() ->
         "monitor: the gpu sampler stopped after 1 errors (NVMLError: GPU is lost); its figures end there"
     ]
     assert resource_warnings({}, run_summary()) == []
-    assert resource_warnings({"gpu": None, "system": None, "server": None}, {}) == []
+    assert resource_warnings({"gpu": None, "system": None, "server": None}, Summary()) == []
 
 
 def test_from_a_real_session_with_a_saturated_fake_gpu(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
-from tokenrace.monitor import TIMESERIES, MonitorSession, load_timeseries
+from tokenrace.model.files import TIMESERIES
+from tokenrace.monitor import MonitorSession, load_timeseries
 
 GPU_FIELDS = {
     "index",

@@ -95,3 +95,55 @@ def test_bad_numbers_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> Non
 def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--list")
     assert code == 0 and "gemma-4-31b" in out and "Groq-LPU" in out
+
+
+def test_gemma_compares_gpus_and_lpus_with_energy(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--model", "gemma-4-31b")
+    assert code == 0
+    assert "devices needed, memory per device, the binding term and energy" in out
+    groq = next(line for line in out.splitlines() if line.startswith("Groq-LPU") and "chip(s)/layer" in line)
+    assert "communication" in groq and "300 W" in groq
+    h100 = next(line for line in out.splitlines() if line.startswith("H100-SXM") and "one device" in line)
+    assert "memory" in h100 and "700 W" in h100 and "0.0767" in h100
+    tpu = next(line for line in out.splitlines() if line.startswith("TPU-v5e") and "tensor-parallel" in line)
+    assert tpu.rstrip().endswith("—")  # no TDP published: no tokens per joule
+    code, out, _ = run(capsys, "--model", "gemma-4-31b", "--json")
+    rows = {(row["hardware"], row["precision"]): row for row in json.loads(out)["rows"]}
+    lpu = rows[("Groq-LPU", "bf16")]
+    assert lpu["decode_bound_by"] == "communication" and lpu["layout"]["kind"] == "sram"
+    assert lpu["decode_tokens_per_joule_at_tdp"] == pytest.approx(
+        lpu["decode_tokens_per_s_bound"] / (lpu["devices"] * 300)
+    )
+
+
+def test_one_plan_shows_layout_terms_energy_and_the_nearest_published_point(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--model", "llama-3.3-70b", "--hardware", "H100-SXM", "--devices", "2", "--precision", "fp8",
+                       "--context", "5250", "--link", "pcie5-x16")  # fmt: skip
+    assert code == 0
+    assert "layout    tensor-parallel over 2; inside a group: PCIe 5.0 x16" in out
+    assert "communication 202 µs" in out
+    assert "tok/J at the bound" in out
+    assert "published NIM 1.8.0, Llama 3.3 70B FP8" in out and "% of its bound" in out
+    code, out, _ = run(capsys, "--model", "llama-3.1-8b", "--hardware", "groq", "--json")
+    data = json.loads(out)
+    assert data["decode_bound_by"] in {"memory", "communication"}
+    assert data["layout"]["kind"] == "sram" and data["decode_communication"]["trips"]
+    assert data["published"]["hardware"] == "Groq-LPU" and data["published"]["pct_of_bound"] > 1
+    assert data["tdp_w_per_device"] == 300
+
+
+def test_link_needs_hardware_and_must_exist(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--model", "llama-3.1-8b", "--link", "nvlink4")
+    assert code == 2 and "--link" in err
+    code, _, err = run(
+        capsys, "--model", "llama-3.1-8b", "--hardware", "RTX-4090", "--devices", "2", "--link", "nvlink4"
+    )
+    assert code == 2 and "--link: RTX-4090 has no 'nvlink4' link" in err
+
+
+def test_list_shows_links_tdp_and_published_points(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--list")
+    assert code == 0
+    assert "link      groq-c2c" in out and "Linley" in out
+    assert "tdp       H100-SXM" in out
+    assert "published Groq, Llama 3.1 70B with speculative decoding" in out

@@ -21,6 +21,16 @@ def test_efficiency_percentages() -> None:
     assert e["warnings"] == []
 
 
+def test_energy_efficiency_against_tokens_per_joule_at_tdp() -> None:
+    r = plan("llama-3.1-8b", "H100-SXM", context=1024, concurrency=8)
+    reference = r.aggregate_tokens_per_s_bound / 700
+    e = efficiency(None, None, r, measured_tokens_per_joule=reference / 4)
+    assert e["decode_tokens_per_joule_at_tdp"] == pytest.approx(reference)
+    assert e["tokens_per_joule_pct_of_tdp_reference"] == pytest.approx(25)
+    no_tdp = efficiency(None, None, plan("llama-3.1-8b", "TPU-v5e", devices=2), measured_tokens_per_joule=1.0)
+    assert no_tdp["decode_tokens_per_joule_at_tdp"] is None and no_tdp["tokens_per_joule_pct_of_tdp_reference"] is None
+
+
 def test_undefined_is_none_never_zero() -> None:
     r = plan("llama-3.1-8b", "H100-SXM")
     e = efficiency(None, 0, r)

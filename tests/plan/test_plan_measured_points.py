@@ -10,38 +10,24 @@ from __future__ import annotations
 import pytest
 
 from tokenrace.plan import plan
+from tokenrace.plan.published import PublishedPoint, check_point, published_points
 
-# (setup, model, hardware, precision, measured decode tok/s, source)
-LLAMA_CPP = [
-    ("RTX 3090 7B Q4_0 tg128", "llama-2-7b", "RTX-3090", "q4_0", 121.8, "llama.cpp PR #4766"),
-    ("RTX 3090 7B F16 tg128", "llama-2-7b", "RTX-3090", "fp16", 48.5, "llama.cpp PR #4766"),
-    ("RTX 4090 7B F16 tg128", "llama-2-7b", "RTX-4090", "fp16", 61.0, "llama.cpp PR #4766"),
-    ("RTX 4090 7B Q8_0 tg128", "llama-2-7b", "RTX-4090", "q8_0", 98.1, "llama.cpp PR #4766"),
-    ("RTX 3090 Ti 7B Q4_0 tg128", "llama-2-7b", "RTX-3090-Ti", "q4_0", 127.4, "llama.cpp PR #4812"),
-    # 2023-03, 4-bit LLaMA-7B (the old q4_0, 5 bits per weight: 4.2 GB); today's Q4_0 (4.5 bits) reads
-    # less, so using it keeps the bound generous. F16 or Q8_0 could not reach 18.3 tok/s at 102 GB/s.
-    (
-        "i9-13900K DDR5-6400 7B 4-bit, 8 threads",
-        "llama-2-7b",
-        "i9-13900K-DDR5-6400",
-        "q4_0",
-        18.3,
-        "llama.cpp #34",
-    ),
-]
+# llama.cpp's single-stream points live in the published table (published.json), with their sources.
+LLAMA_CPP = [p for p in published_points() if p.id.startswith("llama-cpp-")]
 
 
-@pytest.mark.parametrize(
-    ("setup", "model", "hardware", "precision", "measured", "source"), LLAMA_CPP, ids=[p[0] for p in LLAMA_CPP]
-)
-def test_llama_cpp_single_stream_decode(
-    setup: str, model: str, hardware: str, precision: str, measured: float, source: str
-) -> None:
+@pytest.mark.parametrize("point", LLAMA_CPP, ids=[p.id for p in LLAMA_CPP])
+def test_llama_cpp_single_stream_decode(point: PublishedPoint) -> None:
     # tg128 from an empty context: the KV cache holds 64 tokens on average.
-    r = plan(model, hardware, precision=precision, context=64, input_tokens=1, devices=1)
-    bound = r.decode_tokens_per_s_bound
-    assert bound >= measured, f"{setup}: bound {bound:.1f} < measured {measured} ({source})"
-    assert 0.40 <= measured / bound <= 0.90, f"{setup}: {measured / bound:.0%} of the bound"
+    assert (point.context, point.input_tokens, point.devices) == (64, 1, 1)
+    check = check_point(point)
+    assert check.bound >= point.tok_s, f"{point.id}: bound {check.bound:.1f} < measured {point.tok_s} ({point.source})"
+    assert 40 <= check.share_pct <= 90, f"{point.id}: {check.share_pct:.0f} % of the bound"
+
+
+def test_the_table_keeps_every_llama_cpp_point() -> None:
+    assert len(LLAMA_CPP) == 6
+    assert {p.hardware for p in LLAMA_CPP} == {"RTX-3090", "RTX-4090", "RTX-3090-Ti", "i9-13900K-DDR5-6400"}
 
 
 def test_trt_llm_h100_fp8_llama_70b_tp4_batch_64() -> None:

@@ -21,6 +21,7 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
 from tokenrace.load.runner import Load
+from tokenrace.model.summary import Summary, Throughput
 from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
 from tokenrace.runs.reader import RunData, load
 from tokenrace.runs.session import BenchSettings
@@ -154,7 +155,7 @@ def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) 
             }
         )
         t += e2e
-    summary = {"throughput": {"output_tokens_per_s": tokens * requests / (t / 1000)}}
+    summary = Summary(throughput=Throughput(output_tokens_per_s=tokens * requests / (t / 1000)))
     return RunData(Path(f"synthetic-{seed}"), "run", summary, {}, [], records)
 
 
@@ -166,7 +167,7 @@ def test_throughput_blocks_average_to_the_runs_throughput() -> None:
     run = synthetic_run(tokens=20, requests=400, seed=1)
     blocks = token_blocks(run)
     assert blocks is not None and len(blocks) == MAX_BLOCKS
-    assert abs(blocks.mean() - run.summary["throughput"]["output_tokens_per_s"]) < 1e-6 * blocks.mean()
+    assert abs(blocks.mean() - run.summary.throughput.output_tokens_per_s) < 1e-6 * blocks.mean()
 
 
 def test_throughput_interval_separates_a_real_difference_and_not_noise() -> None:

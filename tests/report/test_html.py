@@ -187,7 +187,7 @@ def test_no_none_in_human_text(made: dict[str, Path], profile_dir: Path) -> None
     for text in (page, run_page):
         assert not re.search(r"\bNone\b", text), re.findall(r".{60}\bNone\b.{60}", text)[:3]
     console = Console(record=True, width=200)
-    print_profile(profile.summary, console)
+    print_profile(profile.sweep, console)
     print_summary(load(made["run"]).summary, console, title="run")
     printed = console.export_text()
     assert "SmolLM2-135M-Instruct-Q4_1.gguf" in printed and "@ http://127.0.0.1:" in printed

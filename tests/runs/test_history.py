@@ -56,7 +56,7 @@ def test_index_list_filter_resolve(fake: Any, tmp_path: Path) -> None:
         assert [r["label"] for r in rows] == ["beta", "alpha"]  # newest first
         ra = next(r for r in rows if r["label"] == "alpha")
         assert ra["model"] == "fake-model" and ra["concurrency"] == 2 and ra["requests"] == 8
-        assert ra["ttft_p50_ms"] == a.summary["metrics"]["ttft_ms"]["p50"]
+        assert ra["ttft_p50_ms"] == a.summary.metrics.ttft_ms.p50
         assert [r["label"] for r in h.list(Filters(label="alp"))] == ["alpha"]
         assert len(h.list(Filters(model="fake", endpoint="127.0.0.1"))) == 2
         assert h.list(Filters(model="llama")) == []
@@ -105,6 +105,6 @@ def test_runs_and_show_commands(fake: Any, tmp_path: Path, tokenrace_home: Path)
     assert p.returncode == 0, p.stderr
     assert "TTFT" in p.stdout and "requests: 8/8 ok" in p.stdout and "concurrency 1" in p.stdout
     p = tokenrace("show", str(run.directory), "--json", home=tokenrace_home)
-    assert json.loads(p.stdout) == run.summary
+    assert json.loads(p.stdout) == run.summary.model_dump(mode="json")
     p = tokenrace("show", "no-such-run", home=tokenrace_home)
     assert p.returncode == 2 and p.stderr.startswith("error: ") and p.stderr.count("\n") == 1

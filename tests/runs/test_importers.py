@@ -46,15 +46,20 @@ def test_vllm_figures_match_vllms_own() -> None:
     doc = json.loads(VLLM.read_text())
     run = import_file(VLLM)
     s = run.summary
-    assert s["requests"] == {"total": 10, "succeeded": doc["completed"], "failed": doc["failed"], "cancelled": 0}
-    m = s["metrics"]
+    assert s.requests.model_dump() == {
+        "total": 10,
+        "succeeded": doc["completed"],
+        "failed": doc["failed"],
+        "cancelled": 0,
+    }
+    m = s.metrics
     # Same per-request values, same numpy statistics: the same numbers (ours are rounded to 4 decimals).
     for ours, theirs in (("ttft_ms", "ttft"), ("itl_chunk_ms", "itl"), ("e2e_ms", "e2el")):
-        assert m[ours]["mean"] == pytest.approx(doc[f"mean_{theirs}_ms"], abs=1e-3)
-        assert m[ours]["p50"] == pytest.approx(doc[f"median_{theirs}_ms"], abs=1e-3)
+        assert getattr(m, ours).mean == pytest.approx(doc[f"mean_{theirs}_ms"], abs=1e-3)
+        assert getattr(m, ours).p50 == pytest.approx(doc[f"median_{theirs}_ms"], abs=1e-3)
     # vLLM's TPOT counts the time after the last chunk; ours ends at the last content chunk.
-    assert m["tpot_ms"]["mean"] < doc["mean_tpot_ms"]
-    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(doc["output_throughput"], rel=1e-4)
+    assert m.tpot_ms.mean < doc["mean_tpot_ms"]
+    assert s.throughput.output_tokens_per_s == pytest.approx(doc["output_throughput"], rel=1e-4)
     assert run.manifest["model"] == doc["model_id"] and run.manifest["settings"]["load"]["concurrency"] == 4
     assert run.manifest["tool"] == "vllm bench serve" and run.manifest["started_at"] == "2025-03-12T14:15:03"
     failed = [r for r in run.records() if r["error_kind"]]
@@ -73,9 +78,9 @@ def test_older_vllm_results_without_start_times(tmp_path: Path) -> None:
     old = tmp_path / "old.json"
     old.write_text(json.dumps(doc))
     s = import_file(old).summary
-    assert s["throughput"]["window_s"] == doc["duration"] and s["imported"]["window"] == "duration"
-    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(doc["output_throughput"], rel=1e-4)
-    assert s["metrics"]["e2e_ms"]["count"] == 9  # to the last chunk
+    assert s.throughput.window_s == doc["duration"] and s.imported["window"] == "duration"
+    assert s.throughput.output_tokens_per_s == pytest.approx(doc["output_throughput"], rel=1e-4)
+    assert s.metrics.e2e_ms.count == 9  # to the last chunk
 
 
 def test_vllm_without_detail_is_refused(tmp_path: Path) -> None:
@@ -94,15 +99,15 @@ def test_aiperf_records_and_config() -> None:
     run = import_file(AIPERF)
     agg = json.loads((AIPERF.parent / "profile_export_aiperf.json").read_text())
     s = run.summary
-    assert s["requests"] == {
+    assert s.requests.model_dump() == {
         "total": 9,
         "succeeded": 8,
         "failed": 1,
         "cancelled": 0,
     }  # the warm-up request is kept but not measured
     assert [r["phase"] for r in run.records()].count("warmup") == 1
-    assert s["metrics"]["ttft_ms"]["p50"] == pytest.approx(agg["time_to_first_token"]["p50"], abs=1e-3)
-    assert s["metrics"]["ttft_ms"]["max"] == pytest.approx(agg["time_to_first_token"]["max"], abs=1e-3)
+    assert s.metrics.ttft_ms.p50 == pytest.approx(agg["time_to_first_token"]["p50"], abs=1e-3)
+    assert s.metrics.ttft_ms.max == pytest.approx(agg["time_to_first_token"]["max"], abs=1e-3)
     failed = next(r for r in run.records() if r["error_kind"])
     assert failed["status"] == 500 and failed["error_message"].startswith("InternalServerError")
     assert run.manifest["model"] == "Qwen/Qwen2.5-7B-Instruct" and run.manifest["settings"]["load"]["concurrency"] == 2
@@ -122,15 +127,14 @@ def test_aiperf_alone_and_in_seconds(tmp_path: Path) -> None:
     f.write_text("".join(json.dumps(x) + "\n" for x in lines))
     run = import_file(f)
     assert run.manifest["model"] is None  # no profile_export_aiperf.json beside it
-    assert run.summary["metrics"]["ttft_ms"]["p50"] == pytest.approx(
-        import_file(AIPERF).summary["metrics"]["ttft_ms"]["p50"], abs=1e-3
-    )
+    assert run.summary.metrics.ttft_ms.p50 == pytest.approx(import_file(AIPERF).summary.metrics.ttft_ms.p50, abs=1e-3)
 
 
 def test_imported_runs_go_into_the_history_and_compare_with_warnings(tmp_path: Path) -> None:
     d = import_to_dir(VLLM, tmp_path / "imports")
     assert sorted(p.name for p in d.iterdir()) == ["manifest.json", "records.jsonl", "summary.json"]
-    assert load(d).summary == import_file(VLLM).summary | {"imported": load(d).summary["imported"]}
+    saved, fresh = load(d).summary.model_dump(mode="json"), import_file(VLLM).summary.model_dump(mode="json")
+    assert saved == fresh | {"imported": saved["imported"]}
     with History.open() as h:
         h.index(d)
         row = h.list(Filters(model="Llama-3.1"))[0]

@@ -71,7 +71,8 @@ def test_a_monitored_run_gains_resources_warnings_and_the_engines_clock(tmp_path
     summary = build_summary(records, ctx).model_dump(mode="json")
     assert summary["resources"]["server"]["engine"] == "vllm"
     assert summary["resources"]["local_server"] is True
-    assert any("the server queued up to 3 requests" in w for w in summary["resource_warnings"])
+    resource = [w for w in summary["warnings"] if w["code"].startswith("resources.")]
+    assert any("the server queued up to 3 requests" in w["message"] for w in resource)
     svc = summary["server_vs_client"]
     assert svc["source"].startswith("vllm /metrics")
     assert svc["ttft_ms"]["server_mean"] == pytest.approx(90.0) and svc["ttft_ms"]["client_mean"] == pytest.approx(

@@ -13,10 +13,13 @@ import jsonschema
 import pytest
 from tests.sweep.helpers import bench
 
-from tokenrace.client.records import RECORD_SCHEMA_VERSION, RequestRecord
-from tokenrace.runs.models import SCHEMA_VERSION, RecordLine, Summary
+from tokenrace.client.records import RequestRecord
+from tokenrace.model.files import SCHEMA_VERSION
+from tokenrace.model.records import RecordLine
+from tokenrace.model.schema import schema_name, schemas
+from tokenrace.model.summary import Summary
+from tokenrace.report.tables import headline_lines
 from tokenrace.runs.reader import load_dir
-from tokenrace.runs.schema import schema_name, schemas
 from tokenrace.testing.fake_server import FakeServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,14 +39,14 @@ def test_committed_schemas_are_current() -> None:
     stale = sorted(n for n in fresh if on_disk.get(n) != fresh[n])
     extra = sorted(set(on_disk) - set(fresh))
     assert not stale and not extra, (
-        f"docs/schema is stale ({stale or extra}): run `python -m tokenrace.runs.schema` and commit the result"
+        f"docs/schema is stale ({stale or extra}): run `python -m tokenrace.model.schema` and commit the result"
     )
 
 
 def test_the_record_writer_and_its_model_agree() -> None:
-    assert RECORD_SCHEMA_VERSION == SCHEMA_VERSION
     rec = RequestRecord(seq=3, start_ns=10, first_token_ns=20, end_ns=40, chunk_ns=[20, 30], output_tokens=2)
     line = rec.to_json(0)
+    assert line["schema_version"] == SCHEMA_VERSION
     assert set(line) <= set(RecordLine.model_fields), set(line) - set(RecordLine.model_fields)
     assert RecordLine.model_validate(line).model_dump(mode="json", include=set(line)) == line
 
@@ -97,11 +100,28 @@ def test_files_without_schema_version_are_still_read(tmp_path: Path) -> None:
         doc["metrics"].pop("cached_tokens", None) if name == "summary.json" else None
         path.write_text(json.dumps(doc))
     data = load_dir(run.directory)
-    assert data.summary["schema_version"] == 0 and data.manifest["schema_version"] == 0
-    assert data.summary["cache"] is None and data.summary["warnings"] == []
-    assert data.summary["metrics"]["cached_tokens"]["count"] == 0  # no data: count 0, stats null
-    assert data.summary["metrics"]["cached_tokens"]["p50"] is None
-    assert data.summary["requests"]["succeeded"] == 3
+    assert data.summary.schema_version == 0 and data.manifest["schema_version"] == 0
+    assert data.summary.cache is None and data.summary.warnings == []
+    assert data.summary.metrics.cached_tokens.count == 0  # no data: count 0, stats null
+    assert data.summary.metrics.cached_tokens.p50 is None
+    assert data.summary.requests.succeeded == 3
+
+
+def test_a_schema_1_run_reads_its_free_text_warnings_as_typed_ones() -> None:
+    """Version 1 kept warnings as sentences in `warnings` and `resource_warnings`; they load as one typed list."""
+    data = load_dir(ROOT / "tests" / "fixtures" / "runs" / "schema-v1")
+    s = data.summary
+    assert s.schema_version == 1 and SCHEMA_VERSION > 1
+    assert [(w.code, w.message[:22], w.figures) for w in s.warnings] == [
+        ("resources.note", "GPU utilisation averag", {}),
+        ("run.note", "prefix cache: 45.0 % o", {}),
+    ]
+    assert "resource_warnings" not in s.model_dump(mode="json")
+    assert s.requests.succeeded == 3 and s.metrics.ttft_ms.p50 is not None
+    lines = headline_lines(s)
+    assert sum(1 for x in lines if x.startswith("warning: ")) == 2
+    # A summary written now validates against the committed schema; the old one read back does too.
+    assert not _errors(validator("summary.json"), s.model_dump(mode="json"))
 
 
 def test_a_file_that_is_not_a_summary_gets_one_line(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 from tests.conftest import fake_key
 
 from tokenrace.client.records import RequestRecord
-from tokenrace.runs.models import Manifest, Summary
+from tokenrace.model.manifest import Manifest
+from tokenrace.model.summary import Summary
 from tokenrace.runs.store import RunStore
 
 SECRET = fake_key("", "store")  # not key-shaped: only the exact value can hide it

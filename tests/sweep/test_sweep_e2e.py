@@ -89,14 +89,14 @@ def test_concurrency_sweep_finds_the_knee_and_stops(knee_server: Any, tmp_path: 
 def test_first_step_is_cold_and_the_rest_warm(fake: Any, tmp_path: Path) -> None:
     r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s"), SweepPlan(values=(1, 2), stop_early=False)))
     assert [n for n, _ in r.steps] == ["c1", "c2"]
-    assert r.steps[0][1].summary["cold"] is not None and r.steps[1][1].summary["cold"] is None
+    assert r.steps[0][1].summary.cold is not None and r.steps[1][1].summary.cold is None
     assert r.summary["stop_reason"] == "completed"
 
 
 def test_requests_scale_with_concurrency_unless_given(fake: Any, tmp_path: Path) -> None:
     plan = SweepPlan(values=(1, 8), stop_early=False, requests_per_worker=4)
     r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s", requests=10), plan))
-    assert [res.summary["requests"]["total"] for _, res in r.steps] == [10, 32]
+    assert [res.summary.requests.total for _, res in r.steps] == [10, 32]
 
 
 def test_rate_sweep_runs_open_loop(fake: Any, tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
     assert result.steps[1][1].manifest["engine"] == {"engine": "fake"}
     data = load(tmp_path / "p")  # rendered later from the files, like a sweep
-    assert data.kind == "profile" and [r["throughput_tokens_per_s"] is not None for r in data.summary["steps"]] == [
+    assert data.kind == "profile" and [r["throughput_tokens_per_s"] is not None for r in data.sweep["steps"]] == [
         True,
         True,
     ]

@@ -37,6 +37,7 @@ from tokenrace.figures.cost import Price
 from tokenrace.figures.objectives import Objective, all_held, error_guard, judge_all
 from tokenrace.load.runner import Load
 from tokenrace.load.workload import WorkloadSpec
+from tokenrace.model.summary import Summary
 from tokenrace.runs.samples import sample_of
 from tokenrace.runs.session import BenchResult, BenchSettings, PromptSpec
 from tokenrace.runs.store import default_run_dir, write_json
@@ -250,7 +251,7 @@ class Battery:
         template = self.cs.template if workload is None else dataclasses.replace(self.cs.template, workload=workload)
         runner = StepRunner(template, self.directory, self.progress_for, self.argv)
         result = await runner.run(name, dataclasses.replace(load, seed=template.load.seed), prompts)
-        self.claim.requests_sent += result.summary["requests"]["total"] + (1 if load.cold else 0)
+        self.claim.requests_sent += result.summary.requests.total + (1 if load.cold else 0)
         return result
 
     def _condition(
@@ -286,14 +287,14 @@ class Battery:
         self.claim.model = self.claim.model or result.manifest.get("model")
         self._add(self._cold_condition(result))
         self._add(self._condition("warm", 1, result))
-        e2e = result.summary["metrics"]["e2e_ms"]["p50"]
+        e2e = result.summary.metrics.e2e_ms.p50
         self.e2e_s = max(e2e / 1000, 0.01) if e2e else self.e2e_s
         server = result.manifest.get("server") or {}
         self.context = self.cs.context_tokens or server.get("max_model_len")
         return not result.interrupted
 
     def _cold_condition(self, result: BenchResult) -> Condition:
-        cold = result.summary.get("cold")
+        cold = result.summary.cold
         per_request = tuple(o for o in self.cs.objectives if o.kind in ("time", "speed") or o.figure == "error_rate")
         if not cold:
             return Condition(dimension="cold", skipped="no cold request was sent")
@@ -305,9 +306,9 @@ class Battery:
             value="first request",
             held=all_held(checks),
             figures={
-                "ttft_ms": cold.get("ttft_ms"),
-                "e2e_ms": cold.get("e2e_ms"),
-                "error_kind": cold.get("error_kind"),
+                "ttft_ms": cold.ttft_ms,
+                "e2e_ms": cold.e2e_ms,
+                "error_kind": cold.error_kind,
             },
             checks=[c.to_dict() for c in checks],
             run_dir="warm",
@@ -403,7 +404,7 @@ class Battery:
             load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need))
             result = await self._step(f"prompt-{n}", load, PromptSpec(input_tokens=(n, 0.0)))
             condition = self._condition("prompt_tokens", n, result)
-            condition.figures["prompt_tokens_mean"] = result.summary["metrics"]["prompt_tokens"]["mean"]
+            condition.figures["prompt_tokens_mean"] = result.summary.metrics.prompt_tokens.mean
             self._add(condition)
             if result.interrupted:
                 return False
@@ -485,20 +486,20 @@ class Battery:
         self._add(await quality_condition(self.cs.template, samples, self.directory, self.claim))
 
 
-def figures_of(summary: dict[str, Any]) -> dict[str, Any]:
+def figures_of(summary: Summary) -> dict[str, Any]:
     """A condition's key figures, from its run's summary."""
-    m = summary["metrics"]
-    tpot = m["tpot_ms"]["p50"]
+    m = summary.metrics
+    tpot = m.tpot_ms.p50
     return {
-        "requests": summary["requests"]["total"],
-        "error_rate": summary["error_rate"],
-        "ttft_ms_p50": m["ttft_ms"]["p50"],
-        "ttft_ms_p99": m["ttft_ms"]["p99"],
+        "requests": summary.requests.total,
+        "error_rate": summary.error_rate,
+        "ttft_ms_p50": m.ttft_ms.p50,
+        "ttft_ms_p99": m.ttft_ms.p99,
         "tpot_ms_p50": tpot,
-        "e2e_ms_p50": m["e2e_ms"]["p50"],
+        "e2e_ms_p50": m.e2e_ms.p50,
         "output_tok_s_per_user_p50": round(1000 / tpot, 3) if tpot else None,
-        "output_tok_s": summary["throughput"]["output_tokens_per_s"],
-        "prompt_tokens_mean": m["prompt_tokens"]["mean"],
+        "output_tok_s": summary.throughput.output_tokens_per_s,
+        "prompt_tokens_mean": m.prompt_tokens.mean,
     }
 
 

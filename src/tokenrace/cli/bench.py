@@ -124,7 +124,7 @@ def _with_quality(summary: dict[str, Any], quality: QualityResult | None) -> dic
 
 def report(result: BenchResult, as_json: bool, quality: QualityResult | None = None) -> None:
     if as_json:
-        echo_json(_with_quality(result.summary, quality))
+        echo_json(_with_quality(result.summary.model_dump(mode="json"), quality))
     else:
         print_summary(result.summary, title=f"{result.manifest['model']} @ {result.manifest['endpoint']}")
         click.echo(f"run directory: {result.directory}")
@@ -133,12 +133,12 @@ def report(result: BenchResult, as_json: bool, quality: QualityResult | None = N
     workers = result.manifest.get("workers") or {}
     if workers.get("reason"):
         click.echo(f"--workers {workers['requested']}: {workers['count']} ({workers['reason']})", err=True)
-    client = result.summary.get("client_load")
-    if client and not client["calibrated"]:
+    client = result.summary.client_load
+    if client is not None and not client.calibrated:
         click.echo(HOW_TO_CALIBRATE, err=True)
     if result.interrupted:
         click.echo("interrupted: what was measured is saved", err=True)
         sys.exit(130)
     if result.failed_threshold:
-        click.echo(f"error rate {result.summary['error_rate']:.3f} is above the limit", err=True)
+        click.echo(f"error rate {result.summary.error_rate or 0:.3f} is above the limit", err=True)
         sys.exit(1)

@@ -90,7 +90,7 @@ async def _run(directory: Path, interval_s: float, duration_s: float, url: str |
         click.echo("", err=True)
     resources["metrics_url"] = url
     resources["interrupted"] = interrupted
-    resources["warnings"] = resource_warnings(resources)
+    resources["warnings"] = [w.message for w in resource_warnings(resources)]
     try:
         write_json(directory / RESOURCES, resources)
     except OSError as exc:

@@ -16,6 +16,7 @@ from tokenrace.plan.memory import DEFAULT_UTILIZATION, kv_bytes_per_sequence
 from tokenrace.plan.modelspec import ModelSpec
 from tokenrace.plan.planner import PlanResult, resolve_precision
 from tokenrace.plan.precision import get_precision, kv_dtype_bytes
+from tokenrace.plan.published import check_point, nearest_published, published_points
 
 # The guides' precision table: 2, 1 and 0.5 bytes per parameter.
 TABLE_PRECISIONS = ("bf16", "int8", "int4")
@@ -47,6 +48,11 @@ TABLE_PRECISIONS = ("bf16", "int8", "int4")
     show_default=True,
     help="Share of device memory usable (vLLM's gpu_memory_utilization).",
 )
+@click.option(
+    "--link",
+    help="Interconnect inside a tensor-parallel group: nvlink4, pcie5-x16, nvlink4-bridge ... (--list shows each "
+    "device's). Default: the device's first.",
+)
 @click.option("--explain", is_flag=True, help="Print every formula with the figures put in.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--list", "list_catalog", is_flag=True, help="List the catalog's models and devices, with sources.")
@@ -60,6 +66,7 @@ def command(
     concurrency: int,
     input_tokens: int | None,
     memory_utilization: float,
+    link: str | None,
     explain: bool,
     as_json: bool,
     list_catalog: bool,
@@ -74,21 +81,31 @@ def command(
     common: dict[str, Any] = {"precision": precision, "kv_dtype": kv_dtype, "context": context, "concurrency": concurrency,
                               "input_tokens": input_tokens, "utilization": memory_utilization}  # fmt: skip
     if hardware:
-        result = plan(model, hardware, devices=devices, **common)
+        result = plan(model, hardware, devices=devices, link=link, **common)
         _print_plan(result, explain, as_json)
     else:
+        if link:
+            raise click.UsageError("--link needs --hardware (each device has its own links)")
         _print_table(model, devices, common, explain, as_json)
 
 
 def _print_plan(result: PlanResult, explain: bool, as_json: bool) -> None:
+    near = nearest_published(result.model, result.hardware, result.devices)
     if as_json:
         data = result.to_dict()
+        data["published"] = near.to_dict() if near else None
         if explain:
             data["explain"] = result.explain()
         echo_json(data)
         return
     for line in result.summary():
         click.echo(line)
+    if near:
+        click.echo(f"published {near.line()}")
+    else:
+        click.echo(
+            "published no published speed for this model in the reference table (tokenrace plan --list shows it)"
+        )
     if explain:
         click.echo("")
         for line in result.explain():
@@ -150,14 +167,46 @@ def _print_table(model: ModelSpec, devices: int | None, common: dict[str, Any], 
     click.echo("cells: fewest devices that hold weights + KV + overhead at 0.9 utilization × decode bound in tok/s per stream"
                " at that count (green: one device, comfortable; yellow: one device, tight). --hardware NAME for one device"
                " (cpu: this machine).")  # fmt: skip
+    _print_comparison(model, [(hw, plans[0]) for hw, plans in rows])
     if explain:
-        click.echo("decode bound = 1 ÷ max(bytes read per step ÷ bandwidth, FLOPs per step ÷ compute); run with --hardware and"
-                   " --explain for the figures.")  # fmt: skip
+        click.echo("decode bound = 1 ÷ (max(bytes read per step ÷ bandwidth, FLOPs per step ÷ compute) + communication on "
+                   "the token's path); run with --hardware and --explain for the figures.")  # fmt: skip
+
+
+def _print_comparison(model: ModelSpec, rows: list[tuple[Hardware, PlanResult]]) -> None:
+    """One precision, every device: what it takes and what it can do, in tokens per second and per joule."""
+    prec = rows[0][1].precision.name
+    click.echo("")
+    click.echo(f"{model.name} in {prec}, one stream: devices needed, memory per device, the binding term and energy")
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    for name in ("device", "devices", "per device", "of usable", "layout", "decode ≤", "bound by", "TDP", "tok/J"):
+        table.add_column(name, justify="left" if name in ("device", "layout", "bound by") else "right", no_wrap=True)
+    for hw, r in rows:
+        if r.min_devices is None:
+            table.add_row(hw.name, "—", "—", "—", "does not fit", "—", "—", _tdp(hw), "—")
+            continue
+        m = r.memory
+        layout = r.layout.describe() if r.layout and r.layout.kind != "single" else "one device"
+        if r.layout and r.layout.kind == "sram":
+            layout = f"{r.layout.group} chip(s)/layer, {r.layout.stages} stages"
+        tpj = r.tokens_per_joule_bound
+        table.add_row(hw.name, str(r.devices), fmt_bytes(m.need_per_device), f"{100 * m.need_per_device / m.usable_per_device:.0f} %",
+                      layout, _compact(r.decode_tokens_per_s_bound), r.decode.bound_by, _tdp(hw),
+                      "—" if tpj is None else f"{tpj:.3g}")  # fmt: skip
+    Console(highlight=False, width=max(120, Console().width)).print(table)
+    click.echo("tok/J: the decode bound ÷ (devices × TDP), every device at TDP; a reference, not a bound. SRAM layouts are "
+               "the plan's assumption (the real one is the compiler's); --hardware NAME --explain prints every term.")  # fmt: skip
+
+
+def _tdp(hw: Hardware) -> str:
+    return f"{hw.tdp_w:g} W" if hw.tdp_w else "—"
 
 
 def _row_json(r: PlanResult) -> dict[str, Any]:
     keys = ("hardware", "precision", "devices", "min_devices", "fits_on_one_device", "comfortable", "weights_bytes",
-            "total_bytes", "max_concurrency", "decode_tokens_per_s_bound", "aggregate_tokens_per_s_bound", "ttft_ms_bound")  # fmt: skip
+            "total_bytes", "total_bytes_per_device", "usable_bytes_per_device", "max_concurrency", "decode_tokens_per_s_bound",
+            "aggregate_tokens_per_s_bound", "decode_bound_by", "decode_communication_ms", "layout", "ttft_ms_bound",
+            "tdp_w_per_device", "decode_tokens_per_joule_at_tdp")  # fmt: skip
     d = r.to_dict()
     return {k: d[k] for k in keys}
 
@@ -169,9 +218,14 @@ def _print_catalog(as_json: bool) -> None:
         echo_json({"models": [{"name": k, "label": m.name, "aliases": r.get("aliases", []), "params": m.params_total,
                                "source": m.source} for k, (r, m) in models.items()],
                    "hardware": [{"name": h.name, "aliases": list(h.aliases), "memory_bytes": h.memory_bytes,
-                                 "bandwidth_bytes_per_s": h.bandwidth_bytes_per_s, "source": h.source} for h in devices]
+                                 "bandwidth_bytes_per_s": h.bandwidth_bytes_per_s, "source": h.source,
+                                 "tdp_w": h.tdp_w, "tdp_source": h.tdp_source or None,
+                                 "links": [{"name": x.name, "label": x.label, "topology": x.topology, "count": x.count,
+                                            "bandwidth_bytes_per_s": x.bandwidth_bytes_per_s, "latency_s": x.latency_s,
+                                            "scope": x.scope, "source": x.source} for x in h.links]} for h in devices]
                    + [{"name": "cpu", "memory_bytes": None, "bandwidth_bytes_per_s": None,
-                       "source": "measured when asked for"}]})  # fmt: skip
+                       "source": "measured when asked for"}],
+                   "published": [check_point(p).to_dict() for p in published_points()]})  # fmt: skip
         return
     for key, (_, m) in models.items():
         click.echo(f"model     {key:<20} {m.describe()}  [{m.source}]")
@@ -182,3 +236,17 @@ def _print_catalog(as_json: bool) -> None:
     click.echo(
         f"hardware  {'cpu':<20} {'RAM':>8} {'measured':>10}  [this machine: memory from the OS, bandwidth probed]"
     )
+    for h in devices:
+        if h.tdp_w:
+            click.echo(f"tdp       {h.name:<20} {h.tdp_w:>6g} W  [{h.tdp_source}]")
+    seen: set[str] = set()
+    for h in devices:
+        for x in h.links:
+            if x.name not in seen:
+                seen.add(x.name)
+                latency = "latency not published" if x.latency_s is None else f"{x.latency_s * 1e6:g} µs per hop"
+                click.echo(
+                    f"link      {x.name:<20} {x.bandwidth_bytes_per_s / 1e9:>6g} GB/s each way, {latency}  [{x.source}]"
+                )
+    for p in published_points():
+        click.echo(f"published {check_point(p).line()}")

@@ -27,7 +27,7 @@ def command(run: str, as_json: bool, **o: Any) -> None:
     data = load(run)
     cost = spec_from_options(o)
     if as_json:
-        echo_json(data.summary)
+        echo_json(data.summary.model_dump(mode="json") if data.kind == "run" else data.sweep)
         return
     show(data, wide_console(), cost)
 
@@ -35,16 +35,19 @@ def command(run: str, as_json: bool, **o: Any) -> None:
 def show(data: RunData, console: Console, cost: CostSpec | None = None) -> None:
     if data.kind == "sweep":
         steps = dict(data.steps)
-        for row in data.summary["steps"]:
+        for row in data.sweep["steps"]:
             if row["step"] in steps:
-                row["cost"] = cost_of(steps[row["step"]].summary, steps[row["step"]].manifest, cost)
-        print_sweep(data.summary, console)
+                step = steps[row["step"]]
+                found = cost_of(step.summary, step.manifest.get("provider"), step.manifest.get("model"), cost)
+                row["cost"] = found.model_dump(mode="json") if found else None
+        print_sweep(data.sweep, console)
     elif data.kind == "profile":
-        print_profile(data.summary, console)
+        print_profile(data.sweep, console)
     else:
         m = data.manifest
         print_summary(data.summary, console, title=f"{fmt(m.get('model'))} @ {fmt(m.get('endpoint'))}")
-        for line in manifest_lines(m) + cost_lines(cost_of(data.summary, m, cost)):
+        found = cost_of(data.summary, m.get("provider"), m.get("model"), cost)
+        for line in manifest_lines(m) + cost_lines(found):
             console.print(line, highlight=False)
     console.print(f"from: {Path(data.path)}", highlight=False)
 

@@ -16,9 +16,9 @@ import aiohttp
 import orjson
 
 from tokenrace.client.records import RequestRecord, cached_tokens_of
-from tokenrace.client.redact import Redactor
 from tokenrace.client.sse import SSEParser
 from tokenrace.client.transport import StampingHandler, Timeouts, make_session
+from tokenrace.redact import Redactor
 
 perf_ns = time.perf_counter_ns
 

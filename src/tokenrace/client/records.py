@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tokenrace.model.files import SCHEMA_VERSION
+
 NS_PER_MS = 1_000_000
-RECORD_SCHEMA_VERSION = 1  # records.jsonl lines; the model is tokenrace.runs.models.RecordLine
 
 # The record's absolute perf_counter_ns() stamps taken where the request is sent (a worker's clock,
 # when a worker sent it; `chunk_ns` holds more of them). `intended_start_ns` is the scheduler's own,
@@ -86,7 +87,7 @@ class RequestRecord:
             return None if ns is None else round((ns - t0_ns) / NS_PER_MS, 4)
 
         return {
-            "schema_version": RECORD_SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION,  # the line's model is tokenrace.model.records.RecordLine
             "seq": self.seq,
             "phase": self.phase,
             "worker": self.worker,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.engines import engine
+from tokenrace.model.summary import Cache, RunWarning, ServerCache
 
 # A hit rate above this, without cache busting, makes TTFT a measure of the cache rather than of prefill.
 NOTABLE_HIT_RATE = 0.2
@@ -38,39 +38,40 @@ def hit_rate(records: Sequence[RequestRecord]) -> tuple[float | None, int, int, 
     return rate, cached, prompt, len(both)
 
 
-def cache_section(
-    records: Sequence[RequestRecord], busted: bool | None, server: dict[str, Any] | None
-) -> dict[str, Any] | None:
+def cache_section(records: Sequence[RequestRecord], busted: bool | None, server: ServerCache | None) -> Cache | None:
     """The summary's `cache`, or None when neither the responses nor the engine said anything."""
     rate, cached, prompt, n = hit_rate(records)
     if n == 0 and server is None:
         return None
-    return {
-        "hit_rate": rate,
-        "cached_tokens": cached if n else None,
-        "prompt_tokens": prompt if n else None,
-        "requests_reporting": n,
-        "source": source_of(records, "cached_tokens_source"),
-        "busted": busted,
-        "server": server,
-    }
+    return Cache(
+        hit_rate=rate,
+        cached_tokens=cached if n else None,
+        prompt_tokens=prompt if n else None,
+        requests_reporting=n,
+        source=source_of(records, "cached_tokens_source"),
+        busted=busted,
+        server=server,
+    )
 
 
-def cache_warning(section: dict[str, Any] | None) -> str | None:
-    if not section or section.get("hit_rate") is None or section["hit_rate"] < NOTABLE_HIT_RATE:
+def cache_warning(section: Cache | None) -> RunWarning | None:
+    if section is None or section.hit_rate is None or section.hit_rate < NOTABLE_HIT_RATE:
         return None
-    pct = section["hit_rate"] * 100
-    source = section.get("source")
-    where = source if isinstance(source, str) else "mixed sources"
+    pct = section.hit_rate * 100
+    where = section.source if isinstance(section.source, str) else "mixed sources"
     advice = (
         "the prompts were busted, so these hits are shared prefixes or later turns"
-        if section.get("busted")
+        if section.busted
         else "TTFT measures the cache as much as prefill; --cache-bust sends a unique prefix per request"
     )
-    return f"prefix cache: {pct:.1f} % of prompt tokens were served from the server's cache ({where}); {advice}"
+    return RunWarning(
+        code="cache.prefix_hits",
+        message=f"prefix cache: {pct:.1f} % of prompt tokens were served from the server's cache ({where}); {advice}",
+        figures={"hit_rate": section.hit_rate},
+    )
 
 
-def server_cache(engine_name: str, before: str, after: str) -> dict[str, Any] | None:
+def server_cache(engine_name: str, before: str, after: str) -> ServerCache | None:
     """The engine's prefix-cache figures over the run, from two /metrics texts; None when it has none.
 
     Engines count it differently (tokenrace.engines): vLLM counts queried and hit prompt tokens
@@ -84,15 +85,18 @@ def server_cache(engine_name: str, before: str, after: str) -> dict[str, Any] | 
         hits = counter_delta(before, after, hits_name)
         if queries is not None and hits is not None:
             rate = round(hits / queries, 6) if queries > 0 else None
-            return {"source": f"{found.name} /metrics {hits_name} / {queries_name} (delta over the run)",
-                    "queries": queries, "hits": hits, "hit_rate": rate}  # fmt: skip
+            return ServerCache(
+                source=f"{found.name} /metrics {hits_name} / {queries_name} (delta over the run)",
+                queries=queries,
+                hits=hits,
+                hit_rate=rate,
+            )
     if metrics.cache_gauge is not None:
         value = _gauge(after, metrics.cache_gauge)
         if value is not None:
-            return {
-                "source": f"{found.name} /metrics {metrics.cache_gauge} (at the end of the run)",
-                "hit_rate": round(value, 6),
-            }
+            return ServerCache(
+                source=f"{found.name} /metrics {metrics.cache_gauge} (at the end of the run)", hit_rate=round(value, 6)
+            )
     return None
 
 

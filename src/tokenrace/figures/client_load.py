@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.load.calibration import ClientCeiling
+from tokenrace.model.summary import ClientLoad, RunWarning
 
 CPU_LIMIT_PCT = 90.0
 HOW_TO_CALIBRATE = (
@@ -32,24 +32,24 @@ class ClientObservation:
 
 def client_load(
     ok: Sequence[RequestRecord], window_s: float | None, streams: int, seen: ClientObservation
-) -> dict[str, Any]:
+) -> ClientLoad:
     """The `client_load` section: the run's content chunks/s, streams and CPU beside the ceiling."""
     chunks = sum(len(r.chunk_ns) for r in ok)
     chunks_per_s = round(chunks / window_s, 1) if window_s else None
     causes = _causes(chunks_per_s, streams, seen)
     ceiling = seen.ceiling
     bound = True if causes else (False if ceiling is not None else None)
-    return {
-        "client_bound": bound,
-        "chunks_per_s": chunks_per_s,
-        "streams": streams,
-        "cpu_pct": seen.cpu_pct,
-        "calibrated": ceiling is not None,
-        "ceiling_chunks_per_s": ceiling.chunks_per_s if ceiling else None,
-        "ceiling_streams": ceiling.streams if ceiling else None,
-        "calibrated_at": ceiling.calibrated_at if ceiling else None,
-        "causes": causes,
-    }
+    return ClientLoad(
+        client_bound=bound,
+        chunks_per_s=chunks_per_s,
+        streams=streams,
+        cpu_pct=seen.cpu_pct,
+        calibrated=ceiling is not None,
+        ceiling_chunks_per_s=ceiling.chunks_per_s if ceiling else None,
+        ceiling_streams=ceiling.streams if ceiling else None,
+        calibrated_at=ceiling.calibrated_at if ceiling else None,
+        causes=causes,
+    )
 
 
 def _causes(chunks_per_s: float | None, streams: int, seen: ClientObservation) -> list[str]:
@@ -69,11 +69,19 @@ def _causes(chunks_per_s: float | None, streams: int, seen: ClientObservation) -
     return out
 
 
-def client_warning(section: dict[str, Any] | None) -> str | None:
-    if not section or not section["client_bound"]:
+def client_warning(section: ClientLoad | None) -> RunWarning | None:
+    if section is None or not section.client_bound:
         return None
-    return (
-        "the client may have limited this run, so its latencies may include the client's own lateness: "
-        + "; ".join(section["causes"])
-        + " (tokenrace calibrate measures this machine's ceiling)"
+    return RunWarning(
+        code="client.bound",
+        message="the client may have limited this run, so its latencies may include the client's own lateness: "
+        + "; ".join(section.causes)
+        + " (tokenrace calibrate measures this machine's ceiling)",
+        figures={
+            "chunks_per_s": section.chunks_per_s,
+            "streams": section.streams,
+            "cpu_pct": section.cpu_pct,
+            "ceiling_chunks_per_s": section.ceiling_chunks_per_s,
+            "ceiling_streams": section.ceiling_streams,
+        },
     )

@@ -12,6 +12,8 @@ from importlib import resources
 from typing import Any
 
 from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.model.stats import Stats
+from tokenrace.model.summary import Cost, Summary
 
 PRICE_FILE = "prices.toml"
 
@@ -105,57 +107,48 @@ def lookup(provider: str | None, model: str | None) -> Price | None:
 # --- figures ---------------------------------------------------------------------------------------
 
 
-def _total(summary: dict[str, Any], metric: str) -> float | None:
-    m = summary["metrics"].get(metric) or {}
+def _total(m: Stats) -> float | None:
     # Token counts are whole numbers; the mean is stored rounded, so round the product back.
-    return None if not m.get("count") or m.get("mean") is None else float(round(m["mean"] * m["count"]))
+    return None if not m.count or m.mean is None else float(round(m.mean * m.count))
 
 
-def api_cost(summary: dict[str, Any], price: Price) -> dict[str, Any]:
-    ok = summary["requests"]["succeeded"]
-    prompt, output = _total(summary, "prompt_tokens"), _total(summary, "output_tokens")
+def api_cost(summary: Summary, price: Price) -> Cost:
+    ok = summary.requests.succeeded
+    prompt, output = _total(summary.metrics.prompt_tokens), _total(summary.metrics.output_tokens)
     usd = None if prompt is None or output is None else (prompt * price.input_per_m + output * price.output_per_m) / 1e6
-    return {
-        "basis": "api",
-        "price": asdict(price),
-        "usd_total": _round(usd),
-        "usd_per_million_output_tokens": _round(usd / output * 1e6 if usd is not None and output else None),
-        "usd_per_1k_requests": _round(usd / ok * 1000 if usd is not None and ok else None),
-    }
+    return Cost(
+        basis="api",
+        price=asdict(price),
+        usd_total=_round(usd),
+        usd_per_million_output_tokens=_round(usd / output * 1e6 if usd is not None and output else None),
+        usd_per_1k_requests=_round(usd / ok * 1000 if usd is not None and ok else None),
+    )
 
 
-def gpu_cost(summary: dict[str, Any], gpu: GpuCost) -> dict[str, Any]:
+def gpu_cost(summary: Summary, gpu: GpuCost) -> Cost:
     per_hour = gpu.usd_per_gpu_hour * gpu.gpus
-    tok_s = summary["throughput"].get("output_tokens_per_s")
-    req_s = summary["throughput"].get("requests_per_s")
-    return {
-        "basis": "gpu",
-        "gpu": asdict(gpu),
-        "usd_per_hour": _round(per_hour),
-        "usd_per_million_output_tokens": _round(per_hour / (tok_s * 3600) * 1e6 if tok_s else None),
-        "usd_per_1k_requests": _round(per_hour / (req_s * 3600) * 1000 if req_s else None),
-    }
+    tok_s = summary.throughput.output_tokens_per_s
+    req_s = summary.throughput.requests_per_s
+    return Cost(
+        basis="gpu",
+        gpu=asdict(gpu),
+        usd_per_hour=_round(per_hour),
+        usd_per_million_output_tokens=_round(per_hour / (tok_s * 3600) * 1e6 if tok_s else None),
+        usd_per_1k_requests=_round(per_hour / (req_s * 3600) * 1000 if req_s else None),
+    )
 
 
 def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 6)
 
 
-def cost_of(summary: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | None) -> dict[str, Any] | None:
+def cost_of(summary: Summary, provider: str | None, model: str | None, cost: CostSpec | None) -> Cost | None:
     """The run's cost: from the flags, else what the run saved, else the price table for its provider."""
     if cost is not None and cost.gpu is not None:
         return gpu_cost(summary, cost.gpu)
     if cost is not None and cost.price is not None:
         return api_cost(summary, cost.price)
-    if summary.get("cost"):
-        return dict(summary["cost"])
-    found = lookup(manifest.get("provider"), manifest.get("model"))
+    if summary.cost is not None:
+        return summary.cost
+    found = lookup(provider, model)
     return api_cost(summary, found) if found else None
-
-
-def add_cost(summary: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | None) -> dict[str, Any] | None:
-    """Put `cost` into a run summary (for `tokenrace bench`); returns it (None when unknown)."""
-    c = cost_of({k: v for k, v in summary.items() if k != "cost"}, manifest, cost)
-    if c is not None:
-        summary["cost"] = c
-    return c

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenrace.errors import InvalidInput, TokenraceError
+from tokenrace.model.summary import Summary
 
 
 @dataclass(slots=True)
@@ -45,17 +46,17 @@ def check_spec(spec: EfficiencySpec) -> None:
             raise InvalidInput(param, str(exc)) from None
 
 
-def efficiency_of(summary: dict[str, Any], spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:
-    """`summary["efficiency"]`, or None when the planner cannot say (reason in `error`)."""
+def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:
+    """The summary's `efficiency`, or None when the planner cannot say (reason in `error`)."""
     try:
         from tokenrace import plan as planner
     except ImportError:
         return None
-    m = summary["metrics"]
-    prompt = m["prompt_tokens"]["mean"]
-    output = m["output_tokens"]["mean"]
-    tpot = m["tpot_ms"]["p50"]
-    ttft = m["ttft_ms"]["p50"]
+    m = summary.metrics
+    prompt = m.prompt_tokens.mean
+    output = m.output_tokens.mean
+    tpot = m.tpot_ms.p50
+    ttft = m.ttft_ms.p50
     if prompt is None or output is None:
         return {"error": "token counts unknown: no bound to compare with"}
     try:
@@ -74,7 +75,7 @@ def efficiency_of(summary: dict[str, Any], spec: EfficiencySpec, concurrency: in
             1000.0 / tpot if tpot else None,
             ttft,
             result,
-            measured_aggregate_tok_s=summary["throughput"]["output_tokens_per_s"],
+            measured_aggregate_tok_s=summary.throughput.output_tokens_per_s,
         )
     except TokenraceError as exc:
         return {"error": str(exc)}

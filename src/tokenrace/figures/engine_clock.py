@@ -18,6 +18,7 @@ import numpy as np
 
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.engines import WITH_HISTOGRAMS
+from tokenrace.model.summary import ClockPair, EngineClock
 from tokenrace.monitor.server import histogram_mean_delta
 
 
@@ -32,7 +33,7 @@ def llamacpp_times(timing: dict[str, Any] | None) -> tuple[float | None, float |
     return (float(ttft) if isinstance(ttft, (int, float)) else None), tpot
 
 
-def server_vs_client(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
+def server_vs_client(records: Sequence[RequestRecord]) -> EngineClock | None:
     ttft_pairs: list[tuple[float, float]] = []
     tpot_pairs: list[tuple[float, float]] = []
     for r in records:
@@ -44,26 +45,26 @@ def server_vs_client(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
             tpot_pairs.append((d["tpot_ms"], s_tpot))
     if not ttft_pairs and not tpot_pairs:
         return None
-    return {
-        "source": "llama.cpp timings (per response)",
-        "requests": max(len(ttft_pairs), len(tpot_pairs)),
-        "ttft_ms": _compare(ttft_pairs),
-        "tpot_ms": _compare(tpot_pairs),
-    }
+    return EngineClock(
+        source="llama.cpp timings (per response)",
+        requests=max(len(ttft_pairs), len(tpot_pairs)),
+        ttft_ms=_compare(ttft_pairs),
+        tpot_ms=_compare(tpot_pairs),
+    )
 
 
-def _compare(pairs: list[tuple[float, float]]) -> dict[str, float | None]:
+def _compare(pairs: list[tuple[float, float]]) -> ClockPair:
     if not pairs:
-        return {"client_p50": None, "server_p50": None, "client_minus_server_p50": None, "ratio_p50": None}
+        return ClockPair()
     c = np.array([p[0] for p in pairs])
     s = np.array([p[1] for p in pairs])
     ratio = c[s > 0] / s[s > 0]
-    return {
-        "client_p50": round(float(np.median(c)), 4),
-        "server_p50": round(float(np.median(s)), 4),
-        "client_minus_server_p50": round(float(np.median(c - s)), 4),
-        "ratio_p50": round(float(np.median(ratio)), 4) if ratio.size else None,
-    }
+    return ClockPair(
+        client_p50=round(float(np.median(c)), 4),
+        server_p50=round(float(np.median(s)), 4),
+        client_minus_server_p50=round(float(np.median(c - s)), 4),
+        ratio_p50=round(float(np.median(ratio)), 4) if ratio.size else None,
+    )
 
 
 ENGINE_HISTOGRAMS = WITH_HISTOGRAMS  # engine -> its TTFT/TPOT histograms (tokenrace.engines)
@@ -71,7 +72,7 @@ ENGINE_HISTOGRAMS = WITH_HISTOGRAMS  # engine -> its TTFT/TPOT histograms (token
 
 def from_metrics_delta(
     engine: str, before: str, after: str, client_ttft_mean_ms: float | None, client_tpot_mean_ms: float | None
-) -> dict[str, Any] | None:
+) -> EngineClock | None:
     names = ENGINE_HISTOGRAMS.get(engine)
     if names is None:
         return None
@@ -80,13 +81,13 @@ def from_metrics_delta(
     if s_ttft is None and s_tpot is None:
         return None
 
-    def pair(client: float | None, server_s: float | None) -> dict[str, float | None]:
+    def pair(client: float | None, server_s: float | None) -> ClockPair:
         server = None if server_s is None else round(server_s * 1000, 4)
         ratio = None if client is None or not server else round(client / server, 4)
-        return {"client_mean": client, "server_mean": server, "ratio_mean": ratio}
+        return ClockPair(client_mean=client, server_mean=server, ratio_mean=ratio)
 
-    return {
-        "source": f"{engine} /metrics histograms (delta over the run)",
-        "ttft_ms": pair(client_ttft_mean_ms, s_ttft),
-        "tpot_ms": pair(client_tpot_mean_ms, s_tpot),
-    }
+    return EngineClock(
+        source=f"{engine} /metrics histograms (delta over the run)",
+        ttft_ms=pair(client_ttft_mean_ms, s_ttft),
+        tpot_ms=pair(client_tpot_mean_ms, s_tpot),
+    )

@@ -14,6 +14,19 @@ from typing import Any
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
 from tokenrace.figures.cache import source_of
 from tokenrace.load.windows import Windows
+from tokenrace.model.stats import Stats
+from tokenrace.model.summary import (
+    Cold,
+    Goodput,
+    Metrics,
+    Probes,
+    RequestCounts,
+    Stopped,
+    Summary,
+    Throughput,
+    TokenCountSource,
+    TurnStats,
+)
 from tokenrace.stats import describe, describe_mean
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
@@ -55,7 +68,7 @@ def _meets(r: RequestRecord, slo: dict[str, float]) -> bool:
     return True
 
 
-def _tokens_per_chunk_stats(ok: Sequence[RequestRecord], per_chunk: list[int]) -> dict[str, Any]:
+def _tokens_per_chunk_stats(ok: Sequence[RequestRecord], per_chunk: list[int]) -> Stats:
     """Per chunk when every counted request has per-chunk counts; else the exact mean alone.
 
     A request's output token count (from usage or a tokenizer, not from its chunks) divided over its
@@ -87,9 +100,8 @@ def _steady_tokens_per_s(records: Sequence[RequestRecord], w: Windows) -> float 
     return round(total / ((w.steady_end_ns - w.steady_start_ns) / 1e9), 4)
 
 
-def summarize(
-    records: Sequence[RequestRecord], windows: Windows, slo: dict[str, float] | None = None
-) -> dict[str, Any]:
+def summarize(records: Sequence[RequestRecord], windows: Windows, slo: dict[str, float] | None = None) -> Summary:
+    """The figures of the records alone; `runs.summary.build_summary` adds what the run observed."""
     measured = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
     cancelled = sum(1 for r in records if r.phase == "measure" and r.error_kind == "cancelled")
     ok = [r for r in measured if r.ok]
@@ -101,60 +113,62 @@ def summarize(
         return [d[name] for d in src if d.get(name) is not None]
 
     all_derived = [derived(r) for r in measured]
-    metrics = {
-        "ttft_ms": describe(col("ttft_ms")),
-        "ttfa_ms": describe(col("ttfa_ms")),
-        "tpot_ms": describe(col("tpot_ms")),
-        "itl_chunk_ms": describe(chunk_gaps),
-        "itl_token_ms": describe(token_gaps, token_w),
-        "e2e_ms": describe(col("e2e_ms")),
-        "connect_ms": describe([r.connect_ns / NS_PER_MS for r in measured if r.connect_ns is not None]),
-        "client_prep_ms": describe([r.client_prep_ns / NS_PER_MS for r in measured if r.client_prep_ns is not None]),
-        "output_tokens": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
-        "prompt_tokens": describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
-        "cached_tokens": describe([r.cached_tokens for r in ok if r.cached_tokens is not None]),
-        "tokens_per_chunk": _tokens_per_chunk_stats(ok, per_chunk),
-        "schedule_lag_ms": describe(col("schedule_lag_ms", all_derived)),
-        "ttft_from_intended_ms": describe(col("ttft_from_intended_ms")),
-        "e2e_from_intended_ms": describe(col("e2e_from_intended_ms")),
-    }
+    metrics = Metrics(
+        ttft_ms=describe(col("ttft_ms")),
+        ttfa_ms=describe(col("ttfa_ms")),
+        tpot_ms=describe(col("tpot_ms")),
+        itl_chunk_ms=describe(chunk_gaps),
+        itl_token_ms=describe(token_gaps, token_w),
+        e2e_ms=describe(col("e2e_ms")),
+        connect_ms=describe([r.connect_ns / NS_PER_MS for r in measured if r.connect_ns is not None]),
+        client_prep_ms=describe([r.client_prep_ns / NS_PER_MS for r in measured if r.client_prep_ns is not None]),
+        output_tokens=describe([r.output_tokens for r in ok if r.output_tokens is not None]),
+        prompt_tokens=describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
+        cached_tokens=describe([r.cached_tokens for r in ok if r.cached_tokens is not None]),
+        tokens_per_chunk=_tokens_per_chunk_stats(ok, per_chunk),
+        schedule_lag_ms=describe(col("schedule_lag_ms", all_derived)),
+        ttft_from_intended_ms=describe(col("ttft_from_intended_ms")),
+        e2e_from_intended_ms=describe(col("e2e_from_intended_ms")),
+    )
     window_s = _window_s(measured)
     out_tokens = sum(r.output_tokens or 0 for r in ok)
-    summary: dict[str, Any] = {
-        "requests": {"total": len(measured), "succeeded": len(ok), "failed": len(failed), "cancelled": cancelled},
-        "error_rate": round(len(failed) / len(measured), 6) if measured else None,
-        "errors_by_kind": dict(Counter(r.error_kind for r in failed)),
-        "metrics": metrics,
-        "throughput": {
-            "window_s": round(window_s, 6) if window_s else None,
-            "output_tokens_per_s": round(out_tokens / window_s, 4) if window_s else None,
-            "requests_per_s": round(len(ok) / window_s, 4) if window_s else None,
-            "steady_output_tokens_per_s": _steady_tokens_per_s(ok, windows),
-            "steady_window_s": _steady_window_s(windows),
-        },
-        "offered_rate": windows.offered_rate,
-        "achieved_rate": _achieved_rate(measured),
-        "max_in_flight": windows.max_in_flight,
-        "cold": _cold(records),
-        "token_count_source": {
-            "output_tokens": source_of(ok, "output_tokens_source"),
-            "prompt_tokens": source_of(ok, "prompt_tokens_source"),
-            "cached_tokens": source_of(ok, "cached_tokens_source"),
-            "approximate": any(r.output_tokens_source == "chunks" for r in ok),
-        },
-    }
-    if slo:
-        good = [r for r in ok if _meets(r, slo)]
-        summary["goodput"] = {
-            "slo": slo,
-            "requests": len(good),
-            "fraction": round(len(good) / len(measured), 6) if measured else None,
-            "requests_per_s": round(len(good) / window_s, 4) if window_s else None,
-        }
-    return summary
+    return Summary(
+        requests=RequestCounts(total=len(measured), succeeded=len(ok), failed=len(failed), cancelled=cancelled),
+        error_rate=round(len(failed) / len(measured), 6) if measured else None,
+        errors_by_kind=dict(Counter(r.error_kind for r in failed if r.error_kind is not None)),
+        metrics=metrics,
+        throughput=Throughput(
+            window_s=round(window_s, 6) if window_s else None,
+            output_tokens_per_s=round(out_tokens / window_s, 4) if window_s else None,
+            requests_per_s=round(len(ok) / window_s, 4) if window_s else None,
+            steady_output_tokens_per_s=_steady_tokens_per_s(ok, windows),
+            steady_window_s=_steady_window_s(windows),
+        ),
+        offered_rate=windows.offered_rate,
+        achieved_rate=_achieved_rate(measured),
+        max_in_flight=windows.max_in_flight,
+        cold=_cold(records),
+        token_count_source=TokenCountSource(
+            output_tokens=source_of(ok, "output_tokens_source"),
+            prompt_tokens=source_of(ok, "prompt_tokens_source"),
+            cached_tokens=source_of(ok, "cached_tokens_source"),
+            approximate=any(r.output_tokens_source == "chunks" for r in ok),
+        ),
+        goodput=_goodput(ok, len(measured), window_s, slo) if slo else None,
+    )
 
 
-def by_turn(ok: Sequence[RequestRecord]) -> list[dict[str, Any]]:
+def _goodput(ok: Sequence[RequestRecord], measured: int, window_s: float | None, slo: dict[str, float]) -> Goodput:
+    good = sum(1 for r in ok if _meets(r, slo))
+    return Goodput(
+        slo=slo,
+        requests=good,
+        fraction=round(good / measured, 6) if measured else None,
+        requests_per_s=round(good / window_s, 4) if window_s else None,
+    )
+
+
+def by_turn(ok: Sequence[RequestRecord]) -> list[TurnStats]:
     """Per turn number of multi-turn sessions: first turns and later turns seen apart."""
     turns: dict[int, list[RequestRecord]] = {}
     for r in ok:
@@ -167,14 +181,14 @@ def by_turn(ok: Sequence[RequestRecord]) -> list[dict[str, Any]]:
         both = [r for r in rs if r.cached_tokens is not None and r.prompt_tokens]
         prompt = sum(r.prompt_tokens or 0 for r in both)
         out.append(
-            {
-                "turn": turn,
-                "requests": len(rs),
-                "ttft_ms": describe([d["ttft_ms"] for d in rows if d["ttft_ms"] is not None]),
-                "e2e_ms": describe([d["e2e_ms"] for d in rows if d["e2e_ms"] is not None]),
-                "prompt_tokens": describe([r.prompt_tokens for r in rs if r.prompt_tokens is not None]),
-                "cache_hit_rate": round(sum(r.cached_tokens or 0 for r in both) / prompt, 6) if prompt else None,
-            }
+            TurnStats(
+                turn=turn,
+                requests=len(rs),
+                ttft_ms=describe([d["ttft_ms"] for d in rows if d["ttft_ms"] is not None]),
+                e2e_ms=describe([d["e2e_ms"] for d in rows if d["e2e_ms"] is not None]),
+                prompt_tokens=describe([r.prompt_tokens for r in rs if r.prompt_tokens is not None]),
+                cache_hit_rate=round(sum(r.cached_tokens or 0 for r in both) / prompt, 6) if prompt else None,
+            )
         )
     return out
 
@@ -200,35 +214,35 @@ def _achieved_rate(measured: Sequence[RequestRecord]) -> float | None:
     return round((len(starts) - 1) / ((starts[-1] - starts[0]) / 1e9), 4)
 
 
-def probes_section(records: Sequence[RequestRecord], rate: float | None) -> dict[str, Any] | None:
+def probes_section(records: Sequence[RequestRecord], rate: float | None) -> Probes | None:
     """The probes sent beside the load (phase "probe"): what a new user waits for the first token."""
     probes = [r for r in records if r.phase == "probe"]
     if rate is None and not probes:
         return None
     ok = [derived(r) for r in probes if r.ok]
-    return {
-        "rate": rate,
-        "requests": len(probes),
-        "succeeded": len(ok),
-        "failed": sum(1 for r in probes if not r.ok and r.error_kind != "cancelled"),
-        "ttft_ms": describe([d["ttft_ms"] for d in ok if d["ttft_ms"] is not None]),
-        "e2e_ms": describe([d["e2e_ms"] for d in ok if d["e2e_ms"] is not None]),
-    }
+    return Probes(
+        rate=rate,
+        requests=len(probes),
+        succeeded=len(ok),
+        failed=sum(1 for r in probes if not r.ok and r.error_kind != "cancelled"),
+        ttft_ms=describe([d["ttft_ms"] for d in ok if d["ttft_ms"] is not None]),
+        e2e_ms=describe([d["e2e_ms"] for d in ok if d["e2e_ms"] is not None]),
+    )
 
 
-def stopped_section(w: Windows) -> dict[str, Any] | None:
+def stopped_section(w: Windows) -> Stopped | None:
     """Why an open loop stopped before its schedule ended (load/saturation.py), with the figures."""
     if w.stopped is None:
         return None
-    return {"reason": "over-saturated", "message": w.stopped.message(), **dataclasses.asdict(w.stopped)}
+    return Stopped(reason="over-saturated", message=w.stopped.message(), **dataclasses.asdict(w.stopped))
 
 
-def _cold(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
+def _cold(records: Sequence[RequestRecord]) -> Cold | None:
     cold = next((r for r in records if r.phase == "cold"), None)
     if cold is None:
         return None
     d = derived(cold)
-    return {"seq": cold.seq, "ttft_ms": d["ttft_ms"], "e2e_ms": d["e2e_ms"], "error_kind": cold.error_kind}
+    return Cold(seq=cold.seq, ttft_ms=d["ttft_ms"], e2e_ms=d["e2e_ms"], error_kind=cold.error_kind)
 
 
 def parse_slo(text: str | None) -> dict[str, float] | None:

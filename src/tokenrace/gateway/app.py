@@ -20,7 +20,6 @@ import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tokenrace import __version__
-from tokenrace.client.redact import Redactor
 from tokenrace.gateway import proxy
 from tokenrace.gateway.breaker import STATE_CODES, Transition
 from tokenrace.gateway.canary import Decision
@@ -29,6 +28,7 @@ from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply,
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Route, Runtime, public
 from tokenrace.gateway.shadow import summary as shadow_summary
+from tokenrace.redact import Redactor
 
 if TYPE_CHECKING:
     from tokenrace.gateway.scrape import Scraper

@@ -107,7 +107,7 @@ def arm_stats(samples: list[Sample]) -> dict[str, Any]:
     for name in ("ttft", "tpot", "e2e"):
         values = [v * 1000 for s in good if (v := getattr(s, f"{name}_s")) is not None]
         out[f"{name}_samples"] = len(values)
-        out[f"{name}_p95_ms"] = describe(values)["p95"] if values else None
+        out[f"{name}_p95_ms"] = describe(values).p95 if values else None
     return out
 
 

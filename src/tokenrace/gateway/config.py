@@ -22,10 +22,10 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tokenrace.client.redact import Redactor
 from tokenrace.errors import UsageError
 from tokenrace.gateway.routing import Policy
 from tokenrace.gateway.yamlpos import Path, YamlError, format_path, line_of, load_with_lines
+from tokenrace.redact import Redactor
 
 RetryKind = Literal["connect", "disconnect", "429", "5xx", "timeout"]
 DEFAULT_RETRY_ON: tuple[RetryKind, ...] = ("connect", "disconnect", "429", "5xx")

@@ -133,8 +133,8 @@ def summary(shadow: Shadow) -> dict[str, Any]:
         "in_flight": shadow.in_flight,
         "recent": len(recent),
         "ok": sum(1 for r in recent if r["outcome"] == "ok"),
-        "ttft_ms": {k: describe(ttft)[k] for k in ("p50", "p95")},
-        "duration_ms": {k: describe(dur)[k] for k in ("p50", "p95")},
+        "ttft_ms": describe(ttft).model_dump(include={"p50", "p95"}),
+        "duration_ms": describe(dur).model_dump(include={"p50", "p95"}),
         "agreement_mean": round(sum(agree) / len(agree), 4) if agree else None,
         "exact_match_rate": round(sum(same) / len(same), 4) if same else None,
     }

@@ -207,7 +207,7 @@ def record_bias(records: Sequence[RequestRecord], log: Sequence[dict[str, Any]])
 
 def percentiles(values: Sequence[float]) -> Percentiles:
     d = describe(values)  # the one implementation every metric uses
-    return Percentiles(p50=d["p50"], p99=d["p99"])
+    return Percentiles(p50=d.p50, p99=d.p99)
 
 
 # --- the steps --------------------------------------------------------------------------------------

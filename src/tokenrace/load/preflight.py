@@ -11,8 +11,8 @@ import orjson
 
 from tokenrace.client.openai import error_message_from_body
 from tokenrace.client.records import RequestRecord
-from tokenrace.client.redact import Redactor
 from tokenrace.errors import InvalidInput, PreflightError
+from tokenrace.redact import Redactor
 
 MODELS_TIMEOUT_S = 15.0
 

@@ -42,6 +42,7 @@ from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.calibration import calibrated_ceiling
 from tokenrace.load.clocks import ClockOffset, probe, to_parent_clock, to_worker_clock
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
+from tokenrace.model.summary import RunWarning
 
 perf_ns = time.perf_counter_ns
 
@@ -506,7 +507,7 @@ def resolve_count(spec: WorkersSpec, streams: int) -> tuple[int, str | None]:
 def manifest_section(
     requested: str, reason: str | None, pool: Pool | None = None, dispatcher: Dispatcher | None = None
 ) -> dict[str, Any]:
-    """The manifest's `workers` (runs.models.WorkersInfo)."""
+    """The manifest's `workers` (model.manifest.WorkersInfo)."""
     if pool is None or dispatcher is None:
         return {"kind": "process", "count": 1, "requested": requested, "reason": reason}
     rows = []
@@ -539,12 +540,16 @@ def manifest_section(
     }
 
 
-def fault_warnings(dispatcher: Dispatcher) -> list[str]:
-    """One line per worker that died, for the summary's warnings."""
-    lines = list(dispatcher.deaths())
-    if lines and dispatcher.lost_requests:
-        lines.append(
-            f"{dispatcher.lost_requests} requests in flight on a dead worker are recorded as worker_lost; "
-            "every record received is kept"
+def fault_warnings(dispatcher: Dispatcher) -> list[RunWarning]:
+    """One warning per worker that died, for the summary's warnings."""
+    out = [RunWarning(code="workers.died", message=death) for death in dispatcher.deaths()]
+    if out and dispatcher.lost_requests:
+        out.append(
+            RunWarning(
+                code="workers.lost_requests",
+                message=f"{dispatcher.lost_requests} requests in flight on a dead worker are recorded as "
+                "worker_lost; every record received is kept",
+                figures={"lost_requests": dispatcher.lost_requests},
+            )
         )
-    return lines
+    return out

@@ -38,8 +38,9 @@ One line of ``timeseries.jsonl`` per sample (every figure None when its sampler 
                 "prompt_tokens_per_s": 5120.3, "generation_tokens_per_s": 1480.2,
                 "preemptions_total": 0, "ttft_mean_ms": 138.9, "tpot_mean_ms": 21.7, "scrape_ms": 3.1}}
 
-``resource_warnings(resources, run_summary=None) -> list[str]``: plain-language warnings from the
-summary above and the bench summary (``metrics.e2e_ms``, ``throughput``), e.g. "GPU at 98 %
+``resource_warnings(resources, run_summary=None) -> list[RunWarning]``: plain-language warnings
+(each with a code and its figures) from the summary above and the bench `Summary`
+(``metrics.e2e_ms``, ``throughput``), e.g. "GPU at 98 %
 (mean) while p95 E2E was 2.3× p50: the backend is saturated; more concurrency only adds queueing".
 
 ``load_timeseries(directory) -> list[dict]``; ``metrics_url_for(base_url)``:
@@ -60,11 +61,10 @@ from __future__ import annotations
 from tokenrace.monitor.advice import resource_warnings
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
 from tokenrace.monitor.server import MetricsScraper, is_local_url, metrics_url_for
-from tokenrace.monitor.session import TIMESERIES, MonitorSession, load_timeseries
+from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.monitor.system import SystemSampler
 
 __all__ = [
-    "TIMESERIES",
     "GpuSampler",
     "MetricsScraper",
     "MonitorSession",

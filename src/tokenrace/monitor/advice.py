@@ -1,13 +1,16 @@
 """Resource warnings: what the resource figures say about where the bottleneck was.
 
 `resource_warnings(resources, run_summary)` reads the monitor's summary (MonitorSession.stop()) and,
-when given, the bench summary (`metrics.e2e_ms`, `throughput`). Each warning is one plain sentence
-with the numbers that triggered it. Thresholds are constants here and listed in docs/monitor.md.
+when given, the bench summary (`metrics.e2e_ms`, `throughput`). Each warning is a `RunWarning`
+(code `resources.*`): one plain sentence, and the numbers that triggered it as its figures.
+Thresholds are constants here and listed in docs/monitor.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from tokenrace.model.summary import RunWarning, Summary
 
 GPU_BUSY_PCT = 90.0  # mean GPU utilisation at which the GPU is the bottleneck
 GPU_IDLE_PCT = 30.0  # mean GPU utilisation under which the GPU is not the bottleneck
@@ -19,24 +22,27 @@ KV_FULL_FRACTION = 0.95
 GPU_HOT_C = 85.0
 
 
-def resource_warnings(resources: dict[str, Any] | None, run_summary: dict[str, Any] | None = None) -> list[str]:
+def resource_warnings(resources: dict[str, Any] | None, run_summary: Summary | None = None) -> list[RunWarning]:
     if not resources:
         return []
-    run = run_summary or {}
+    run = run_summary or Summary()
     gpu = resources.get("gpu") if resources.get("local_server") is not False else None
-    out: list[str] = []
+    out: list[RunWarning] = []
     for check in (_saturated, _server_queue, _gpu_idle, _kv_full, _preempted, _hot):
-        line = check(gpu, resources.get("server"), run)
-        if line:
-            out.append(line)
+        found = check(gpu, resources.get("server"), run)
+        if found:
+            out.append(found)
     out += _client(resources.get("system"))
     out += _sampler_failures(resources.get("samplers") or {})
     return out
 
 
-def _spread(run: dict[str, Any]) -> float | None:
-    e2e = (run.get("metrics") or {}).get("e2e_ms") or {}
-    p50, p95 = e2e.get("p50"), e2e.get("p95")
+def _warning(code: str, message: str, **figures: float | int | str | None) -> RunWarning:
+    return RunWarning(code=f"resources.{code}", message=message, figures=figures)
+
+
+def _spread(run: Summary) -> float | None:
+    p50, p95 = run.metrics.e2e_ms.p50, run.metrics.e2e_ms.p95
     return p95 / p50 if p50 and p95 is not None else None
 
 
@@ -44,7 +50,7 @@ def _busy(gpu: dict[str, Any] | None) -> bool:
     return bool(gpu) and (gpu.get("util_pct_mean") or 0.0) >= GPU_BUSY_PCT  # type: ignore[union-attr]
 
 
-def _saturated(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
+def _saturated(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
     if not _busy(gpu):
         return None
     assert gpu is not None
@@ -57,52 +63,70 @@ def _saturated(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: d
         why.append(f"p95 E2E was {spread:.1f}× p50")
     if queued:
         why.append(f"the server queued up to {queued:g} requests")
-    return (
+    return _warning(
+        "gpu_saturated",
         f"GPU at {gpu['util_pct_mean']:.0f} % (mean) while {' and '.join(why)}: the backend is saturated; "
-        "more concurrency only adds queueing"
+        "more concurrency only adds queueing",
+        gpu_util_pct_mean=gpu["util_pct_mean"],
+        e2e_p95_over_p50=None if spread is None else round(spread, 4),
+        server_waiting_max=queued or None,
     )
 
 
-def _server_queue(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
+def _server_queue(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
     if not server or not server.get("waiting_max") or _busy(gpu):
         return None
     running = server.get("running_max")
     cap = f" while running at most {running:g}" if running is not None else ""
     gpu_note = f" with the GPU at {gpu['util_pct_mean']:.0f} %" if gpu and gpu.get("util_pct_mean") is not None else ""
-    return (
+    return _warning(
+        "server_queue",
         f"the server queued up to {server['waiting_max']:g} requests{cap}{gpu_note}: its batch or slot limit "
-        "caps concurrency; requests beyond it only wait (latency includes time in the server's queue)"
+        "caps concurrency; requests beyond it only wait (latency includes time in the server's queue)",
+        server_waiting_max=server["waiting_max"],
+        server_running_max=running,
+        gpu_util_pct_mean=(gpu or {}).get("util_pct_mean"),
     )
 
 
-def _gpu_idle(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
+def _gpu_idle(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
     mean = (gpu or {}).get("util_pct_mean")
-    if mean is None or mean >= GPU_IDLE_PCT or not (run.get("throughput") or {}).get("output_tokens_per_s"):
+    if mean is None or mean >= GPU_IDLE_PCT or not run.throughput.output_tokens_per_s:
         return None
-    return (
-        f"GPU utilisation averaged {mean:.0f} % (max {gpu['util_pct_max']:.0f} %): the GPU was not the bottleneck; "  # type: ignore[index]
-        "look at the client, the network, or raise concurrency"
+    top = (gpu or {}).get("util_pct_max")
+    return _warning(
+        "gpu_idle",
+        f"GPU utilisation averaged {mean:.0f} % (max {top:.0f} %): the GPU was not the bottleneck; "
+        "look at the client, the network, or raise concurrency",
+        gpu_util_pct_mean=mean,
+        gpu_util_pct_max=top,
     )
 
 
-def _kv_full(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
+def _kv_full(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
     kv = (server or {}).get("kv_cache_usage_max")
     if kv is None or kv < KV_FULL_FRACTION:
         return None
-    return f"the KV cache was {kv * 100:.0f} % full at peak: new requests had to wait for room or preempt others"
-
-
-def _preempted(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
-    n = (server or {}).get("preemptions")
-    if not n:
-        return None
-    return (
-        f"the server preempted {n} requests (KV cache exhausted): their latency includes recomputation; "
-        "lower the concurrency or give the KV cache more memory"
+    return _warning(
+        "kv_cache_full",
+        f"the KV cache was {kv * 100:.0f} % full at peak: new requests had to wait for room or preempt others",
+        kv_cache_usage_max=kv,
     )
 
 
-def _hot(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: dict[str, Any]) -> str | None:
+def _preempted(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
+    n = (server or {}).get("preemptions")
+    if not n:
+        return None
+    return _warning(
+        "preemptions",
+        f"the server preempted {n} requests (KV cache exhausted): their latency includes recomputation; "
+        "lower the concurrency or give the KV cache more memory",
+        preemptions=n,
+    )
+
+
+def _hot(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
     if not gpu:
         return None
     thermal = sum(n for r, n in (gpu.get("throttle_samples") or {}).items() if r in ("sw_thermal", "hw_thermal"))
@@ -111,36 +135,62 @@ def _hot(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: dict[st
         return None
     seen = f" with thermal slowdown in {thermal} GPU samples" if thermal else ""
     reached = f"reached {temp:.0f} °C" if temp is not None else "ran hot"
-    return f"the GPU {reached}{seen}: clocks drop when it is hot, so a longer run may not hold this speed"
+    return _warning(
+        "gpu_hot",
+        f"the GPU {reached}{seen}: clocks drop when it is hot, so a longer run may not hold this speed",
+        gpu_temp_c_max=temp,
+        thermal_throttle_samples=thermal,
+    )
 
 
-def _client(system: dict[str, Any] | None) -> list[str]:
+def _client(system: dict[str, Any] | None) -> list[RunWarning]:
     if not system:
         return []
     out = []
     proc = system.get("proc_cpu_pct_mean")
     if proc is not None and proc >= CLIENT_CPU_PCT:
         out.append(
-            f"the client's CPU was at {proc:.0f} % of a core (mean; max {system['proc_cpu_pct_max']:.0f} %): "
-            "the numbers may be bounded by the client"
+            _warning(
+                "client_cpu",
+                f"the client's CPU was at {proc:.0f} % of a core (mean; max {system['proc_cpu_pct_max']:.0f} %): "
+                "the numbers may be bounded by the client",
+                proc_cpu_pct_mean=proc,
+                proc_cpu_pct_max=system["proc_cpu_pct_max"],
+            )
         )
     cpu = system.get("cpu_pct_mean")
     if cpu is not None and cpu >= SYSTEM_CPU_PCT:
         out.append(
-            f"this machine's CPU was at {cpu:.0f} % (mean, all cores): the client competes for it with everything "
-            "else here, the server too when it runs here"
+            _warning(
+                "system_cpu",
+                f"this machine's CPU was at {cpu:.0f} % (mean, all cores): the client competes for it with "
+                "everything else here, the server too when it runs here",
+                cpu_pct_mean=cpu,
+            )
         )
     used, total = system.get("peak_mem_used_bytes"), system.get("mem_total_bytes")
     if used and total and used / total >= SYSTEM_MEM_FRACTION:
         out.append(
-            f"system memory peaked at {used / 2**30:.1f} of {total / 2**30:.1f} GiB: swapping or the OOM killer would distort latency"
+            _warning(
+                "system_memory",
+                f"system memory peaked at {used / 2**30:.1f} of {total / 2**30:.1f} GiB: swapping or the OOM "
+                "killer would distort latency",
+                peak_mem_used_bytes=used,
+                mem_total_bytes=total,
+            )
         )
     return out
 
 
-def _sampler_failures(samplers: dict[str, Any]) -> list[str]:
+def _sampler_failures(samplers: dict[str, Any]) -> list[RunWarning]:
     return [
-        f"monitor: the {name} sampler stopped after {s.get('errors', 0)} errors ({s.get('reason')}); its figures end there"
+        _warning(
+            "sampler_failed",
+            f"monitor: the {name} sampler stopped after {s.get('errors', 0)} errors ({s.get('reason')}); "
+            "its figures end there",
+            sampler=name,
+            errors=s.get("errors", 0),
+        )
         for name, s in samplers.items()
         if s.get("status") == "failed"
     ]

@@ -26,12 +26,12 @@ from typing import IO, Any, TypeVar
 
 import orjson
 
+from tokenrace.model.files import TIMESERIES
 from tokenrace.monitor.aggregate import Aggregator
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
 from tokenrace.monitor.server import ENGINES, MetricsScraper, ScrapeFailed, histogram_mean_delta
 from tokenrace.monitor.system import SystemSampler
 
-TIMESERIES = "timeseries.jsonl"
 SERVER_MAX_CONSECUTIVE = 3
 CLOSE_TIMEOUT_S = 5.0
 T = TypeVar("T")

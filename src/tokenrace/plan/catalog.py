@@ -23,6 +23,30 @@ _VARIANT_SUFFIX = re.compile(r"[-_ ](instruct|it|chat|hf|base|v\d+(\.\d+)?-instr
 
 
 @dataclass(frozen=True)
+class Link:
+    """One kind of interconnect as one device sees it.
+
+    topology "switch": one port of `bandwidth` each way, any peer one hop away (NVSwitch, PCIe, InfiniBand);
+    "direct": `count` links of `bandwidth` each way, each to one peer (Groq C2C, Infinity Fabric).
+    """
+
+    name: str
+    label: str
+    topology: str  # switch | direct
+    count: int
+    bandwidth_bytes_per_s: float  # each way: per port (switch) or per link (direct)
+    latency_s: float | None  # one hop; None: no source gives it
+    scope: str  # node | cluster
+    source: str
+    max_group: int | None = None
+
+    @property
+    def hop_latency_s(self) -> float:
+        """Unknown latency counts as 0: that only raises a bound."""
+        return self.latency_s or 0.0
+
+
+@dataclass(frozen=True)
 class Hardware:
     """One device: an accelerator, an SRAM chip, or a CPU with its DRAM."""
 
@@ -38,6 +62,22 @@ class Hardware:
     measured: bool = False
     note: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    links: tuple[Link, ...] = ()  # preferred first; node links before cluster links
+    tdp_w: float | None = None
+    tdp_source: str = ""
+
+    def link(self, name: str | None = None) -> Link | None:
+        """A link by name (or the first node link); None for a device without links."""
+        if name is None:
+            return next((x for x in self.links if x.scope == "node"), None)
+        for x in self.links:
+            if x.name == name or _norm(x.name) == _norm(name):
+                return x
+        known = ", ".join(x.name for x in self.links) or "none"
+        raise InvalidInput("link", f"{self.name} has no {name!r} link; its links: {known}")
+
+    def cluster_link(self) -> Link | None:
+        return next((x for x in self.links if x.scope == "cluster"), None)
 
     def flops_for(self, dtype: str) -> tuple[float | None, str]:
         """Peak for `dtype`; a dtype the device lists no figure for runs on its 16-bit units (dequantized)."""
@@ -98,8 +138,33 @@ def model_rows() -> list[dict[str, Any]]:
     return list(_data("models.json")["models"])
 
 
+def published_rows() -> list[dict[str, Any]]:
+    return list(_data("published.json")["points"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Hardware
+
+
+def link_rows() -> dict[str, Any]:
+    return {k: v for k, v in _data("hardware.json")["links"].items() if not k.startswith("_")}
+
+
+@functools.cache
+def load_link(name: str) -> Link:
+    row = link_rows()[name]
+    latency = row.get("latency_us")
+    return Link(
+        name=name,
+        label=row["label"],
+        topology=row["topology"],
+        count=int(row["count"]),
+        bandwidth_bytes_per_s=float(row["gb_s"]) * 1e9,
+        latency_s=None if latency is None else float(latency) * 1e-6,
+        scope=row["scope"],
+        source=row["source"],
+        max_group=row.get("max_group"),
+    )
 
 
 def _hardware_from_row(row: Mapping[str, Any]) -> Hardware:
@@ -114,6 +179,9 @@ def _hardware_from_row(row: Mapping[str, Any]) -> Hardware:
         memory_label=row.get("memory_label", ""),
         aliases=tuple(row.get("aliases", [])),
         devices_per_node=int(row.get("devices_per_node", 1 if row["kind"] == "cpu" else 8)),
+        links=tuple(load_link(name) for name in row.get("links", [])),
+        tdp_w=float(row["tdp_w"]) if row.get("tdp_w") else None,
+        tdp_source=row.get("tdp_source", ""),
     )
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tokenrace.plan import probe
 from tokenrace.plan.catalog import GIB, Hardware
+from tokenrace.plan.interconnect import ACTIVATION_BYTES, Trip, all_reduce
 from tokenrace.plan.memory import COMFORTABLE_HEADROOM, KVTerm, kv_terms
 from tokenrace.plan.roofline import StepBound, attended_tokens, layer_params_active, lm_head_params
 
@@ -98,10 +99,40 @@ def summary_lines(r: PlanResult) -> list[str]:
         f"capacity  max concurrency at {r.context:,} tokens: {_opt(r.max_concurrency)}; "
         f"max context at {r.concurrency} sequence(s): {_opt(r.max_context)}",
         f"decode    ≤ {fmt_rate(r.decode_tokens_per_s_bound)} per stream, ≤ {fmt_rate(r.aggregate_tokens_per_s_bound)} "
-        f"aggregate ({r.decode.bound_by}-bound, {fmt_time(r.decode.seconds)} per step)",
+        f"aggregate ({r.decode.bound_by}-bound, {fmt_time(r.decode.seconds)} per step: {_terms_text(r.decode)})",
         f"TTFT      ≥ {r.ttft_ms_bound:,.1f} ms for one {r.input_tokens:,}-token prompt ({r.prefill.bound_by}-bound)",
     ]
+    if r.layout is not None and r.layout.kind != "single":
+        lines.insert(4, f"layout    {_layout_text(r)}")
+    lines.append(f"energy    {_energy_text(r)}")
     return lines + [f"note      {n}" for n in r.notes]
+
+
+def _terms_text(s: StepBound) -> str:
+    compute = fmt_time(s.compute_s) if s.compute_s is not None else "no figure"
+    return f"memory {fmt_time(s.memory_s)}, compute {compute}, communication {fmt_time(s.comm_s)}"
+
+
+def _layout_text(r: PlanResult) -> str:
+    lay = r.layout
+    if lay is None:
+        return "one device"
+    text = lay.describe()
+    if lay.link is not None and lay.group > 1:
+        text += f"; inside a group: {lay.link.label}"
+    if lay.stage_link is not None and lay.stages > 1 and lay.stage_link != lay.link:
+        text += f"; between stages: {lay.stage_link.label}"
+    if r.hardware.kind == "sram":
+        text += " (an assumption: the real layout is the compiler's)"
+    return text
+
+
+def _energy_text(r: PlanResult) -> str:
+    hw = r.hardware
+    if not hw.tdp_w:
+        return f"no TDP in the catalog for {hw.name}: tokens per joule not stated"
+    return (f"{fmt_rate(r.aggregate_tokens_per_s_bound)} ÷ ({r.devices} × {hw.tdp_w:g} W TDP) = "
+            f"{r.tokens_per_joule_bound:.3g} tok/J at the bound, every device at TDP")  # fmt: skip
 
 
 def _opt(n: int | None) -> str:
@@ -156,16 +187,26 @@ def plan_notes(r: PlanResult) -> list[str]:
         notes.append(
             f"{r.devices} is not a valid tensor-parallel size for this model: pipeline parallelism would be needed"
         )
-    if hw.kind != "sram" and r.devices > hw.devices_per_node:
+    lay = r.layout
+    if hw.kind != "sram" and lay is not None and lay.stages > 1:
         notes.append(
-            f"{r.devices} devices span more than one {hw.devices_per_node}-device node; the bound ignores the interconnect"
+            f"{r.devices} devices span more than one {hw.devices_per_node}-device node: planned as {lay.describe()}; "
+            "a token reads its weights one stage at a time"
         )
     if r.devices_basis == "none fits":
         notes.append("no device count fits: the bounds are for one device")
-    if hw.kind == "sram":
+    if hw.kind == "sram" and lay is not None:
         notes.append(
-            "SRAM chips: the bound uses chips × on-chip bandwidth and ignores chip-to-chip hops, which dominate in practice"
+            f"SRAM chips: the layout ({lay.group} chip(s) per layer, {lay.stages} stage(s)) is the plan's assumption; "
+            "the real one is the compiler's. A token visits the stages in turn, so only one layer's chips read "
+            "for it at a time"
         )
+    if r.decode.comm is not None:
+        unknown = sorted({t.link.name for t in r.decode.comm.trips if t.link.latency_s is None})
+        if unknown:
+            notes.append(
+                f"no published per-hop latency for {', '.join(unknown)}: counted as 0, which only raises the bound"
+            )
     if hw.kind == "cpu" and hw.measured:
         notes.extend(_cache_note(r))
     if r.decode.compute and r.decode.compute_dtype != r.precision.compute_dtype:
@@ -311,7 +352,7 @@ def _step_bytes_text(r: PlanResult, s: StepBound, verb: str) -> str:
         moe = model.moe
         parts.append(f"experts {fmt_bytes(w.experts)} × {s.expert_fraction:.0%} (distinct experts {s.tokens:,} tokens hit: "
                      f"1 − (1 − {moe.active}/{moe.experts})^{s.tokens:,})")  # fmt: skip
-    per = f" ÷ {r.devices} devices" if r.devices > 1 else ""
+    per = f" ÷ {s.group} devices" if s.group > 1 else ""
     return f"weights ({' + '.join(parts)}){per} = {fmt_bytes(s.weight_bytes)} + KV {verb} {fmt_bytes(s.kv_bytes)}"
 
 
@@ -319,14 +360,80 @@ def _decode_lines(r: PlanResult) -> list[str]:
     s, model = r.decode, r.model
     attn = sum(g.layers * 4 * g.q_heads * g.head_dim * attended_tokens(g, r.context) for g in model.attention)
     flops_text = (f"{s.tokens} × (2 × ({fmt_sci(layer_params_active(model))} + {fmt_sci(lm_head_params(model))}) + attention "
-                  f"{fmt_sci(attn)})" + (f" ÷ {r.devices}" if r.devices > 1 else ""))  # fmt: skip
+                  f"{fmt_sci(attn)})" + (f" ÷ {s.group}" if s.group > 1 else ""))  # fmt: skip
     return [
-        f"decode step   = max(bytes ÷ bandwidth, FLOPs ÷ compute) at batch {s.tokens}, each sequence holding {r.context:,} tokens",
+        f"decode step   = max(bytes ÷ bandwidth, FLOPs ÷ compute) + communication, at batch {s.tokens}, each sequence "
+        f"holding {r.context:,} tokens",
+        *_layout_lines(r),
         f"  bytes       = {_step_bytes_text(r, s, 'read')} = {fmt_bytes(s.bytes)} ÷ {fmt_bandwidth(s.bandwidth)} = {fmt_time(s.memory_s)}",
         f"  FLOPs       = {flops_text} = {fmt_sci(s.flops)} ÷ {_compute_text(s)} = {fmt_time(s.compute_s)}",
+        *_comm_lines(r),
+        f"  step        = max({fmt_time(s.memory_s)}, {fmt_time(s.compute_s or 0.0)}) + {fmt_time(s.comm_s)} = "
+        f"{fmt_time(s.seconds)} ({s.bound_by} is the largest term)",
         f"  per stream  ≤ 1 ÷ {fmt_time(s.seconds)} = {fmt_rate(r.decode_tokens_per_s_bound)} ({s.bound_by}-bound); "
         f"aggregate ≤ {r.concurrency} × that = {fmt_rate(r.aggregate_tokens_per_s_bound)}",
+        f"  energy      = {_energy_text(r)}",
     ]
+
+
+def _layout_lines(r: PlanResult) -> list[str]:
+    lay = r.layout
+    if lay is None or lay.kind == "single":
+        return []
+    lines = [f"  layout      = {_layout_text(r)}"]
+    if lay.kind == "sram":
+        lines.append(f"                chips per layer = ⌈{lay.devices} chips ÷ {lay.layers} layers⌉ = {lay.group}; stages = "
+                     f"⌈{lay.devices} ÷ {lay.group}⌉ = {lay.stages}; the bytes and FLOPs below are one chip's share of "
+                     f"the whole model over {lay.group} chip(s), read as the token passes")  # fmt: skip
+    elif lay.stages > 1:
+        lines.append(f"                the bytes and FLOPs below are over the {lay.group} devices of one stage: the "
+                     f"{lay.stages} stages work on a token in turn")  # fmt: skip
+    return lines
+
+
+def _trip_text(t: Trip) -> str:
+    link = t.link
+    if link.latency_s is None:
+        latency = f"{t.hops} hop(s) × latency not published, taken as 0"
+    else:
+        latency = f"{t.hops} hop(s) × {fmt_time(link.hop_latency_s)}"
+    per = "per port" if link.topology == "switch" else "per link"
+    what = f"{t.what} ({t.algorithm}, {t.group} devices)" if t.what == "all-reduce" else t.what
+    return (f"{t.count} × {what} × ({latency} + {fmt_bytes(t.bytes_on_link)} ÷ "
+            f"{fmt_bandwidth(link.bandwidth_bytes_per_s)} {per}) over {link.label} = {fmt_time(t.seconds)}")  # fmt: skip
+
+
+def _comm_lines(r: PlanResult) -> list[str]:
+    comm = r.decode.comm
+    if comm is None:
+        return ["  comm.       = 0 (one device: nothing crosses a link)"]
+    lines = [f"  comm.       = the hidden state, {r.decode.tokens} × {r.model.hidden_size:,} × {ACTIVATION_BYTES} B = "
+             f"{fmt_bytes(comm.message_bytes)}, on every trip of the token's path (two all-reduces per layer under "
+             f"tensor parallelism, one hop per stage boundary)"]  # fmt: skip
+    lines += [f"                {_trip_text(t)}" for t in comm.trips]
+    lines.append(f"                = latency {fmt_time(comm.latency_s)} + transfer {fmt_time(comm.transfer_s)} = "
+                 f"{fmt_time(comm.seconds)}")  # fmt: skip
+    return lines + _other_links(r)
+
+
+def _other_links(r: PlanResult) -> list[str]:
+    """The same all-reduces over the device's other node links: why the link choice moves the bound."""
+    lay, comm = r.layout, r.decode.comm
+    if lay is None or lay.link is None or comm is None or lay.group < 2:
+        return []
+    reduce = next((t for t in comm.trips if t.what == "all-reduce"), None)
+    if reduce is None:
+        return []
+    lines = []
+    for other in r.hardware.links:
+        if other == lay.link or other.scope != "node" or (other.max_group is not None and lay.group > other.max_group):
+            continue
+        alt = all_reduce(other, lay.group, comm.message_bytes, reduce.count)
+        step = r.decode.seconds - reduce.seconds + alt.seconds
+        lines.append(f"  other link  = over {other.label} ({fmt_time(other.hop_latency_s)} per hop, "
+                     f"{fmt_bandwidth(other.bandwidth_bytes_per_s)} each way) the all-reduces take {fmt_time(alt.seconds)} "
+                     f"instead of {fmt_time(reduce.seconds)}: {fmt_rate(1 / step)} per stream")  # fmt: skip
+    return lines
 
 
 def _compute_text(s: StepBound) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.plan import explain as ex
 from tokenrace.plan.catalog import Hardware, load_hardware, load_model
+from tokenrace.plan.interconnect import Layout, layout_for
 from tokenrace.plan.memory import (
     DEFAULT_UTILIZATION,
     MemoryPlan,
@@ -47,6 +48,7 @@ class PlanResult:
     decode: StepBound
     prefill: StepBound
     notes: tuple[str, ...]
+    layout: Layout | None = None
 
     @property
     def fits(self) -> bool:
@@ -80,6 +82,18 @@ class PlanResult:
     @property
     def ttft_ms_bound(self) -> float:
         return self.prefill.seconds * 1000
+
+    @property
+    def power_w(self) -> float | None:
+        """Every device at its TDP; None when the catalog has no TDP for the device."""
+        return self.devices * self.hardware.tdp_w if self.hardware.tdp_w else None
+
+    @property
+    def tokens_per_joule_bound(self) -> float | None:
+        """The aggregate decode bound ÷ the power of every device at TDP: a reference for tokens per joule,
+        not a bound (a device may draw less than its TDP)."""
+        power = self.power_w
+        return self.aggregate_tokens_per_s_bound / power if power else None
 
     def to_dict(self) -> dict[str, Any]:
         m, d, p = self.memory, self.decode, self.prefill
@@ -126,6 +140,14 @@ class PlanResult:
             "decode_tokens_per_s_bound": self.decode_tokens_per_s_bound,
             "aggregate_tokens_per_s_bound": self.aggregate_tokens_per_s_bound,
             "decode_bound_by": d.bound_by,
+            "decode_memory_ms": d.memory_s * 1000,
+            "decode_compute_ms": None if d.compute_s is None else d.compute_s * 1000,
+            "decode_communication_ms": d.comm_s * 1000,
+            "decode_communication": _comm_dict(d),
+            "layout": _layout_dict(self.layout),
+            "tdp_w_per_device": self.hardware.tdp_w,
+            "power_w_at_tdp": self.power_w,
+            "decode_tokens_per_joule_at_tdp": self.tokens_per_joule_bound,
             "decode_bytes_per_step_per_device": round(d.bytes),
             "decode_flops_per_step_per_device": d.flops,
             "ttft_ms_bound": self.ttft_ms_bound,
@@ -142,6 +164,25 @@ class PlanResult:
 
     def summary(self) -> list[str]:
         return ex.summary_lines(self)
+
+
+def _layout_dict(layout: Layout | None) -> dict[str, Any] | None:
+    if layout is None:
+        return None
+    return {"kind": layout.kind, "devices": layout.devices, "group": layout.group, "stages": layout.stages,
+            "link": layout.link.name if layout.link else None,
+            "stage_link": layout.stage_link.name if layout.stage_link else None, "description": layout.describe()}  # fmt: skip
+
+
+def _comm_dict(step: StepBound) -> dict[str, Any] | None:
+    comm = step.comm
+    if comm is None:
+        return None
+    trips = [{"what": t.what, "algorithm": t.algorithm, "count": t.count, "group": t.group, "hops": t.hops,
+              "bytes_on_link": t.bytes_on_link, "link": t.link.name, "latency_ms": t.latency_s * 1000,
+              "transfer_ms": t.transfer_s * 1000} for t in comm.trips]  # fmt: skip
+    return {"message_bytes": comm.message_bytes, "latency_ms": comm.latency_s * 1000,
+            "transfer_ms": comm.transfer_s * 1000, "trips": trips}  # fmt: skip
 
 
 def resolve_precision(model: ModelSpec, precision: str | Precision | None) -> Precision:
@@ -186,8 +227,10 @@ def plan(
     concurrency: int = 1,
     input_tokens: int | None = None,
     utilization: float = DEFAULT_UTILIZATION,
+    link: str | None = None,
 ) -> PlanResult:
-    """Memory, device count and speed-of-light bounds. Without `devices`, the minimum that fits is used."""
+    """Memory, device count and speed-of-light bounds. Without `devices`, the minimum that fits is used.
+    `link` names the interconnect inside a group (nvlink4, pcie5-x16 ...; default: the device's first)."""
     spec = load_model(model) if isinstance(model, str) else model
     hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
     prompt = context if input_tokens is None else input_tokens
@@ -199,6 +242,7 @@ def plan(
     basis = "given" if devices else ("minimum" if fewest else "none fits")
     mem = memory_plan(spec, hw, n, prec, kvb, context, concurrency, utilization)
     one = mem if n == 1 else memory_plan(spec, hw, 1, prec, kvb, context, concurrency, utilization)
+    layout = layout_for(spec, hw, n, link)
     result = PlanResult(
         model=spec,
         hardware=hw,
@@ -216,9 +260,10 @@ def plan(
         tp_sizes=valid_tp_sizes(spec) if shards_by_heads(hw) else None,
         max_concurrency=max_concurrency(mem, spec),
         max_context=max_context(spec, hw, n, prec, kvb, concurrency, utilization),
-        decode=decode_step(spec, hw, n, prec, kvb, context, concurrency),
+        decode=decode_step(spec, hw, n, prec, kvb, context, concurrency, layout),
         prefill=prefill(spec, hw, n, prec, kvb, prompt),
         notes=(),
+        layout=layout,
     )
     return _with_notes(result)
 
@@ -272,7 +317,8 @@ def _join(tips: list[str]) -> str:
 
 def _same(r: PlanResult, **changes: Any) -> PlanResult:
     args: dict[str, Any] = {"devices": r.devices, "precision": r.precision, "kv_dtype": r.kv_dtype, "context": r.context,
-                            "concurrency": r.concurrency, "utilization": r.memory.utilization}  # fmt: skip
+                            "concurrency": r.concurrency, "utilization": r.memory.utilization,
+                            "link": r.layout.link.name if r.layout and r.layout.link else None}  # fmt: skip
     args.update(changes)
     return plan(r.model, r.hardware, **args)
 
@@ -336,16 +382,20 @@ def efficiency(
     plan_result: PlanResult,
     *,
     measured_aggregate_tok_s: float | None = None,
+    measured_tokens_per_joule: float | None = None,
 ) -> dict[str, Any]:
     """Measurements as a percentage of the speed of light, and a warning for any that beats it.
 
     decode: measured tok/s ÷ bound × 100. TTFT is a time, so its efficiency is bound ÷ measured × 100:
-    100 % means at the physical limit for both. Undefined figures are None, never 0.
+    100 % means at the physical limit for both. Energy: measured output tokens per joule ÷ the plan's
+    tokens per joule at TDP (the aggregate bound with every device at its TDP) × 100; a reference, not
+    a limit (devices may draw less than TDP). Undefined figures are None, never 0.
     """
     r = plan_result
     decode = _pct(measured_decode_tok_s_per_stream, r.decode_tokens_per_s_bound)
     ttft = _pct(r.ttft_ms_bound, measured_ttft_ms)
     aggregate = _pct(measured_aggregate_tok_s, r.aggregate_tokens_per_s_bound)
+    energy = _pct(measured_tokens_per_joule, r.tokens_per_joule_bound)
     where = f"{r.devices} × {r.hardware.name}, {r.model.name} in {r.precision.name}"
     warnings = []
     if decode is not None and decode > 100:
@@ -371,6 +421,10 @@ def efficiency(
         "aggregate_pct_of_bound": aggregate,
         "ttft_pct_of_bound": ttft,
         "decode_bound_by": r.decode.bound_by,
+        "decode_communication_ms": r.decode.comm_s * 1000,
+        "tdp_w_per_device": r.hardware.tdp_w,
+        "decode_tokens_per_joule_at_tdp": r.tokens_per_joule_bound,
+        "tokens_per_joule_pct_of_tdp_reference": energy,
         # Without a compute figure (a CPU) the TTFT bound only counts reading the weights: loose.
         "ttft_bound_memory_only": r.prefill.compute is None,
         "warnings": warnings,

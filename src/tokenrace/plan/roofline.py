@@ -1,8 +1,10 @@
 """Speed of light: the fastest a step can possibly run on the given devices.
 
-A step takes at least max(bytes it must move ÷ bandwidth, FLOPs it must do ÷ peak compute). Work is
-assumed to split perfectly over the devices and communication is free, so the figure is an upper
-bound on speed that no engine can beat; it is not a prediction.
+A step takes at least max(bytes it must move ÷ bandwidth, FLOPs it must do ÷ peak compute) on the
+devices that work on the token at once, plus the communication on the token's path (interconnect.py).
+Work splits perfectly inside a tensor-parallel group; the stages of a pipeline work in turn, so a
+token's bytes are read at the group's bandwidth, not at every device's. The figure is an upper bound
+on speed, not a prediction.
 
 Decode (one token for each of B sequences) reads the weights once for the whole batch (the LM head in
 full, the input embedding one row per token, and for MoE only the experts the batch's tokens are
@@ -15,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenrace.plan.catalog import Hardware
+from tokenrace.plan.interconnect import CommPath, Layout, decode_comm
 from tokenrace.plan.memory import kv_bytes_per_sequence
 from tokenrace.plan.modelspec import AttentionGroup, ModelSpec, WeightBytes
 from tokenrace.plan.precision import Precision
@@ -22,7 +25,8 @@ from tokenrace.plan.precision import Precision
 
 @dataclass(frozen=True)
 class StepBound:
-    """One step's minimum time on one device of `devices` (the devices work in parallel)."""
+    """One step's minimum time: the work of one device of the group that holds the token at a time,
+    plus the communication on the token's path."""
 
     tokens: int  # tokens processed in the step (B for decode, N for prefill)
     weight_bytes: float  # per device
@@ -32,6 +36,8 @@ class StepBound:
     compute: float | None  # None: no compute figure for this device (a CPU), memory bound only
     compute_dtype: str
     expert_fraction: float | None
+    group: int = 1  # devices that work on the token at once; the bytes and FLOPs above are per device of it
+    comm: CommPath | None = None
 
     @property
     def bytes(self) -> float:
@@ -46,13 +52,18 @@ class StepBound:
         return self.flops / self.compute if self.compute else None
 
     @property
+    def comm_s(self) -> float:
+        return self.comm.seconds if self.comm else 0.0
+
+    @property
     def seconds(self) -> float:
-        return max(self.memory_s, self.compute_s or 0.0)
+        return max(self.memory_s, self.compute_s or 0.0) + self.comm_s
 
     @property
     def bound_by(self) -> str:
-        compute_s = self.compute_s
-        return "compute" if compute_s is not None and compute_s > self.memory_s else "memory"
+        """The largest term: memory, compute or communication."""
+        terms = {"memory": self.memory_s, "compute": self.compute_s or 0.0, "communication": self.comm_s}
+        return max(terms, key=lambda k: terms[k])
 
 
 def lm_head_params(model: ModelSpec) -> int:
@@ -100,24 +111,38 @@ def _compute(hw: Hardware, precision: Precision) -> tuple[float | None, str]:
 
 
 def decode_step(
-    model: ModelSpec, hw: Hardware, devices: int, precision: Precision, kv_bytes: float, context: int, batch: int
+    model: ModelSpec,
+    hw: Hardware,
+    devices: int,
+    precision: Precision,
+    kv_bytes: float,
+    context: int,
+    batch: int,
+    layout: Layout | None = None,
 ) -> StepBound:
-    """One decode step for `batch` sequences each holding `context` tokens of KV."""
+    """One decode step for `batch` sequences each holding `context` tokens of KV. Without a layout the
+    devices form one group and communication is free."""
+    group = layout.group if layout else devices
     weights, share = weight_bytes_read(model, model.weight_bytes(precision), batch)
-    kv = batch * kv_bytes_per_sequence(model, context, kv_bytes, devices, hw)
+    kv = batch * kv_bytes_per_sequence(model, context, kv_bytes, group, hw)
     flops = batch * (
         2 * (layer_params_active(model) + lm_head_params(model)) + attention_flops_per_token(model, context)
     )
     compute, dtype = _compute(hw, precision)
-    return StepBound(batch, weights / devices, kv, flops / devices, hw.bandwidth_bytes_per_s, compute, dtype, share)
+    comm = decode_comm(model, layout, batch) if layout else None
+    return StepBound(batch, weights / group, kv, flops / group, hw.bandwidth_bytes_per_s, compute, dtype, share,
+                     group, comm)  # fmt: skip
 
 
 def prefill(
     model: ModelSpec, hw: Hardware, devices: int, precision: Precision, kv_bytes: float, tokens: int
 ) -> StepBound:
-    """One request's prompt of `tokens` tokens; logits only for the last position."""
+    """One request's prompt of `tokens` tokens; logits only for the last position. All devices count:
+    a prompt's tokens can fill every pipeline stage at once. Communication is not counted (a prompt's
+    all-reduces carry many tokens each and overlap with long matmuls)."""
     weights, share = weight_bytes_read(model, model.weight_bytes(precision), tokens)
     kv = kv_bytes_per_sequence(model, tokens, kv_bytes, devices, hw)
     flops = 2 * layer_params_active(model) * tokens + 2 * lm_head_params(model) + prefill_attention_flops(model, tokens)
     compute, dtype = _compute(hw, precision)
-    return StepBound(tokens, weights / devices, kv, flops / devices, hw.bandwidth_bytes_per_s, compute, dtype, share)
+    return StepBound(tokens, weights / devices, kv, flops / devices, hw.bandwidth_bytes_per_s, compute, dtype, share,
+                     devices)  # fmt: skip

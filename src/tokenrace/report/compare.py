@@ -125,8 +125,8 @@ def latency_row(a: RunData, b: RunData, key: str, label: str, unit: str, stat: s
 
 
 def throughput_row(a: RunData, b: RunData) -> Row:
-    ta = a.summary["throughput"].get("output_tokens_per_s")
-    tb = b.summary["throughput"].get("output_tokens_per_s")
+    ta = a.summary.throughput.output_tokens_per_s
+    tb = b.summary.throughput.output_tokens_per_s
     ratio = tb / ta if ta and tb is not None else None
     low = high = sig = None
     blocks_a, blocks_b = token_blocks(a), token_blocks(b)
@@ -194,8 +194,8 @@ def error_row(a: RunData, b: RunData) -> Row:
         "error_rate",
         "error rate",
         "fraction",
-        a.summary.get("error_rate"),
-        b.summary.get("error_rate"),
+        a.summary.error_rate,
+        b.summary.error_rate,
         diff,
         low,
         high,
@@ -225,7 +225,7 @@ def efficiency_row(a: RunData, b: RunData) -> Row | None:
 
 
 def _efficiency(run: RunData) -> float | None:
-    e = run.summary.get("efficiency")
+    e = run.summary.efficiency
     return e.get("decode_pct_of_bound") if isinstance(e, dict) else None
 
 
@@ -246,7 +246,7 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
     """$ per million output tokens and per 1k requests for both runs (lower is better; no CI)."""
 
     def rows(a: RunData, b: RunData) -> list[Row]:
-        ca, cb = (cost_of(r.summary, r.manifest, cost) or {} for r in (a, b))
+        ca, cb = (_cost(r, cost) for r in (a, b))
         out = []
         for key, label in (
             ("usd_per_million_output_tokens", "$ / M output tok"),
@@ -262,6 +262,11 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
     return rows
 
 
+def _cost(run: RunData, cost: CostSpec | None) -> dict[str, Any]:
+    found = cost_of(run.summary, run.manifest.get("provider"), run.manifest.get("model"), cost)
+    return found.model_dump() if found else {}
+
+
 def cache_row(a: RunData, b: RunData) -> Row | None:
     """The prefix cache's share of prompt tokens (no CI: a ratio of sums; the difference is what matters)."""
     ha, hb = _hit_rate(a), _hit_rate(b)
@@ -272,8 +277,8 @@ def cache_row(a: RunData, b: RunData) -> Row | None:
 
 
 def _hit_rate(run: RunData) -> float | None:
-    c = run.summary.get("cache")
-    return c.get("hit_rate") if isinstance(c, dict) else None
+    c = run.summary.cache
+    return c.hit_rate if c is not None else None
 
 
 def accuracy_row(q: QualitySection) -> Row:
@@ -352,7 +357,7 @@ def condition_warnings(a: RunData, b: RunData) -> list[str]:
         if va != vb:
             out.append(f"{name} differs: {_show(va)} (A) vs {_show(vb)} (B)")
     for key, name in (("prompt_tokens", "measured prompt length"), ("output_tokens", "measured output length")):
-        ma, mb = (r.summary["metrics"].get(key, {}).get("mean") for r in (a, b))
+        ma, mb = (getattr(r.summary.metrics, key).mean for r in (a, b))
         if ma and mb and abs(mb / ma - 1) > OUTPUT_GAP:
             out.append(f"{name} differs: mean {ma:.1f} (A) vs {mb:.1f} (B) tokens")
     ha, hb = _hit_rate(a), _hit_rate(b)
@@ -407,7 +412,7 @@ def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
             report.comparisons += comps
             report.warnings += _lift(comps, prefix(other)) + [prefix(other) + n for n in notes]
             _add_quality(report, base, other, prefix(other))
-        report.knees = {r.name: r.summary.get("knee") for r in runs}
+        report.knees = {r.name: r.sweep.get("knee") for r in runs}
         return report
     raise UsageError("compare runs with runs, or sweeps with sweeps (compare one step of a sweep by its directory)")
 
@@ -422,19 +427,19 @@ def _add_quality(report: Report, a: RunData, b: RunData, prefix: str) -> Quality
 
 
 def _step_key(run: RunData, row: dict[str, Any]) -> float | None:
-    kind = run.summary.get("sweep", "concurrency")
+    kind = run.sweep.get("sweep", "concurrency")
     if kind == "input_tokens":
         return row.get("value")
     return row.get("rate") if row.get("rate") is not None else row.get("concurrency")
 
 
 def compare_sweeps(a: RunData, b: RunData, warnings: list[str], extra: ExtraRows | None) -> list[Comparison]:
-    if a.summary.get("sweep") != b.summary.get("sweep"):
-        warnings.append(f"sweep kinds differ: {a.summary.get('sweep')} (A) vs {b.summary.get('sweep')} (B)")
+    if a.sweep.get("sweep") != b.sweep.get("sweep"):
+        warnings.append(f"sweep kinds differ: {a.sweep.get('sweep')} (A) vs {b.sweep.get('sweep')} (B)")
     runs_a, runs_b = dict(a.steps), dict(b.steps)
-    by_key_b = {_step_key(b, row): row["step"] for row in b.summary["steps"] if row["step"] in runs_b}
+    by_key_b = {_step_key(b, row): row["step"] for row in b.sweep["steps"] if row["step"] in runs_b}
     out = []
-    for row in a.summary["steps"]:
+    for row in a.sweep["steps"]:
         match = by_key_b.get(_step_key(a, row))
         if row["step"] in runs_a and match is not None:
             out.append(compare_runs(runs_a[row["step"]], runs_b[match], step=f"{row['step']} vs {match}", extra=extra))

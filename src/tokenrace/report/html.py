@@ -22,6 +22,7 @@ import numpy as np
 from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.summary import Cost, Summary
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
 from tokenrace.report.quality import quality_dir
@@ -249,15 +250,13 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
     go = plotly()
     from plotly.subplots import make_subplots
 
-    kind = sweeps[0].summary.get("sweep", "concurrency")  # a profile is a concurrency ramp
+    kind = sweeps[0].sweep.get("sweep", "concurrency")  # a profile is a concurrency ramp
     xlabel = {
         "concurrency": "concurrency",
         "rate": "offered rate (req/s)",
         "goodput": "offered rate (req/s)",
         "input_tokens": "prompt tokens (mean)",
-        "sla": "offered rate (req/s)"
-        if (sweeps[0].summary.get("sla") or {}).get("search") == "rate"
-        else "concurrency",
+        "sla": "offered rate (req/s)" if (sweeps[0].sweep.get("sla") or {}).get("search") == "rate" else "concurrency",
     }[kind]
     fig = make_subplots(
         rows=1,
@@ -266,7 +265,7 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
         horizontal_spacing=0.07,
     )
     for i, sw in enumerate(sweeps):
-        rows = sorted(sw.summary["steps"], key=lambda r: _load_of(r, kind) or 0)
+        rows = sorted(sw.sweep["steps"], key=lambda r: _load_of(r, kind) or 0)
         x = [_load_of(r, kind) for r in rows]
         color = PALETTE[i % len(PALETTE)]
         for col, key in ((1, "ttft_ms"), (2, "tpot_ms")):
@@ -307,7 +306,7 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
 def _mark_sla(fig: Any, sw: RunData, x: list[float | None], color: str) -> None:
     """An SLA search's limits (horizontal lines on the TTFT and TPOT charts) and its boundary (a
     vertical line at the highest passing load on every chart)."""
-    sla = sw.summary.get("sla")
+    sla = sw.sweep.get("sla")
     if not sla:
         return
     go = plotly()
@@ -336,11 +335,11 @@ def _mark_sla(fig: Any, sw: RunData, x: list[float | None], color: str) -> None:
 
 def _mark_knee(fig: Any, sw: RunData, kind: str, color: str) -> None:
     """A star on the throughput curve and a dashed drop line (traces, which use data units on log axes too)."""
-    knee = sw.summary.get("knee")
+    knee = sw.sweep.get("knee")
     if not knee:
         return
     go = plotly()
-    row = next(r for r in sw.summary["steps"] if r["step"] == knee["step"])
+    row = next(r for r in sw.sweep["steps"] if r["step"] == knee["step"])
     x, y = _load_of(row, kind), row["throughput_tokens_per_s"]
     fig.add_trace(
         go.Scatter(
@@ -458,13 +457,13 @@ SUMMARY_ROWS = (
 STAT_COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
-def summary_table(summary: dict[str, Any]) -> str:
+def summary_table(summary: Summary) -> str:
     head = "".join(f"<th class='{'num' if c in STAT_COLS else ''}'>{c}</th>" for c in ("metric", "unit", *STAT_COLS))
     body = []
     for label, key, unit in SUMMARY_ROWS:
-        m = summary["metrics"].get(key) or {}
-        if m.get("count"):
-            cells = "".join(f"<td class='num'>{_f(m.get(c), 0 if c == 'count' else 1)}</td>" for c in STAT_COLS)
+        m = getattr(summary.metrics, key)
+        if m.count:
+            cells = "".join(f"<td class='num'>{_f(getattr(m, c), 0 if c == 'count' else 1)}</td>" for c in STAT_COLS)
             body.append(f"<tr><td>{label}</td><td>{unit}</td>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -479,59 +478,63 @@ def cards(items: Sequence[tuple[str, str, str | None]]) -> str:
     return f"<div class='cards'>{''.join(out)}</div>"
 
 
-def run_cards(run: RunData, cost: dict[str, Any] | None, bound: float | None) -> str:
+def run_cards(run: RunData, cost: Cost | None, bound: float | None) -> str:
     s = run.summary
-    m, tp = s["metrics"], s["throughput"]
-    req = s["requests"]
+    m, tp = s.metrics, s.throughput
+    req = s.requests
     items = [
-        ("TTFT p50", f"{_f(m['ttft_ms']['p50'])} ms", f"p95 {_f(m['ttft_ms']['p95'])} ms"),
-        ("TPOT p50", f"{_f(m['tpot_ms']['p50'], 2)} ms", f"p95 {_f(m['tpot_ms']['p95'], 2)} ms"),
-        ("E2E p95", f"{_f(m['e2e_ms']['p95'])} ms", f"p50 {_f(m['e2e_ms']['p50'])} ms"),
+        ("TTFT p50", f"{_f(m.ttft_ms.p50)} ms", f"p95 {_f(m.ttft_ms.p95)} ms"),
+        ("TPOT p50", f"{_f(m.tpot_ms.p50, 2)} ms", f"p95 {_f(m.tpot_ms.p95, 2)} ms"),
+        ("E2E p95", f"{_f(m.e2e_ms.p95)} ms", f"p50 {_f(m.e2e_ms.p50)} ms"),
         (
             "throughput",
-            f"{_f(tp['output_tokens_per_s'])} tok/s",
-            f"{_f(tp['requests_per_s'], 2)} req/s"
+            f"{_f(tp.output_tokens_per_s)} tok/s",
+            f"{_f(tp.requests_per_s, 2)} req/s"
             + (
-                f"; {100 * tp['output_tokens_per_s'] / bound:.0f} % of speed of light"
-                if bound and tp["output_tokens_per_s"]
+                f"; {100 * tp.output_tokens_per_s / bound:.0f} % of speed of light"
+                if bound and tp.output_tokens_per_s
                 else ""
             ),
         ),
         (
             "errors",
-            f"{_f(None if s['error_rate'] is None else s['error_rate'] * 100, 2)} %",
-            f"{req['failed']} of {req['total']} requests"
-            + (f"; {req['cancelled']} cancelled by the client" if req.get("cancelled") else ""),
+            f"{_f(None if s.error_rate is None else s.error_rate * 100, 2)} %",
+            f"{req.failed} of {req.total} requests"
+            + (f"; {req.cancelled} cancelled by the client" if req.cancelled else ""),
         ),
     ]
-    cache = s.get("cache") or {}
-    if cache:
-        flag = cache.get("busted")
+    cache = s.cache
+    if cache is not None:
+        flag = cache.busted
         busted = "prompts busted" if flag is True else "prompts not busted" if flag is False else ""
         items.append(
             (
                 "prefix cache",
-                "not reported" if cache.get("hit_rate") is None else f"{cache['hit_rate'] * 100:.1f} %",
+                "not reported" if cache.hit_rate is None else f"{cache.hit_rate * 100:.1f} %",
                 "of prompt tokens served from the server's cache" + (f" · {busted}" if busted else ""),
             )
         )
-    if cost and cost.get("usd_per_million_output_tokens") is not None:
+    if cost is not None and cost.usd_per_million_output_tokens is not None:
         items.append(
             (
                 "$ per M output tokens",
-                f"${cost['usd_per_million_output_tokens']:,.4f}",
-                f"${_f(cost.get('usd_per_1k_requests'), 4)} per 1k requests · {_basis(cost)}",
+                f"${cost.usd_per_million_output_tokens:,.4f}",
+                f"${_f(cost.usd_per_1k_requests, 4)} per 1k requests · {_basis(cost)}",
             )
         )
     return cards(items)
 
 
-def _basis(c: dict[str, Any]) -> str:
-    if c["basis"] == "gpu":
-        g = c["gpu"]
+def _basis(c: Cost) -> str:
+    if c.basis == "gpu" and c.gpu is not None:
+        g = c.gpu
         return f"{g['gpus']} GPU × ${g['usd_per_gpu_hour']:.2f}/h"
-    p = c["price"]
+    p = c.price or {}
     return f"${p['input_per_m']:g} in / ${p['output_per_m']:g} out per M tokens"
+
+
+def _cost(run: RunData, cost: CostSpec | None) -> Cost | None:
+    return cost_of(run.summary, run.manifest.get("provider"), run.manifest.get("model"), cost)
 
 
 def _text(value: object, missing: str = "—") -> str:
@@ -624,10 +627,13 @@ def _run_page(run: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> 
     m = run.manifest
     page = Page(_where(m), f"run {run.name} · {_when(m.get('started_at'))}")
     bound = sol(run) if sol else None
-    page.add("Key numbers", run_cards(run, cost_of(run.summary, m, cost), bound), summary_table(run.summary))
-    findings = [*(run.summary.get("warnings") or []), *(run.summary.get("resource_warnings") or [])]
+    page.add("Key numbers", run_cards(run, _cost(run, cost), bound), summary_table(run.summary))
+    # The run's own findings first, then the monitor's advice (the order the page has always had).
+    warnings = run.summary.warnings
+    findings = [w for w in warnings if not w.code.startswith("resources.")]
+    findings += [w for w in warnings if w.code.startswith("resources.")]
     if findings:
-        items = "".join(f"<li>{html.escape(w)}</li>" for w in findings)
+        items = "".join(f"<li>{html.escape(w.message)}</li>" for w in findings)
         page.add("What a sceptic would ask", f"<ul class='warnings'>{items}</ul>")
     _quality_section(page, run)
     _run_charts(page, [(run.name, run)])
@@ -668,13 +674,11 @@ def _run_charts(page: Page, runs: list[tuple[str, RunData]]) -> None:
 
 
 def _sweep_page(sw: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
-    s = sw.summary
+    s = sw.sweep
     what = "embedded profile" if sw.kind == "profile" else f"{s.get('sweep') or 'concurrency'} sweep"
     page = Page(f"{what}: {_where(s)}", f"{sw.name} · {_when(s.get('started_at') or sw.manifest.get('started_at'))}")
     steps = dict(sw.steps)
-    costs = {
-        n: (cost_of(r.summary, r.manifest, cost) or {}).get("usd_per_million_output_tokens") for n, r in steps.items()
-    }
+    costs = {n: c.usd_per_million_output_tokens if (c := _cost(r, cost)) else None for n, r in steps.items()}
     page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), _sweep_table(s, costs))
     if s.get("sla"):
         page.add("SLA search", sla_html(s))
@@ -692,8 +696,8 @@ def _sweep_page(sw: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) ->
 def _focus_steps(sw: RunData) -> list[tuple[str, RunData]]:
     """The steps to draw in detail: every step's CDF would crowd; keep the first, the knee and the last."""
     steps = dict(sw.steps)
-    names = [r["step"] for r in sw.summary["steps"] if r["step"] in steps]
-    knee = (sw.summary.get("knee") or {}).get("step")
+    names = [r["step"] for r in sw.sweep["steps"] if r["step"] in steps]
+    knee = (sw.sweep.get("knee") or {}).get("step")
     pick = [n for n in dict.fromkeys([names[0], knee, names[-1]] if names else []) if n]
     return [(n, steps[n]) for n in pick]
 
@@ -706,11 +710,9 @@ def _sweep_cards(s: dict[str, Any], sw: RunData, cost: CostSpec | None) -> list[
             ("knee", knee["step"], f"{_f(knee['throughput_tokens_per_s'])} tok/s, E2E p95 {_f(knee['e2e_p95_ms'])} ms")
         )
         step = dict(sw.steps).get(knee["step"])
-        c = cost_of(step.summary, step.manifest, cost) if step else None
-        if c and c.get("usd_per_million_output_tokens") is not None:
-            items.append(
-                ("$ per M output tokens at the knee", f"${c['usd_per_million_output_tokens']:,.4f}", _basis(c))
-            )
+        c = _cost(step, cost) if step else None
+        if c is not None and c.usd_per_million_output_tokens is not None:
+            items.append(("$ per M output tokens at the knee", f"${c.usd_per_million_output_tokens:,.4f}", _basis(c)))
     elif s.get("sweep") in ("concurrency", "rate"):
         items.append(("knee", "not reached", "throughput still grew at the last step"))
     best = max((r["throughput_tokens_per_s"] or 0 for r in s["steps"]), default=0)
@@ -874,9 +876,9 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
 
     def bound(run: RunData) -> float | None:
         name = model or _model_of(run)
-        met = run.summary["metrics"]
-        prompt = (met.get("prompt_tokens") or {}).get("mean") or 0
-        output = (met.get("output_tokens") or {}).get("mean") or 0
+        met = run.summary.metrics
+        prompt = met.prompt_tokens.mean or 0
+        output = met.output_tokens.mean or 0
         conc = ((run.manifest.get("settings") or {}).get("load") or {}).get("concurrency") or 1
         try:
             r = plan(

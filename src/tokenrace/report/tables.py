@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
+
 ROWS = (
     ("TTFT", "ttft_ms", "ms"),
     ("TTFT answer", "ttfa_ms", "ms"),
@@ -32,45 +34,45 @@ def fmt(v: Any, digits: int = 1) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
-def summary_table(summary: dict[str, Any], title: str | None = None) -> Table:
+def summary_table(summary: Summary, title: str | None = None) -> Table:
     t = Table(title=title, title_justify="left", header_style="bold")
     t.add_column("metric")
     t.add_column("unit")
     for c in COLS:
         t.add_column(c, justify="right")
     for label, key, unit in ROWS:
-        m = summary["metrics"].get(key)
-        if not m or not m.get("count"):
+        m = getattr(summary.metrics, key)
+        if not m.count:
             continue
-        t.add_row(label, unit, *(fmt(m.get(c), 0 if c == "count" else 1) for c in COLS))
+        t.add_row(label, unit, *(fmt(getattr(m, c), 0 if c == "count" else 1) for c in COLS))
     return t
 
 
-def headline_lines(summary: dict[str, Any]) -> list[str]:
-    req = summary["requests"]
-    tp = summary["throughput"]
+def headline_lines(summary: Summary) -> list[str]:
+    req = summary.requests
+    tp = summary.throughput
     lines = [
-        f"requests: {req['succeeded']}/{req['total']} ok, error rate {fmt(_pct(summary['error_rate']))} %"
-        + (f"  errors: {summary['errors_by_kind']}" if summary["errors_by_kind"] else "")
-        + (f"  cancelled by the client: {req['cancelled']}" if req.get("cancelled") else ""),
-        f"throughput: {fmt(tp['output_tokens_per_s'])} output tok/s, {fmt(tp['requests_per_s'], 2)} req/s"
-        f" over {fmt(tp['window_s'], 2)} s; steady {fmt(tp['steady_output_tokens_per_s'])} tok/s",
+        f"requests: {req.succeeded}/{req.total} ok, error rate {fmt(_pct(summary.error_rate))} %"
+        + (f"  errors: {summary.errors_by_kind}" if summary.errors_by_kind else "")
+        + (f"  cancelled by the client: {req.cancelled}" if req.cancelled else ""),
+        f"throughput: {fmt(tp.output_tokens_per_s)} output tok/s, {fmt(tp.requests_per_s, 2)} req/s"
+        f" over {fmt(tp.window_s, 2)} s; steady {fmt(tp.steady_output_tokens_per_s)} tok/s",
     ]
-    if summary.get("offered_rate") is not None:
+    if summary.offered_rate is not None:
         lines.append(
-            f"rate: offered {fmt(summary['offered_rate'], 2)} req/s, achieved {fmt(summary['achieved_rate'], 2)} req/s"
+            f"rate: offered {fmt(summary.offered_rate, 2)} req/s, achieved {fmt(summary.achieved_rate, 2)} req/s"
         )
-    cold = summary.get("cold")
+    cold = summary.cold
     if cold:
-        lines.append(f"cold (first request): TTFT {fmt(cold['ttft_ms'])} ms, E2E {fmt(cold['e2e_ms'])} ms")
-    src = summary.get("token_count_source") or {}
+        lines.append(f"cold (first request): TTFT {fmt(cold.ttft_ms)} ms, E2E {fmt(cold.e2e_ms)} ms")
+    src = summary.token_count_source
     lines.append(
-        f"token counts from: output={src.get('output_tokens')}, prompt={src.get('prompt_tokens')}"
-        + (" (approximate: counted chunks)" if src.get("approximate") else "")
+        f"token counts from: output={src.output_tokens}, prompt={src.prompt_tokens}"
+        + (" (approximate: counted chunks)" if src.approximate else "")
     )
-    lines.extend(cache_lines(summary))
-    lines.extend(turn_lines(summary.get("by_turn")))
-    eff = summary.get("efficiency")
+    lines.extend(cache_lines(summary.cache))
+    lines.extend(turn_lines(summary.by_turn))
+    eff = summary.efficiency
     if eff and not eff.get("error"):
         lines.append(
             f"speed of light ({eff['devices']} x {eff['hardware']}, {eff['model']} {eff['precision']}): decode {fmt(eff['decode_pct_of_bound'])} % "
@@ -78,51 +80,51 @@ def headline_lines(summary: dict[str, Any]) -> list[str]:
             f"{fmt(eff['ttft_ms_bound'], 2)} ms minimum, aggregate {fmt(eff['aggregate_pct_of_bound'])} %"
         )
         lines.extend(f"warning: {w}" for w in eff.get("warnings", []))
-    if summary.get("cost"):
-        lines.extend(cost_lines(summary["cost"]))
-    if summary.get("resources"):
+    lines.extend(cost_lines(summary.cost))
+    if summary.resources:
         from tokenrace.monitor.render import summary_lines
 
-        lines.extend(summary_lines(summary["resources"]))
-    lines.extend(f"warning: {w}" for w in summary.get("resource_warnings") or [])
-    lines.extend(f"drift: {f}" for f in (summary.get("drift") or {}).get("findings") or [])
-    lines.extend(f"warning: {w}" for w in summary.get("warnings") or [])
-    if summary.get("goodput"):
-        g = summary["goodput"]
+        lines.extend(summary_lines(summary.resources))
+    # The monitor's advice sits under the resource figures it reads; the rest close the list.
+    resource = [w for w in summary.warnings if w.code.startswith("resources.")]
+    lines.extend(f"warning: {w.message}" for w in resource)
+    lines.extend(f"drift: {f}" for f in (summary.drift or {}).get("findings") or [])
+    lines.extend(f"warning: {w.message}" for w in summary.warnings if w not in resource)
+    g = summary.goodput
+    if g is not None:
+        lines.append(f"goodput: {fmt(g.requests_per_s, 2)} req/s, {fmt(_pct(g.fraction))} % within SLO {g.slo}")
+    probes = summary.probes
+    if probes is not None:
+        t = probes.ttft_ms
         lines.append(
-            f"goodput: {fmt(g['requests_per_s'], 2)} req/s, {fmt(_pct(g['fraction']))} % within SLO {g['slo']}"
+            f"probes ({fmt(probes.rate, 2)}/s beside the load, one output token): {probes.succeeded}/"
+            f"{probes.requests} ok, TTFT p50 {fmt(t.p50)} ms, p95 {fmt(t.p95)} ms, max {fmt(t.max)} ms"
         )
-    probes = summary.get("probes")
-    if probes:
-        t = probes["ttft_ms"]
-        lines.append(
-            f"probes ({fmt(probes['rate'], 2)}/s beside the load, one output token): {probes['succeeded']}/"
-            f"{probes['requests']} ok, TTFT p50 {fmt(t['p50'])} ms, p95 {fmt(t['p95'])} ms, max {fmt(t['max'])} ms"
-        )
-    if summary.get("stopped"):
-        lines.append(summary["stopped"]["message"])
+    if summary.stopped is not None:
+        lines.append(summary.stopped.message)
     return lines
 
 
-def cache_lines(summary: dict[str, Any]) -> list[str]:
+def cache_lines(c: Cache | None) -> list[str]:
     """The prefix cache's share of the prompt, and whether prompts were busted; nothing when unknown."""
-    c = summary.get("cache")
-    if not c:
+    if c is None:
         return []
-    busted = {True: "; prompts busted (a unique prefix per request)", False: "; prompts not busted"}.get(
-        c.get("busted"), ""
+    busted = (
+        {True: "; prompts busted (a unique prefix per request)", False: "; prompts not busted"}.get(c.busted, "")
+        if c.busted is not None
+        else ""
     )
-    if c.get("hit_rate") is None:
+    if c.hit_rate is None:
         line = "prefix cache: the server did not report cached tokens" + busted
     else:
         line = (
-            f"prefix cache: {fmt(_pct(c['hit_rate']))} % of prompt tokens cached "
-            f"({fmt(c['cached_tokens'])} of {fmt(c['prompt_tokens'])}, from {_source_text(c.get('source'))}){busted}"
+            f"prefix cache: {fmt(_pct(c.hit_rate))} % of prompt tokens cached "
+            f"({fmt(c.cached_tokens)} of {fmt(c.prompt_tokens)}, from {_source_text(c.source)}){busted}"
         )
     out = [line]
-    server = c.get("server")
-    if server and server.get("hit_rate") is not None:
-        out.append(f"prefix cache (engine's own counters): {fmt(_pct(server['hit_rate']))} % ({server['source']})")
+    server = c.server
+    if server and server.hit_rate is not None:
+        out.append(f"prefix cache (engine's own counters): {fmt(_pct(server.hit_rate))} % ({server.source})")
     return out
 
 
@@ -132,12 +134,12 @@ def _source_text(source: Any) -> str:
     return str(source) if source else "—"
 
 
-def turn_lines(by_turn: list[dict[str, Any]] | None) -> list[str]:
+def turn_lines(by_turn: list[TurnStats] | None) -> list[str]:
     if not by_turn:
         return []
     return [
-        f"turn {t['turn']}: {t['requests']} requests, TTFT p50 {fmt(t['ttft_ms']['p50'])} ms, "
-        f"prompt {fmt((t['prompt_tokens'] or {}).get('mean'), 0)} tok, cached {fmt(_pct(t['cache_hit_rate']))} %"
+        f"turn {t.turn}: {t.requests} requests, TTFT p50 {fmt(t.ttft_ms.p50)} ms, "
+        f"prompt {fmt(t.prompt_tokens.mean, 0)} tok, cached {fmt(_pct(t.cache_hit_rate))} %"
         for t in by_turn
     ]
 
@@ -154,7 +156,7 @@ def stdout_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=120)
 
 
-def print_summary(summary: dict[str, Any], console: Console | None = None, title: str | None = None) -> None:
+def print_summary(summary: Summary, console: Console | None = None, title: str | None = None) -> None:
     console = console or stdout_console()
     console.print(summary_table(summary, title))
     for line in headline_lines(summary):
@@ -253,15 +255,15 @@ def print_profile(summary: dict[str, Any], console: Console | None = None) -> No
             )
 
 
-def cost_lines(c: dict[str, Any] | None) -> list[str]:
-    if not c:
+def cost_lines(c: Cost | None) -> list[str]:
+    if c is None:
         return []
-    per_m, per_k = fmt(c.get("usd_per_million_output_tokens"), 4), fmt(c.get("usd_per_1k_requests"), 4)
-    if c["basis"] == "gpu":
-        g = c["gpu"]
+    per_m, per_k = fmt(c.usd_per_million_output_tokens, 4), fmt(c.usd_per_1k_requests, 4)
+    if c.basis == "gpu" and c.gpu is not None:
+        g = c.gpu
         basis = f"{g['gpus']} GPU(s) at ${fmt(g['usd_per_gpu_hour'], 2)}/GPU-hour at the measured throughput"
     else:
-        p = c["price"]
+        p = c.price or {}
         basis = f"${fmt(p['input_per_m'], 3)} in / ${fmt(p['output_per_m'], 3)} out per M tokens ({p['source']}" + (
             f", {p['date']})" if p.get("date") else ")"
         )

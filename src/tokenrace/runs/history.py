@@ -20,14 +20,13 @@ from typing import Any
 import orjson
 
 from tokenrace.errors import UsageError
+from tokenrace.model.files import MANIFEST, PROFILE, SUMMARY, SWEEP
+from tokenrace.model.history import HistoryRow
 from tokenrace.paths import home
-from tokenrace.runs.models import HistoryRow
-from tokenrace.runs.store import MANIFEST, SUMMARY, read_json
+from tokenrace.runs.store import read_json
 
 SCHEMA_VERSION = 2  # 2: cache_hit_rate
 DB_NAME = "history.sqlite"
-SWEEP_FILE = "sweep.json"
-PROFILE_FILE = "profile.json"
 
 COLUMNS = tuple(HistoryRow.model_fields)
 _SCHEMA = f"""
@@ -56,9 +55,9 @@ def run_id(directory: Path) -> str:
 
 def dir_kind(directory: Path) -> str | None:
     d = Path(directory)
-    if (d / SWEEP_FILE).is_file():
+    if (d / SWEEP).is_file():
         return "sweep"
-    if (d / PROFILE_FILE).is_file():
+    if (d / PROFILE).is_file():
         return "profile"
     if (d / SUMMARY).is_file() and (d / MANIFEST).is_file():
         return "run"
@@ -274,9 +273,9 @@ def _row_for(d: Path, kind: str, parent_id: str | None) -> dict[str, Any]:
     if kind == "run":
         base.update(_run_fields(d))
     elif kind == "sweep":
-        base.update(_sweep_fields(read_json(d / SWEEP_FILE)))
+        base.update(_sweep_fields(read_json(d / SWEEP)))
     else:
-        base.update(_profile_fields(d, read_json(d / PROFILE_FILE)))
+        base.update(_profile_fields(d, read_json(d / PROFILE)))
     return HistoryRow.model_validate(base).model_dump()
 
 

@@ -18,9 +18,11 @@ from tokenrace import __version__
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
-from tokenrace.runs.models import SCHEMA_VERSION, Manifest
+from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY
+from tokenrace.model.manifest import Manifest
+from tokenrace.model.summary import Summary
 from tokenrace.runs.saved import RunData
-from tokenrace.runs.store import MANIFEST, RECORDS, SUMMARY, default_run_dir, read_jsonl, write_json
+from tokenrace.runs.store import default_run_dir, read_jsonl, write_json
 from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000
@@ -75,7 +77,7 @@ def import_to_dir(path: Path, out: Path | None = None) -> Path:
         raise UsageError(f"{directory} already holds a run")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in data.records()))
-    write_json(directory / SUMMARY, data.summary)
+    write_json(directory / SUMMARY, data.summary.model_dump(mode="json"))
     write_json(directory / MANIFEST, data.manifest)
     return directory
 
@@ -123,10 +125,9 @@ def _record(
 def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> RunData:
     imported = {"tool": manifest["tool"], "source_file": str(path)}
     summary = build_summary(records, RunContext(windows)).model_copy(update={"imported": imported})
-    summary_json = summary.model_dump(mode="json")
     lines = [r.to_json(0) for r in records]
     manifest = Manifest.model_validate(manifest).model_dump(mode="json")
-    return RunData(path, "run", summary_json, manifest, _records=lines)
+    return RunData(path, "run", summary, manifest, _records=lines)
 
 
 def _manifest(
@@ -248,20 +249,20 @@ def _vllm_manifest(doc: dict[str, Any], path: Path, rate: float | None) -> dict[
     )
 
 
-def _window_from_duration(summary: dict[str, Any], duration: float | None) -> None:
+def _window_from_duration(summary: Summary, duration: float | None) -> None:
     """Older vLLM results have no start times: throughput over the benchmark's own duration."""
-    tp = summary["throughput"]
+    tp = summary.throughput
     if not duration:
-        tp.update(window_s=None, output_tokens_per_s=None, requests_per_s=None)
+        tp.window_s = tp.output_tokens_per_s = tp.requests_per_s = None
         return
-    out = (summary["metrics"]["output_tokens"]["mean"] or 0) * summary["metrics"]["output_tokens"]["count"]
-    tp.update(
-        window_s=round(duration, 6),
-        output_tokens_per_s=round(out / duration, 4),
-        requests_per_s=round(summary["requests"]["succeeded"] / duration, 4),
-    )
-    summary["achieved_rate"] = None
-    summary["imported"]["window"] = "duration"
+    tokens = summary.metrics.output_tokens
+    out = (tokens.mean or 0) * tokens.count
+    tp.window_s = round(duration, 6)
+    tp.output_tokens_per_s = round(out / duration, 4)
+    tp.requests_per_s = round(summary.requests.succeeded / duration, 4)
+    summary.achieved_rate = None
+    if summary.imported is not None:
+        summary.imported["window"] = "duration"
 
 
 # --- AIPerf ------------------------------------------------------------------------------------------

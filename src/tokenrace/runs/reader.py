@@ -6,17 +6,22 @@ Everything downstream (show, compare, report) renders from these files and never
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from tokenrace.errors import UsageError
-from tokenrace.runs.history import PROFILE_FILE, SWEEP_FILE, dir_kind, resolve_run
+from tokenrace.model.files import MANIFEST, PROFILE, SUMMARY, SWEEP
+from tokenrace.model.manifest import Manifest
+from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.model.summary import Summary
+from tokenrace.runs.history import dir_kind, resolve_run
 from tokenrace.runs.importers import import_file
-from tokenrace.runs.models import Manifest, ProfileFile, Summary, SweepFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.saved import RunData
-from tokenrace.runs.store import MANIFEST, SUMMARY, read_json
+from tokenrace.runs.store import read_json
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def load(ref: str | Path) -> RunData:
@@ -30,12 +35,14 @@ def load(ref: str | Path) -> RunData:
 def load_dir(path: Path) -> RunData:
     kind = dir_kind(path)
     if kind == "run":
-        return RunData(path, "run", _read(path / SUMMARY, Summary), _read(path / MANIFEST, Manifest))
+        manifest = _read(path / MANIFEST, Manifest).model_dump(mode="json")
+        return RunData(path, "run", _read(path / SUMMARY, Summary), manifest)
     if kind is None:
         raise UsageError(
             f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"
         )
-    summary = _read(path / SWEEP_FILE, SweepFile) if kind == "sweep" else _read(path / PROFILE_FILE, ProfileFile)
+    file = _read(path / SWEEP, SweepFile) if kind == "sweep" else _read(path / PROFILE, ProfileFile)
+    summary = file.model_dump(mode="json")
     steps = [
         (row["step"], load_dir(path / row["step"]))
         for row in summary.get("steps", [])
@@ -50,10 +57,10 @@ def load_dir(path: Path) -> RunData:
     return RunData(path, kind, summary, manifest, steps)
 
 
-def _read(path: Path, model: type[BaseModel]) -> dict[str, Any]:
+def _read(path: Path, model: type[M]) -> M:
     """A saved file through its model: files older than `schema_version` gain its fields as null."""
     try:
-        return model.model_validate(read_json(path)).model_dump(mode="json")
+        return model.model_validate(read_json(path))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -6,50 +6,51 @@ from pathlib import Path
 from typing import Any
 
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.stats import Stats
+from tokenrace.model.summary import Summary
 
 
-def _pick(m: dict[str, Any], name: str) -> dict[str, Any]:
-    d = m.get(name) or {}
-    return {q: d.get(q) for q in ("p50", "p95", "max")}
+def _pick(m: Stats) -> dict[str, Any]:
+    return {"p50": m.p50, "p95": m.p95, "max": m.max}
 
 
-def sweep_throughput(summary: dict[str, Any]) -> float | None:
+def sweep_throughput(summary: Summary) -> float | None:
     """The throughput a sweep compares between steps: steady output tokens/s, else over the window."""
-    tp = summary["throughput"]
-    value = tp.get("steady_output_tokens_per_s")
+    tp = summary.throughput
+    value = tp.steady_output_tokens_per_s
     if value is None:
-        value = tp.get("output_tokens_per_s")
+        value = tp.output_tokens_per_s
     return None if value is None else float(value)
 
 
 def step_row(
-    name: str, directory: Path, s: dict[str, Any], manifest: dict[str, Any], cost: CostSpec | None = None
+    name: str, directory: Path, s: Summary, manifest: dict[str, Any], cost: CostSpec | None = None
 ) -> dict[str, Any]:
     """A step's key numbers (shared by sweeps, the embedded profile and saved profiles read back)."""
     load = manifest["settings"]["load"]
-    m = s["metrics"]
-    good = s.get("goodput") or {}
+    m = s.metrics
+    found = cost_of(s, manifest.get("provider"), manifest.get("model"), cost)
     return {
         "step": name,
         "concurrency": load["concurrency"],
         "rate": load.get("rate"),
-        "requests": s["requests"],
-        "ttft_ms": _pick(m, "ttft_ms"),
-        "tpot_ms": _pick(m, "tpot_ms"),
-        "itl_chunk_ms": _pick(m, "itl_chunk_ms"),
-        "e2e_ms": _pick(m, "e2e_ms"),
-        "prompt_tokens_mean": (m.get("prompt_tokens") or {}).get("mean"),
-        "cache_hit_rate": (s.get("cache") or {}).get("hit_rate"),
-        "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
-        "steady_output_tokens_per_s": s["throughput"].get("steady_output_tokens_per_s"),
+        "requests": s.requests.model_dump(mode="json"),
+        "ttft_ms": _pick(m.ttft_ms),
+        "tpot_ms": _pick(m.tpot_ms),
+        "itl_chunk_ms": _pick(m.itl_chunk_ms),
+        "e2e_ms": _pick(m.e2e_ms),
+        "prompt_tokens_mean": m.prompt_tokens.mean,
+        "cache_hit_rate": s.cache.hit_rate if s.cache else None,
+        "output_tokens_per_s": s.throughput.output_tokens_per_s,
+        "steady_output_tokens_per_s": s.throughput.steady_output_tokens_per_s,
         "throughput_tokens_per_s": sweep_throughput(s),
-        "requests_per_s": s["throughput"]["requests_per_s"],
-        "achieved_rate": s.get("achieved_rate"),
-        "error_rate": s["error_rate"],
-        "goodput_fraction": good.get("fraction"),
-        "goodput_requests_per_s": good.get("requests_per_s"),
-        "server_vs_client": s.get("server_vs_client"),
-        "efficiency": s.get("efficiency"),
-        "cost": cost_of(s, manifest, cost),
+        "requests_per_s": s.throughput.requests_per_s,
+        "achieved_rate": s.achieved_rate,
+        "error_rate": s.error_rate,
+        "goodput_fraction": s.goodput.fraction if s.goodput else None,
+        "goodput_requests_per_s": s.goodput.requests_per_s if s.goodput else None,
+        "server_vs_client": s.server_vs_client.model_dump(mode="json") if s.server_vs_client else None,
+        "efficiency": s.efficiency,
+        "cost": found.model_dump(mode="json") if found else None,
         "run_dir": str(directory),
     }

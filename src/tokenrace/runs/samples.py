@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokenrace.figures.objectives import Sample
-from tokenrace.runs.models import RecordLine, Summary
-from tokenrace.runs.store import RECORDS, SUMMARY, read_json, read_jsonl
+from tokenrace.model.files import RECORDS, SUMMARY
+from tokenrace.model.records import RecordLine
+from tokenrace.model.summary import Summary
+from tokenrace.runs.store import read_json, read_jsonl
 
 
 def sample_of(directory: Path, phase: str = "measure") -> Sample:

@@ -6,21 +6,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenrace.runs.store import RECORDS, TIMESERIES, read_jsonl
+from tokenrace.errors import UsageError
+from tokenrace.model.files import RECORDS, TIMESERIES
+from tokenrace.model.summary import Summary
+from tokenrace.runs.store import read_jsonl
 
 
 @dataclass(slots=True)
 class RunData:
     path: Path
     kind: str  # run | sweep | profile
-    summary: dict[str, Any]  # summary.json, or sweep.json / profile.json
+    data: Summary | dict[str, Any]  # summary.json, or sweep.json / profile.json
     manifest: dict[str, Any] = field(default_factory=dict)
     steps: list[tuple[str, RunData]] = field(default_factory=list)
     _records: list[dict[str, Any]] | None = None
 
     @property
+    def summary(self) -> Summary:
+        """A run's summary.json; a sweep or a profile has none (see `sweep`)."""
+        if not isinstance(self.data, Summary):
+            raise UsageError(f"{self.path} is a {self.kind}, not a single run")
+        return self.data
+
+    @property
+    def sweep(self) -> dict[str, Any]:
+        """A sweep's sweep.json or a profile's profile.json."""
+        if isinstance(self.data, Summary):
+            raise UsageError(f"{self.path} is a single run, not a sweep or a profile")
+        return self.data
+
+    @property
     def name(self) -> str:
-        label = (self.manifest.get("settings") or {}).get("label") or self.summary.get("label")
+        label = (self.manifest.get("settings") or {}).get("label")
+        if not label and not isinstance(self.data, Summary):
+            label = self.data.get("label")
         return label or self.path.name
 
     def records(self) -> list[dict[str, Any]]:

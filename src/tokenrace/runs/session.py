@@ -16,7 +16,6 @@ from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
-from tokenrace.client.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.client.transport import Timeouts
 from tokenrace.engines import server_root
 from tokenrace.errors import InvalidInput
@@ -44,10 +43,12 @@ from tokenrace.load.workers import (
     resolve_count,
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
+from tokenrace.model.files import RECORDS, SCHEMA_VERSION
+from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.session import MonitorSession, load_timeseries
+from tokenrace.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.runs.instruments import monitor_for_bench
-from tokenrace.runs.models import SCHEMA_VERSION, Summary
-from tokenrace.runs.store import RECORDS, RunStore, default_run_dir
+from tokenrace.runs.store import RunStore, default_run_dir
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 
 
@@ -93,13 +94,13 @@ class BenchSettings:
 @dataclass(slots=True)
 class BenchResult:
     directory: Path
-    summary: dict[str, Any]
+    summary: Summary
     manifest: dict[str, Any]
     interrupted: bool = False
 
     @property
     def failed_threshold(self) -> bool:
-        return bool(self.summary.get("exceeded_max_error_rate"))
+        return self.summary.exceeded_max_error_rate
 
 
 Progress = Callable[[RequestRecord], None]
@@ -271,7 +272,7 @@ class BenchSession:
             finally:
                 if pool is not None:
                     await pool.close()
-        return BenchResult(directory, summary.model_dump(mode="json"), manifest, summary.interrupted)
+        return BenchResult(directory, summary, manifest, summary.interrupted)
 
     async def _start_workers(self, client: OpenAIClient) -> tuple[Pool | None, str | None]:
         """The pool of sending workers --workers/--ray ask for (None: this process sends)."""
@@ -334,7 +335,7 @@ class BenchSession:
         engine = (manifest.get("server") or {}).get("engine")
         metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine in ENGINE_HISTOGRAMS else None
         interrupted = False
-        warnings: list[str] = []
+        warnings: list[RunWarning] = []
         cpu = CpuMeter()
         try:
             await runner.run()
@@ -342,7 +343,7 @@ class BenchSession:
             interrupted = True
         except WorkersLost as exc:
             interrupted = True
-            warnings.append(str(exc))
+            warnings.append(RunWarning(code="workers.all_lost", message=str(exc)))
         finally:
             self.client_cpu_pct = cpu.pct()
             for rec in runner.records:
@@ -387,7 +388,7 @@ class BenchSession:
         scrapes: EngineScrapes | None,
         t0: int,
         model: str,
-        warnings: list[str] | None = None,
+        warnings: list[RunWarning] | None = None,
     ) -> RunContext:
         s = self.s
         return RunContext(

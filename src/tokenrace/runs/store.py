@@ -21,12 +21,9 @@ import orjson
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, UsageError
-from tokenrace.runs.models import Manifest, Summary
-
-RECORDS = "records.jsonl"
-SUMMARY = "summary.json"
-MANIFEST = "manifest.json"
-TIMESERIES = "timeseries.jsonl"  # monitor samples, when the run has them
+from tokenrace.model.files import MANIFEST, RECORDS, SUMMARY
+from tokenrace.model.manifest import Manifest
+from tokenrace.model.summary import Summary
 
 
 def default_run_dir(label: str | None, root: str | Path = "runs") -> Path:

@@ -21,8 +21,9 @@ from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
 from tokenrace.figures.summary import by_turn, probes_section, stopped_section, summarize
 from tokenrace.load.windows import Windows
+from tokenrace.model.files import SCHEMA_VERSION
+from tokenrace.model.summary import EngineClock, Metrics, RunWarning, ServerCache, Summary
 from tokenrace.monitor.advice import resource_warnings
-from tokenrace.runs.models import SCHEMA_VERSION, Summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +54,8 @@ class RunContext:
     duration_s: float | None = None
     scrapes: EngineScrapes | None = None
     cache_busted: bool | None = None
-    server_cache: dict[str, Any] | None = None  # the engine's prefix-cache counters over the run
-    warnings: tuple[str, ...] = ()  # what the run itself observed (a worker that died, ...)
+    server_cache: ServerCache | None = None  # the engine's prefix-cache counters over the run
+    warnings: tuple[RunWarning, ...] = ()  # what the run itself observed (a worker that died, ...)
     client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
     probe_rate: float | None = None  # probes/s sent beside the load, when asked
 
@@ -62,45 +63,41 @@ class RunContext:
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s = summarize(records, ctx.windows, ctx.slo)
     ok = [r for r in records if r.phase == "measure" and r.ok]
-    s["schema_version"] = SCHEMA_VERSION
-    s["interrupted"] = ctx.interrupted
-    s["max_error_rate"] = ctx.max_error_rate
-    rate = s["error_rate"]
-    limit = ctx.max_error_rate
-    s["exceeded_max_error_rate"] = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
-    s["server_vs_client"] = _engine_clock(ok, ctx.scrapes, s["metrics"])
-    s["cache"] = cache_section(ok, ctx.cache_busted, ctx.server_cache)
-    s["probes"] = probes_section(records, ctx.probe_rate)
-    s["stopped"] = stopped_section(ctx.windows)
-    turns = by_turn(ok)
-    s["by_turn"] = turns or None
-    if ctx.efficiency is not None and s["requests"]["succeeded"]:
-        s["efficiency"] = efficiency_of(s, ctx.efficiency, ctx.concurrency)
-    s["cost"] = cost_of(s, {"provider": ctx.provider, "model": ctx.model}, ctx.cost)
+    s.schema_version = SCHEMA_VERSION
+    s.interrupted = ctx.interrupted
+    s.max_error_rate = ctx.max_error_rate
+    rate, limit = s.error_rate, ctx.max_error_rate
+    s.exceeded_max_error_rate = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
+    s.server_vs_client = _engine_clock(ok, ctx.scrapes, s.metrics)
+    s.cache = cache_section(ok, ctx.cache_busted, ctx.server_cache)
+    s.probes = probes_section(records, ctx.probe_rate)
+    s.stopped = stopped_section(ctx.windows)
+    s.by_turn = by_turn(ok) or None
+    if ctx.efficiency is not None and s.requests.succeeded:
+        s.efficiency = efficiency_of(s, ctx.efficiency, ctx.concurrency)
+    s.cost = cost_of(s, ctx.provider, ctx.model, ctx.cost)
+    resource = []
     if ctx.resources is not None:
-        s["resources"] = ctx.resources
-        s["resource_warnings"] = resource_warnings(ctx.resources, s)
+        s.resources = ctx.resources
+        resource = resource_warnings(ctx.resources, s)
     if is_soak(ctx.duration_s):
-        s["drift"] = drift(records, ctx.timeseries, None, ctx.t0_ns)
+        s.drift = drift(records, ctx.timeseries, None, ctx.t0_ns)
     if ctx.client is not None:
-        s["client_load"] = client_load(ok, s["throughput"]["window_s"], s["max_in_flight"], ctx.client)
-        s["client_bound"] = s["client_load"]["client_bound"]
-    s["warnings"] = [w for w in (cache_warning(s["cache"]), client_warning(s.get("client_load"))) if w] + list(
-        ctx.warnings
-    )
-    return Summary.model_validate(s)
+        s.client_load = client_load(ok, s.throughput.window_s, s.max_in_flight or 0, ctx.client)
+        s.client_bound = s.client_load.client_bound
+    found = (cache_warning(s.cache), client_warning(s.client_load))
+    s.warnings = [*resource, *(w for w in found if w is not None), *ctx.warnings]
+    return s
 
 
-def _engine_clock(
-    ok: Sequence[RequestRecord], scrapes: EngineScrapes | None, metrics: dict[str, Any]
-) -> dict[str, Any] | None:
+def _engine_clock(ok: Sequence[RequestRecord], scrapes: EngineScrapes | None, metrics: Metrics) -> EngineClock | None:
     """The engine's clock beside the client's: per response (llama.cpp timings), else /metrics means."""
     per_response = server_vs_client(ok)
     if per_response is not None or scrapes is None:
         return per_response
     try:
         return from_metrics_delta(
-            scrapes.engine, scrapes.before, scrapes.after, metrics["ttft_ms"]["mean"], metrics["tpot_ms"]["mean"]
+            scrapes.engine, scrapes.before, scrapes.after, metrics.ttft_ms.mean, metrics.tpot_ms.mean
         )
     except ValueError:  # a scrape that parsed once and not twice: leave the comparison out
         return None

@@ -11,7 +11,8 @@ from typing import Any
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.runs.models import SCHEMA_VERSION, ProfileFile
+from tokenrace.model.files import PROFILE, SCHEMA_VERSION
+from tokenrace.model.run import ProfileFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.session import BenchResult, BenchSettings
 from tokenrace.runs.store import default_run_dir, write_json
@@ -84,21 +85,23 @@ async def _run_steps(
         if result.interrupted:
             break
     summary = profile_summary(results, engine.record)
-    write_json(parent / "profile.json", ProfileFile.model_validate(summary).model_dump(mode="json"))
+    write_json(parent / PROFILE, ProfileFile.model_validate(summary).model_dump(mode="json"))
     return ProfileResult(parent, results, engine.record, summary)
 
 
 def profile_summary(results: list[tuple[str, BenchResult]], engine: dict[str, Any]) -> dict[str, Any]:
-    first = results[0][1].summary if results else {}
+    first = results[0][1].summary if results else None
     manifest = results[0][1].manifest if results else {}
+    cold = first.cold.model_dump(mode="json") if first and first.cold else None
+    warm = {"ttft_ms": first.metrics.ttft_ms, "e2e_ms": first.metrics.e2e_ms} if first else {}
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "embedded-profile",
         "model": manifest.get("model"),
         "endpoint": manifest.get("endpoint"),
         "engine": {k: engine.get(k) for k in ("engine", "version", "model_file", "threads", "parallel_slots")},
-        "cold": first.get("cold"),
-        "warm": {"ttft_ms": first.get("metrics", {}).get("ttft_ms"), "e2e_ms": first.get("metrics", {}).get("e2e_ms")},
+        "cold": cold,
+        "warm": {k: v.model_dump(mode="json") for k, v in warm.items()} or {"ttft_ms": None, "e2e_ms": None},
         "steps": [step_row(n, r.directory, r.summary, r.manifest) for n, r in results],
         "cache_bust": (results[0][1].manifest.get("workload") or {}).get("cache_bust") if results else None,
     }

@@ -41,16 +41,17 @@ from tokenrace.figures.objectives import (
     parse_objective,
 )
 from tokenrace.load.runner import Load
+from tokenrace.model.files import MANIFEST, SCHEMA_VERSION, SUMMARY, SWEEP
+from tokenrace.model.run import SweepFile
+from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
-from tokenrace.runs.models import SCHEMA_VERSION, SweepFile
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.samples import sample_of
 from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
-from tokenrace.runs.store import MANIFEST, SUMMARY, default_run_dir, read_json, write_json
+from tokenrace.runs.store import default_run_dir, read_json, write_json
 from tokenrace.sweep import knee as kn
 from tokenrace.sweep import sla
 
-SWEEP_FILE = "sweep.json"
 KINDS = ("concurrency", "rate", "input_tokens", "sla", "goodput")
 VALUES_PARAM = {
     "concurrency": "concurrencies",
@@ -202,7 +203,7 @@ class Sweep:
         self.samples: dict[float, Sample] = {}
         self.saved: list[tuple[float, dict[str, Any]]] = []  # a resumed search's finished steps, in order
         self.started = datetime.now(UTC).isoformat()
-        if (self.parent / SWEEP_FILE).exists():
+        if (self.parent / SWEEP).exists():
             self.saved = self._resumable()
         self.runner = StepRunner(template, self.parent, progress_for, argv)
         self.state = _State()
@@ -361,7 +362,7 @@ class Sweep:
 
     def _resumable(self) -> list[tuple[float, dict[str, Any]]]:
         """The finished steps of the SLA search saved in this directory, when it is the same search."""
-        saved = SweepFile.model_validate(read_json(self.parent / SWEEP_FILE)).model_dump(mode="json")
+        saved = SweepFile.model_validate(read_json(self.parent / SWEEP)).model_dump(mode="json")
         same = (
             self.plan.kind in ("sla", "goodput")
             and saved.get("sweep") == self.plan.kind
@@ -427,7 +428,7 @@ class Sweep:
             "steps": self.state.rows,
             **self.state.extra,
         }
-        write_json(self.parent / SWEEP_FILE, SweepFile.model_validate(summary).model_dump(mode="json"))
+        write_json(self.parent / SWEEP, SweepFile.model_validate(summary).model_dump(mode="json"))
         return summary
 
 
@@ -457,8 +458,8 @@ def _closed(base: Load, concurrency: int, per_worker: int | None, cold: bool) ->
 
 
 def _saved_result(directory: Path) -> BenchResult:
-    summary = read_json(directory / SUMMARY)
-    return BenchResult(directory, summary, read_json(directory / MANIFEST), bool(summary.get("interrupted")))
+    summary = Summary.model_validate(read_json(directory / SUMMARY))
+    return BenchResult(directory, summary, read_json(directory / MANIFEST), summary.interrupted)
 
 
 def _point(row: dict[str, Any]) -> kn.Point:

@@ -1,4 +1,4 @@
-"""JSON Schema files for the saved runs, generated from the models (`python -m tokenrace.runs.schema [DIR]`).
+"""JSON Schema files for the saved runs, generated from the models (`python -m tokenrace.model.schema [DIR]`).
 
 Other tools read records.jsonl, summary.json, manifest.json, sweep.json and profile.json against
 these schemas, the way vLLM bench's result JSON is read; a test regenerates them and fails when the
@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from tokenrace.runs.models import FILE_MODELS, SCHEMA_VERSION
+from tokenrace.model.files import FILE_MODELS, SCHEMA_VERSION
 
 DEFAULT_DIR = Path("docs/schema")
 

@@ -1,0 +1,51 @@
+"""records.jsonl: one line per request, as `client.records.RequestRecord.to_json` writes it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tokenrace.model.base import JsonObject, _Model
+
+
+class RecordLine(_Model):
+    """One request, as written to records.jsonl when it ends. Offsets in ms from the run's t0."""
+
+    schema_version: int = 0
+    seq: int
+    phase: Literal["cold", "warmup", "measure", "probe"] = "measure"
+    worker: int | None = None
+    session_id: str | None = None
+    turn: int | None = None
+    intended_start_ms: float | None = None
+    start_ms: float | None = None
+    schedule_lag_ms: float | None = None
+    client_prep_ms: float | None = None
+    connect_ms: float | None = None
+    new_connection: bool | None = None
+    retried_stale_connection: bool = False
+    ttft_ms: float | None = None
+    ttfa_ms: float | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+    ttft_from_intended_ms: float | None = None
+    e2e_from_intended_ms: float | None = None
+    chunk_offsets_ms: list[float] = Field(default_factory=list)
+    chunk_tokens: list[int] | None = None
+    reasoning_chunks: int = 0
+    prompt_tokens: int | None = None
+    prompt_tokens_source: str | None = None
+    output_tokens: int | None = None
+    output_tokens_source: str | None = None
+    cached_tokens: int | None = None
+    cached_tokens_source: Literal["usage", "engine"] | None = None
+    output_chars: int | None = None
+    max_tokens: int | None = None
+    finish_reason: str | None = None
+    status: int | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    retry_after_s: float | None = None
+    response_id: str | None = None
+    server_timing: JsonObject | None = None

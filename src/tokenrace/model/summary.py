@@ -1,0 +1,229 @@
+"""summary.json: every figure of one run."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.stats import Stats
+
+
+class RequestCounts(_Model):
+    total: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+
+class Metrics(_Model):
+    ttft_ms: Stats = Field(default_factory=Stats)
+    ttfa_ms: Stats = Field(default_factory=Stats)
+    tpot_ms: Stats = Field(default_factory=Stats)
+    itl_chunk_ms: Stats = Field(default_factory=Stats)
+    itl_token_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+    connect_ms: Stats = Field(default_factory=Stats)
+    client_prep_ms: Stats = Field(default_factory=Stats)
+    output_tokens: Stats = Field(default_factory=Stats)
+    prompt_tokens: Stats = Field(default_factory=Stats)
+    cached_tokens: Stats = Field(default_factory=Stats)
+    tokens_per_chunk: Stats = Field(default_factory=Stats)
+    schedule_lag_ms: Stats = Field(default_factory=Stats)
+    ttft_from_intended_ms: Stats = Field(default_factory=Stats)
+    e2e_from_intended_ms: Stats = Field(default_factory=Stats)
+
+
+class Throughput(_Model):
+    window_s: float | None = None
+    output_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    steady_output_tokens_per_s: float | None = None
+    steady_window_s: float | None = None
+
+
+class Cold(_Model):
+    seq: int
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    error_kind: str | None = None
+
+
+class TokenCountSource(_Model):
+    """Where the counts came from: one source name, or {source: requests} when they were mixed."""
+
+    output_tokens: str | dict[str, int] | None = None
+    prompt_tokens: str | dict[str, int] | None = None
+    cached_tokens: str | dict[str, int] | None = None
+    approximate: bool = False
+
+
+class Goodput(_Model):
+    slo: dict[str, float]
+    requests: int
+    fraction: float | None = None
+    requests_per_s: float | None = None
+
+
+class ClockPair(_Model):
+    """The client's figure beside the engine's for one metric (p50s per response, or run means)."""
+
+    client_p50: float | None = None
+    server_p50: float | None = None
+    client_minus_server_p50: float | None = None
+    ratio_p50: float | None = None
+    client_mean: float | None = None
+    server_mean: float | None = None
+    ratio_mean: float | None = None
+
+
+class EngineClock(_Model):
+    source: str
+    requests: int | None = None
+    ttft_ms: ClockPair = Field(default_factory=ClockPair)
+    tpot_ms: ClockPair = Field(default_factory=ClockPair)
+
+
+class ServerCache(_Model):
+    """The engine's own prefix-cache counters over the run (deltas of two /metrics scrapes)."""
+
+    source: str
+    queries: float | None = None
+    hits: float | None = None
+    hit_rate: float | None = None
+
+
+class Cache(_Model):
+    """Prefix-cache accounting: cached ÷ prompt tokens over the requests that reported both."""
+
+    hit_rate: float | None = None
+    cached_tokens: int | None = None
+    prompt_tokens: int | None = None
+    requests_reporting: int = 0
+    source: str | dict[str, int] | None = None
+    busted: bool | None = None  # every prompt began with a unique prefix
+    server: ServerCache | None = None
+
+
+class Cost(_Model):
+    basis: Literal["api", "gpu"]
+    usd_per_million_output_tokens: float | None = None
+    usd_per_1k_requests: float | None = None
+    usd_total: float | None = None
+    usd_per_hour: float | None = None
+    price: JsonObject | None = None
+    gpu: JsonObject | None = None
+
+
+class TurnStats(_Model):
+    turn: int
+    requests: int
+    ttft_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+    prompt_tokens: Stats = Field(default_factory=Stats)
+    cache_hit_rate: float | None = None
+
+
+class ClientLoad(_Model):
+    """The run's own client against this machine's calibration (`tokenrace calibrate`)."""
+
+    client_bound: bool | None = None
+    chunks_per_s: float | None = None  # content chunks of succeeded measured requests / window
+    streams: int | None = None  # most requests in flight
+    cpu_pct: float | None = None  # the client process's CPU over the load, % of one core
+    calibrated: bool = False
+    ceiling_chunks_per_s: float | None = None
+    ceiling_streams: int | None = None
+    calibrated_at: str | None = None
+    causes: list[str] = Field(default_factory=list)
+
+
+class Probes(_Model):
+    """Light requests sent beside the load (one output token, a short prompt): never in the main figures."""
+
+    rate: float | None = None
+    requests: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    ttft_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+
+
+class Stopped(_Model):
+    """An open loop stopped before its schedule ended, and the figures that stopped it."""
+
+    reason: Literal["over-saturated"]
+    message: str
+    after_s: float
+    window_s: float
+    send_rate: float
+    end_rate: float
+    in_flight_start: int
+    in_flight_end: int
+    ttft_ms_start: float
+    ttft_ms_end: float
+
+
+class RunWarning(BaseModel):
+    """Something the reader of a run's numbers must know: what it is (`code`), the sentence shown to
+    people (`message`), and the numbers behind it (`figures`), so a tool can act without parsing text.
+
+    Codes are dotted by who raised them: `resources.*` (the monitor's advice), `cache.*`, `client.*`,
+    `workers.*`, `run.*`; `run.note` is a warning read from a file that held only its text."""
+
+    code: str
+    message: str
+    figures: dict[str, float | int | str | None] = Field(default_factory=dict)
+
+
+class Summary(_Model):
+    """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
+
+    schema_version: int = 0
+    requests: RequestCounts = Field(default_factory=RequestCounts)
+    error_rate: float | None = None
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    metrics: Metrics = Field(default_factory=Metrics)
+    throughput: Throughput = Field(default_factory=Throughput)
+    offered_rate: float | None = None
+    achieved_rate: float | None = None
+    max_in_flight: int | None = None
+    cold: Cold | None = None
+    token_count_source: TokenCountSource = Field(default_factory=TokenCountSource)
+    cache: Cache | None = None
+    by_turn: list[TurnStats] | None = None
+    server_vs_client: EngineClock | None = None
+    goodput: Goodput | None = None
+    interrupted: bool = False
+    max_error_rate: float | None = None
+    exceeded_max_error_rate: bool = False
+    efficiency: JsonObject | None = None
+    cost: Cost | None = None
+    resources: JsonObject | None = None
+    drift: JsonObject | None = None
+    imported: JsonObject | None = None  # read from another tool's result file
+    # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
+    client_bound: bool | None = None
+    client_load: ClientLoad | None = None
+    probes: Probes | None = None
+    stopped: Stopped | None = None
+    warnings: list[RunWarning] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_warnings(cls, data: Any) -> Any:
+        """Files before schema version 2 kept warnings as sentences in two lists: `resource_warnings`
+        (the monitor's advice, shown first) and `warnings`. Each becomes a RunWarning, in that order."""
+        if not isinstance(data, dict) or "resource_warnings" not in data and not _has_text(data.get("warnings")):
+            return data
+        data = dict(data)
+        old = [("resources.note", w) for w in data.pop("resource_warnings", None) or []]
+        old += [("run.note", w) for w in data.get("warnings") or [] if isinstance(w, str)]
+        typed = [w for w in data.get("warnings") or [] if not isinstance(w, str)]
+        data["warnings"] = [{"code": code, "message": text} for code, text in old] + typed
+        return data
+
+
+def _has_text(warnings: Any) -> bool:
+    return isinstance(warnings, list) and any(isinstance(w, str) for w in warnings)
