@@ -18,10 +18,12 @@ import pytest
 from tests.conftest import sigint_default
 from tests.e2e.test_cli_bench import tokenrace as run_cli
 
-from tokenrace.claim.battery import Battery, ClaimSettings
+from tokenrace.claim.battery import Battery, ClaimSettings, plan
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.figures.cost import Price
 from tokenrace.figures.objectives import parse_objectives
+from tokenrace.report.claim import write_claim_report
 from tokenrace.runs.session import BenchSettings
 from tokenrace.testing.fake_server import spawn_fake_server
 
@@ -69,6 +71,8 @@ def test_claim_holds_only_under_the_slots_and_a_prompt_length(claim_server: obje
     warm = next(c for c in saved["conditions"] if c["dimension"] == "warm")
     assert warm["held"] and warm["checks"][0]["ci_high"] < 150 and (tmp_path / "c" / warm["run_dir"]).is_dir()
     assert (tmp_path / "c" / "concurrency" / "sweep.json").exists()
+    page = write_claim_report(tmp_path / "c", tmp_path / "report.html").read_text()
+    assert page.index("HOLDS ONLY UNDER") < page.index("SLA search")  # the claim first, then the evidence
 
 
 def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> None:
@@ -103,6 +107,16 @@ def test_a_hosted_api_without_a_terminal_needs_yes(tmp_path: Path, tokenrace_hom
     )
     assert p.returncode == 2 and "error: --yes: required without a terminal" in p.stderr, p.stderr
     assert "plan" in p.stderr  # shown before anything is sent
+
+
+def test_the_cost_limit_leaves_parts_out_of_the_plan(tmp_path: Path) -> None:
+    cs = claim_settings(UNREACHABLE, tmp_path / "c", "ttft_p50<=200ms")
+    cs.price = Price(input_per_m=1.0, output_per_m=2.0)
+    cs.max_cost_usd = 0.02
+    steps, skipped = plan(cs)
+    assert sum(s.usd or 0 for s in steps) <= 0.02 and steps[0].dimension == "warm"
+    # warm: 11 x (128 x 1 + 30 x 2) / 1e6 = $0.0021; the concurrency search's worst case is far more
+    assert "concurrency" in {c.dimension for c in skipped} and all("cost" in (c.skipped or "") for c in skipped)
 
 
 def test_the_request_limit_leaves_parts_out_of_the_plan(claim_server: object, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.sweep.test_sweep_e2e import tokenrace
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
@@ -123,6 +124,16 @@ def test_an_sla_sweep_resumes_where_it_stopped(slots_server: object, tmp_path: P
     assert again.summary["sla"]["highest_passing"]["concurrency"] == 4
     assert [row["step"] for row in again.summary["steps"][:3]] == sorted(made)
     assert all((tmp_path / "s" / name).stat().st_mtime_ns == t for name, t in made.items())  # not run again
+
+
+def test_sweep_sla_on_the_command_line(slots_server: object, tmp_path: Path, tokenrace_home: Path) -> None:
+    url = slots_server.url  # type: ignore[attr-defined]
+    args = ["sweep", "--url", url, "--sla", "ttft_p99<=80ms", "--max-value", "8", "--requests", "16"]
+    p = tokenrace(*args, "-o", str(tmp_path / "s"), home=tokenrace_home)
+    assert p.returncode == 0, p.stderr
+    assert "highest passing concurrency 4" in p.stdout and "ttft_p99<=80ms" in p.stdout
+    p = tokenrace("sweep", "--url", url, "--sla", "ttft_p99<=80tok/s", home=tokenrace_home)
+    assert p.returncode == 2 and p.stderr.startswith("error: --sla:") and "does not fit" in p.stderr
 
 
 def test_another_search_in_the_same_directory_is_refused(slots_server: object, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 MAX_EMBEDDED_SLOTS = 32
+EMBEDDED_SLA_SLOTS = 8
 CTX_PER_SLOT = 512  # tokens of context each parallel slot gets (llama-server splits -c between slots)
 
 
@@ -188,6 +189,9 @@ def _embedded(
     settings.model = None
     # One slot per request in flight: past its slots llama-server queues (and, busy, may reset connections).
     slots = int(min(max(plan.values or (4.0,)), MAX_EMBEDDED_SLOTS))
+    if plan.kind == "sla" and plan.search == "concurrency":
+        plan.max_value = plan.max_value or float(2 * EMBEDDED_SLA_SLOTS)  # past the slots, to see the queue
+        slots = EMBEDDED_SLA_SLOTS
     plan.validate(settings)  # bad input is reported before the engine takes its seconds to start
     read_inputs(settings)
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)

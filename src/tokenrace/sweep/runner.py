@@ -86,7 +86,7 @@ class SweepPlan:
         if self.kind not in KINDS:
             raise UsageError(f"unknown sweep kind {self.kind!r}; expected one of {', '.join(KINDS)}")
         values = VALUES_PARAM.get(self.kind, "values")
-        if self.kind != "goodput" and not self.values:
+        if self.kind not in ("goodput", "sla") and not self.values:
             raise InvalidInput(values, "the sweep has no steps")
         if any(v <= 0 or not math.isfinite(v) for v in self.values):
             raise InvalidInput(values, "sweep values must be positive numbers")
