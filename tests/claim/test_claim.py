@@ -75,6 +75,19 @@ def test_claim_holds_only_under_the_slots_and_a_prompt_length(claim_server: obje
     assert page.index("HOLDS ONLY UNDER") < page.index("SLA search")  # the claim first, then the evidence
 
 
+def test_the_quality_pass_is_reported_beside_the_verdict(tmp_path: Path) -> None:
+    with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8}) as srv:
+        cs = claim_settings(srv.url, tmp_path / "c", "ttft_p50<=200ms", 30)
+        cs.quality_samples = 1
+        claim = asyncio.run(Battery(cs).run())
+    # The fake's answers are never right: accuracy 0, and the speed claim still holds.
+    quality = next(c for c in claim.conditions if c.dimension == "quality")
+    assert quality.held is None and quality.figures["accuracy"]["value"] == 0.0
+    assert claim.verdict == "holds" and claim.quality is not None
+    assert "up to concurrency 16 and 4096-token prompts" in (claim.sentence or "")
+    assert (tmp_path / "c" / "quality" / "quality.json").exists()
+
+
 def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "fault": "500", "fault_rate": 0.5}) as srv:
         claim = asyncio.run(Battery(claim_settings(srv.url, tmp_path / "c", "ttft_p50<=200ms", 20)).run())

@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+from tests.e2e.test_cli_bench import tokenrace
+
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
@@ -72,3 +74,8 @@ def test_the_detector_needs_all_three_signs() -> None:
     assert all(steady.check(Tick(t, 20 * t, 20 * t, 3), growing) is None for t in range(9))
     flat = Detector(rule)  # TTFT flat: never
     assert all(flat.check(Tick(t, 20 * t, 12 * t, 8 * t), [(x, 50.0) for x in range(10)]) is None for t in range(9))
+
+
+def test_a_bad_probe_rate_names_its_flag() -> None:
+    p = tokenrace("bench", "--url", "http://127.0.0.1:9", "--probe-rate", "0", "--requests", "2")
+    assert p.returncode == 2 and p.stderr.startswith("error: --probe-rate: must be a positive"), p.stderr

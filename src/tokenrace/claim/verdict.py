@@ -45,7 +45,7 @@ def decide(claim: ClaimFile) -> None:
     failed = [c for c in measured if not c.held]
     if not failed:
         claim.verdict = "holds"
-        claim.sentence = "Holds under every condition measured" + _skipped_note(claim) + "."
+        claim.sentence = "Holds under every condition measured" + _reach(claim) + _skipped_note(claim) + "."
         return
     claim.verdict = "holds_only_under"
     claim.restrictions = _restrictions(claim, failed)
@@ -103,6 +103,17 @@ def _why(c: Condition, where: str) -> str:
     if not missed:
         return f"{where}, a figure was undefined (no request succeeded)"
     return f"{where}, " + ", ".join(describe_check_dict(k) for k in missed)
+
+
+def _reach(claim: ClaimFile) -> str:
+    """How far the measurements went, when the claim held all the way: the highest load and the
+    longest prompt tried are the limits of what was shown, not of the server."""
+    parts = []
+    if claim.limits.concurrency is not None:
+        parts.append(f"concurrency {claim.limits.concurrency}")
+    if claim.limits.prompt_tokens is not None:
+        parts.append(f"{claim.limits.prompt_tokens}-token prompts")
+    return f", up to {' and '.join(parts)}" if parts else ""
 
 
 def _skipped_note(claim: ClaimFile) -> str:
