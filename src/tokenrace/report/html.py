@@ -265,7 +265,10 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
         horizontal_spacing=0.07,
     )
     for i, sw in enumerate(sweeps):
-        rows = sorted(sw.sweep["steps"], key=lambda r: _load_of(r, kind) or 0)
+        steps = sw.sweep["steps"]
+        if kind == "sla":  # a load measured again: its last run stands for it
+            steps = list({_load_of(r, kind): r for r in steps}.values())
+        rows = sorted(steps, key=lambda r: _load_of(r, kind) or 0)
         x = [_load_of(r, kind) for r in rows]
         color = PALETTE[i % len(PALETTE)]
         for col, key in ((1, "ttft_ms"), (2, "tpot_ms")):
