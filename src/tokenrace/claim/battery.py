@@ -118,13 +118,20 @@ def plan(cs: ClaimSettings) -> tuple[list[PlannedStep], list[Condition]]:
     if cs.quality_samples:
         steps.append(PlannedStep(dimension="quality", requests=cs.quality_samples * 8, seconds=0.0))
     prompt_of = {"prompt_tokens": cs.max_prompt_tokens // 2, "cache": CACHE_PROMPT}
+
+    def price_of(step: PlannedStep) -> float | None:
+        if cs.price is None:
+            return None
+        tokens_in = prompt_of.get(step.dimension, SHORT_PROMPT)
+        return step.requests * (tokens_in * cs.price.input_per_m + max_tokens * cs.price.output_per_m) / 1e6
+
     for s in steps:
-        if cs.price is not None:
-            tokens_in = prompt_of.get(s.dimension, SHORT_PROMPT)
-            s.usd = round(s.requests * (tokens_in * cs.price.input_per_m + max_tokens * cs.price.output_per_m) / 1e6, 6)
+        s.usd = _round(price_of(s))
     kept, skipped = [], []
     requests, usd = 0, 0.0
     for s in steps:
+        if s.dimension == "concurrency":
+            _fit_search(cs, s, requests, usd, price_of)
         over_requests = cs.max_requests is not None and requests + s.requests > cs.max_requests
         over_cost = cs.max_cost_usd is not None and s.usd is not None and usd + s.usd > cs.max_cost_usd
         if s.dimension != "warm" and (over_requests or over_cost):
@@ -135,6 +142,27 @@ def plan(cs: ClaimSettings) -> tuple[list[PlannedStep], list[Condition]]:
         requests += s.requests
         usd += s.usd or 0.0
     return kept, skipped
+
+
+def _fit_search(
+    cs: ClaimSettings, step: PlannedStep, requests: int, usd: float, price_of: Callable[[PlannedStep], float | None]
+) -> None:
+    """Lower the search's highest concurrency until its worst case fits what the limits leave; it
+    stays as planned when even concurrency 2 does not fit (the plan then leaves the search out)."""
+    for c in range(cs.max_concurrency, 1, -1):
+        step.requests = SEARCH_STEPS * max(8, 4 * c)
+        step.usd = _round(price_of(step))
+        fits_requests = cs.max_requests is None or requests + step.requests <= cs.max_requests
+        fits_cost = cs.max_cost_usd is None or step.usd is None or usd + step.usd <= cs.max_cost_usd
+        if fits_requests and fits_cost:
+            step.max_concurrency = c
+            return
+    step.requests = _search_requests(cs)
+    step.usd = _round(price_of(step))
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 6)
 
 
 def _search_requests(cs: ClaimSettings) -> int:
@@ -354,11 +382,12 @@ class Battery:
         return not result.interrupted
 
     def _max_concurrency(self) -> int:
+        planned = self.planned["concurrency"].max_concurrency or self.cs.max_concurrency
         room = self._requests_left()
         if room is None:
-            return self.cs.max_concurrency
+            return planned
         # Every step may send max(8, 4 x c): keep the worst case inside the request limit.
-        return max(1, min(self.cs.max_concurrency, room // (4 * SEARCH_STEPS)))
+        return max(1, min(planned, room // (4 * SEARCH_STEPS)))
 
     def _search_conditions(self, sweep: dict[str, Any]) -> None:
         sla = sweep.get("sla") or {}

@@ -41,6 +41,7 @@ class PlannedStep(_Model):
     requests: int
     seconds: float
     usd: float | None = None
+    max_concurrency: int | None = None  # the search's highest concurrency, lowered to fit the limits
 
 
 class ClaimFile(_Model):

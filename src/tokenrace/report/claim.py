@@ -105,9 +105,8 @@ def plan_table(claim: dict[str, Any]) -> Table:
     for h in ("part", "requests", "seconds", *(("$",) if priced else ())):
         t.add_column(h, justify="left" if h == "part" else "right")
     for s in claim["plan"]:
-        t.add_row(
-            s["dimension"], str(s["requests"]), fmt(s["seconds"], 0), *((fmt(s.get("usd"), 4),) if priced else ())
-        )
+        part = s["dimension"] + (f" (up to {s['max_concurrency']} in flight)" if s.get("max_concurrency") else "")
+        t.add_row(part, str(s["requests"]), fmt(s["seconds"], 0), *((fmt(s.get("usd"), 4),) if priced else ()))
     for c in claim["conditions"]:
         if c.get("skipped"):
             t.add_row(f"[dim]{c['dimension']}: left out ({c['skipped']})[/]", "", "", *(("",) if priced else ()))
