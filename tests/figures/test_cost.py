@@ -154,6 +154,6 @@ def test_cost_in_show_compare_and_sweep(server: FakeServerThread, tmp_path: Path
         output=tmp_path / "s",
     )
     r = asyncio.run(run_sweep(s, SweepPlan(values=(1, 2), stop_early=False), cost=CostSpec(gpu=GpuCost(2.0))))
-    assert all(row["cost"]["usd_per_million_output_tokens"] > 0 for row in r.summary["steps"])
+    assert all(row.cost and (row.cost.usd_per_million_output_tokens or 0) > 0 for row in r.sweep.steps)
     p = tokenrace("show", str(tmp_path / "s"), "--gpu-hour-cost", "2")
     assert "$/M out tok" in p.stdout

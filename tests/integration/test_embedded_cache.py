@@ -18,7 +18,8 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.load.workload import WorkloadSpec
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
+from tokenrace.runs.run import Run
+from tokenrace.runs.session import BenchSession, BenchSettings
 from tokenrace.serve.launch import RunningEngine
 
 pytestmark = pytest.mark.embedded
@@ -32,7 +33,7 @@ def engine() -> Iterator[RunningEngine]:
 
 def bench(
     engine: RunningEngine, out: Path, workload: WorkloadSpec, extra: dict[str, Any] | None = None, **load: Any
-) -> BenchResult:
+) -> Run:
     settings = BenchSettings(
         endpoint=ResolvedEndpoint(engine.base_url, None, None, "llamacpp"),
         request=RequestOptions(max_tokens=8, temperature=0.0, extra_body=extra or {}),

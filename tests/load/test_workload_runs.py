@@ -18,7 +18,8 @@ from tokenrace.load.runner import Load
 from tokenrace.load.shapes import parse_stages
 from tokenrace.load.workload import WorkloadSpec
 from tokenrace.load.workloads.sessions import parse_turns
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
+from tokenrace.runs.run import Run
+from tokenrace.runs.session import BenchSession, BenchSettings
 from tokenrace.testing.fake_server import FakeServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +32,7 @@ def cached() -> Iterator[FakeServerThread]:
         yield srv
 
 
-def run(srv: FakeServerThread, out: Path, workload: WorkloadSpec, **load: Any) -> BenchResult:
+def run(srv: FakeServerThread, out: Path, workload: WorkloadSpec, **load: Any) -> Run:
     settings = BenchSettings(
         endpoint=ResolvedEndpoint(srv.base_url, None, None, "fake"),
         request=RequestOptions(max_tokens=8),
@@ -42,7 +43,7 @@ def run(srv: FakeServerThread, out: Path, workload: WorkloadSpec, **load: Any) -
     return asyncio.run(BenchSession(settings, argv=["tokenrace", "bench"]).run())
 
 
-def records(result: BenchResult) -> list[dict[str, Any]]:
+def records(result: Run) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (result.directory / "records.jsonl").read_text().splitlines()]
 
 
@@ -202,7 +203,7 @@ def test_the_sweep_report_has_a_cached_column(cached: FakeServerThread, tmp_path
         output=tmp_path / "sweep",
     )
     sweep = asyncio.run(run_sweep(settings, SweepPlan(values=(1, 2), stop_early=False)))
-    rates = [row["cache_hit_rate"] for row in sweep.summary["steps"]]
+    rates = [row.cache_hit_rate for row in sweep.sweep.steps]
     assert rates[-1] is not None and rates[-1] > 0.3
     page = build([load(sweep.directory)])
     table = page[page.index("<table") : page.index("</table>")]

@@ -23,7 +23,8 @@ from tokenrace.errors import UsageError
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary, Throughput
 from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
-from tokenrace.runs.reader import RunData, load
+from tokenrace.runs.reader import load
+from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
@@ -135,7 +136,7 @@ def test_sweeps_are_compared_step_by_step(servers: tuple[FakeServerThread, FakeS
 # --- throughput's interval: a block bootstrap over time slices ------------------------------------------
 
 
-def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) -> RunData:
+def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) -> Run:
     """One request at a time, back to back; each streams `tokens` chunks evenly over its e2e time."""
     rng = np.random.default_rng(seed)
     records, t = [], 0.0
@@ -156,10 +157,10 @@ def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) 
         )
         t += e2e
     summary = Summary(throughput=Throughput(output_tokens_per_s=tokens * requests / (t / 1000)))
-    return RunData(Path(f"synthetic-{seed}"), "run", summary, {}, [], records)
+    return Run(Path(f"synthetic-{seed}"), "run", summary, {}, [], _records=records)
 
 
-def throughput(a: RunData, b: RunData) -> Any:
+def throughput(a: Run, b: Run) -> Any:
     return throughput_row(a, b)
 
 

@@ -78,7 +78,7 @@ def test_older_vllm_results_without_start_times(tmp_path: Path) -> None:
     old = tmp_path / "old.json"
     old.write_text(json.dumps(doc))
     s = import_file(old).summary
-    assert s.throughput.window_s == doc["duration"] and s.imported["window"] == "duration"
+    assert s.throughput.window_s == doc["duration"] and s.imported.window == "duration"
     assert s.throughput.output_tokens_per_s == pytest.approx(doc["output_throughput"], rel=1e-4)
     assert s.metrics.e2e_ms.count == 9  # to the last chunk
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tests.conftest import fake_key
 
 from tokenrace.client.records import RequestRecord
@@ -19,15 +20,17 @@ def test_a_secret_in_any_field_is_written_as_stars(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "r", 0, (SECRET, QUOTED))
     rec = RequestRecord(seq=0, error_kind="http_401", error_message=f"bad key {SECRET} and {QUOTED}", status=401)
     store.append(rec)
-    store.write_manifest({"schema_version": 1, "endpoint": f"http://h/v1?key={SECRET}", "label": QUOTED})
+    store.write_manifest({"schema_version": 1, "endpoint": f"http://h/v1?key={SECRET}", "tokenizer": QUOTED})
     store.write_summary(Summary.model_validate({"warnings": [f"the server echoed {SECRET}"]}))
     store.close()
+    with pytest.raises(ValueError, match="does not declare: labl"):  # written files hold declared keys only
+        store.write_manifest({"labl": "a misspelt key"})
     written = b"".join(p.read_bytes() for p in (tmp_path / "r").iterdir())
     assert SECRET.encode() not in written and b'pa\\"ss\\\\word' not in written
     assert written.count(b"***") >= 5
     # What is not secret is untouched, and the files still read back through their models.
     manifest = Manifest.model_validate_json((tmp_path / "r" / "manifest.json").read_bytes())
-    assert manifest.endpoint == "http://h/v1?key=***" and manifest.model_extra == {"label": "***"}
+    assert manifest.endpoint == "http://h/v1?key=***" and manifest.tokenizer == "***"
 
 
 def test_the_manifest_model_hides_secret_headers_and_body_fields() -> None:

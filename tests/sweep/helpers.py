@@ -9,10 +9,11 @@ from typing import Any
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings
+from tokenrace.runs.run import Run
+from tokenrace.runs.session import BenchSession, BenchSettings
 
 
-def bench(base_url: str, out: Path, label: str | None = None, max_tokens: int = 16, **load: Any) -> BenchResult:
+def bench(base_url: str, out: Path, label: str | None = None, max_tokens: int = 16, **load: Any) -> Run:
     settings = BenchSettings(
         endpoint=ResolvedEndpoint(base_url, None, None, "fake"),
         request=RequestOptions(max_tokens=max_tokens),

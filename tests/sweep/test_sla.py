@@ -101,7 +101,7 @@ def test_sla_search_finds_the_slots_of_the_server(slots_server: object, tmp_path
     url = slots_server.url  # type: ignore[attr-defined]
     plan = SweepPlan(kind="sla", objectives=parse_objectives("ttft_p99<=80ms", "sla"), max_value=16)
     r = asyncio.run(run_sweep(settings(url, tmp_path / "s"), plan))
-    found = r.summary["sla"]
+    found = r.sweep.model_dump(mode="json")["sla"]
     assert found["highest_passing"]["concurrency"] == 4 and found["lowest_failing"]["concurrency"] == 5
     assert found["search"] == "concurrency" and [o["text"] for o in found["objectives"]][0] == "ttft_p99<=80ms"
     saved = json.loads((tmp_path / "s" / "sweep.json").read_text())
@@ -116,13 +116,14 @@ def test_an_sla_sweep_resumes_where_it_stopped(slots_server: object, tmp_path: P
     first = asyncio.run(
         run_sweep(settings(url, tmp_path / "s"), SweepPlan(kind="sla", objectives=objectives, max_probes=3))
     )
-    assert first.summary["stop_reason"] == "max_steps" and len(first.steps) == 3
+    assert first.sweep.stop_reason == "max_steps" and len(first.steps) == 3
     made = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "s").iterdir() if p.is_dir()}
     again = asyncio.run(
         run_sweep(settings(url, tmp_path / "s"), SweepPlan(kind="sla", objectives=objectives, max_value=16))
     )
-    assert again.summary["sla"]["highest_passing"]["concurrency"] == 4
-    assert [row["step"] for row in again.summary["steps"][:3]] == sorted(made)
+    saved = again.sweep.model_dump(mode="json")
+    assert saved["sla"]["highest_passing"]["concurrency"] == 4
+    assert [row["step"] for row in saved["steps"][:3]] == sorted(made)
     assert all((tmp_path / "s" / name).stat().st_mtime_ns == t for name, t in made.items())  # not run again
 
 

@@ -90,7 +90,7 @@ def test_first_step_is_cold_and_the_rest_warm(fake: Any, tmp_path: Path) -> None
     r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s"), SweepPlan(values=(1, 2), stop_early=False)))
     assert [n for n, _ in r.steps] == ["c1", "c2"]
     assert r.steps[0][1].summary.cold is not None and r.steps[1][1].summary.cold is None
-    assert r.summary["stop_reason"] == "completed"
+    assert r.sweep.stop_reason == "completed"
 
 
 def test_requests_scale_with_concurrency_unless_given(fake: Any, tmp_path: Path) -> None:
@@ -101,18 +101,18 @@ def test_requests_scale_with_concurrency_unless_given(fake: Any, tmp_path: Path)
 
 def test_rate_sweep_runs_open_loop(fake: Any, tmp_path: Path) -> None:
     r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s", requests=20), SweepPlan(kind="rate", values=(20, 40))))
-    rows = r.summary["steps"]
-    assert [x["step"] for x in rows] == ["r20", "r40"] and [x["rate"] for x in rows] == [20.0, 40.0]
-    assert all(x["achieved_rate"] is not None for x in rows)
+    rows = r.sweep.steps
+    assert [x.step for x in rows] == ["r20", "r40"] and [x.rate for x in rows] == [20.0, 40.0]
+    assert all(x.achieved_rate is not None for x in rows)
 
 
 def test_prompt_length_sweep_fits_ttft(fake: Any, tmp_path: Path) -> None:
     plan = SweepPlan(kind="input_tokens", values=(64, 256))
     r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s", requests=6), plan))
-    rows = r.summary["steps"]
-    assert [x["step"] for x in rows] == ["in64", "in256"]
-    assert rows[0]["prompt_tokens_mean"] < rows[1]["prompt_tokens_mean"]  # the fake counts the words
-    assert r.summary["prefill"]["points"] == 2 and "slope_ms_per_token" in r.summary["prefill"]
+    rows = r.sweep.steps
+    assert [x.step for x in rows] == ["in64", "in256"]
+    assert rows[0].prompt_tokens_mean < rows[1].prompt_tokens_mean  # the fake counts the words
+    assert r.sweep.prefill["points"] == 2 and "slope_ms_per_token" in r.sweep.prefill
     manifest = json.loads((tmp_path / "s" / "in256" / "manifest.json").read_text())
     assert manifest["prompts"]["name"].startswith("synthetic(input_tokens=256")
 
@@ -123,13 +123,13 @@ def test_max_goodput_records_every_probe(knee_server: Any, tmp_path: Path) -> No
     s.slo = {"e2e_ms": 150.0}
     plan = SweepPlan(kind="goodput", start_rate=8, tolerance=0.25, max_probes=8, attainment=0.9)
     r = asyncio.run(run_sweep(s, plan))
-    g = r.summary["goodput_search"]
-    rows = r.summary["steps"]
-    assert len(rows) == g["probes"] and all("passed" in x for x in rows)
-    assert [x["rate"] for x in rows[:3]] == [8.0, 16.0, 32.0] or not rows[2]["passed"]
+    g = r.sweep.goodput_search
+    rows = r.sweep.steps
+    assert len(rows) == g["probes"] and all(x.passed is not None for x in rows)
+    assert [x.rate for x in rows[:3]] == [8.0, 16.0, 32.0] or not rows[2].passed
     assert g["best_rate"] is not None and 8 <= g["best_rate"] <= 128
-    assert all((tmp_path / "g" / x["step"] / "records.jsonl").exists() for x in rows)
-    assert rows[0]["step"] == "p01-r8"
+    assert all((tmp_path / "g" / x.step / "records.jsonl").exists() for x in rows)
+    assert rows[0].step == "p01-r8"
 
 
 def test_bad_sweep_flags_are_one_line(fake: Any, tmp_path: Path, tokenrace_home: Path) -> None:
@@ -150,7 +150,7 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
     assert result.steps[1][1].manifest["engine"] == {"engine": "fake"}
     data = load(tmp_path / "p")  # rendered later from the files, like a sweep
-    assert data.kind == "profile" and [r["throughput_tokens_per_s"] is not None for r in data.sweep["steps"]] == [
+    assert data.kind == "profile" and [r.throughput_tokens_per_s is not None for r in data.sweep.steps] == [
         True,
         True,
     ]

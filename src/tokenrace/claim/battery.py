@@ -37,9 +37,11 @@ from tokenrace.figures.cost import Price
 from tokenrace.figures.objectives import Objective, all_held, error_guard, judge_all
 from tokenrace.load.runner import Load
 from tokenrace.load.workload import WorkloadSpec
+from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.model.summary import Summary
+from tokenrace.runs.run import Run
 from tokenrace.runs.samples import sample_of
-from tokenrace.runs.session import BenchResult, BenchSettings, PromptSpec
+from tokenrace.runs.session import BenchSettings, PromptSpec
 from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.sweep.runner import ProgressFor, StepRunner, SweepPlan, run_sweep
 
@@ -275,7 +277,7 @@ class Battery:
 
     async def _step(
         self, name: str, load: Load, prompts: PromptSpec | None = None, workload: WorkloadSpec | None = None
-    ) -> BenchResult:
+    ) -> Run:
         template = self.cs.template if workload is None else dataclasses.replace(self.cs.template, workload=workload)
         runner = StepRunner(template, self.directory, self.progress_for, self.argv)
         result = await runner.run(name, dataclasses.replace(load, seed=template.load.seed), prompts)
@@ -283,7 +285,7 @@ class Battery:
         return result
 
     def _condition(
-        self, dimension: str, value: Any, result: BenchResult, objectives: tuple[Objective, ...] | None = None
+        self, dimension: str, value: Any, result: Run, objectives: tuple[Objective, ...] | None = None
     ) -> Condition:
         sample = sample_of(result.directory)
         checks = judge_all(objectives or self.cs.objectives, sample)
@@ -321,7 +323,7 @@ class Battery:
         self.context = self.cs.context_tokens or server.get("max_model_len")
         return not result.interrupted
 
-    def _cold_condition(self, result: BenchResult) -> Condition:
+    def _cold_condition(self, result: Run) -> Condition:
         cold = result.summary.cold
         per_request = tuple(o for o in self.cs.objectives if o.kind in ("time", "speed") or o.figure == "error_rate")
         if not cold:
@@ -377,9 +379,11 @@ class Battery:
             max_error_rate=self.cs.max_error_rate,
         )
         result = await run_sweep(template, search, self.progress_for, self.argv)
-        self.claim.requests_sent += sum(r["requests"]["total"] for r in result.summary["steps"])
-        self._search_conditions(result.summary)
-        return not result.interrupted
+        sweep = result.sweep
+        assert isinstance(sweep, SweepFile)
+        self.claim.requests_sent += sum(r.requests.total for r in sweep.steps)
+        self._search_conditions(sweep)
+        return not result.any_interrupted
 
     def _max_concurrency(self) -> int:
         planned = self.planned["concurrency"].max_concurrency or self.cs.max_concurrency
@@ -389,20 +393,20 @@ class Battery:
         # Every step may send max(8, 4 x c): keep the worst case inside the request limit.
         return max(1, min(planned, room // (4 * SEARCH_STEPS)))
 
-    def _search_conditions(self, sweep: dict[str, Any]) -> None:
-        sla = sweep.get("sla") or {}
-        rows = [r for r in sweep["steps"] if r.get("checks") is not None]
-        for value in sorted({r["value"] for r in rows}):
-            last = [r for r in rows if r["value"] == value][-1]  # the pooled verdict at that value
+    def _search_conditions(self, sweep: SweepFile) -> None:
+        sla = sweep.sla or {}
+        rows = [r for r in sweep.steps if r.checks is not None and r.value is not None]
+        for value in sorted({r.value for r in rows if r.value is not None}):
+            last = [r for r in rows if r.value == value][-1]  # the pooled verdict at that value
             self.claim.conditions.append(
                 Condition(
                     dimension="concurrency",
                     value=int(value),
-                    held=bool(last["passed"]),
+                    held=bool(last.passed),
                     figures=_row_figures(last),
-                    checks=last["checks"],
-                    run_dir=f"concurrency/{last['step']}",
-                    note=None if last.get("certain") else "unclear: an interval reaches over a limit",
+                    checks=last.checks or [],
+                    run_dir=f"concurrency/{last.step}",
+                    note=None if last.certain else "unclear: an interval reaches over a limit",
                 )
             )
         best, worst = sla.get("highest_passing"), sla.get("lowest_failing")
@@ -532,17 +536,17 @@ def figures_of(summary: Summary) -> dict[str, Any]:
     }
 
 
-def _row_figures(row: dict[str, Any]) -> dict[str, Any]:
-    tpot = row["tpot_ms"].get("p50")
+def _row_figures(row: StepRow) -> dict[str, Any]:
+    tpot = row.tpot_ms.p50
     return {
-        "requests": row["requests"]["total"],
-        "error_rate": row["error_rate"],
-        "ttft_ms_p50": row["ttft_ms"].get("p50"),
+        "requests": row.requests.total,
+        "error_rate": row.error_rate,
+        "ttft_ms_p50": row.ttft_ms.p50,
         "tpot_ms_p50": tpot,
-        "e2e_ms_p50": row["e2e_ms"].get("p50"),
+        "e2e_ms_p50": row.e2e_ms.p50,
         "output_tok_s_per_user_p50": round(1000 / tpot, 3) if tpot else None,
-        "output_tok_s": row["output_tokens_per_s"],
-        "prompt_tokens_mean": row["prompt_tokens_mean"],
+        "output_tok_s": row.output_tokens_per_s,
+        "prompt_tokens_mean": row.prompt_tokens_mean,
     }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -12,9 +11,10 @@ from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.sweep import print_sweep, wide_console
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.report.tables import cost_lines, fmt, print_profile, print_summary
 from tokenrace.runs.reader import load
-from tokenrace.runs.saved import RunData
+from tokenrace.runs.run import Run
 
 
 @click.command("show")
@@ -27,29 +27,28 @@ def command(run: str, as_json: bool, **o: Any) -> None:
     data = load(run)
     cost = spec_from_options(o)
     if as_json:
-        echo_json(data.summary.model_dump(mode="json") if data.kind == "run" else data.sweep)
+        echo_json(data.data.model_dump(mode="json"))
         return
     show(data, wide_console(), cost)
 
 
-def show(data: RunData, console: Console, cost: CostSpec | None = None) -> None:
-    if data.kind == "sweep":
+def show(data: Run, console: Console, cost: CostSpec | None = None) -> None:
+    if isinstance(data.data, SweepFile):
         steps = dict(data.steps)
-        for row in data.sweep["steps"]:
-            if row["step"] in steps:
-                step = steps[row["step"]]
-                found = cost_of(step.summary, step.manifest.get("provider"), step.manifest.get("model"), cost)
-                row["cost"] = found.model_dump(mode="json") if found else None
-        print_sweep(data.sweep, console)
-    elif data.kind == "profile":
-        print_profile(data.sweep, console)
+        for row in data.data.steps:
+            if row.step in steps:
+                step = steps[row.step]
+                row.cost = cost_of(step.summary, step.manifest.get("provider"), step.manifest.get("model"), cost)
+        print_sweep(data.data, console)
+    elif isinstance(data.data, ProfileFile):
+        print_profile(data.data, console)
     else:
         m = data.manifest
         print_summary(data.summary, console, title=f"{fmt(m.get('model'))} @ {fmt(m.get('endpoint'))}")
         found = cost_of(data.summary, m.get("provider"), m.get("model"), cost)
         for line in manifest_lines(m) + cost_lines(found):
             console.print(line, highlight=False)
-    console.print(f"from: {Path(data.path)}", highlight=False)
+    console.print(f"from: {data.directory}", highlight=False)
 
 
 def manifest_lines(m: dict[str, Any]) -> list[str]:
@@ -67,6 +66,7 @@ def manifest_lines(m: dict[str, Any]) -> list[str]:
     ]
     if m.get("command"):
         lines.append("command: " + " ".join(str(a) for a in m["command"]))
-    if m.get("source_file"):
-        lines.append(f"imported from: {m['source_file']}")
+    source = (m.get("imported") or {}).get("source_file")
+    if source:
+        lines.append(f"imported from: {source}")
     return lines

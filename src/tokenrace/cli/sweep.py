@@ -19,11 +19,13 @@ from tokenrace.figures.cost import CostSpec
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
+from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.report.tables import fmt
+from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, read_inputs
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
-from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, SweepResult, run_sweep
+from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, run_sweep
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 MAX_EMBEDDED_SLOTS = 32
@@ -114,8 +116,8 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     _report(result, bool(o["as_json"]))
 
 
-def run_async(coro: Coroutine[Any, Any, SweepResult]) -> SweepResult:
-    result: SweepResult = _run_async(coro)
+def run_async(coro: Coroutine[Any, Any, Run]) -> Run:
+    result: Run = _run_async(coro)
     return result
 
 
@@ -174,11 +176,13 @@ def _progress_for(o: dict[str, Any]) -> Any:
 
 def _embedded(
     settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
-) -> SweepResult:
+) -> Run:
+    from tokenrace.cli.options import embedded_serves
     from tokenrace.serve.embedded import EmbeddedOptions
     from tokenrace.serve.launch import start_embedded
     from tokenrace.sweep.profile import embedded_settings
 
+    embeddings = embedded_serves(settings.request.api)
     if plan.kind == "concurrency" and not explicit("concurrencies"):
         plan.values = EMBEDDED_CONCURRENCIES
     if not explicit("max_tokens"):
@@ -196,11 +200,14 @@ def _embedded(
     read_inputs(settings)
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)
 
-    async def go() -> SweepResult:
+    async def go() -> Run:
         from pathlib import Path
 
         opts = EmbeddedOptions(
-            model=Path(model) if model else None, parallel=slots, ctx_size=max(8192, CTX_PER_SLOT * slots)
+            model=Path(model) if model else None,
+            parallel=slots,
+            ctx_size=max(8192, CTX_PER_SLOT * slots),
+            embeddings=embeddings,
         )
         engine = await start_embedded(opts)
         try:
@@ -211,16 +218,18 @@ def _embedded(
     return run_async(go())
 
 
-def _report(result: SweepResult, as_json: bool) -> None:
+def _report(result: Run, as_json: bool) -> None:
+    s = result.sweep
+    assert isinstance(s, SweepFile)
     if as_json:
-        echo_json(result.summary)
+        echo_json(s.model_dump(mode="json"))
     else:
-        print_sweep(result.summary)
+        print_sweep(s)
         click.echo(f"sweep directory: {result.directory}")
-    if result.interrupted:
+    if result.any_interrupted:
         click.echo("interrupted: the steps measured so far are saved", err=True)
         sys.exit(130)
-    if result.summary["stop_reason"] == "errors" and not result.summary.get("knee") and len(result.steps) <= 1:
+    if s.stop_reason == "errors" and not s.knee and len(result.steps) <= 1:
         click.echo("the first step failed: see its errors with `tokenrace show`", err=True)
         sys.exit(1)
 
@@ -228,99 +237,94 @@ def _report(result: SweepResult, as_json: bool) -> None:
 # --- terminal rendering (also used by `tokenrace show`) ---------------------------------------------
 
 
-def sweep_table(s: dict[str, Any]) -> Table:
-    kind = s["sweep"]
+def sweep_table(s: SweepFile) -> Table:
+    kind = s.sweep or "concurrency"
     t = Table(
-        title=f"{kind} sweep: {fmt(s.get('model'))} @ {fmt(s.get('endpoint'))}",
+        title=f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}",
         title_justify="left",
         header_style="bold",
     )
-    first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok", "sla": "load"}[
-        kind
-    ]
-    priced = any(_usd(row) is not None for row in s["steps"])
+    heads = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok", "sla": "load"}
+    first = heads[kind]
+    priced = any(_usd(row) is not None for row in s.steps)
     cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached")
     for c in (*cols, *(("$/M out tok",) if priced else ()), ""):
         t.add_column(c, justify="left" if c in ("step", "") else "right")
-    for row in s["steps"]:
-        req = row["requests"]
+    for row in s.steps:
+        req = row.requests
         t.add_row(
-            row["step"],
+            row.step,
             _load_cell(kind, row),
-            f"{req['succeeded']}/{req['total']}",
-            fmt(row["ttft_ms"]["p50"]),
-            fmt(row["ttft_ms"]["p95"]),
-            fmt(row["tpot_ms"]["p50"], 2),
-            fmt(row["tpot_ms"]["p95"], 2),
-            fmt(row["e2e_ms"]["p95"]),
-            fmt(row["throughput_tokens_per_s"]),
-            _gain(row.get("gain")),
-            fmt(None if row["error_rate"] is None else row["error_rate"] * 100),
-            "—" if row.get("cache_hit_rate") is None else f"{row['cache_hit_rate'] * 100:.0f} %",
+            f"{req.succeeded}/{req.total}",
+            fmt(row.ttft_ms.p50),
+            fmt(row.ttft_ms.p95),
+            fmt(row.tpot_ms.p50, 2),
+            fmt(row.tpot_ms.p95, 2),
+            fmt(row.e2e_ms.p95),
+            fmt(row.throughput_tokens_per_s),
+            _gain(row.gain),
+            fmt(None if row.error_rate is None else row.error_rate * 100),
+            "—" if row.cache_hit_rate is None else f"{row.cache_hit_rate * 100:.0f} %",
             *((fmt(_usd(row), 4),) if priced else ()),
             _mark(row),
         )
     return t
 
 
-def _usd(row: dict[str, Any]) -> float | None:
-    return (row.get("cost") or {}).get("usd_per_million_output_tokens")
+def _usd(row: StepRow) -> float | None:
+    return row.cost.usd_per_million_output_tokens if row.cost else None
 
 
-def _load_cell(kind: str, row: dict[str, Any]) -> str:
-    if kind == "concurrency" or (kind == "sla" and row.get("rate") is None):
-        return str(row["concurrency"])
+def _load_cell(kind: str, row: StepRow) -> str:
+    if kind == "concurrency" or (kind == "sla" and row.rate is None):
+        return str(row.concurrency)
     if kind == "input_tokens":
-        return fmt(row["prompt_tokens_mean"], 0)
-    return fmt(row["rate"], 2)
+        return fmt(row.prompt_tokens_mean, 0)
+    return fmt(row.rate, 2)
 
 
 def _gain(g: float | None) -> str:
     return "—" if g is None else f"{g * 100:+.1f} %"
 
 
-def _mark(row: dict[str, Any]) -> str:
-    if row.get("knee"):
+def _mark(row: StepRow) -> str:
+    if row.knee:
         return "[bold green]◀ knee[/]"
-    if row.get("failing"):
+    if row.failing:
         return "[red]errors[/]"
-    if row.get("saturated"):
+    if row.saturated:
         return "[yellow]saturated[/]"
-    if row.get("passed") is not None:
-        mark = "[green]meets SLO[/]" if row["passed"] else "[red]misses SLO[/]"
-        return mark + ("" if row.get("certain") in (True, None) else " [yellow](unclear)[/]")
+    if row.passed is not None:
+        mark = "[green]meets SLO[/]" if row.passed else "[red]misses SLO[/]"
+        return mark + ("" if row.certain in (True, None) else " [yellow](unclear)[/]")
     return ""
 
 
-def sweep_lines(s: dict[str, Any]) -> list[str]:
+def sweep_lines(s: SweepFile) -> list[str]:
     lines = []
-    knee = s.get("knee")
+    knee = s.knee
     if knee:
-        what = (
-            f"concurrency {knee['concurrency']}"
-            if s["sweep"] == "concurrency"
-            else f"rate {fmt(knee['rate'], 2)} req/s"
-        )
-        usd = knee.get("usd_per_million_output_tokens")
+        what = f"concurrency {knee.concurrency}" if s.sweep == "concurrency" else f"rate {fmt(knee.rate, 2)} req/s"
+        usd = knee.usd_per_million_output_tokens
         lines.append(
-            f"knee: {knee['step']} ({what}): {fmt(knee['throughput_tokens_per_s'])} output tok/s, "
-            f"E2E p95 {fmt(knee['e2e_p95_ms'])} ms ({knee['reason']})"
+            f"knee: {knee.step} ({what}): {fmt(knee.throughput_tokens_per_s)} output tok/s, "
+            f"E2E p95 {fmt(knee.e2e_p95_ms)} ms ({knee.reason})"
             + (f", ${fmt(usd, 4)} per million output tokens" if usd is not None else "")
         )
-    elif s["sweep"] in ("concurrency", "rate") and s["steps"]:
+    elif s.sweep in ("concurrency", "rate") and s.steps:
         lines.append(
             "knee: not reached (throughput still grew at the last step)"
-            if s["stop_reason"] == "completed"
-            else f"knee: none ({s['stop_reason']} at the first step)"
+            if s.stop_reason == "completed"
+            else f"knee: none ({s.stop_reason} at the first step)"
         )
-    lines.append(f"stopped: {fmt(s.get('stop_reason') or 'no reason recorded (an older sweep.json)')}")
-    if s.get("prefill"):
-        p = s["prefill"]
+    lines.append(f"stopped: {fmt(s.stop_reason or 'no reason recorded (an older sweep.json)')}")
+    if s.prefill:
+        p = s.prefill
         lines.append(
             f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
             f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)"
         )
-    g = s.get("goodput_search")
+    g = s.goodput_search
     if g:
         lines.append(
             f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
@@ -335,10 +339,10 @@ def wide_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
-def print_sweep(s: dict[str, Any], console: Console | None = None) -> None:
+def print_sweep(s: SweepFile, console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(sweep_table(s))
-    if s.get("sla"):
+    if s.sla:
         console.print(sla_table(s))
     for line in sweep_lines(s) + sla_lines(s):
         console.print(line, highlight=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
 from tokenrace.redact import HIDDEN, redact_fields, redact_headers
@@ -57,6 +57,19 @@ class WorkersInfo(_Model):
     workers: list[WorkerInfo] = Field(default_factory=list)
 
 
+class ImportedFrom(_Model):
+    """Where an imported run came from (runs/importers.py): the other tool's file, and its own totals."""
+
+    source_file: str | None = None
+    imported_at: str | None = None
+    imported_by: str | None = None
+    aggregate_file: str | None = None  # AIPerf: the aggregate JSON read beside the records
+    vllm_result: dict[str, float | int | str | None] | None = None  # vLLM's own totals, for comparison
+
+
+_IMPORT_KEYS = tuple(ImportedFrom.model_fields)
+
+
 class Manifest(_Model):
     """manifest.json: what was run, against what, and how it was measured. Secrets never appear."""
 
@@ -81,9 +94,19 @@ class Manifest(_Model):
     environment: JsonObject | None = None
     server: JsonObject | None = None
     monitor: JsonObject | None = None
-    imported: JsonObject | None = None
+    imported: ImportedFrom | None = None
     workload: Workload | None = None
     workers: WorkersInfo | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _imported_together(cls, data: Any) -> Any:
+        """Imported runs before schema version 2 kept source_file, imported_at, ... at the top."""
+        if not isinstance(data, dict) or not any(k in data for k in _IMPORT_KEYS):
+            return data
+        moved = {k: data[k] for k in _IMPORT_KEYS if k in data}
+        rest = {k: v for k, v in data.items() if k not in _IMPORT_KEYS}
+        return {**rest, "imported": {**(rest.get("imported") or {}), **moved}}
 
     # Whoever builds a manifest, the values of secret-looking headers and body fields never reach
     # the file (the run also scrubs every value it knows is secret: see BenchSettings.secrets).

@@ -7,27 +7,59 @@ from typing import Literal
 from pydantic import Field
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Cold, Cost, EngineClock, RequestCounts
+
+
+class Quantiles(_Model):
+    """A step's p50, p95 and max of one latency (its summary's Stats, cut to what a table shows)."""
+
+    p50: float | None = None
+    p95: float | None = None
+    max: float | None = None
+
+
+class Knee(_Model):
+    """The step past which more load bought too little throughput (sweep/knee.py says how)."""
+
+    index: int | None = None
+    step: str
+    value: float | None = None
+    reason: str | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+    throughput_tokens_per_s: float | None = None
+    e2e_p95_ms: float | None = None
+    usd_per_million_output_tokens: float | None = None
+
+
+class Warm(_Model):
+    """The profile's first step at concurrency 1, warm: its TTFT and E2E statistics."""
+
+    ttft_ms: Stats | None = None
+    e2e_ms: Stats | None = None
 
 
 class StepRow(_Model):
     """One step of a sweep or profile: its key numbers and where its run directory is."""
 
     step: str
+    api: str | None = None  # the API the step spoke
     value: float | None = None
     concurrency: int | None = None
     rate: float | None = None
     requests: RequestCounts = Field(default_factory=RequestCounts)
-    ttft_ms: JsonObject = Field(default_factory=dict)
-    tpot_ms: JsonObject = Field(default_factory=dict)
-    itl_chunk_ms: JsonObject = Field(default_factory=dict)
-    e2e_ms: JsonObject = Field(default_factory=dict)
+    ttft_ms: Quantiles = Field(default_factory=Quantiles)
+    tpot_ms: Quantiles = Field(default_factory=Quantiles)
+    itl_chunk_ms: Quantiles = Field(default_factory=Quantiles)
+    e2e_ms: Quantiles = Field(default_factory=Quantiles)
     prompt_tokens_mean: float | None = None
     cache_hit_rate: float | None = None
     output_tokens_per_s: float | None = None
     steady_output_tokens_per_s: float | None = None
     throughput_tokens_per_s: float | None = None
     requests_per_s: float | None = None
+    input_tokens_per_s: float | None = None  # embeddings and rerank: pooling.input_tokens_per_s
     achieved_rate: float | None = None
     error_rate: float | None = None
     goodput_fraction: float | None = None
@@ -63,7 +95,7 @@ class SweepFile(_Model):
     plan: JsonObject | None = None
     rule: dict[str, str] | None = None
     stop_reason: str | None = None
-    knee: JsonObject | None = None
+    knee: Knee | None = None
     steps: list[StepRow] = Field(default_factory=list)
     prefill: JsonObject | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
     goodput_search: JsonObject | None = None  # goodput sweeps: the highest rate that met the SLO
@@ -79,6 +111,6 @@ class ProfileFile(_Model):
     model: str | None = None
     endpoint: str | None = None
     cold: Cold | None = None
-    warm: JsonObject | None = None
+    warm: Warm | None = None
     steps: list[StepRow] = Field(default_factory=list)
     cache_bust: bool | None = None  # the built-in prompts were busted (a unique prefix per request)

@@ -165,6 +165,18 @@ class Stopped(_Model):
     ttft_ms_end: float
 
 
+class PoolingFigures(_Model):
+    """Embeddings and rerank runs: what they did per second (docs/metrics.md)."""
+
+    api: Literal["embeddings", "rerank"]
+    inputs_per_s: float | None = None  # embeddings: texts embedded by succeeded requests / window
+    documents_per_s: float | None = None  # rerank: documents ranked by succeeded requests / window
+    input_tokens_per_s: float | None = None  # their tokens (usage, else a tokenizer) / window
+    per_request: Stats = Field(default_factory=Stats)  # inputs (documents) per request
+    embedding_dim: int | None = None  # the vectors' length, when every answer had the same
+    embedding_dims: list[int] | None = None  # the lengths seen, when answers differed
+
+
 class RunWarning(BaseModel):
     """Something the reader of a run's numbers must know: what it is (`code`), the sentence shown to
     people (`message`), and the numbers behind it (`figures`), so a tool can act without parsing text.
@@ -177,10 +189,19 @@ class RunWarning(BaseModel):
     figures: dict[str, float | int | str | None] = Field(default_factory=dict)
 
 
+class Imported(_Model):
+    """A summary computed from another tool's result file."""
+
+    tool: str | None = None
+    source_file: str | None = None
+    window: Literal["duration"] | None = None  # throughput over the tool's duration: it had no start times
+
+
 class Summary(_Model):
     """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
 
     schema_version: int = 0
+    api: str | None = None  # the API the run spoke (chat, completions, responses, messages, embeddings, rerank)
     requests: RequestCounts = Field(default_factory=RequestCounts)
     error_rate: float | None = None
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
@@ -202,12 +223,14 @@ class Summary(_Model):
     cost: Cost | None = None
     resources: JsonObject | None = None
     drift: JsonObject | None = None
-    imported: JsonObject | None = None  # read from another tool's result file
+    imported: Imported | None = None  # read from another tool's result file
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
     probes: Probes | None = None
     stopped: Stopped | None = None
+    pooling: PoolingFigures | None = None  # embeddings and rerank runs: inputs (documents) and tokens per second
+    not_measured: dict[str, str] | None = None  # metric -> why it has no value in this run
     warnings: list[RunWarning] = Field(default_factory=list)
 
     @model_validator(mode="before")

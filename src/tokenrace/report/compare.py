@@ -17,9 +17,10 @@ from tokenrace import stats as bs
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
+from tokenrace.model.run import StepRow
 from tokenrace.quality.paired import paired_markdown
 from tokenrace.report.quality import QualitySection, overall_accuracy, quality_section, side_rows
-from tokenrace.runs.saved import RunData
+from tokenrace.runs.run import Run
 
 # (key, label, unit); latencies: lower is better. Values come from each request's record.
 LATENCIES = (
@@ -89,23 +90,23 @@ class Report:
 # --- per-request values ------------------------------------------------------------------------
 
 
-def values(run: RunData, metric: str) -> list[float]:
+def values(run: Run, metric: str) -> list[float]:
     return [r[metric] for r in run.measured_ok() if r.get(metric) is not None]
 
 
-def gaps(run: RunData) -> list[np.ndarray]:
+def gaps(run: Run) -> list[np.ndarray]:
     """Chunk gaps of each succeeded request (ITL), kept per request for the grouped bootstrap."""
     return [np.diff(np.asarray(r.get("chunk_offsets_ms") or [], dtype=float)) for r in run.measured_ok()]
 
 
-def failures(run: RunData) -> list[float]:
+def failures(run: Run) -> list[float]:
     return [0.0 if r.get("error_kind") is None else 1.0 for r in run.measured()]
 
 
 # --- rows --------------------------------------------------------------------------------------
 
 
-def latency_row(a: RunData, b: RunData, key: str, label: str, unit: str, stat: str) -> Row:
+def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> Row:
     if key == "itl_chunk_ms":
         ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True)
     else:
@@ -124,7 +125,7 @@ def latency_row(a: RunData, b: RunData, key: str, label: str, unit: str, stat: s
     )
 
 
-def throughput_row(a: RunData, b: RunData) -> Row:
+def throughput_row(a: Run, b: Run) -> Row:
     ta = a.summary.throughput.output_tokens_per_s
     tb = b.summary.throughput.output_tokens_per_s
     ratio = tb / ta if ta and tb is not None else None
@@ -147,7 +148,7 @@ def throughput_row(a: RunData, b: RunData) -> Row:
     )
 
 
-def token_blocks(run: RunData) -> np.ndarray | None:
+def token_blocks(run: Run) -> np.ndarray | None:
     """Output tokens per second in each of up to MAX_BLOCKS equal slices of the measured window.
 
     Tokens are placed at the arrival of their chunk (a whole non-streamed answer at its end); the
@@ -184,7 +185,7 @@ def _token_arrivals(ok: list[dict[str, Any]]) -> tuple[list[float], list[float]]
     return times, tokens
 
 
-def error_row(a: RunData, b: RunData) -> Row:
+def error_row(a: Run, b: Run) -> Row:
     diff, low, high = bs.difference_ci(failures(a), failures(b))
     sig = None if low is None or high is None else bool(low > 0 or high < 0)
     if diff is not None and diff == 0 and low == 0 and high == 0:
@@ -205,7 +206,7 @@ def error_row(a: RunData, b: RunData) -> Row:
     )
 
 
-def efficiency_row(a: RunData, b: RunData) -> Row | None:
+def efficiency_row(a: Run, b: Run) -> Row | None:
     ea, eb = _efficiency(a), _efficiency(b)
     if ea is None and eb is None:
         return None
@@ -224,7 +225,7 @@ def efficiency_row(a: RunData, b: RunData) -> Row | None:
     )
 
 
-def _efficiency(run: RunData) -> float | None:
+def _efficiency(run: Run) -> float | None:
     e = run.summary.efficiency
     return e.get("decode_pct_of_bound") if isinstance(e, dict) else None
 
@@ -239,13 +240,13 @@ def _verdict(ratio: float | None, significant: bool | None, lower_is_better: boo
     return f"B {word}" if significant else "within noise"
 
 
-ExtraRows = Callable[[RunData, RunData], list[Row]]
+ExtraRows = Callable[[Run, Run], list[Row]]
 
 
 def cost_rows(cost: CostSpec | None) -> ExtraRows:
     """$ per million output tokens and per 1k requests for both runs (lower is better; no CI)."""
 
-    def rows(a: RunData, b: RunData) -> list[Row]:
+    def rows(a: Run, b: Run) -> list[Row]:
         ca, cb = (_cost(r, cost) for r in (a, b))
         out = []
         for key, label in (
@@ -262,12 +263,12 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
     return rows
 
 
-def _cost(run: RunData, cost: CostSpec | None) -> dict[str, Any]:
+def _cost(run: Run, cost: CostSpec | None) -> dict[str, Any]:
     found = cost_of(run.summary, run.manifest.get("provider"), run.manifest.get("model"), cost)
     return found.model_dump() if found else {}
 
 
-def cache_row(a: RunData, b: RunData) -> Row | None:
+def cache_row(a: Run, b: Run) -> Row | None:
     """The prefix cache's share of prompt tokens (no CI: a ratio of sums; the difference is what matters)."""
     ha, hb = _hit_rate(a), _hit_rate(b)
     if ha is None and hb is None:
@@ -276,7 +277,7 @@ def cache_row(a: RunData, b: RunData) -> Row | None:
     return Row("cache.hit_rate", "prefix cache hit rate", "fraction", ha, hb, diff, None, None, None, "—", "difference")
 
 
-def _hit_rate(run: RunData) -> float | None:
+def _hit_rate(run: Run) -> float | None:
     c = run.summary.cache
     return c.hit_rate if c is not None else None
 
@@ -309,7 +310,7 @@ def accuracy_row(q: QualitySection) -> Row:
     )
 
 
-def compare_runs(a: RunData, b: RunData, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
+def compare_runs(a: Run, b: Run, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
     rows = [latency_row(a, b, key, label, unit, stat) for key, label, unit in LATENCIES for stat in STATS]
     rows += [throughput_row(a, b), error_row(a, b)]
     cache = cache_row(a, b)
@@ -320,20 +321,20 @@ def compare_runs(a: RunData, b: RunData, step: str | None = None, extra: ExtraRo
         rows.append(eff)
     if extra is not None:
         rows += extra(a, b)
-    return Comparison(a.name, b.name, str(a.path), str(b.path), rows, condition_warnings(a, b), step)
+    return Comparison(a.name, b.name, str(a.directory), str(b.directory), rows, condition_warnings(a, b), step)
 
 
 # --- conditions --------------------------------------------------------------------------------
 
 
-def _setting(run: RunData, *path: str) -> Any:
+def _setting(run: Run, *path: str) -> Any:
     node: Any = run.manifest.get("settings") or {}
     for p in path:
         node = node.get(p) if isinstance(node, dict) else None
     return node
 
 
-CONDITIONS: tuple[tuple[str, Callable[[RunData], Any]], ...] = (
+CONDITIONS: tuple[tuple[str, Callable[[Run], Any]], ...] = (
     ("model", lambda r: r.manifest.get("model")),
     ("prompt set", lambda r: (r.manifest.get("prompts") or {}).get("name")),
     ("input tokens setting", lambda r: _setting(r, "prompts", "input_tokens")),
@@ -350,7 +351,7 @@ CONDITIONS: tuple[tuple[str, Callable[[RunData], Any]], ...] = (
 )
 
 
-def condition_warnings(a: RunData, b: RunData) -> list[str]:
+def condition_warnings(a: Run, b: Run) -> list[str]:
     out = []
     for name, get in CONDITIONS:
         va, vb = _listify(get(a)), _listify(get(b))
@@ -383,7 +384,7 @@ def _show(v: Any) -> str:
 # --- whole inputs --------------------------------------------------------------------------------
 
 
-def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
+def compare(runs: list[Run], extra: ExtraRows | None = None) -> Report:
     """The first input is the baseline (A); every other is compared against it."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
@@ -391,7 +392,7 @@ def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
     kinds = {r.kind for r in runs}
     named = len(runs) > 2  # with several B's, say which pair each warning is about
 
-    def prefix(other: RunData) -> str:
+    def prefix(other: Run) -> str:
         return f"{other.name} vs {base.name}: " if named else ""
 
     if kinds == {"run"}:
@@ -412,12 +413,12 @@ def compare(runs: list[RunData], extra: ExtraRows | None = None) -> Report:
             report.comparisons += comps
             report.warnings += _lift(comps, prefix(other)) + [prefix(other) + n for n in notes]
             _add_quality(report, base, other, prefix(other))
-        report.knees = {r.name: r.sweep.get("knee") for r in runs}
+        report.knees = {r.name: r.knee.model_dump(mode="json") if r.knee else None for r in runs}
         return report
     raise UsageError("compare runs with runs, or sweeps with sweeps (compare one step of a sweep by its directory)")
 
 
-def _add_quality(report: Report, a: RunData, b: RunData, prefix: str) -> QualitySection | None:
+def _add_quality(report: Report, a: Run, b: Run, prefix: str) -> QualitySection | None:
     """The quality section of A vs B, when either has a quality pass; its warnings join the report's."""
     q = quality_section(a, b)
     if q is not None:
@@ -426,23 +427,22 @@ def _add_quality(report: Report, a: RunData, b: RunData, prefix: str) -> Quality
     return q
 
 
-def _step_key(run: RunData, row: dict[str, Any]) -> float | None:
-    kind = run.sweep.get("sweep", "concurrency")
-    if kind == "input_tokens":
-        return row.get("value")
-    return row.get("rate") if row.get("rate") is not None else row.get("concurrency")
+def _step_key(run: Run, row: StepRow) -> float | None:
+    if run.sweep_kind == "input_tokens":
+        return row.value
+    return row.rate if row.rate is not None else row.concurrency
 
 
-def compare_sweeps(a: RunData, b: RunData, warnings: list[str], extra: ExtraRows | None) -> list[Comparison]:
-    if a.sweep.get("sweep") != b.sweep.get("sweep"):
-        warnings.append(f"sweep kinds differ: {a.sweep.get('sweep')} (A) vs {b.sweep.get('sweep')} (B)")
+def compare_sweeps(a: Run, b: Run, warnings: list[str], extra: ExtraRows | None) -> list[Comparison]:
+    if a.sweep_kind != b.sweep_kind:
+        warnings.append(f"sweep kinds differ: {a.sweep_kind} (A) vs {b.sweep_kind} (B)")
     runs_a, runs_b = dict(a.steps), dict(b.steps)
-    by_key_b = {_step_key(b, row): row["step"] for row in b.sweep["steps"] if row["step"] in runs_b}
+    by_key_b = {_step_key(b, row): row.step for row in b.sweep.steps if row.step in runs_b}
     out = []
-    for row in a.sweep["steps"]:
+    for row in a.sweep.steps:
         match = by_key_b.get(_step_key(a, row))
-        if row["step"] in runs_a and match is not None:
-            out.append(compare_runs(runs_a[row["step"]], runs_b[match], step=f"{row['step']} vs {match}", extra=extra))
+        if row.step in runs_a and match is not None:
+            out.append(compare_runs(runs_a[row.step], runs_b[match], step=f"{row.step} vs {match}", extra=extra))
     if not out:
         raise UsageError("the sweeps share no step (same concurrency, rate or prompt size)")
     if len(out) < max(len(runs_a), len(runs_b)):

@@ -22,13 +22,14 @@ import numpy as np
 from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Cost, Summary
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
 from tokenrace.report.sla import sla_html
-from tokenrace.runs.saved import RunData
+from tokenrace.runs.run import Run
 
 PALETTE = ("#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
 MAX_TIMELINE = 1500  # requests drawn in a timeline; more are thinned evenly (and the chart says so)
@@ -40,7 +41,7 @@ LAYOUT = {
     "legend": {"orientation": "h", "y": -0.18},
     "hoverlabel": {"font": {"family": "ui-monospace, monospace"}},
 }
-SpeedOfLight = Callable[[RunData], float | None]
+SpeedOfLight = Callable[[Run], float | None]
 
 
 def plotly() -> Any:
@@ -78,7 +79,7 @@ class Page:
 # --- data ------------------------------------------------------------------------------------------
 
 
-def _vals(run: RunData, key: str) -> np.ndarray:
+def _vals(run: Run, key: str) -> np.ndarray:
     return np.sort(np.array([r[key] for r in run.measured_ok() if r.get(key) is not None], dtype=float))
 
 
@@ -86,14 +87,14 @@ def _cdf_y(n: int) -> np.ndarray:
     return np.arange(1, n + 1) / n
 
 
-def _series_name(run: RunData, step: str | None = None) -> str:
+def _series_name(run: Run, step: str | None = None) -> str:
     return step or run.name
 
 
 # --- charts ----------------------------------------------------------------------------------------
 
 
-def cdf_figure(runs: Sequence[tuple[str, RunData]]) -> Any:
+def cdf_figure(runs: Sequence[tuple[str, Run]]) -> Any:
     go = plotly()
     from plotly.subplots import make_subplots
 
@@ -123,7 +124,7 @@ def cdf_figure(runs: Sequence[tuple[str, RunData]]) -> Any:
     return fig
 
 
-def timeline_figure(run: RunData) -> tuple[Any, str | None]:
+def timeline_figure(run: Run) -> tuple[Any, str | None]:
     go = plotly()
     recs = sorted(run.measured(), key=lambda r: r.get("start_ms") or 0.0)
     note = None
@@ -191,7 +192,7 @@ def _f(v: float | None, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f}"
 
 
-def chunk_figure(runs: Sequence[tuple[str, RunData]]) -> tuple[Any | None, str]:
+def chunk_figure(runs: Sequence[tuple[str, Run]]) -> tuple[Any | None, str]:
     """Tokens per content chunk; per-request averages when exact per-chunk counts are unknown."""
     go = plotly()
     fig = go.Figure()
@@ -227,7 +228,7 @@ def chunk_figure(runs: Sequence[tuple[str, RunData]]) -> tuple[Any | None, str]:
     return fig, caption
 
 
-def _chunk_sizes(run: RunData, exact: bool) -> list[float]:
+def _chunk_sizes(run: Run, exact: bool) -> list[float]:
     recs = run.measured_ok()
     if exact:
         return [k for r in recs for k in (r.get("chunk_tokens") or [])]
@@ -238,25 +239,25 @@ def _chunk_sizes(run: RunData, exact: bool) -> list[float]:
     ]
 
 
-def _load_of(row: dict[str, Any], kind: str) -> float | None:
+def _load_of(row: StepRow, kind: str) -> float | None:
     if kind == "input_tokens":
-        return row.get("prompt_tokens_mean")
-    if kind in ("rate", "goodput") or (kind == "sla" and row.get("rate") is not None):
-        return row.get("rate")
-    return row.get("concurrency")
+        return row.prompt_tokens_mean
+    if kind in ("rate", "goodput") or (kind == "sla" and row.rate is not None):
+        return row.rate
+    return row.concurrency
 
 
-def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
+def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
     go = plotly()
     from plotly.subplots import make_subplots
 
-    kind = sweeps[0].sweep.get("sweep", "concurrency")  # a profile is a concurrency ramp
+    kind = sweeps[0].sweep_kind or "concurrency"  # a profile is a concurrency ramp
     xlabel = {
         "concurrency": "concurrency",
         "rate": "offered rate (req/s)",
         "goodput": "offered rate (req/s)",
         "input_tokens": "prompt tokens (mean)",
-        "sla": "offered rate (req/s)" if (sweeps[0].sweep.get("sla") or {}).get("search") == "rate" else "concurrency",
+        "sla": "offered rate (req/s)" if _sla_search(sweeps[0]) == "rate" else "concurrency",
     }[kind]
     fig = make_subplots(
         rows=1,
@@ -265,7 +266,7 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
         horizontal_spacing=0.07,
     )
     for i, sw in enumerate(sweeps):
-        steps = sw.sweep["steps"]
+        steps = sw.sweep.steps
         if kind == "sla":  # a load measured again: its last run stands for it
             steps = list({_load_of(r, kind): r for r in steps}.values())
         rows = sorted(steps, key=lambda r: _load_of(r, kind) or 0)
@@ -276,7 +277,7 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
                 fig.add_trace(
                     go.Scatter(
                         x=x,
-                        y=[r[key][q] for r in rows],
+                        y=[getattr(getattr(r, key), q) for r in rows],
                         mode="lines+markers",
                         line={"color": color, "dash": dash},
                         name=f"{sw.name} {q}",
@@ -289,7 +290,7 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
         fig.add_trace(
             go.Scatter(
                 x=x,
-                y=[r["throughput_tokens_per_s"] for r in rows],
+                y=[r.throughput_tokens_per_s for r in rows],
                 mode="lines+markers",
                 line={"color": color, "width": 3},
                 name=f"{sw.name} throughput",
@@ -306,10 +307,17 @@ def sweep_figure(sweeps: Sequence[RunData], sol: SpeedOfLight | None) -> Any:
     return fig
 
 
-def _mark_sla(fig: Any, sw: RunData, x: list[float | None], color: str) -> None:
+def _sla_search(sw: Run) -> str | None:
+    """What an SLA search varied (concurrency or rate); None for any other sweep."""
+    s = sw.sweep
+    return str(s.sla["search"]) if isinstance(s, SweepFile) and s.sla else None
+
+
+def _mark_sla(fig: Any, sw: Run, x: list[float | None], color: str) -> None:
     """An SLA search's limits (horizontal lines on the TTFT and TPOT charts) and its boundary (a
     vertical line at the highest passing load on every chart)."""
-    sla = sw.sweep.get("sla")
+    s = sw.sweep
+    sla = s.sla if isinstance(s, SweepFile) else None
     if not sla:
         return
     go = plotly()
@@ -336,14 +344,14 @@ def _mark_sla(fig: Any, sw: RunData, x: list[float | None], color: str) -> None:
         fig.add_vline(x=best, line={"color": color, "dash": "dot", "width": 2}, row=1, col=col)
 
 
-def _mark_knee(fig: Any, sw: RunData, kind: str, color: str) -> None:
+def _mark_knee(fig: Any, sw: Run, kind: str, color: str) -> None:
     """A star on the throughput curve and a dashed drop line (traces, which use data units on log axes too)."""
-    knee = sw.sweep.get("knee")
+    knee = sw.knee
     if not knee:
         return
     go = plotly()
-    row = next(r for r in sw.sweep["steps"] if r["step"] == knee["step"])
-    x, y = _load_of(row, kind), row["throughput_tokens_per_s"]
+    row = next(r for r in sw.sweep.steps if r.step == knee.step)
+    x, y = _load_of(row, kind), row.throughput_tokens_per_s
     fig.add_trace(
         go.Scatter(
             x=[x, x],
@@ -362,23 +370,21 @@ def _mark_knee(fig: Any, sw: RunData, kind: str, color: str) -> None:
             y=[y],
             mode="markers+text",
             marker={"symbol": "star", "size": 16, "color": color},
-            text=[f"knee {knee['step']}"],
+            text=[f"knee {knee.step}"],
             textposition="top left",
             name=f"{sw.name} knee",
-            hovertemplate=f"knee {knee['step']}: %{{y:.1f}} tok/s<extra></extra>",
+            hovertemplate=f"knee {knee.step}: %{{y:.1f}} tok/s<extra></extra>",
         ),
         row=1,
         col=3,
     )
 
 
-def _speed_of_light(
-    fig: Any, sw: RunData, rows: list[dict[str, Any]], x: list[float | None], sol: SpeedOfLight | None
-) -> None:
+def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[float | None], sol: SpeedOfLight | None) -> None:
     if sol is None:
         return
     steps = dict(sw.steps)
-    bounds = [sol(steps[r["step"]]) if r["step"] in steps else None for r in rows]
+    bounds = [sol(steps[r.step]) if r.step in steps else None for r in rows]
     if any(b is not None for b in bounds):
         go = plotly()
         fig.add_trace(
@@ -481,7 +487,7 @@ def cards(items: Sequence[tuple[str, str, str | None]]) -> str:
     return f"<div class='cards'>{''.join(out)}</div>"
 
 
-def run_cards(run: RunData, cost: Cost | None, bound: float | None) -> str:
+def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
     s = run.summary
     m, tp = s.metrics, s.throughput
     req = s.requests
@@ -536,7 +542,7 @@ def _basis(c: Cost) -> str:
     return f"${p['input_per_m']:g} in / ${p['output_per_m']:g} out per M tokens"
 
 
-def _cost(run: RunData, cost: CostSpec | None) -> Cost | None:
+def _cost(run: Run, cost: CostSpec | None) -> Cost | None:
     return cost_of(run.summary, run.manifest.get("provider"), run.manifest.get("model"), cost)
 
 
@@ -545,9 +551,9 @@ def _text(value: object, missing: str = "—") -> str:
     return missing if value is None or value == "" else str(value)
 
 
-def _where(data: dict[str, Any]) -> str:
+def _where(model: str | None, endpoint: str | None) -> str:
     """`model @ endpoint`, with a dash for what the files do not say."""
-    return f"{_text(data.get('model'))} @ {_text(data.get('endpoint'))}"
+    return f"{_text(model)} @ {_text(endpoint)}"
 
 
 def _when(text: str | None) -> str:
@@ -587,7 +593,7 @@ def comparison_html(report: Report) -> str:
     return "".join(parts)
 
 
-def manifest_html(runs: Sequence[tuple[str, RunData]]) -> str:
+def manifest_html(runs: Sequence[tuple[str, Run]]) -> str:
     out = []
     for name, run in runs:
         m = run.manifest
@@ -612,7 +618,7 @@ def manifest_html(runs: Sequence[tuple[str, RunData]]) -> str:
 # --- the page ----------------------------------------------------------------------------------------
 
 
-def build(inputs: Sequence[RunData], cost: CostSpec | None = None, sol: SpeedOfLight | None = None) -> str:
+def build(inputs: Sequence[Run], cost: CostSpec | None = None, sol: SpeedOfLight | None = None) -> str:
     """The report's HTML for one run, one sweep, or several of either (a comparison)."""
     if not inputs:
         raise UsageError("nothing to report")
@@ -626,9 +632,9 @@ def build(inputs: Sequence[RunData], cost: CostSpec | None = None, sol: SpeedOfL
     return render(page)
 
 
-def _run_page(run: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
+def _run_page(run: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
     m = run.manifest
-    page = Page(_where(m), f"run {run.name} · {_when(m.get('started_at'))}")
+    page = Page(_where(m.get("model"), m.get("endpoint")), f"run {run.name} · {_when(m.get('started_at'))}")
     bound = sol(run) if sol else None
     page.add("Key numbers", run_cards(run, _cost(run, cost), bound), summary_table(run.summary))
     # The run's own findings first, then the monitor's advice (the order the page has always had).
@@ -643,14 +649,14 @@ def _run_page(run: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> 
     return page
 
 
-def _quality_section(page: Page, run: RunData) -> None:
-    d = quality_dir(run.path)
+def _quality_section(page: Page, run: Run) -> None:
+    d = quality_dir(run.directory)
     result = load_quality(d) if d is not None else None
     if d is not None and result is not None:
         page.add("Quality: are the answers right?", run_quality_html(result, d))
 
 
-def _run_charts(page: Page, runs: list[tuple[str, RunData]]) -> None:
+def _run_charts(page: Page, runs: list[tuple[str, Run]]) -> None:
     page.add(
         "Latency distributions", page.chart(cdf_figure(runs), "Cumulative share of requests at or below each latency.")
     )
@@ -676,18 +682,21 @@ def _run_charts(page: Page, runs: list[tuple[str, RunData]]) -> None:
     page.add("Manifest", manifest_html(runs))
 
 
-def _sweep_page(sw: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
+def _sweep_page(sw: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
     s = sw.sweep
-    what = "embedded profile" if sw.kind == "profile" else f"{s.get('sweep') or 'concurrency'} sweep"
-    page = Page(f"{what}: {_where(s)}", f"{sw.name} · {_when(s.get('started_at') or sw.manifest.get('started_at'))}")
+    what = "embedded profile" if sw.kind == "profile" else f"{sw.sweep_kind or 'concurrency'} sweep"
+    started = s.started_at if isinstance(s, SweepFile) else None
+    page = Page(
+        f"{what}: {_where(s.model, s.endpoint)}", f"{sw.name} · {_when(started or sw.manifest.get('started_at'))}"
+    )
     steps = dict(sw.steps)
     costs = {n: c.usd_per_million_output_tokens if (c := _cost(r, cost)) else None for n, r in steps.items()}
     page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), _sweep_table(s, costs))
-    if s.get("sla"):
+    if isinstance(s, SweepFile) and s.sla:
         page.add("SLA search", sla_html(s))
     _quality_section(page, sw)
-    knee_note = " The star marks the knee." if s.get("knee") else ""
-    knee_note += " Dashed red: the SLA limits; dotted: the highest passing load." if s.get("sla") else ""
+    knee_note = " The star marks the knee." if sw.knee else ""
+    knee_note += " Dashed red: the SLA limits; dotted: the highest passing load." if _sla_search(sw) else ""
     page.add(
         "Latency and throughput against load",
         page.chart(sweep_figure([sw], sol), "Solid: p50, dotted: p95." + knee_note, 420),
@@ -696,36 +705,34 @@ def _sweep_page(sw: RunData, cost: CostSpec | None, sol: SpeedOfLight | None) ->
     return page
 
 
-def _focus_steps(sw: RunData) -> list[tuple[str, RunData]]:
+def _focus_steps(sw: Run) -> list[tuple[str, Run]]:
     """The steps to draw in detail: every step's CDF would crowd; keep the first, the knee and the last."""
     steps = dict(sw.steps)
-    names = [r["step"] for r in sw.sweep["steps"] if r["step"] in steps]
-    knee = (sw.sweep.get("knee") or {}).get("step")
+    names = [r.step for r in sw.sweep.steps if r.step in steps]
+    knee = sw.knee.step if sw.knee else None
     pick = [n for n in dict.fromkeys([names[0], knee, names[-1]] if names else []) if n]
     return [(n, steps[n]) for n in pick]
 
 
-def _sweep_cards(s: dict[str, Any], sw: RunData, cost: CostSpec | None) -> list[tuple[str, str, str | None]]:
-    knee = s.get("knee")
-    items: list[tuple[str, str, str | None]] = [("steps", str(len(s["steps"])), _stopped(s, sw))]
+def _sweep_cards(s: SweepFile | ProfileFile, sw: Run, cost: CostSpec | None) -> list[tuple[str, str, str | None]]:
+    knee = sw.knee
+    items: list[tuple[str, str, str | None]] = [("steps", str(len(s.steps)), _stopped(s))]
     if knee:
-        items.append(
-            ("knee", knee["step"], f"{_f(knee['throughput_tokens_per_s'])} tok/s, E2E p95 {_f(knee['e2e_p95_ms'])} ms")
-        )
-        step = dict(sw.steps).get(knee["step"])
+        items.append(("knee", knee.step, f"{_f(knee.throughput_tokens_per_s)} tok/s, E2E p95 {_f(knee.e2e_p95_ms)} ms"))
+        step = dict(sw.steps).get(knee.step)
         c = _cost(step, cost) if step else None
         if c is not None and c.usd_per_million_output_tokens is not None:
             items.append(("$ per M output tokens at the knee", f"${c.usd_per_million_output_tokens:,.4f}", _basis(c)))
-    elif s.get("sweep") in ("concurrency", "rate"):
+    elif sw.sweep_kind in ("concurrency", "rate"):
         items.append(("knee", "not reached", "throughput still grew at the last step"))
-    best = max((r["throughput_tokens_per_s"] or 0 for r in s["steps"]), default=0)
+    best = max((r.throughput_tokens_per_s or 0 for r in s.steps), default=0)
     items.append(("peak throughput", f"{_f(best)} tok/s", None))
-    if s.get("prefill"):
-        items.append(
-            ("prefill", f"{_f(s['prefill']['prefill_tokens_per_s'])} tok/s", f"R² {_f(s['prefill']['r2'], 3)}")
-        )
-    if s.get("goodput_search"):
-        g = s["goodput_search"]
+    if not isinstance(s, SweepFile):
+        return items
+    if s.prefill:
+        items.append(("prefill", f"{_f(s.prefill['prefill_tokens_per_s'])} tok/s", f"R² {_f(s.prefill['r2'], 3)}"))
+    if s.goodput_search:
+        g = s.goodput_search
         items.append(
             (
                 "max goodput rate",
@@ -736,14 +743,14 @@ def _sweep_cards(s: dict[str, Any], sw: RunData, cost: CostSpec | None) -> list[
     return items
 
 
-def _stopped(s: dict[str, Any], sw: RunData) -> str:
-    if sw.kind == "profile":
-        engine = (s.get("engine") or {}).get("engine")
+def _stopped(s: SweepFile | ProfileFile) -> str:
+    if isinstance(s, ProfileFile):
+        engine = (s.engine or {}).get("engine")
         return f"the fixed profile: cold, warm and concurrency steps{f' on {engine}' if engine else ''}"
-    return f"stopped: {_text(s.get('stop_reason'), 'no reason recorded (an older sweep.json)')}"
+    return f"stopped: {_text(s.stop_reason, 'no reason recorded (an older sweep.json)')}"
 
 
-def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
+def _sweep_table(s: SweepFile | ProfileFile, costs: dict[str, float | None]) -> str:
     priced = any(v is not None for v in costs.values())
     cols = (
         ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %", "cached %"]
@@ -752,36 +759,36 @@ def _sweep_table(s: dict[str, Any], costs: dict[str, float | None]) -> str:
     )
     head = "".join(f"<th class='{'num' if 0 < i < len(cols) - 1 else ''}'>{c}</th>" for i, c in enumerate(cols))
     body = []
-    for r in s["steps"]:
-        load = r["rate"] if r.get("rate") is not None else r["concurrency"]
-        mark = "knee" if r.get("knee") else "saturated" if r.get("saturated") else "errors" if r.get("failing") else ""
-        mark = mark or ("meets SLO" if r.get("passed") else "misses SLO" if r.get("passed") is not None else "")
-        gain = "—" if r.get("gain") is None else f"{r['gain'] * 100:+.1f} %"
+    for r in s.steps:
+        load = r.rate if r.rate is not None else r.concurrency
+        mark = "knee" if r.knee else "saturated" if r.saturated else "errors" if r.failing else ""
+        mark = mark or ("meets SLO" if r.passed else "misses SLO" if r.passed is not None else "")
+        gain = "—" if r.gain is None else f"{r.gain * 100:+.1f} %"
         cells = [
-            r["step"],
-            _f(load, 2 if r.get("rate") is not None else 0),
-            f"{r['requests']['succeeded']}/{r['requests']['total']}",
-            _f(r["ttft_ms"]["p50"]),
-            _f(r["ttft_ms"]["p95"]),
-            _f(r["tpot_ms"]["p50"], 2),
-            _f(r["e2e_ms"]["p95"]),
-            _f(r["throughput_tokens_per_s"]),
+            r.step,
+            _f(load, 2 if r.rate is not None else 0),
+            f"{r.requests.succeeded}/{r.requests.total}",
+            _f(r.ttft_ms.p50),
+            _f(r.ttft_ms.p95),
+            _f(r.tpot_ms.p50, 2),
+            _f(r.e2e_ms.p95),
+            _f(r.throughput_tokens_per_s),
             gain,
-            _f(None if r["error_rate"] is None else r["error_rate"] * 100),
+            _f(None if r.error_rate is None else r.error_rate * 100),
             # The prefix cache's share of the step's prompt tokens: a step served from the cache
             # has a lower TTFT for a reason other than load.
-            _f(None if r.get("cache_hit_rate") is None else r["cache_hit_rate"] * 100),
+            _f(None if r.cache_hit_rate is None else r.cache_hit_rate * 100),
         ]
-        cells += [_f(costs.get(r["step"]), 4)] if priced else []
+        cells += [_f(costs.get(r.step), 4)] if priced else []
         cells.append(mark)
         tds = "".join(
             f"<td class='{'num' if 0 < i < len(cells) - 1 else ''}'>{html.escape(c)}</td>" for i, c in enumerate(cells)
         )
-        body.append(f"<tr class='{'knee' if r.get('knee') else ''}'>{tds}</tr>")
+        body.append(f"<tr class='{'knee' if r.knee else ''}'>{tds}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _comparison_page(inputs: list[RunData], cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
+def _comparison_page(inputs: list[Run], cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
     report = compare(inputs, extra=cost_rows(cost))
     names = " vs ".join(r.name for r in inputs)
     page = Page(f"Comparison: {names}", f"baseline (A): {inputs[0].name}")
@@ -856,7 +863,7 @@ def render(page: Page) -> str:
     )
 
 
-def write(inputs: Sequence[RunData], out: Path, cost: CostSpec | None = None, sol: SpeedOfLight | None = None) -> Path:
+def write(inputs: Sequence[Run], out: Path, cost: CostSpec | None = None, sol: SpeedOfLight | None = None) -> Path:
     text = build(inputs, cost, sol)
     out = Path(out)
     if out.parent and not out.parent.exists():
@@ -877,7 +884,7 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
     except ImportError:
         raise InvalidInput("hardware", "needs the planner (tokenrace.plan), which is not installed here") from None
 
-    def bound(run: RunData) -> float | None:
+    def bound(run: Run) -> float | None:
         name = model or _model_of(run)
         met = run.summary.metrics
         prompt = met.prompt_tokens.mean or 0
@@ -899,7 +906,7 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
     return bound
 
 
-def _model_of(run: RunData) -> str:
+def _model_of(run: Run) -> str:
     engine = run.manifest.get("engine") or {}
     path = (engine.get("model_file") or {}).get("path")
     return path or run.manifest.get("model") or ""

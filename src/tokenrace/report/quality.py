@@ -15,7 +15,7 @@ from typing import Any
 from tokenrace.errors import UsageError
 from tokenrace.quality.models import ITEMS, QUALITY, QualityResult, load_quality
 from tokenrace.quality.paired import QualityComparison, accuracy_text, compare_dirs
-from tokenrace.runs.saved import RunData
+from tokenrace.runs.run import Run
 
 QUALITY_SUBDIR = "quality"
 
@@ -62,12 +62,12 @@ class QualitySection:
         }
 
 
-def _side(run: RunData) -> QualitySide:
-    d = quality_dir(run.path)
+def _side(run: Run) -> QualitySide:
+    d = quality_dir(run.directory)
     return QualitySide(run.name, d, load_quality(d) if d is not None else None)
 
 
-def quality_section(a: RunData, b: RunData) -> QualitySection | None:
+def quality_section(a: Run, b: Run) -> QualitySection | None:
     """A's and B's quality passes, paired when both have one over shared items; None when neither has one."""
     sa, sb = _side(a), _side(b)
     if sa.result is None and sb.result is None:

@@ -10,35 +10,36 @@ from typing import Any
 
 from rich.table import Table
 
+from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.report.tables import fmt
 
 
-def sla_rows(s: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
+def sla_rows(s: SweepFile) -> tuple[list[str], list[list[str]], list[str]]:
     """(header, rows, marks): one row per step, one column per objective (value [95 % CI]); each
     row's mark says whether every objective held, whether that was clear, and where the boundary is."""
-    sla = s["sla"]
+    sla = s.sla or {}
     kind = sla["search"]
     header = ["step", kind, *(o["text"] for o in sla["objectives"]), "verdict"]
     best = (sla.get("highest_passing") or {}).get(kind)
     worst = (sla.get("lowest_failing") or {}).get(kind)
     rows, marks = [], []
-    for row in s["steps"]:
-        if row.get("checks") is None:
+    for row in s.steps:
+        if row.checks is None:
             continue
-        cells = [row["step"], fmt(row["value"], 0 if kind == "concurrency" else 3)]
-        cells += [_check_cell(c) for c in row["checks"]]
-        verdict = ("holds" if row["passed"] else "fails") + ("" if row.get("certain") else " (unclear)")
+        cells = [row.step, fmt(row.value, 0 if kind == "concurrency" else 3)]
+        cells += [_check_cell(c) for c in row.checks]
+        verdict = ("holds" if row.passed else "fails") + ("" if row.certain else " (unclear)")
         cells.append(verdict)
         rows.append(cells)
-        at_boundary = row is _last_at(s["steps"], best) or row is _last_at(s["steps"], worst)
+        at_boundary = row is _last_at(s.steps, best) or row is _last_at(s.steps, worst)
         marks.append(
-            "highest passing" if at_boundary and row["value"] == best else "lowest failing" if at_boundary else ""
+            "highest passing" if at_boundary and row.value == best else "lowest failing" if at_boundary else ""
         )
     return header, rows, marks
 
 
-def _last_at(steps: list[dict[str, Any]], value: float | None) -> dict[str, Any] | None:
-    at = [r for r in steps if value is not None and r["value"] == value and r.get("checks") is not None]
+def _last_at(steps: list[StepRow], value: float | None) -> StepRow | None:
+    at = [r for r in steps if value is not None and r.value == value and r.checks is not None]
     return at[-1] if at else None
 
 
@@ -54,7 +55,7 @@ def _check_cell(c: dict[str, Any]) -> str:
     return f"{'✓' if c['held'] else '✗'} {fmt(value, digits)}{ci}"
 
 
-def sla_table(s: dict[str, Any]) -> Table:
+def sla_table(s: SweepFile) -> Table:
     header, rows, marks = sla_rows(s)
     t = Table(title="SLA search (value [95 % CI] after pooling the runs at that load)", title_justify="left")
     for c in (*header, ""):
@@ -65,8 +66,8 @@ def sla_table(s: dict[str, Any]) -> Table:
     return t
 
 
-def sla_lines(s: dict[str, Any]) -> list[str]:
-    sla = s.get("sla")
+def sla_lines(s: SweepFile) -> list[str]:
+    sla = s.sla
     if not sla:
         return []
     kind = sla["search"]
@@ -86,7 +87,7 @@ def sla_lines(s: dict[str, Any]) -> list[str]:
     ]
 
 
-def sla_html(s: dict[str, Any]) -> str:
+def sla_html(s: SweepFile) -> str:
     """The SLA table as HTML: the objectives' limits in the header, the boundary rows marked."""
     header, rows, marks = sla_rows(s)
     head = "".join(f"<th>{html.escape(h)}</th>" for h in (*header, ""))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from tokenrace.client.request import POOLING_APIS
+from tokenrace.model.run import ProfileFile, Quantiles, StepRow
 from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
 
 ROWS = (
@@ -50,13 +53,11 @@ def summary_table(summary: Summary, title: str | None = None) -> Table:
 
 def headline_lines(summary: Summary) -> list[str]:
     req = summary.requests
-    tp = summary.throughput
     lines = [
         f"requests: {req.succeeded}/{req.total} ok, error rate {fmt(_pct(summary.error_rate))} %"
         + (f"  errors: {summary.errors_by_kind}" if summary.errors_by_kind else "")
         + (f"  cancelled by the client: {req.cancelled}" if req.cancelled else ""),
-        f"throughput: {fmt(tp.output_tokens_per_s)} output tok/s, {fmt(tp.requests_per_s, 2)} req/s"
-        f" over {fmt(tp.window_s, 2)} s; steady {fmt(tp.steady_output_tokens_per_s)} tok/s",
+        _throughput_line(summary),
     ]
     if summary.offered_rate is not None:
         lines.append(
@@ -70,6 +71,8 @@ def headline_lines(summary: Summary) -> list[str]:
         f"token counts from: output={src.output_tokens}, prompt={src.prompt_tokens}"
         + (" (approximate: counted chunks)" if src.approximate else "")
     )
+    reasons = sorted(set((summary.not_measured or {}).values()))
+    lines.extend(f"no TTFT, TPOT or ITL: {why}" for why in reasons)
     lines.extend(cache_lines(summary.cache))
     lines.extend(turn_lines(summary.by_turn))
     eff = summary.efficiency
@@ -103,6 +106,25 @@ def headline_lines(summary: Summary) -> list[str]:
     if summary.stopped is not None:
         lines.append(summary.stopped.message)
     return lines
+
+
+def _throughput_line(summary: Summary) -> str:
+    tp, pooling = summary.throughput, summary.pooling
+    if pooling is not None:
+        # Embeddings and rerank generate nothing: their work is the inputs (documents) and their tokens.
+        if pooling.api == "embeddings":
+            items = f"{fmt(pooling.inputs_per_s, 2)} inputs/s"
+        else:
+            items = f"{fmt(pooling.documents_per_s, 2)} documents/s"
+        dim = f"; vectors of {pooling.embedding_dim} dimensions" if pooling.embedding_dim else ""
+        return (
+            f"throughput: {items}, {fmt(pooling.input_tokens_per_s)} input tok/s, "
+            f"{fmt(tp.requests_per_s, 2)} req/s over {fmt(tp.window_s, 2)} s{dim}"
+        )
+    return (
+        f"throughput: {fmt(tp.output_tokens_per_s)} output tok/s, {fmt(tp.requests_per_s, 2)} req/s"
+        f" over {fmt(tp.window_s, 2)} s; steady {fmt(tp.steady_output_tokens_per_s)} tok/s"
+    )
 
 
 def cache_lines(c: Cache | None) -> list[str]:
@@ -163,66 +185,84 @@ def print_summary(summary: Summary, console: Console | None = None, title: str |
         console.print(line, highlight=False)
 
 
-def profile_table(summary: dict[str, Any]) -> Table:
-    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT."""
+def profile_table(summary: ProfileFile) -> Table:
+    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
+    embeddings and rerank steps, which answer in one body, of the latency instead."""
+    if _pooling_steps(summary):
+        columns: tuple[str, ...] = ("E2E p50", "p95", "max", "in tok/s", "req/s")
+        return _steps_table(
+            summary,
+            columns,
+            "e2e_ms",
+            lambda row: (*_quantiles(row.e2e_ms), fmt(row.input_tokens_per_s), fmt(row.requests_per_s, 2)),
+        )
+    columns = ("TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached")
+    return _steps_table(
+        summary,
+        columns,
+        "ttft_ms",
+        lambda row: (
+            *_quantiles(row.ttft_ms),
+            *_quantiles(row.tpot_ms),
+            fmt(row.output_tokens_per_s),
+            fmt(row.requests_per_s, 2),
+            _cached_cell(row.cache_hit_rate),
+        ),
+    )
+
+
+def _quantiles(stats: Quantiles) -> tuple[str, ...]:
+    return tuple(fmt(q) for q in (stats.p50, stats.p95, stats.max))
+
+
+def _steps_table(
+    summary: ProfileFile,
+    columns: tuple[str, ...],
+    cold_metric: str,
+    cells: Callable[[StepRow], tuple[str, ...]],
+) -> Table:
+    """step, concurrency, succeeded/total, then `cells(row)` per step; the cold request's `cold_metric` first."""
     t = Table(title="steps", title_justify="left", header_style="bold")
-    for col in ("step", "conc.", "ok", "TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached"):
+    for col in ("step", "conc.", "ok", *columns):
         t.add_column(col, justify="left" if col == "step" else "right")
-    cold = summary.get("cold")
+    cold = summary.cold
     if cold:
-        t.add_row(
-            "cold",
-            "1",
-            "1/1" if not cold.get("error_kind") else "0/1",
-            fmt(cold["ttft_ms"]),
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-        )
-    for row in summary["steps"]:
-        req = row["requests"]
-        t.add_row(
-            row["step"],
-            str(row["concurrency"]),
-            f"{req['succeeded']}/{req['total']}",
-            *(fmt(row["ttft_ms"][q]) for q in ("p50", "p95", "max")),
-            *(fmt(row["tpot_ms"][q]) for q in ("p50", "p95", "max")),
-            fmt(row["output_tokens_per_s"]),
-            fmt(row["requests_per_s"], 2),
-            _cached_cell(row.get("cache_hit_rate")),
-        )
+        ok = "1/1" if not cold.error_kind else "0/1"
+        t.add_row("cold", "1", ok, fmt(getattr(cold, cold_metric)), *[""] * (len(columns) - 1))
+    for row in summary.steps:
+        req = row.requests
+        t.add_row(row.step, str(row.concurrency), f"{req.succeeded}/{req.total}", *cells(row))
     return t
+
+
+def _pooling_steps(summary: ProfileFile) -> bool:
+    return any(row.api in POOLING_APIS for row in summary.steps)
 
 
 def _cached_cell(rate: float | None) -> str:
     return "—" if rate is None else f"{rate * 100:.0f} %"
 
 
-def _model_name(summary: dict[str, Any], model_file: dict[str, Any]) -> str:
+def _model_name(summary: ProfileFile, model_file: dict[str, Any]) -> str:
     path = model_file.get("path")
-    return Path(path).name if path else fmt(summary.get("model"))
+    return Path(path).name if path else fmt(summary.model)
 
 
-def print_profile(summary: dict[str, Any], console: Console | None = None) -> None:
+def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
     console = console or stdout_console()
-    eng = summary.get("engine") or {}
+    eng = summary.engine or {}
     mf = eng.get("model_file") or {}
     size = mf.get("file_size_bytes")
     console.print(
         f"[bold]{fmt(eng.get('engine'))}[/bold] {eng.get('version') or ''} | model {_model_name(summary, mf)} "
         f"({mf.get('quantization') or 'quantization unknown'}, {fmt(None if size is None else size / 1e6)} MB) "
-        f"@ {fmt(summary.get('endpoint'))} | threads {fmt(eng.get('threads'))}, "
+        f"@ {fmt(summary.endpoint)} | threads {fmt(eng.get('threads'))}, "
         f"slots {fmt(eng.get('parallel_slots'))} | times in ms",
         highlight=False,
     )
     console.print(profile_table(summary))
-    bust = summary.get("cache_bust")
-    if bust is not None:
+    bust = summary.cache_bust
+    if bust is not None and not _pooling_steps(summary):
         console.print(
             "prompts: built-in, busted (a unique prefix per request, so the prefix cache cannot serve them and "
             "the steps compare prefill with prefill; --no-cache-bust allows hits)"
@@ -230,27 +270,27 @@ def print_profile(summary: dict[str, Any], console: Console | None = None) -> No
             else "prompts: built-in, not busted: the prefix cache serves repeated prompts (see the cached column)",
             highlight=False,
         )
-    cold, warm = summary.get("cold") or {}, (summary.get("warm") or {}).get("ttft_ms") or {}
-    if cold.get("ttft_ms") is not None and warm.get("p50") is not None:
+    cold, warm = summary.cold, summary.warm.ttft_ms if summary.warm else None
+    if cold is not None and cold.ttft_ms is not None and warm is not None and warm.p50 is not None:
         console.print(
-            f"cold vs warm TTFT: {fmt(cold['ttft_ms'])} ms first request, {fmt(warm['p50'])} ms warm p50 (concurrency 1)",
+            f"cold vs warm TTFT: {fmt(cold.ttft_ms)} ms first request, {fmt(warm.p50)} ms warm p50 (concurrency 1)",
             highlight=False,
         )
-    for row in summary["steps"]:
-        eff = row.get("efficiency")
+    for row in summary.steps:
+        eff = row.efficiency
         if eff and not eff.get("error"):
             console.print(
-                f"{row['step']}: decode {fmt(eff['decode_pct_of_bound'])} % of the {fmt(eff['decode_tokens_per_s_bound'])} tok/s/stream bound "
+                f"{row.step}: decode {fmt(eff['decode_pct_of_bound'])} % of the {fmt(eff['decode_tokens_per_s_bound'])} tok/s/stream bound "
                 f"({eff['hardware']}, {fmt(eff['hardware_bandwidth_bytes_per_s'] / 1e9)} GB/s), aggregate {fmt(eff['aggregate_pct_of_bound'])} %",
                 highlight=False,
             )
             for w in eff.get("warnings", []):
                 console.print(f"[yellow]warning[/yellow]: {w}")
-        svc = row.get("server_vs_client")
+        svc = row.server_vs_client
         if svc:
             console.print(
-                f"{row['step']}: engine clock vs client: TTFT {fmt(svc['ttft_ms']['server_p50'])} vs {fmt(svc['ttft_ms']['client_p50'])} ms, "
-                f"TPOT {fmt(svc['tpot_ms']['server_p50'], 2)} vs {fmt(svc['tpot_ms']['client_p50'], 2)} ms (p50)",
+                f"{row.step}: engine clock vs client: TTFT {fmt(svc.ttft_ms.server_p50)} vs {fmt(svc.ttft_ms.client_p50)} ms, "
+                f"TPOT {fmt(svc.tpot_ms.server_p50, 2)} vs {fmt(svc.tpot_ms.client_p50, 2)} ms (p50)",
                 highlight=False,
             )
 

@@ -20,9 +20,9 @@ from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.summary import Summary
-from tokenrace.runs.saved import RunData
-from tokenrace.runs.store import default_run_dir, read_jsonl, write_json
+from tokenrace.model.summary import Imported, Summary
+from tokenrace.runs.run import Run
+from tokenrace.runs.store import default_run_dir, read_jsonl, write_model
 from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000
@@ -56,7 +56,7 @@ def _json_or_none(path: Path) -> Any:
         return None
 
 
-def import_file(path: Path) -> RunData:
+def import_file(path: Path) -> Run:
     kind = detect(path)
     if kind == "vllm":
         return from_vllm(_json(path), path)
@@ -77,8 +77,8 @@ def import_to_dir(path: Path, out: Path | None = None) -> Path:
         raise UsageError(f"{directory} already holds a run")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in data.records()))
-    write_json(directory / SUMMARY, data.summary.model_dump(mode="json"))
-    write_json(directory / MANIFEST, data.manifest)
+    write_model(directory / SUMMARY, data.summary)
+    write_model(directory / MANIFEST, Manifest.model_validate(data.manifest))
     return directory
 
 
@@ -122,12 +122,12 @@ def _record(
     return rec
 
 
-def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> RunData:
-    imported = {"tool": manifest["tool"], "source_file": str(path)}
-    summary = build_summary(records, RunContext(windows)).model_copy(update={"imported": imported})
+def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> Run:
+    summary = build_summary(records, RunContext(windows))
+    summary.imported = Imported(tool=manifest["tool"], source_file=str(path))
     lines = [r.to_json(0) for r in records]
     manifest = Manifest.model_validate(manifest).model_dump(mode="json")
-    return RunData(path, "run", summary, manifest, _records=lines)
+    return Run(path, "run", summary, manifest, _records=lines)
 
 
 def _manifest(
@@ -145,10 +145,12 @@ def _manifest(
         "prompts": {"name": extra.pop("prompts", None), "count": None, "sizing": None},
         "started_at": started,
         "finished_at": None,
-        "source_file": str(path),
-        "imported_at": datetime.now(UTC).isoformat(),
-        "imported_by": f"tokenrace {__version__}",
-        **extra,
+        "imported": {
+            "source_file": str(path),
+            "imported_at": datetime.now(UTC).isoformat(),
+            "imported_by": f"tokenrace {__version__}",
+            **extra,
+        },
     }
 
 
@@ -173,7 +175,7 @@ def _settings(
 # --- vLLM bench serve --------------------------------------------------------------------------------
 
 
-def from_vllm(doc: dict[str, Any], path: Path) -> RunData:
+def from_vllm(doc: dict[str, Any], path: Path) -> Run:
     ttfts = doc.get("ttfts")
     if not isinstance(ttfts, list):
         raise UsageError(f"{path}: no per-request results; run vllm bench serve with --save-result --save-detailed")
@@ -262,7 +264,7 @@ def _window_from_duration(summary: Summary, duration: float | None) -> None:
     tp.requests_per_s = round(summary.requests.succeeded / duration, 4)
     summary.achieved_rate = None
     if summary.imported is not None:
-        summary.imported["window"] = "duration"
+        summary.imported.window = "duration"
 
 
 # --- AIPerf ------------------------------------------------------------------------------------------
@@ -288,7 +290,7 @@ def _count(metric: dict[str, Any] | None) -> int | None:
     return int(metric["value"]) if isinstance(metric, dict) and metric.get("value") is not None else None
 
 
-def from_aiperf(lines: list[dict[str, Any]], path: Path, aggregate: dict[str, Any] | None = None) -> RunData:
+def from_aiperf(lines: list[dict[str, Any]], path: Path, aggregate: dict[str, Any] | None = None) -> Run:
     lines = [x for x in lines if isinstance(x.get("metadata"), dict)]
     if not lines:
         raise UsageError(f"{path}: no AIPerf records (one JSON object per line with metadata and metrics)")

@@ -6,25 +6,25 @@ Everything downstream (show, compare, report) renders from these files and never
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import MANIFEST, PROFILE, SUMMARY, SWEEP
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Summary
 from tokenrace.runs.history import dir_kind, resolve_run
 from tokenrace.runs.importers import import_file
 from tokenrace.runs.rows import step_row
-from tokenrace.runs.saved import RunData
+from tokenrace.runs.run import Run
 from tokenrace.runs.store import read_json
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def load(ref: str | Path) -> RunData:
+def load(ref: str | Path) -> Run:
     """A directory (run, sweep, profile), a history id or name, or a vLLM/AIPerf result file."""
     path = resolve_run(ref)
     if path.is_file():
@@ -32,29 +32,26 @@ def load(ref: str | Path) -> RunData:
     return load_dir(path)
 
 
-def load_dir(path: Path) -> RunData:
+def load_dir(path: Path) -> Run:
     kind = dir_kind(path)
     if kind == "run":
         manifest = _read(path / MANIFEST, Manifest).model_dump(mode="json")
-        return RunData(path, "run", _read(path / SUMMARY, Summary), manifest)
+        return Run(path, "run", _read(path / SUMMARY, Summary), manifest)
     if kind is None:
         raise UsageError(
             f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"
         )
-    file = _read(path / SWEEP, SweepFile) if kind == "sweep" else _read(path / PROFILE, ProfileFile)
-    summary = file.model_dump(mode="json")
-    steps = [
-        (row["step"], load_dir(path / row["step"]))
-        for row in summary.get("steps", [])
-        if dir_kind(path / row["step"]) == "run"
-    ]
+    file: SweepFile | ProfileFile = (
+        _read(path / SWEEP, SweepFile) if kind == "sweep" else _read(path / PROFILE, ProfileFile)
+    )
+    steps = [(row.step, load_dir(path / row.step)) for row in file.steps if dir_kind(path / row.step) == "run"]
     manifest = steps[0][1].manifest if steps else {}
-    if kind == "profile":
-        summary["steps"] = _profile_rows(steps)
+    if isinstance(file, ProfileFile):
+        file.steps = _profile_rows(steps)
         # Older profile.json files do not name the model and endpoint: the first step's manifest does.
-        for key in ("model", "endpoint"):
-            summary[key] = summary.get(key) or manifest.get(key)
-    return RunData(path, kind, summary, manifest, steps)
+        file.model = file.model or manifest.get("model")
+        file.endpoint = file.endpoint or manifest.get("endpoint")
+    return Run(path, "sweep" if kind == "sweep" else "profile", file, manifest, steps)
 
 
 def _read(path: Path, model: type[M]) -> M:
@@ -67,11 +64,11 @@ def _read(path: Path, model: type[M]) -> M:
         raise UsageError(f"{path}: not a tokenrace {path.name} ({where}: {first['msg']})") from None
 
 
-def _profile_rows(steps: list[tuple[str, RunData]]) -> list[dict[str, Any]]:
+def _profile_rows(steps: list[tuple[str, Run]]) -> list[StepRow]:
     """A profile's step rows rebuilt from its run directories, in the sweep's row layout (older
     profile.json files lack some keys)."""
     rows = []
     for name, run in steps:
-        row = step_row(name, run.path, run.summary, run.manifest)
-        rows.append({**row, "value": row["concurrency"]})
+        row = step_row(name, run.directory, run.summary, run.manifest)
+        rows.append(row.model_copy(update={"value": row.concurrency}))
     return rows

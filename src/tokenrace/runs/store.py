@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+from pydantic import BaseModel
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.model.base import checked_for_writing
 from tokenrace.model.files import MANIFEST, RECORDS, SUMMARY
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.summary import Summary
@@ -30,6 +32,11 @@ def default_run_dir(label: str | None, root: str | Path = "runs") -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label or "run").strip("-") or "run"
     return Path(root) / f"{stamp}-{safe}"
+
+
+def write_model(path: Path, model: BaseModel, scrub: Callable[[bytes], bytes] | None = None) -> None:
+    """A run file from its model: refused when it holds a key the model does not declare."""
+    write_json(path, checked_for_writing(model).model_dump(mode="json"), scrub)
 
 
 def write_json(path: Path, obj: Any, scrub: Callable[[bytes], bytes] | None = None) -> None:
@@ -79,10 +86,10 @@ class RunStore:
                 self._error = exc
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json(self.dir / MANIFEST, Manifest.model_validate(manifest).model_dump(mode="json"), self._scrub)
+        write_model(self.dir / MANIFEST, Manifest.model_validate(manifest), self._scrub)
 
     def write_summary(self, summary: Summary) -> None:
-        write_json(self.dir / SUMMARY, summary.model_dump(mode="json"), self._scrub)
+        write_model(self.dir / SUMMARY, summary, self._scrub)
 
     def _scrub(self, data: bytes) -> bytes:
         for secret in self._secrets:

@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.model.files import PROFILE, SCHEMA_VERSION
-from tokenrace.model.run import ProfileFile
+from tokenrace.model.run import ProfileFile, Warm
 from tokenrace.runs.rows import step_row
-from tokenrace.runs.session import BenchResult, BenchSettings
-from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.runs.run import Run
+from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import RunningEngine, start_embedded
 from tokenrace.sweep.runner import ProgressFor, StepRunner
 
-__all__ = ["DEFAULT_STEPS", "ProfileResult", "profile_summary", "run_profile", "step_row"]
+__all__ = ["DEFAULT_STEPS", "profile_summary", "run_profile", "step_row"]
 
 # (step name, load): 1 cold + 10 warm at concurrency 1, then 2 and 4 in flight.
 DEFAULT_STEPS: tuple[tuple[str, Load], ...] = (
@@ -28,15 +28,6 @@ DEFAULT_STEPS: tuple[tuple[str, Load], ...] = (
     ("c2", Load(concurrency=2, requests=8, cold=False)),
     ("c4", Load(concurrency=4, requests=12, cold=False)),
 )
-
-
-@dataclass(slots=True)
-class ProfileResult:
-    directory: Path
-    steps: list[tuple[str, BenchResult]]
-    engine: dict[str, Any]
-    summary: dict[str, Any]
-    after: Any = None  # what `after` returned, when it ran
 
 
 # Something to do with the engine once the steps are done, before it stops (bench's quality pass):
@@ -50,13 +41,15 @@ async def run_profile(
     progress_for: ProgressFor | None = None,
     steps: tuple[tuple[str, Load], ...] = DEFAULT_STEPS,
     after: After | None = None,
-) -> ProfileResult:
+) -> tuple[Run, Any]:
+    """The profile's run, and what `after` returned (None when it did not run)."""
     engine = await start_embedded(engine_opts)
     try:
         result = await _run_steps(engine, template, steps, progress_for)
-        if after is not None and not any(r.interrupted for _, r in result.steps):
-            result.after = await after(engine, result.directory)
-        return result
+        done = None
+        if after is not None and not result.any_interrupted:
+            done = await after(engine, result.directory)
+        return result, done
     finally:
         engine.stop()
 
@@ -72,11 +65,11 @@ async def _run_steps(
     template: BenchSettings,
     steps: tuple[tuple[str, Load], ...],
     progress_for: ProgressFor | None,
-) -> ProfileResult:
+) -> Run:
     parent = template.output or default_run_dir(template.label or f"embedded-{engine.model}")
     parent.mkdir(parents=True, exist_ok=True)
     runner = StepRunner(embedded_settings(engine, template), parent, progress_for)
-    results: list[tuple[str, BenchResult]] = []
+    results: list[tuple[str, Run]] = []
     for name, load in steps:
         result = await runner.run(
             name, dataclasses.replace(load, seed=template.load.seed, keep_awake=template.load.keep_awake)
@@ -84,24 +77,22 @@ async def _run_steps(
         results.append((name, result))
         if result.interrupted:
             break
-    summary = profile_summary(results, engine.record)
-    write_json(parent / PROFILE, ProfileFile.model_validate(summary).model_dump(mode="json"))
-    return ProfileResult(parent, results, engine.record, summary)
+    file = profile_summary(results, engine.record)
+    write_model(parent / PROFILE, file)
+    manifest = results[0][1].manifest if results else {}
+    return Run(parent, "profile", file, manifest, results)
 
 
-def profile_summary(results: list[tuple[str, BenchResult]], engine: dict[str, Any]) -> dict[str, Any]:
+def profile_summary(results: list[tuple[str, Run]], engine: dict[str, Any]) -> ProfileFile:
     first = results[0][1].summary if results else None
     manifest = results[0][1].manifest if results else {}
-    cold = first.cold.model_dump(mode="json") if first and first.cold else None
-    warm = {"ttft_ms": first.metrics.ttft_ms, "e2e_ms": first.metrics.e2e_ms} if first else {}
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "embedded-profile",
-        "model": manifest.get("model"),
-        "endpoint": manifest.get("endpoint"),
-        "engine": {k: engine.get(k) for k in ("engine", "version", "model_file", "threads", "parallel_slots")},
-        "cold": cold,
-        "warm": {k: v.model_dump(mode="json") for k, v in warm.items()} or {"ttft_ms": None, "e2e_ms": None},
-        "steps": [step_row(n, r.directory, r.summary, r.manifest) for n, r in results],
-        "cache_bust": (results[0][1].manifest.get("workload") or {}).get("cache_bust") if results else None,
-    }
+    return ProfileFile(
+        schema_version=SCHEMA_VERSION,
+        model=manifest.get("model"),
+        endpoint=manifest.get("endpoint"),
+        engine={k: engine.get(k) for k in ("engine", "version", "model_file", "threads", "parallel_slots")},
+        cold=first.cold if first else None,
+        warm=Warm(ttft_ms=first.metrics.ttft_ms, e2e_ms=first.metrics.e2e_ms) if first else Warm(),
+        steps=[step_row(n, r.directory, r.summary, r.manifest) for n, r in results],
+        cache_bust=(manifest.get("workload") or {}).get("cache_bust") if results else None,
+    )

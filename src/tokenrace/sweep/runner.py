@@ -41,14 +41,16 @@ from tokenrace.figures.objectives import (
     parse_objective,
 )
 from tokenrace.load.runner import Load
-from tokenrace.model.files import MANIFEST, SCHEMA_VERSION, SUMMARY, SWEEP
-from tokenrace.model.run import SweepFile
+from tokenrace.model.files import SCHEMA_VERSION, SUMMARY, SWEEP
+from tokenrace.model.run import Knee, StepRow, SweepFile
 from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
+from tokenrace.runs.reader import load_dir
 from tokenrace.runs.rows import step_row
+from tokenrace.runs.run import Run
 from tokenrace.runs.samples import sample_of
-from tokenrace.runs.session import BenchResult, BenchSession, BenchSettings, Progress, PromptSpec
-from tokenrace.runs.store import default_run_dir, read_json, write_json
+from tokenrace.runs.session import BenchSession, BenchSettings, Progress, PromptSpec
+from tokenrace.runs.store import default_run_dir, read_json, write_model
 from tokenrace.sweep import knee as kn
 from tokenrace.sweep import sla
 
@@ -127,17 +129,6 @@ class SweepPlan:
                 raise InvalidInput(param, f"{problem}, got {getattr(self, param)}")
 
 
-@dataclass(slots=True)
-class SweepResult:
-    directory: Path
-    steps: list[tuple[str, BenchResult]]
-    summary: dict[str, Any]
-
-    @property
-    def interrupted(self) -> bool:
-        return any(r.interrupted for _, r in self.steps)
-
-
 # --- one step ------------------------------------------------------------------------------------
 
 
@@ -156,7 +147,7 @@ class StepRunner:
         self.progress_for = progress_for
         self.argv = argv
 
-    async def run(self, name: str, load: Load, prompts: PromptSpec | None = None) -> BenchResult:
+    async def run(self, name: str, load: Load, prompts: PromptSpec | None = None) -> Run:
         settings = dataclasses.replace(
             self.template, load=load, prompts=prompts or self.template.prompts, output=self.parent / name
         )
@@ -176,11 +167,11 @@ def _entered(progress: Progress | None) -> AbstractContextManager[Any]:
 
 @dataclass(slots=True)
 class _State:
-    steps: list[tuple[str, BenchResult]] = field(default_factory=list)
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[tuple[str, Run]] = field(default_factory=list)
+    rows: list[StepRow] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "completed"
-    knee: dict[str, Any] | None = None
+    knee: Knee | None = None
 
 
 class Sweep:
@@ -201,14 +192,14 @@ class Sweep:
         self.parent = template.output or default_run_dir(template.label or f"sweep-{plan.kind}")
         self.objectives = search_objectives(plan, template)
         self.samples: dict[float, Sample] = {}
-        self.saved: list[tuple[float, dict[str, Any]]] = []  # a resumed search's finished steps, in order
+        self.saved: list[tuple[float, StepRow]] = []  # a resumed search's finished steps, in order
         self.started = datetime.now(UTC).isoformat()
         if (self.parent / SWEEP).exists():
             self.saved = self._resumable()
         self.runner = StepRunner(template, self.parent, progress_for, argv)
         self.state = _State()
 
-    async def run(self) -> SweepResult:
+    async def run(self) -> Run:
         self.parent.mkdir(parents=True, exist_ok=True)
         kind = self.plan.kind
         if kind in ("concurrency", "rate"):
@@ -217,29 +208,28 @@ class Sweep:
             await self._prompt_lengths()
         else:
             await self._sla()
-        summary = self._write(finished=True)
+        file = self._write(finished=True)
         index_quietly(self.parent)
-        return SweepResult(self.parent, self.state.steps, summary)
+        manifest = self.state.steps[0][1].manifest if self.state.steps else {}
+        return Run(self.parent, "sweep", file, manifest, self.state.steps)
 
     # --- step plumbing
 
     def _load(self, value: float, first: bool) -> Load:
         base = self.template.load
         cold = base.cold and first
-        if self.plan.kind == "concurrency":
-            return _closed(base, int(value), self.plan.requests_per_worker, cold)
-        if self.plan.kind == "sla" and self.plan.search == "concurrency":
+        closed = self.plan.kind == "concurrency" or (self.plan.kind == "sla" and self.plan.search == "concurrency")
+        if closed:
             return _closed(base, int(value), self.plan.requests_per_worker, cold)
         if self.plan.kind in ("rate", "goodput", "sla"):
             return dataclasses.replace(base, rate=float(value), cold=cold)
         return dataclasses.replace(base, cold=cold)
 
-    async def _step(self, name: str, value: float, prompts: PromptSpec | None = None) -> BenchResult:
+    async def _step(self, name: str, value: float, prompts: PromptSpec | None = None) -> Run:
         result = await self.runner.run(name, self._load(value, not self.state.steps), prompts)
         self.state.steps.append((name, result))
-        self.state.rows.append(
-            {**step_row(name, result.directory, result.summary, result.manifest, self.cost), "value": value}
-        )
+        row = step_row(name, result.directory, result.summary, result.manifest, self.cost)
+        self.state.rows.append(row.model_copy(update={"value": value}))
         if result.interrupted:
             self.state.stop_reason = "interrupted"
         self._write(finished=False)
@@ -269,13 +259,13 @@ class Sweep:
                 self.state.stop_reason = "errors"
                 break
         rows = self.state.rows
-        fit = kn.fit_prefill([r["prompt_tokens_mean"] for r in rows], [r["ttft_ms"]["p50"] for r in rows])
+        fit = kn.fit_prefill([r.prompt_tokens_mean for r in rows], [r.ttft_ms.p50 for r in rows])
         self.state.extra["prefill"] = {**fit.to_dict(), "x": "prompt_tokens mean", "y": "ttft_ms p50"}
 
     async def _sla(self) -> None:
         """The SLA search (sweep/sla.py); every run is a step, repeats included."""
         plan = self.plan
-        search_kind: sla.SearchKind = "rate" if plan.kind == "goodput" else plan.search
+        search_kind = self._search_kind()
         rule = sla.SearchRule(
             kind=search_kind,
             start=plan.start_rate if search_kind == "rate" else 1.0,
@@ -288,31 +278,35 @@ class Sweep:
             boundary = await sla.search(self._measure, rule)
         except _Interrupted:
             boundary = None
-        self.state.extra["sla"] = self._sla_section(search_kind, boundary)
+        self.state.extra["sla"] = self._sla_section(boundary)
         self.state.stop_reason = boundary.reason if boundary is not None else "interrupted"
         if plan.kind == "goodput":
             self.state.extra["goodput_search"] = self._goodput_view(boundary)
 
+    def _search_kind(self) -> sla.SearchKind:
+        return "rate" if self.plan.kind == "goodput" else self.plan.search
+
     async def _measure(self, value: float) -> sla.Verdict:
         """One run at `value` (or a resumed sweep's finished one), judged with its value's earlier runs."""
-        prefix = "c" if self.plan.kind == "sla" and self.plan.search == "concurrency" else "r"
         saved = next((i for i, (v, _) in enumerate(self.saved) if v == value), None)
         if saved is not None:
             _, row = self.saved.pop(saved)
-            result = _saved_result(self.parent / row["step"])
-            self.state.steps.append((row["step"], result))
+            directory = self.parent / row.step
+            self.state.steps.append((row.step, load_dir(directory)))
             self.state.rows.append(row)
         else:
+            prefix = "c" if self._search_kind() == "concurrency" else "r"
             result = await self._step(self._step_name(prefix, value), value)
             if result.interrupted:
                 raise _Interrupted
-        sample = sample_of(result.directory)
+            directory = result.directory
+        sample = sample_of(directory)
         self.samples[value] = self.samples[value].pooled(sample) if value in self.samples else sample
         checks = judge_all(self.objectives, self.samples[value])
         verdict = sla.Verdict(all_held(checks), all_clear(checks))
         row = self.state.rows[-1]
-        row.update(passed=verdict.passed, certain=verdict.certain, checks=[c.to_dict() for c in checks])
-        self.state.extra["sla"] = self._sla_section(self.plan.search if self.plan.kind == "sla" else "rate", None)
+        row.passed, row.certain, row.checks = verdict.passed, verdict.certain, [c.to_dict() for c in checks]
+        self.state.extra["sla"] = self._sla_section(None)
         self._write(finished=False)
         return verdict
 
@@ -323,14 +317,15 @@ class Sweep:
             n += 1  # an interrupted step's directory from before a resume
         return f"{lead}{n:02d}-{prefix}{_num(value)}"
 
-    def _sla_section(self, kind: str, boundary: sla.Boundary | None) -> dict[str, Any]:
+    def _sla_section(self, boundary: sla.Boundary | None) -> dict[str, Any]:
         rows = self.state.rows
+        kind = self._search_kind()
 
         def point(value: float | None) -> dict[str, Any] | None:
             if value is None:
                 return None
-            last = [r for r in rows if r["value"] == value][-1]
-            return {kind: value, "certain": bool(last.get("certain")), "runs": sum(r["value"] == value for r in rows)}
+            last = [r for r in rows if r.value == value][-1]
+            return {kind: value, "certain": bool(last.certain), "runs": sum(r.value == value for r in rows)}
 
         return {
             "objectives": [o.to_dict() for o in self.objectives],
@@ -338,16 +333,13 @@ class Sweep:
             "highest_passing": point(boundary.highest_passing) if boundary else None,
             "lowest_failing": point(boundary.lowest_failing) if boundary else None,
             "reason": boundary.reason if boundary else ("running" if not rows else "interrupted"),
-            "steps": [
-                {"step": r["step"], "value": r["value"], "passed": r.get("passed"), "certain": r.get("certain")}
-                for r in rows
-            ],
+            "steps": [{"step": r.step, "value": r.value, "passed": r.passed, "certain": r.certain} for r in rows],
         }
 
     def _goodput_view(self, boundary: sla.Boundary | None) -> dict[str, Any]:
         """`--max-goodput`'s summary, read off the same search."""
         best = boundary.highest_passing if boundary else None
-        row = next((r for r in reversed(self.state.rows) if r["value"] == best), None)
+        row = next((r for r in reversed(self.state.rows) if r.value == best), None)
         return {
             "best_rate": best,
             "lower": best,
@@ -356,28 +348,28 @@ class Sweep:
             "probes": len(self.state.rows),
             "attainment": self.plan.attainment,
             "slo": self.template.slo,
-            "best_step": row["step"] if row else None,
-            "goodput_requests_per_s": row["goodput_requests_per_s"] if row else None,
+            "best_step": row.step if row else None,
+            "goodput_requests_per_s": row.goodput_requests_per_s if row else None,
         }
 
-    def _resumable(self) -> list[tuple[float, dict[str, Any]]]:
+    def _resumable(self) -> list[tuple[float, StepRow]]:
         """The finished steps of the SLA search saved in this directory, when it is the same search."""
-        saved = SweepFile.model_validate(read_json(self.parent / SWEEP)).model_dump(mode="json")
+        saved = SweepFile.model_validate(read_json(self.parent / SWEEP))
         same = (
             self.plan.kind in ("sla", "goodput")
-            and saved.get("sweep") == self.plan.kind
-            and saved.get("sla") is not None
-            and [o["text"] for o in saved["sla"]["objectives"]] == [o.text for o in self.objectives]
-            and saved["sla"]["search"] == (self.plan.search if self.plan.kind == "sla" else "rate")
+            and saved.sweep == self.plan.kind
+            and saved.sla is not None
+            and [o["text"] for o in saved.sla["objectives"]] == [o.text for o in self.objectives]
+            and saved.sla["search"] == self._search_kind()
         )
         if not same:
             raise InvalidInput("output", f"{self.parent} already holds another sweep; choose another directory")
         steps = []
-        for row in saved["steps"]:
-            directory = self.parent / row["step"]
-            if (directory / SUMMARY).exists() and not read_json(directory / SUMMARY).get("interrupted"):
-                steps.append((float(row["value"]), row))
-        self.started = saved.get("started_at") or self.started
+        for row in saved.steps:
+            summary = self.parent / row.step / SUMMARY
+            if summary.exists() and not Summary.model_validate(read_json(summary)).interrupted:
+                steps.append((float(row.value or 0), row))
+        self.started = saved.started_at or self.started
         return steps
 
     # --- analysis and output
@@ -389,24 +381,24 @@ class Sweep:
     def _mark_knee(self) -> None:
         a = self._analyse()
         for row, g, sat, bad in zip(self.state.rows, a.gains, a.saturated, a.failing, strict=False):
-            row.update(gain=None if g is None else round(g, 4), saturated=sat, failing=bad, knee=False)
+            row.gain, row.saturated, row.failing, row.knee = None if g is None else round(g, 4), sat, bad, False
         if a.knee_index is None:
             return
         row = self.state.rows[a.knee_index]
-        row["knee"] = True
-        self.state.knee = {
-            "index": a.knee_index,
-            "step": row["step"],
-            "value": row["value"],
-            "reason": a.knee_reason,
-            "concurrency": row["concurrency"],
-            "rate": row["rate"],
-            "throughput_tokens_per_s": row["throughput_tokens_per_s"],
-            "e2e_p95_ms": row["e2e_ms"]["p95"],
-            "usd_per_million_output_tokens": (row.get("cost") or {}).get("usd_per_million_output_tokens"),
-        }
+        row.knee = True
+        self.state.knee = Knee(
+            index=a.knee_index,
+            step=row.step,
+            value=row.value,
+            reason=a.knee_reason,
+            concurrency=row.concurrency,
+            rate=row.rate,
+            throughput_tokens_per_s=row.throughput_tokens_per_s,
+            e2e_p95_ms=row.e2e_ms.p95,
+            usd_per_million_output_tokens=row.cost.usd_per_million_output_tokens if row.cost else None,
+        )
 
-    def _write(self, finished: bool) -> dict[str, Any]:
+    def _write(self, finished: bool) -> SweepFile:
         first = self.state.steps[0][1].manifest if self.state.steps else {}
         summary = {
             "schema_version": SCHEMA_VERSION,
@@ -428,8 +420,9 @@ class Sweep:
             "steps": self.state.rows,
             **self.state.extra,
         }
-        write_json(self.parent / SWEEP, SweepFile.model_validate(summary).model_dump(mode="json"))
-        return summary
+        file = SweepFile.model_validate(summary)
+        write_model(self.parent / SWEEP, file)
+        return file
 
 
 class _Interrupted(Exception):
@@ -457,14 +450,9 @@ def _closed(base: Load, concurrency: int, per_worker: int | None, cold: bool) ->
     return dataclasses.replace(base, concurrency=concurrency, rate=None, requests=requests, cold=cold)
 
 
-def _saved_result(directory: Path) -> BenchResult:
-    summary = Summary.model_validate(read_json(directory / SUMMARY))
-    return BenchResult(directory, summary, read_json(directory / MANIFEST), summary.interrupted)
-
-
-def _point(row: dict[str, Any]) -> kn.Point:
-    load = row["rate"] if row.get("rate") is not None else row["concurrency"]
-    return kn.Point(float(load), row["throughput_tokens_per_s"], row["e2e_ms"]["p95"], row["error_rate"])
+def _point(row: StepRow) -> kn.Point:
+    load = row.rate if row.rate is not None else row.concurrency
+    return kn.Point(float(load or 0), row.throughput_tokens_per_s, row.e2e_ms.p95, row.error_rate)
 
 
 def _num(v: float) -> str:
@@ -478,5 +466,5 @@ async def run_sweep(
     progress_for: ProgressFor | None = None,
     argv: list[str] | None = None,
     cost: CostSpec | None = None,
-) -> SweepResult:
+) -> Run:
     return await Sweep(template, plan, progress_for, argv, cost).run()

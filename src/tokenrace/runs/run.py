@@ -1,0 +1,89 @@
+"""One run, fresh or read back: a single run, a sweep or a profile, from `tokenrace bench`, `sweep`,
+the embedded profile, a saved directory or another tool's result file.
+
+Everything downstream (show, compare, report) renders from this one type and never re-measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tokenrace.errors import UsageError
+from tokenrace.model.files import RECORDS, TIMESERIES
+from tokenrace.model.run import Knee, ProfileFile, SweepFile
+from tokenrace.model.summary import Summary
+from tokenrace.runs.store import read_jsonl
+
+Kind = Literal["run", "sweep", "profile"]
+
+
+@dataclass(slots=True)
+class Run:
+    directory: Path
+    kind: Kind
+    data: Summary | SweepFile | ProfileFile  # summary.json, or sweep.json / profile.json
+    manifest: dict[str, Any] = field(default_factory=dict)  # a sweep's or profile's: its first step's
+    steps: list[tuple[str, Run]] = field(default_factory=list)
+    interrupted: bool = False  # a fresh run stopped early (Ctrl-C, or every worker lost)
+    _records: list[dict[str, Any]] | None = None
+
+    @property
+    def summary(self) -> Summary:
+        """A single run's summary.json; a sweep or a profile has none (see `sweep`)."""
+        if not isinstance(self.data, Summary):
+            raise UsageError(f"{self.directory} is a {self.kind}, not a single run")
+        return self.data
+
+    @property
+    def sweep(self) -> SweepFile | ProfileFile:
+        """A sweep's sweep.json or a profile's profile.json."""
+        if isinstance(self.data, Summary):
+            raise UsageError(f"{self.directory} is a single run, not a sweep or a profile")
+        return self.data
+
+    @property
+    def sweep_kind(self) -> str | None:
+        """What a sweep ramped (concurrency, rate, input_tokens, goodput); None for a profile or a run."""
+        return self.data.sweep if isinstance(self.data, SweepFile) else None
+
+    @property
+    def knee(self) -> Knee | None:
+        """A sweep's knee, when it found one."""
+        return self.data.knee if isinstance(self.data, SweepFile) else None
+
+    @property
+    def name(self) -> str:
+        label = (self.manifest.get("settings") or {}).get("label")
+        if not label and isinstance(self.data, SweepFile):
+            label = self.data.label
+        return label or self.directory.name
+
+    @property
+    def failed_threshold(self) -> bool:
+        """A single run whose error rate passed its limit (`--max-error-rate`)."""
+        return isinstance(self.data, Summary) and self.data.exceeded_max_error_rate
+
+    @property
+    def any_interrupted(self) -> bool:
+        """This run or one of its steps stopped early."""
+        return self.interrupted or any(r.interrupted for _, r in self.steps)
+
+    def records(self) -> list[dict[str, Any]]:
+        """records.jsonl lines (every phase)."""
+        if self._records is None:
+            path = self.directory / RECORDS
+            self._records = read_jsonl(path) if path.is_file() else []
+        return self._records
+
+    def measured_ok(self) -> list[dict[str, Any]]:
+        return [r for r in self.records() if r.get("phase") == "measure" and r.get("error_kind") is None]
+
+    def measured(self) -> list[dict[str, Any]]:
+        return [r for r in self.records() if r.get("phase") == "measure" and r.get("error_kind") != "cancelled"]
+
+    def timeseries(self) -> list[dict[str, Any]]:
+        """Monitor samples (timeseries.jsonl), when the run has them."""
+        path = self.directory / TIMESERIES
+        return read_jsonl(path) if path.is_file() else []
