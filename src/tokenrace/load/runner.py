@@ -308,9 +308,11 @@ class Runner:
 
     async def _open(self) -> None:
         """The open loop, watched for over-saturation (load/saturation.py) unless that is off."""
-        watch = self.load.saturation_stop and not isinstance(self.workload, TraceLoad)
+        if not self.load.saturation_stop or isinstance(self.workload, TraceLoad):
+            await self._open_sends()  # a trace replays what was recorded, however the server copes
+            return
         sending = asyncio.ensure_future(self._open_sends())
-        watcher = asyncio.create_task(self._watch(sending)) if watch else None
+        watcher: asyncio.Task[None] | None = asyncio.create_task(self._watch(sending))
         try:
             await sending
         except asyncio.CancelledError:
