@@ -16,6 +16,7 @@ from tokenrace.doctor.checks.engines import GPU_ENGINES
 from tokenrace.doctor.commands import ENGINES_SCRIPT
 from tokenrace.figures.cache import server_cache
 from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
+from tokenrace.model.summary import ServerCache
 from tokenrace.monitor.server import ENGINES as MONITORED
 from tokenrace.serve.engines import ENGINES as SERVABLE
 from tokenrace.serve.engines import LaunchSpec, build_command
@@ -71,10 +72,9 @@ def test_aliases_find_the_entry() -> None:
     assert llamacpp is not None and llamacpp.name == "llamacpp"
     assert engines.engine("LLAMACPP") is llamacpp and engines.engine("nope") is None and engines.engine(None) is None
     text = "# TYPE sglang:cache_hit_rate gauge\nsglang:cache_hit_rate 0.25\n"
-    assert server_cache("sglang", text, text) == {
-        "source": "sglang /metrics sglang:cache_hit_rate (at the end of the run)",
-        "hit_rate": 0.25,
-    }
+    assert server_cache("sglang", text, text) == ServerCache(
+        source="sglang /metrics sglang:cache_hit_rate (at the end of the run)", hit_rate=0.25
+    )
 
 
 def test_no_other_module_lists_the_engines() -> None:

@@ -132,7 +132,8 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
     chosen = [k for k, v in kinds.items() if v]
     if len(chosen) > 1:
         raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths, --sla or --max-goodput")
-    kind = chosen[0] if chosen else "concurrency"
+    # --content all alone: the three kinds, one step each, compared (with another sweep, each step mixes them).
+    kind = chosen[0] if chosen else "content" if o.get("content") == "all" else "concurrency"
     flag = {"concurrency": "--concurrencies", "rate": "--rates", "input_tokens": "--input-lengths"}.get(kind)
     values = parse_values(kinds[kind], flag) if flag and kinds[kind] else None
     return SweepPlan(
@@ -244,10 +245,19 @@ def sweep_table(s: SweepFile) -> Table:
         title_justify="left",
         header_style="bold",
     )
-    heads = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok", "sla": "load"}
-    first = heads[kind]
+    first = {
+        "concurrency": "conc.",
+        "rate": "rate",
+        "goodput": "rate",
+        "input_tokens": "prompt tok",
+        "content": "conc.",
+        "sla": "load",
+    }
     priced = any(_usd(row) is not None for row in s.steps)
-    cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached")
+    spec = any(row.acceptance_rate is not None for row in s.steps)
+    joules = any(row.output_tokens_per_joule is not None for row in s.steps)
+    cols = ("step", first[kind], "ok", "TTFT p50", "p95", "TPOT p50", "p95", *(("accept",) if spec else ()))
+    cols += ("E2E p95", "tok/s", "gain", "err %", "cached", *(("tok/J",) if joules else ()))
     for c in (*cols, *(("$/M out tok",) if priced else ()), ""):
         t.add_column(c, justify="left" if c in ("step", "") else "right")
     for row in s.steps:
@@ -260,11 +270,13 @@ def sweep_table(s: SweepFile) -> Table:
             fmt(row.ttft_ms.p95),
             fmt(row.tpot_ms.p50, 2),
             fmt(row.tpot_ms.p95, 2),
+            *((_percent(row.acceptance_rate),) if spec else ()),
             fmt(row.e2e_ms.p95),
             fmt(row.throughput_tokens_per_s),
             _gain(row.gain),
             fmt(None if row.error_rate is None else row.error_rate * 100),
-            "—" if row.cache_hit_rate is None else f"{row.cache_hit_rate * 100:.0f} %",
+            _percent(row.cache_hit_rate),
+            *((fmt(row.output_tokens_per_joule, 2),) if joules else ()),
             *((fmt(_usd(row), 4),) if priced else ()),
             _mark(row),
         )
@@ -275,8 +287,12 @@ def _usd(row: StepRow) -> float | None:
     return row.cost.usd_per_million_output_tokens if row.cost else None
 
 
+def _percent(share: float | None) -> str:
+    return "—" if share is None else f"{share * 100:.0f} %"
+
+
 def _load_cell(kind: str, row: StepRow) -> str:
-    if kind == "concurrency" or (kind == "sla" and row.rate is None):
+    if kind in ("concurrency", "content") or (kind == "sla" and row.rate is None):
         return str(row.concurrency)
     if kind == "input_tokens":
         return fmt(row.prompt_tokens_mean, 0)
@@ -318,6 +334,8 @@ def sweep_lines(s: SweepFile) -> list[str]:
             else f"knee: none ({s.stop_reason} at the first step)"
         )
     lines.append(f"stopped: {fmt(s.stop_reason or 'no reason recorded (an older sweep.json)')}")
+    if s.content is not None:
+        lines.append(f"content: {s.content.verdict}")
     if s.prefill:
         p = s.prefill
         lines.append(

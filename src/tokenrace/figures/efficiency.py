@@ -46,8 +46,11 @@ def check_spec(spec: EfficiencySpec) -> None:
             raise InvalidInput(param, str(exc)) from None
 
 
-def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:
-    """The summary's `efficiency`, or None when the planner cannot say (reason in `error`)."""
+def efficiency_of(
+    summary: Summary, spec: EfficiencySpec, concurrency: int, tokens_per_joule: float | None = None
+) -> dict[str, Any] | None:
+    """The summary's `efficiency`, or None when the planner cannot say (reason in `error`).
+    `tokens_per_joule`: the run's measured output tokens per joule (`energy`), set against the plan's at TDP."""
     try:
         from tokenrace import plan as planner
     except ImportError:
@@ -76,6 +79,7 @@ def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> d
             ttft,
             result,
             measured_aggregate_tok_s=summary.throughput.output_tokens_per_s,
+            measured_tokens_per_joule=tokens_per_joule,
         )
     except TokenraceError as exc:
         return {"error": str(exc)}

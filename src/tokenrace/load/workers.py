@@ -51,7 +51,9 @@ CANCEL_WAIT_S = 5.0  # how long a cancelled send waits for the worker's cancelle
 START_TIMEOUT_S = 120.0  # a worker has this long to import and report in (slow, shared machines)
 
 # Filled by the parent's runner and never taken from a worker's copy of the record.
-PARENT_FIELDS = frozenset({"seq", "phase", "intended_start_ns", "session_id", "turn", "cancel_after_chunks", "worker"})
+PARENT_FIELDS = frozenset(
+    {"seq", "phase", "intended_start_ns", "session_id", "turn", "cancel_after_chunks", "worker", "content"}
+)
 
 
 class WorkerLost(Exception):

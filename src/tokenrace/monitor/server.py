@@ -258,3 +258,17 @@ def _hist_totals(text: str, name: str) -> tuple[float, float]:
             elif sample.name == f"{name}_count":
                 count += sample.value
     return total, count
+
+
+def labeled_samples(text: str, names: frozenset[str]) -> list[tuple[str, dict[str, str], float]]:
+    """(sample name, labels, value) of every sample whose name is in `names`, with prometheus-client's
+    parser. Sample names are matched exactly, so a counter's `_created` series and a per-position
+    family never pass for its `_total`. Raises ValueError when the text is not Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [
+        (s.name, dict(s.labels), float(s.value))
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name in names
+    ]

@@ -23,6 +23,7 @@ from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
+from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cost, Summary
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
@@ -258,6 +259,7 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
         "goodput": "offered rate (req/s)",
         "input_tokens": "prompt tokens (mean)",
         "sla": "offered rate (req/s)" if _sla_search(sweeps[0]) == "rate" else "concurrency",
+        "content": "content (the kind of text written)",
     }[kind]
     fig = make_subplots(
         rows=1,
@@ -270,7 +272,10 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
         if kind == "sla":  # a load measured again: its last run stands for it
             steps = list({_load_of(r, kind): r for r in steps}.values())
         rows = sorted(steps, key=lambda r: _load_of(r, kind) or 0)
-        x = [_load_of(r, kind) for r in rows]
+        x: list[Any] = [_load_of(r, kind) for r in rows]
+        if kind == "content":  # one step per kind, in the order they ran: a category axis
+            rows = list(sw.sweep.steps)
+            x = [r.content or r.step for r in rows]
         color = PALETTE[i % len(PALETTE)]
         for col, key in ((1, "ttft_ms"), (2, "tpot_ms")):
             for q, dash in (("p50", "solid"), ("p95", "dot")):
@@ -380,7 +385,7 @@ def _mark_knee(fig: Any, sw: Run, kind: str, color: str) -> None:
     )
 
 
-def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[float | None], sol: SpeedOfLight | None) -> None:
+def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[Any], sol: SpeedOfLight | None) -> None:
     if sol is None:
         return
     steps = dict(sw.steps)
@@ -494,6 +499,7 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
     items = [
         ("TTFT p50", f"{_f(m.ttft_ms.p50)} ms", f"p95 {_f(m.ttft_ms.p95)} ms"),
         ("TPOT p50", f"{_f(m.tpot_ms.p50, 2)} ms", f"p95 {_f(m.tpot_ms.p95, 2)} ms"),
+        *_speculative_card(s.speculative),
         ("E2E p95", f"{_f(m.e2e_ms.p95)} ms", f"p50 {_f(m.e2e_ms.p50)} ms"),
         (
             "throughput",
@@ -523,6 +529,7 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
                 "of prompt tokens served from the server's cache" + (f" · {busted}" if busted else ""),
             )
         )
+    items += _energy_card(s.energy) + _content_card(s.content)
     if cost is not None and cost.usd_per_million_output_tokens is not None:
         items.append(
             (
@@ -532,6 +539,40 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
             )
         )
     return cards(items)
+
+
+def _speculative_card(spec: Speculative | None) -> list[tuple[str, str, str | None]]:
+    """Beside TPOT: the engine's own acceptance, which moves TPOT with the content."""
+    if spec is None or spec.acceptance_rate is None:
+        return []
+    steps = spec.tokens_per_step
+    return [
+        (
+            "spec acceptance",
+            f"{spec.acceptance_rate * 100:.1f} %",
+            (f"{steps:.2f} tokens per step · " if steps else "") + "accepted ÷ draft tokens, the engine's counters",
+        )
+    ]
+
+
+def _energy_card(energy: Energy | None) -> list[tuple[str, str, str | None]]:
+    if energy is None:
+        return []
+    if energy.output_tokens_per_joule is None:
+        return [("energy", "not measured", _text(energy.reason))]
+    return [
+        (
+            "output tokens per joule",
+            f"{energy.output_tokens_per_joule:.2f} tok/J",
+            f"{_f(energy.mean_power_w)} W mean over {len(energy.gpus)} GPU(s) · {energy.source}",
+        )
+    ]
+
+
+def _content_card(content: ContentSpeed | None) -> list[tuple[str, str, str | None]]:
+    if content is None or content.ratio is None:
+        return []
+    return [("TPOT by content", f"×{content.ratio:.2f}", _text(content.verdict))]
 
 
 def _basis(c: Cost) -> str:
@@ -729,6 +770,7 @@ def _sweep_cards(s: SweepFile | ProfileFile, sw: Run, cost: CostSpec | None) -> 
     items.append(("peak throughput", f"{_f(best)} tok/s", None))
     if not isinstance(s, SweepFile):
         return items
+    items += _content_card(s.content)
     if s.prefill:
         items.append(("prefill", f"{_f(s.prefill['prefill_tokens_per_s'])} tok/s", f"R² {_f(s.prefill['r2'], 3)}"))
     if s.goodput_search:
@@ -752,8 +794,13 @@ def _stopped(s: SweepFile | ProfileFile) -> str:
 
 def _sweep_table(s: SweepFile | ProfileFile, costs: dict[str, float | None]) -> str:
     priced = any(v is not None for v in costs.values())
+    spec = any(r.acceptance_rate is not None for r in s.steps)
+    joules = any(r.output_tokens_per_joule is not None for r in s.steps)
     cols = (
-        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %", "cached %"]
+        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50"]
+        + (["accept %"] if spec else [])
+        + ["E2E p95", "tok/s", "gain", "err %", "cached %"]
+        + (["tok/J"] if joules else [])
         + (["$/M out tok"] if priced else [])
         + [""]
     )
@@ -771,6 +818,10 @@ def _sweep_table(s: SweepFile | ProfileFile, costs: dict[str, float | None]) -> 
             _f(r.ttft_ms.p50),
             _f(r.ttft_ms.p95),
             _f(r.tpot_ms.p50, 2),
+        ]
+        accept = r.acceptance_rate
+        cells += [_f(None if accept is None else accept * 100)] if spec else []
+        cells += [
             _f(r.e2e_ms.p95),
             _f(r.throughput_tokens_per_s),
             gain,
@@ -779,6 +830,7 @@ def _sweep_table(s: SweepFile | ProfileFile, costs: dict[str, float | None]) -> 
             # has a lower TTFT for a reason other than load.
             _f(None if r.cache_hit_rate is None else r.cache_hit_rate * 100),
         ]
+        cells += [_f(r.output_tokens_per_joule, 2)] if joules else []
         cells += [_f(costs.get(r.step), 4)] if priced else []
         cells.append(mark)
         tds = "".join(

@@ -224,7 +224,7 @@ class _FakeServerAccess:
         """Send-log entries; waits up to `wait_idle_s` for in-flight requests to end first."""
         return list(self._call("GET", f"/fake/log?wait_idle={wait_idle_s}"))
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         return dict(self._call("GET", "/fake/stats"))
 
     def reset(self) -> None:
