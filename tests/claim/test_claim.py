@@ -66,8 +66,8 @@ def test_claim_holds_only_under_the_slots_and_a_prompt_length(claim_server: obje
     saved = json.loads((tmp_path / "c" / "claim.json").read_text())
     dims = {c["dimension"] for c in saved["conditions"]}
     assert {"cold", "warm", "concurrency", "prompt_tokens", "cache", "content", "drift"} <= dims
-    content = next(c for c in saved["conditions"] if c["dimension"] == "content")
-    assert content["held"] is None and "not available" in content["skipped"]
+    content = [c["value"] for c in saved["conditions"] if c["dimension"] == "content" and c["held"]]
+    assert content == ["natural", "copy", "random"]  # the fake's speed does not depend on what it writes
     warm = next(c for c in saved["conditions"] if c["dimension"] == "warm")
     assert warm["held"] and warm["checks"][0]["ci_high"] < 150 and (tmp_path / "c" / warm["run_dir"]).is_dir()
     assert (tmp_path / "c" / "concurrency" / "sweep.json").exists()

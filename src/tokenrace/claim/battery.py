@@ -10,7 +10,7 @@ In order, each a full run directory under the claim's directory:
    one at a time; the ladder stops at the first length that fails.
 4. `cache-busted/`, `cache-shared/`: the same prompt size with every prefix unique, and behind one
    shared prefix the server may cache.
-5. content kinds, where this version can ask for them (else listed as skipped).
+5. `content-<kind>/`: what the model is asked to write (natural, copy, random), one at a time.
 6. `drift/`: the baseline again in the budget's last part.
 7. `quality/`: a quality pass on the same endpoint when asked, reported beside and never mixed in.
 
@@ -35,6 +35,7 @@ from tokenrace.claim.verdict import decide
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cost import Price
 from tokenrace.figures.objectives import Objective, all_held, error_guard, judge_all
+from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
 from tokenrace.load.workload import WorkloadSpec
 from tokenrace.model.run import StepRow, SweepFile
@@ -47,13 +48,20 @@ from tokenrace.sweep.runner import ProgressFor, StepRunner, SweepPlan, run_sweep
 
 MIN_BUDGET_S = 20.0  # the cold request and one warm step, on a fast server, with the run's own overheads
 # Shares of the budget; drift takes the last part, whatever the others left.
-SHARES = {"warm": 0.15, "concurrency": 0.30, "prompt_tokens": 0.20, "cache": 0.10, "quality": 0.10, "drift": 0.15}
+SHARES = {
+    "warm": 0.15,
+    "concurrency": 0.25,
+    "prompt_tokens": 0.20,
+    "cache": 0.10,
+    "content": 0.05,
+    "quality": 0.10,
+    "drift": 0.15,
+}
 WARM_REQUESTS = 10
 LADDER_REQUESTS = 6  # requests per prompt length and per cache condition
 SHORT_PROMPT = 128
 CACHE_PROMPT = 1024
 SEARCH_STEPS = 8
-CONTENT_SKIP = "content kinds (natural, copy, random) are not available in this version"
 Notify = Callable[[str], None]
 
 
@@ -115,6 +123,9 @@ def plan(cs: ClaimSettings) -> tuple[list[PlannedStep], list[Condition]]:
             seconds=cs.budget_s * SHARES["prompt_tokens"],
         ),
         PlannedStep(dimension="cache", requests=2 * LADDER_REQUESTS, seconds=cs.budget_s * SHARES["cache"]),
+        PlannedStep(
+            dimension="content", requests=len(CONTENT_KINDS) * LADDER_REQUESTS, seconds=cs.budget_s * SHARES["content"]
+        ),
         PlannedStep(dimension="drift", requests=2 * WARM_REQUESTS, seconds=cs.budget_s * SHARES["drift"]),
     ]
     if cs.quality_samples:
@@ -477,9 +488,23 @@ class Battery:
         return not shared.interrupted
 
     async def _content(self) -> bool:
-        # The seam for content kinds: when the load can ask for natural, copy and random text, each
-        # kind becomes a condition here, at the baseline's load.
-        self._skip("content", CONTENT_SKIP)
+        """What the model is asked to write (natural prose, a copy of the prompt, random text), each
+        alone at the baseline's load: speed that depends on content points at speculative decoding."""
+        for kind in CONTENT_KINDS:
+            need = LADDER_REQUESTS * self.e2e_s
+            why = self._room("content", need, LADDER_REQUESTS, self._drift_reserve())
+            if why:
+                self._skip("content", why, str(kind))
+                continue
+            load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need))
+            try:
+                result = await self._step(f"content-{kind}", load, PromptSpec(content=str(kind)))
+            except InvalidInput as exc:  # an API that writes no text, say
+                self._skip("content", exc.problem, str(kind))
+                return True
+            self._add(self._condition("content", str(kind), result))
+            if result.interrupted:
+                return False
         return True
 
     async def _drift(self) -> bool:

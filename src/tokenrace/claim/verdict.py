@@ -72,7 +72,8 @@ def _restrictions(claim: ClaimFile, failed: list[Condition]) -> list[str]:
     if "drift" in dims:
         out.append("the start of the run (by its end the server was slower)")
     if "content" in dims:
-        out.append("content like " + ", ".join(sorted({str(c.value) for c in claim.conditions if c.held})))
+        held = sorted({str(c.value) for c in claim.conditions if c.dimension == "content" and c.held})
+        out.append("content like " + " or ".join(held) if held else "content other than the kinds tried")
     return out
 
 
@@ -95,6 +96,8 @@ def _where(c: Condition) -> str:
         return "with the cache busted" if c.value == "busted" else "with a shared prefix"
     if c.dimension == "drift":
         return "at the end of the run"
+    if c.dimension == "content":
+        return f"when asked to write {c.value} text"
     return f"for {c.dimension} {c.value}"
 
 
