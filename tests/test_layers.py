@@ -21,9 +21,10 @@ LEAVES: dict[str, set[str]] = {
     "monitor": set(),
     "testing": set(),
 }
-PIPELINE = ["client", "load", "figures", "runs", "sweep", "quality", "report", "cli"]
+PIPELINE = ["client", "load", "figures", "runs", "sweep", "quality", "claim", "report", "cli"]
 RANK = {name: i for i, name in enumerate(PIPELINE)}
 RANK["quality"] = RANK["sweep"]  # quality and sweep sit side by side: neither imports the other
+# claim runs the battery out of sweeps and a quality pass: it sits just above both, below report
 ALLOWED_EXTRA = {"gateway": {"client", "stats"}}  # the gateway uses the client and stats only
 
 # Inside a package: tiers, lowest first. A module imports only modules of lower tiers (its package's
@@ -164,6 +165,8 @@ def test_the_rule_itself() -> None:
     assert allowed("report", "runs") and not allowed("runs", "report")
     assert allowed("figures", "plan") and not allowed("plan", "figures")
     assert not allowed("sweep", "quality") and not allowed("quality", "sweep")
+    assert allowed("claim", "sweep") and allowed("claim", "quality") and not allowed("sweep", "claim")
+    assert allowed("report", "claim") and not allowed("claim", "report")
     assert allowed("gateway", "client") and not allowed("gateway", "load")
     assert allowed("serve", "plan") and not allowed("plan", "serve") and not allowed("doctor", "serve")
     assert not allowed("monitor", "doctor") and not allowed("testing", "plan")

@@ -195,6 +195,29 @@ def _draw(x: np.ndarray | list[np.ndarray], stat: str, rng: np.random.Generator,
     return _resampled(x, stat, rng, n)
 
 
+def statistic_ci(
+    values: Sequence[float] | Sequence[Sequence[float]],
+    stat: str = "p50",
+    grouped: bool = False,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float | None, float | None, float | None]:
+    """One run's statistic with its percentile-bootstrap interval: (value, low, high).
+
+    The same resampling as `ratio_ci`, on one side only; with grouped=True `values` is a list of
+    per-request lists (whole requests are resampled). No value: all None; one value: no interval."""
+    x = _as_groups(values, grouped)  # type: ignore[arg-type]
+    point = _point(x, stat)
+    if x is None or point is None or len(x) < 2:
+        return point, None, None
+    drawn = _draw(x, stat, np.random.default_rng(seed), resamples, grouped)
+    drawn = drawn[np.isfinite(drawn)]
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(drawn, [tail, 100 - tail])
+    return point, float(low), float(high)
+
+
 def difference_ci(
     a: Sequence[float],
     b: Sequence[float],

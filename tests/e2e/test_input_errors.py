@@ -90,7 +90,20 @@ def test_the_core_names_the_input_not_the_flag() -> None:
     assert err.value.param == "max_concurrency" and "--" not in str(err.value)
 
 
-CORE = ("client", "load", "figures", "runs", "sweep", "report", "plan", "doctor", "serve", "monitor", "quality")
+CORE = (
+    "client",
+    "load",
+    "figures",
+    "runs",
+    "sweep",
+    "claim",
+    "report",
+    "plan",
+    "doctor",
+    "serve",
+    "monitor",
+    "quality",
+)
 # A raise whose message speaks of a command-line flag: `Error("--rate ...")`, `Error(f"... --output")`.
 FLAG_IN_ERROR = re.compile(r"""(Error|InvalidInput)\((["'][a-z_]+["'],\s*)?f?["'][^"']*?(?<![\w-])--[a-z][a-z-]+""")
 

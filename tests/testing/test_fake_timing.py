@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -70,25 +71,28 @@ def test_client_and_server_share_the_clock(child: FakeServerProcess) -> None:
     assert statistics.median(delays_ms) < 20
 
 
+async def four_at_once(server: FakeServerProcess) -> None:
+    async with aiohttp.ClientSession() as session:
+        url = f"{server.base_url}/chat/completions"
+        await asyncio.gather(*(apost(session, url, chat()) for _ in range(4)))
+
+
+def first_token_ms(entry: dict[str, Any]) -> float:
+    return float((next(c["t_ns"] for c in entry["chunks"] if c["kind"] == "content") - entry["arrival_ns"]) / 1e6)
+
+
 def test_ttft_grows_with_requests_in_flight() -> None:
     config = {"ttft_ms": 100, "itl_ms": 1, "output_tokens": 3, "load_ttft_ms": 30}
 
-    async def run(server: FakeServerProcess) -> None:
-        async with aiohttp.ClientSession() as session:
-            url = f"{server.base_url}/chat/completions"
-            await asyncio.gather(*(apost(session, url, chat()) for _ in range(4)))
-
     with spawn_fake_server(config) as server:
-        asyncio.run(run(server))
+        asyncio.run(four_at_once(server))
         log = server.log(wait_idle_s=2)
         assert server.stats()["max_in_flight"] == 4
     by_load = sorted(log, key=lambda e: e["in_flight_at_arrival"])
     assert [e["in_flight_at_arrival"] for e in by_load] == [0, 1, 2, 3]
     for entry in by_load:
-        first = next(c["t_ns"] for c in entry["chunks"] if c["kind"] == "content")
-        ttft_ms = (first - entry["arrival_ns"]) / 1e6
         expected = 100 + 30 * entry["in_flight_at_arrival"]
-        assert expected <= ttft_ms < expected + 25
+        assert expected <= first_token_ms(entry) < expected + 25
 
 
 def test_spawned_process_lifecycle() -> None:
@@ -145,3 +149,17 @@ def test_command_line_rejects_bad_config() -> None:
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 2
     assert "bad config" in err
+
+
+def test_slots_queue_the_requests_past_them() -> None:
+    # 2 slots, each request holds one ~50 + 4 x 10 = 90 ms: of 4 sent at once, two wait for a slot,
+    # and their first token comes about a whole request later (~140 ms).
+    config = {"ttft_ms": 50, "itl_ms": 10, "output_tokens": 5, "slots": 2}
+
+    with spawn_fake_server(config) as server:
+        asyncio.run(four_at_once(server))
+        log = server.log(wait_idle_s=2)
+    ttfts = sorted(first_token_ms(e) for e in log)
+    assert 50 <= ttfts[0] <= ttfts[1] < 75
+    # Generous below: the queued requests may arrive a few ms after the first two.
+    assert 120 <= ttfts[2] <= ttfts[3] < 50 + 90 + 40

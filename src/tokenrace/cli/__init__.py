@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "gateway": "tokenrace.cli.gateway",
     "quality": "tokenrace.cli.quality",
     "calibrate": "tokenrace.cli.calibrate",
+    "claim": "tokenrace.cli.claim",
 }
 
 

@@ -14,8 +14,8 @@ from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.quality import print_paired
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows, to_csv, to_markdown
 from tokenrace.report.quality import QualitySection, sides_table
-from tokenrace.report.render import to_rich
-from tokenrace.report.tables import fmt, wide_console
+from tokenrace.report.render import fmt, to_rich
+from tokenrace.report.tables import wide_console
 from tokenrace.runs.reader import load
 
 

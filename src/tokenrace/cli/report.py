@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tokenrace.cli.options import cost_options, spec_from_options
+from tokenrace.report.claim import write_claim_report
 from tokenrace.report.html import planner_bound, write
 from tokenrace.runs.reader import load
 
@@ -24,13 +25,17 @@ from tokenrace.runs.reader import load
 def command(
     runs: tuple[str, ...], output: Path, hardware: str | None, plan_model: str | None, devices: int | None, **o: Any
 ) -> None:
-    """Write an HTML report of RUN (a run or sweep directory, an id from `tokenrace runs`, or a vLLM /
-    AIPerf result file); with several RUNs, a comparison against the first.
+    """Write an HTML report of RUN (a run, sweep or claim directory, an id from `tokenrace runs`, or a
+    vLLM / AIPerf result file); with several RUNs, a comparison against the first.
 
     Latency CDFs, latency and throughput against load with the knee, a per-request timeline, tokens per
     chunk, resource charts when the run has timeseries.jsonl, and the manifest. One file, no network.
     """
 
+    if len(runs) == 1 and (Path(runs[0]) / "claim.json").is_file():
+        path = write_claim_report(Path(runs[0]), output)
+        click.echo(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained)")
+        return
     sol = planner_bound(hardware, plan_model, devices) if hardware else None
     path = write([load(r) for r in runs], output, spec_from_options(o), sol)
     click.echo(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained)")

@@ -10,7 +10,8 @@ import orjson
 from rich.table import Table
 
 from tokenrace.cli.common import echo_json
-from tokenrace.report.tables import fmt, wide_console
+from tokenrace.report.render import fmt
+from tokenrace.report.tables import wide_console
 from tokenrace.runs.history import Filters, History
 
 

@@ -11,10 +11,9 @@ from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, SweepFile
-from tokenrace.report.render import to_csv, to_markdown
+from tokenrace.report.render import fmt, to_csv, to_markdown
 from tokenrace.report.tables import (
     cost_lines,
-    fmt,
     print_profile,
     print_summary,
     print_sweep,

@@ -15,6 +15,7 @@ from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import bench_options, cost_options, embedded_serves, settings_from_options, spec_from_options
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
+from tokenrace.figures.objectives import parse_objectives
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
 from tokenrace.model.run import SweepFile
@@ -29,6 +30,7 @@ from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, run_sweep
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 MAX_EMBEDDED_SLOTS = 32
+EMBEDDED_SLA_SLOTS = 8
 CTX_PER_SLOT = 512  # tokens of context each parallel slot gets (llama-server splits -c between slots)
 
 
@@ -44,6 +46,25 @@ def _cost_options_unless_shared(fn: Any) -> Any:
 @click.option("--concurrencies", help="Concurrency steps [default: 1,2,4,...,256, stopping at saturation].")
 @click.option("--rates", help="Open-loop request rates, one step each, e.g. 1,2,4,8.")
 @click.option("--input-lengths", help="Prompt-length sweep: synthetic prompt sizes in tokens, e.g. 128,512,2048.")
+@click.option(
+    "--sla",
+    help="Search for the highest load at which every objective holds, e.g. 'ttft_p99<=500ms,tpot_p50<=50ms'.",
+)
+@click.option(
+    "--search",
+    type=click.Choice(["concurrency", "rate"]),
+    default="concurrency",
+    show_default=True,
+    help="--sla: what the search varies.",
+)
+@click.option(
+    "--repeats",
+    type=int,
+    default=2,
+    show_default=True,
+    help="--sla, --max-goodput: extra runs at each boundary value until every objective is clear of its limit.",
+)
+@click.option("--max-value", type=float, help="--sla: the highest concurrency or rate tried [default: 256 / 1024].")
 @click.option("--max-goodput", is_flag=True, help="Search for the highest request rate that meets --slo.")
 @click.option(
     "--gain-threshold",
@@ -102,10 +123,11 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
         "rate": o["rates"],
         "input_tokens": o["input_lengths"],
         "goodput": o["max_goodput"] or None,
+        "sla": o["sla"],
     }
     chosen = [k for k, v in kinds.items() if v]
     if len(chosen) > 1:
-        raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths or --max-goodput")
+        raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths, --sla or --max-goodput")
     # --content all alone: the three kinds, one step each, compared (with another sweep, each step mixes them).
     kind = chosen[0] if chosen else "content" if o.get("content") == "all" else "concurrency"
     flag = {"concurrency": "--concurrencies", "rate": "--rates", "input_tokens": "--input-lengths"}.get(kind)
@@ -122,6 +144,10 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
         start_rate=o["start_rate"],
         tolerance=o["tolerance"],
         max_probes=o["max_probes"],
+        objectives=parse_objectives(o["sla"], "sla") if o["sla"] else (),
+        search=o["search"],
+        repeats=o["repeats"],
+        max_value=o["max_value"],
     )
 
 
@@ -159,6 +185,9 @@ def _embedded(
     settings.model = None
     # One slot per request in flight: past its slots llama-server queues (and, busy, may reset connections).
     slots = int(min(max(plan.values or (4.0,)), MAX_EMBEDDED_SLOTS))
+    if plan.kind == "sla" and plan.search == "concurrency":
+        plan.max_value = plan.max_value or float(2 * EMBEDDED_SLA_SLOTS)  # past the slots, to see the queue
+        slots = EMBEDDED_SLA_SLOTS
     plan.validate(settings)  # bad input is reported before the engine takes its seconds to start
     read_inputs(settings)
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)

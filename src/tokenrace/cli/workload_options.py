@@ -97,6 +97,19 @@ _OPTIONS = [
         show_default=True,
         help="Share of requests the client cancels mid-stream.",
     ),
+    click.option(
+        "--probe-rate",
+        type=float,
+        help="Also send light requests (one output token, a short prompt) at this rate beside the load: "
+        "the TTFT a new user would meet, reported apart as `probes`.",
+    ),
+    click.option(
+        "--saturation-stop/--no-saturation-stop",
+        default=True,
+        show_default=True,
+        help="Open loop: stop early once the server is over-saturated (ends fall behind sends, "
+        "requests in flight and TTFT keep growing).",
+    ),
 ]
 
 
@@ -135,6 +148,8 @@ def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchS
         stages=stages,
         stages_kind=o.get("stages_kind") or "rate",
         cancel_rate=o.get("cancel_rate") or 0.0,
+        probe_rate=o.get("probe_rate"),
+        saturation_stop=o.get("saturation_stop", True) is not False,
     )
     if (workload.trace_file or workload.sessions_file) and o.get("requests") is None and not o.get("duration"):
         load = dataclasses.replace(load, requests=None, duration_s=None)  # the whole file

@@ -6,6 +6,7 @@ kept in records.jsonl but never mixed into these statistics; the cold request is
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -19,7 +20,9 @@ from tokenrace.model.summary import (
     Cold,
     Goodput,
     Metrics,
+    Probes,
     RequestCounts,
+    Stopped,
     Summary,
     Throughput,
     TokenCountSource,
@@ -212,6 +215,29 @@ def _achieved_rate(measured: Sequence[RequestRecord]) -> float | None:
     if len(starts) < 2 or starts[-1] == starts[0]:
         return None
     return round((len(starts) - 1) / ((starts[-1] - starts[0]) / 1e9), 4)
+
+
+def probes_section(records: Sequence[RequestRecord], rate: float | None) -> Probes | None:
+    """The probes sent beside the load (phase "probe"): what a new user waits for the first token."""
+    probes = [r for r in records if r.phase == "probe"]
+    if rate is None and not probes:
+        return None
+    ok = [derived(r) for r in probes if r.ok]
+    return Probes(
+        rate=rate,
+        requests=len(probes),
+        succeeded=len(ok),
+        failed=sum(1 for r in probes if not r.ok and r.error_kind != "cancelled"),
+        ttft_ms=describe([d["ttft_ms"] for d in ok if d["ttft_ms"] is not None]),
+        e2e_ms=describe([d["e2e_ms"] for d in ok if d["e2e_ms"] is not None]),
+    )
+
+
+def stopped_section(w: Windows) -> Stopped | None:
+    """Why an open loop stopped before its schedule ended (load/saturation.py), with the figures."""
+    if w.stopped is None:
+        return None
+    return Stopped(reason="over-saturated", message=w.stopped.message(), **dataclasses.asdict(w.stopped))
 
 
 def _cold(records: Sequence[RequestRecord]) -> Cold | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -21,11 +22,14 @@ from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput
 from tokenrace.load.arrivals import check_arrivals, schedule
 from tokenrace.load.prompts import PromptSet
+from tokenrace.load.saturation import Detector, SaturationRule, Tick
 from tokenrace.load.shapes import Stage, StagesKind, concurrency_plan, ramp_offsets, stage_offsets
 from tokenrace.load.windows import Windows
 from tokenrace.load.workload import Prompts, Sessions, TraceLoad, Workload
 
 perf_ns = time.perf_counter_ns
+# A probe: what a new user sends beside the load - a short prompt and one output token.
+PROBE_PROMPT = Prompt(messages=[{"role": "user", "content": "Reply with one word: ready?"}], max_tokens=1)
 Send = Callable[[Prompt, RequestRecord], Awaitable[RequestRecord]]
 Finish = Callable[[RequestRecord, Prompt], Awaitable[None]]
 
@@ -47,6 +51,8 @@ class Load:
     stages: tuple[Stage, ...] | None = None  # piecewise rate (open loop) or concurrency (closed loop)
     stages_kind: StagesKind = "rate"
     cancel_rate: float = 0.0  # share of measured requests the client cancels mid-stream
+    probe_rate: float | None = None  # light requests/s beside the measured load (phase "probe")
+    saturation_stop: bool = True  # open loop: stop early once the server is over-saturated
 
     def validate(self, finite: bool = False) -> None:
         """`finite`: the workload ends by itself (a trace, a file of sessions)."""
@@ -62,6 +68,8 @@ class Load:
             raise InvalidInput("warmup", "cannot be negative")
         if not 0.0 <= self.cancel_rate <= 1.0:
             raise InvalidInput("cancel_rate", f"must be a share between 0 and 1, got {self.cancel_rate}")
+        if self.probe_rate is not None and not (self.probe_rate > 0 and math.isfinite(self.probe_rate)):
+            raise InvalidInput("probe_rate", f"must be a positive number of requests/s, got {self.probe_rate}")
         if self.ramp_s is not None and self.rate is None:
             raise InvalidInput("ramp", "shapes an open-loop rate: give a rate too")
         if self.rate is not None:
@@ -129,6 +137,9 @@ class Runner:
         self._measuring = False
         self._taken = 0
         self._deadline_ns: int | None = None
+        self.saturation_rule = SaturationRule()
+        self._ended = 0  # measured requests ended so far (the over-saturation watch counts them)
+        self._taken_open = 0  # open-loop sends handed out so far
 
     async def run(self) -> list[RequestRecord]:
         with quiet_gc():
@@ -149,6 +160,15 @@ class Runner:
         if self.load.warmup and independent:
             await self._closed("warmup", min(self.load.concurrency, self.load.warmup), self.load.warmup, None)
         self._measuring = True
+        probes = asyncio.create_task(self._probes(self.load.probe_rate)) if self.load.probe_rate else None
+        try:
+            await self._measure()
+        finally:
+            if probes is not None:
+                probes.cancel()
+                await asyncio.gather(probes, return_exceptions=True)
+
+    async def _measure(self) -> None:
         if isinstance(self.workload, Sessions):
             await self._sessions(self.workload)
         elif self.load.rate is not None or isinstance(self.workload, TraceLoad) or self._rate_stages():
@@ -157,6 +177,34 @@ class Runner:
             await self._staged_closed(self.load.stages)
         else:
             await self._closed("measure", self.load.concurrency, self.load.requests, self.load.duration_s)
+
+    async def _probes(self, rate: float) -> None:
+        """One probe every 1/rate s from the start of the measured phase until it ends; the probes
+        still in flight then are waited for (they are what a new user meets at the end of the load)."""
+        start = perf_ns()
+        tasks: set[asyncio.Task[None]] = set()
+        k = 1
+        try:
+            while True:
+                await sleep_until(start + int(k / rate * 1e9))
+                k += 1
+                task = asyncio.create_task(self._probe())
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        except asyncio.CancelledError:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _probe(self) -> None:
+        seq = self._seq
+        self._seq += 1
+        rec = RequestRecord(seq=seq, phase="probe")
+        try:
+            await self.send(PROBE_PROMPT, rec)
+        finally:
+            self.records.append(rec)
+        await self.finish(rec, PROBE_PROMPT)
 
     def _rate_stages(self) -> bool:
         return self.load.stages is not None and self.load.stages_kind == "rate"
@@ -191,6 +239,7 @@ class Runner:
             await self.send(prompt, rec)
         finally:
             self._in_flight -= 1
+            self._ended += phase == "measure"
             self.records.append(rec)
         text = rec.text
         await self.finish(rec, prompt)
@@ -258,6 +307,45 @@ class Runner:
         return True
 
     async def _open(self) -> None:
+        """The open loop, watched for over-saturation (load/saturation.py) unless that is off."""
+        if not self.load.saturation_stop or isinstance(self.workload, TraceLoad):
+            await self._open_sends()  # a trace replays what was recorded, however the server copes
+            return
+        sending = asyncio.ensure_future(self._open_sends())
+        watcher: asyncio.Task[None] | None = asyncio.create_task(self._watch(sending))
+        try:
+            await sending
+        except asyncio.CancelledError:
+            this = asyncio.current_task()
+            if self.windows.stopped is None or (this is not None and this.cancelling()):
+                raise  # Ctrl-C, not the watch
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+
+    async def _watch(self, sending: asyncio.Future[None]) -> None:
+        """Sample the open loop; on over-saturation note why and cancel the sends (in flight too)."""
+        rule = self.saturation_rule
+        detector = Detector(rule)
+        start = perf_ns()
+        while not sending.done():
+            await asyncio.sleep(rule.interval_s)
+            now = perf_ns()
+            ttfts = [
+                ((r.first_token_ns - start) / 1e9, (r.first_token_ns - r.start_ns) / 1e6)
+                for r in self.records
+                if r.phase == "measure" and r.first_token_ns is not None and r.start_ns
+            ]
+            tick = Tick((now - start) / 1e9, self._taken_open, self._ended, self._in_flight)
+            stop = detector.check(tick, ttfts)
+            if stop is not None:
+                self.windows.stopped = stop
+                self.windows.steady_end_ns = now
+                sending.cancel()
+                return
+
+    async def _open_sends(self) -> None:
         load = self.load
         offsets = self._offsets()
         self.windows.offered_rate = load.rate if load.ramp_s is None and load.stages is None else None
@@ -266,6 +354,7 @@ class Runner:
         tasks: set[asyncio.Task[None]] = set()
         base = perf_ns() + self.lead_ns  # the first send gets its lead too
         self.windows.steady_start_ns = base
+        self._taken_open = 0
         try:
             for i, off in enumerate(offsets):
                 intended = base + int(off * 1e9)
@@ -273,6 +362,7 @@ class Runner:
                 if cap is not None:
                     await cap.acquire()
                 task = asyncio.create_task(self._capped(intended, cap, i if trace else None))
+                self._taken_open += 1
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             self.windows.steady_end_ns = perf_ns()

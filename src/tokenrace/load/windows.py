@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenrace.load.saturation import Stop
+
 
 @dataclass(slots=True)
 class Windows:
@@ -13,3 +15,4 @@ class Windows:
     steady_end_ns: int | None = None  # the first worker found no more work (closed loop)
     max_in_flight: int = 0
     offered_rate: float | None = None  # requests/s the schedule asked for (open loop)
+    stopped: Stop | None = None  # the open loop stopped early: the server was over-saturated

@@ -14,7 +14,7 @@ class RecordLine(_Model):
 
     schema_version: int = 0
     seq: int
-    phase: Literal["cold", "warmup", "measure"] = "measure"
+    phase: Literal["cold", "warmup", "measure", "probe"] = "measure"
     worker: int | None = None
     session_id: str | None = None
     turn: int | None = None

@@ -76,7 +76,9 @@ class StepRow(_Model):
     saturated: bool | None = None
     failing: bool | None = None
     knee: bool | None = None
-    passed: bool | None = None
+    passed: bool | None = None  # SLA and goodput searches: every objective held (this value's runs pooled)
+    certain: bool | None = None  # ... and every objective's interval was clear of its limit
+    checks: list[JsonObject] | None = None  # ... each objective: value, ci_low, ci_high, held, clear
 
 
 class SweepFile(_Model):
@@ -101,6 +103,7 @@ class SweepFile(_Model):
     steps: list[StepRow] = Field(default_factory=list)
     prefill: JsonObject | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
     goodput_search: JsonObject | None = None  # goodput sweeps: the highest rate that met the SLO
+    sla: JsonObject | None = None  # SLA and goodput searches: objectives, boundary, steps
     content: ContentSpeed | None = None  # content sweeps: TPOT per kind of content, compared
 
 

@@ -140,6 +140,32 @@ class ClientLoad(_Model):
     causes: list[str] = Field(default_factory=list)
 
 
+class Probes(_Model):
+    """Light requests sent beside the load (one output token, a short prompt): never in the main figures."""
+
+    rate: float | None = None
+    requests: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    ttft_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+
+
+class Stopped(_Model):
+    """An open loop stopped before its schedule ended, and the figures that stopped it."""
+
+    reason: Literal["over-saturated"]
+    message: str
+    after_s: float
+    window_s: float
+    send_rate: float
+    end_rate: float
+    in_flight_start: int
+    in_flight_end: int
+    ttft_ms_start: float
+    ttft_ms_end: float
+
+
 class ImageCountTTFT(_Model):
     """TTFT of the succeeded measured requests that carried `images` images."""
 
@@ -251,6 +277,8 @@ class Summary(_Model):
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
+    probes: Probes | None = None
+    stopped: Stopped | None = None
     images: ImageFigures | None = None  # None: no request carried an image
     tools: ToolFigures | None = None  # None: no tools were offered
     schema_valid_rate: float | None = None  # valid ÷ checked answers; None when none was checked

@@ -31,6 +31,7 @@ from tokenrace.report.compare import Report, compare, compare_table, cost_rows
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
 from tokenrace.report.render import num, to_html
+from tokenrace.report.sla import sla_html
 from tokenrace.report.tables import steps_table, summary_table, with_costs
 from tokenrace.runs.run import Run
 
@@ -245,7 +246,9 @@ def _chunk_sizes(run: Run, exact: bool) -> list[float]:
 def _load_of(row: StepRow, kind: str) -> float | None:
     if kind == "input_tokens":
         return row.prompt_tokens_mean
-    return row.rate if kind in ("rate", "goodput") else row.concurrency
+    if kind in ("rate", "goodput") or (kind == "sla" and row.rate is not None):
+        return row.rate
+    return row.concurrency
 
 
 def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
@@ -258,6 +261,7 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
         "rate": "offered rate (req/s)",
         "goodput": "offered rate (req/s)",
         "input_tokens": "prompt tokens (mean)",
+        "sla": "offered rate (req/s)" if _sla_search(sweeps[0]) == "rate" else "concurrency",
         "content": "content (the kind of text written)",
     }[kind]
     fig = make_subplots(
@@ -267,7 +271,10 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
         horizontal_spacing=0.07,
     )
     for i, sw in enumerate(sweeps):
-        rows = sorted(sw.sweep.steps, key=lambda r: _load_of(r, kind) or 0)
+        steps = sw.sweep.steps
+        if kind == "sla":  # a load measured again: its last run stands for it
+            steps = list({_load_of(r, kind): r for r in steps}.values())
+        rows = sorted(steps, key=lambda r: _load_of(r, kind) or 0)
         x: list[Any] = [_load_of(r, kind) for r in rows]
         if kind == "content":  # one step per kind, in the order they ran: a category axis
             rows = list(sw.sweep.steps)
@@ -300,11 +307,49 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
             col=3,
         )
         _mark_knee(fig, sw, kind, color)
+        _mark_sla(fig, sw, x, color)
         _speed_of_light(fig, sw, rows, x, sol)
-    if kind in ("concurrency", "rate", "goodput"):
+    if kind in ("concurrency", "rate", "goodput", "sla"):
         fig.update_xaxes(type="log", dtick=float(np.log10(2)) if kind == "concurrency" else None)
     fig.update_xaxes(title_text=xlabel)
     return fig
+
+
+def _sla_search(sw: Run) -> str | None:
+    """What an SLA search varied (concurrency or rate); None for any other sweep."""
+    s = sw.sweep
+    return str(s.sla["search"]) if isinstance(s, SweepFile) and s.sla else None
+
+
+def _mark_sla(fig: Any, sw: Run, x: list[float | None], color: str) -> None:
+    """An SLA search's limits (horizontal lines on the TTFT and TPOT charts) and its boundary (a
+    vertical line at the highest passing load on every chart)."""
+    s = sw.sweep
+    sla = s.sla if isinstance(s, SweepFile) else None
+    if not sla:
+        return
+    go = plotly()
+    xs = [v for v in x if v is not None]
+    for o in sla["objectives"]:
+        col = {"ttft": 1, "tpot": 2}.get(o["figure"])
+        if col is None or not xs:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[min(xs), max(xs)],
+                y=[o["limit"], o["limit"]],
+                mode="lines",
+                line={"color": "#dc2626", "dash": "dash", "width": 1},
+                name=f"limit {o['text']}",
+            ),
+            row=1,
+            col=col,
+        )
+    best = (sla.get("highest_passing") or {}).get(sla["search"])
+    if best is None:
+        return
+    for col in (1, 2, 3):
+        fig.add_vline(x=best, line={"color": color, "dash": "dot", "width": 2}, row=1, col=col)
 
 
 def _mark_knee(fig: Any, sw: Run, kind: str, color: str) -> None:
@@ -655,8 +700,11 @@ def _sweep_page(sw: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Pag
     )
     table = steps_table(with_costs(sw, cost))
     page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), to_html(table, heading=False))
+    if isinstance(s, SweepFile) and s.sla:
+        page.add("SLA search", sla_html(s))
     _quality_section(page, sw)
     knee_note = " The star marks the knee." if sw.knee else ""
+    knee_note += " Dashed red: the SLA limits; dotted: the highest passing load." if _sla_search(sw) else ""
     page.add(
         "Latency and throughput against load",
         page.chart(sweep_figure([sw], sol), "Solid: p50, dotted: p95." + knee_note, 420),

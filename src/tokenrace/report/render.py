@@ -12,7 +12,7 @@ import csv
 import html
 import io
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -156,3 +156,8 @@ def to_csv(table: Table) -> str:
     for row in table.rows:
         w.writerow([c.csv for c in row.cells])
     return buf.getvalue()
+
+
+def fmt(v: Any, digits: int = 1) -> str:
+    """A value in a line of text, by the tables' rule: "—" when missing, thousands separated."""
+    return Cell(v, digits).text if v is None or isinstance(v, (int, float, str)) else str(v)

@@ -15,7 +15,8 @@ from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
-from tokenrace.report.render import BLANK, Cell, Column, Row, Table, num, pct, text, to_rich
+from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
+from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
 
 ROWS = (
@@ -32,11 +33,6 @@ ROWS = (
     ("Tokens/chunk", "tokens_per_chunk", "tok"),
 )
 COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
-
-
-def fmt(v: Any, digits: int = 1) -> str:
-    """A value in a line of text, by the tables' rule: "—" when missing, thousands separated."""
-    return Cell(v, digits).text if v is None or isinstance(v, (int, float, str)) else str(v)
 
 
 def summary_table(summary: Summary, title: str | None = None) -> Table:
@@ -96,6 +92,15 @@ def headline_lines(summary: Summary) -> list[str]:
     g = summary.goodput
     if g is not None:
         lines.append(f"goodput: {fmt(g.requests_per_s, 2)} req/s, {fmt(_pct(g.fraction))} % within SLO {g.slo}")
+    probes = summary.probes
+    if probes is not None:
+        t = probes.ttft_ms
+        lines.append(
+            f"probes ({fmt(probes.rate, 2)}/s beside the load, one output token): {probes.succeeded}/"
+            f"{probes.requests} ok, TTFT p50 {fmt(t.p50)} ms, p95 {fmt(t.p95)} ms, max {fmt(t.max)} ms"
+        )
+    if summary.stopped is not None:
+        lines.append(summary.stopped.message)
     return lines
 
 
@@ -313,6 +318,7 @@ SWEEP_LOAD = {
     "goodput": "rate",
     "input_tokens": "prompt tok",
     "content": "conc.",
+    "sla": "load",
 }
 
 
@@ -331,7 +337,7 @@ def _usd(row: StepRow) -> float | None:
 
 
 def _load_cell(kind: str, row: StepRow) -> Cell:
-    if kind in ("concurrency", "content"):
+    if kind in ("concurrency", "content") or (kind == "sla" and row.rate is None):
         return num(row.concurrency)
     if kind == "input_tokens":
         return num(row.prompt_tokens_mean, 0)
@@ -346,7 +352,8 @@ def _mark(row: StepRow) -> Cell:
     if row.saturated:
         return text("saturated", "warn")
     if row.passed is not None:
-        return text("meets SLO", "good") if row.passed else text("misses SLO", "bad")
+        unclear = "" if row.certain in (True, None) else " (unclear)"
+        return text("meets SLO" + unclear, "good") if row.passed else text("misses SLO" + unclear, "bad")
     return BLANK
 
 
@@ -418,7 +425,9 @@ def wide_console() -> Console:
 def print_sweep(s: SweepFile, console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(to_rich(sweep_table(s)))
-    for line in sweep_lines(s):
+    if s.sla:
+        console.print(sla_table(s))
+    for line in sweep_lines(s) + sla_lines(s):
         console.print(line, highlight=False)
 
 

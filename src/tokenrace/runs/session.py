@@ -500,6 +500,7 @@ class BenchSession:
             server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
             warnings=tuple(warnings or ()),
             client=ClientObservation(self.client_cpu_pct, calibrated_ceiling()),
+            probe_rate=s.load.probe_rate,
             response_schema=s.request.response_schema is not None,
             api=s.request.api,
             stream=s.request.stream,

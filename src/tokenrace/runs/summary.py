@@ -25,7 +25,7 @@ from tokenrace.figures.images import image_figures
 from tokenrace.figures.pooling import not_measured, pooling_figures
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.figures.structured import schema_figures, tool_figures
-from tokenrace.figures.summary import by_turn, summarize
+from tokenrace.figures.summary import by_turn, probes_section, stopped_section, summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
 from tokenrace.model.sections import Speculative
@@ -65,6 +65,7 @@ class RunContext:
     server_cache: ServerCache | None = None  # the engine's prefix-cache counters over the run
     warnings: tuple[RunWarning, ...] = ()  # what the run itself observed (a worker that died, ...)
     client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
+    probe_rate: float | None = None  # probes/s sent beside the load, when asked
     response_schema: bool = False  # every answer was to be validated against a JSON Schema
     energy: EnergyWindow | None = None  # the GPUs' energy over the load (NVML or a DCGM exporter)
     api: str = "chat"  # the API the run spoke
@@ -84,6 +85,8 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s.exceeded_max_error_rate = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
     s.server_vs_client = _engine_clock(ok, ctx.scrapes, s.metrics)
     s.cache = cache_section(ok, ctx.cache_busted, ctx.server_cache)
+    s.probes = probes_section(records, ctx.probe_rate)
+    s.stopped = stopped_section(ctx.windows)
     scrapes = ctx.scrapes
     s.speculative = speculative_section(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None
     s.content = content_section(samples_of(ok), _acceptance_by_kind(ok, s.speculative))

@@ -6,10 +6,15 @@ Kinds (docs/sweep.md):
 - rate: open loop at the given request rates; the same stopping rule and knee.
 - input_tokens: synthetic prompts of each size at fixed load; TTFT against prompt tokens, with a
   fitted prefill rate.
-- goodput: the highest request rate whose run still meets the SLOs, by bracketing and bisection;
+- sla: the highest concurrency or request rate at which every objective holds (sweep/sla.py), with
+  the steps nearest the boundary repeated until each objective's interval is clear of its limit.
+- goodput: the SLA search over rates with one objective, the share of requests within the SLOs;
   every probe is a step.
 - content (`--content all`): natural, copy and random content, one step each at the same load;
   TPOT per kind compared, with the engine's acceptance per kind where /metrics has it.
+
+An SLA sweep's directory resumes: run it again with the same objectives and it goes on from the
+steps it finished.
 
 sweep.json is rewritten after every step, so an interrupted sweep keeps what it measured.
 """
@@ -29,20 +34,32 @@ from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.content import ContentSample, content_section
 from tokenrace.figures.cost import CostSpec
+from tokenrace.figures.objectives import (
+    Objective,
+    Sample,
+    all_clear,
+    all_held,
+    error_guard,
+    judge_all,
+    parse_objective,
+)
 from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
-from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SWEEP
+from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SUMMARY, SWEEP
 from tokenrace.model.records import RecordLine
 from tokenrace.model.run import Knee, StepRow, SweepFile
 from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
+from tokenrace.runs.reader import load_dir
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.run import Run
+from tokenrace.runs.samples import sample_of
 from tokenrace.runs.session import BenchSession, BenchSettings, Progress, PromptSpec
-from tokenrace.runs.store import default_run_dir, write_model
+from tokenrace.runs.store import default_run_dir, read_json, write_model
 from tokenrace.sweep import knee as kn
+from tokenrace.sweep import sla
 
-KINDS = ("concurrency", "rate", "input_tokens", "goodput", "content")
+KINDS = ("concurrency", "rate", "input_tokens", "sla", "goodput", "content")
 VALUES_PARAM = {
     "concurrency": "concurrencies",
     "rate": "rates",
@@ -50,6 +67,7 @@ VALUES_PARAM = {
 }  # the input each kind ramps
 DEFAULT_CONCURRENCIES: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_INPUT_TOKENS: tuple[float, ...] = (128, 256, 512, 1024, 2048)
+SLA_MAX = {"concurrency": 256.0, "rate": 1024.0}  # the search's ceiling when none is given
 ProgressFor = Callable[[str, Load], Any]
 
 
@@ -66,12 +84,16 @@ class SweepPlan:
     start_rate: float = 1.0
     tolerance: float = 0.10
     max_probes: int = 12
+    objectives: tuple[Objective, ...] = ()  # sla: what must hold (figures/objectives.py)
+    search: sla.SearchKind = "concurrency"  # sla: what the search varies
+    repeats: int = 2  # sla, goodput: extra runs at each boundary value until its verdict is clear
+    max_value: float | None = None  # sla: the highest concurrency or rate tried (default SLA_MAX)
 
     def validate(self, template: BenchSettings) -> None:
         if self.kind not in KINDS:
             raise UsageError(f"unknown sweep kind {self.kind!r}; expected one of {', '.join(KINDS)}")
         values = VALUES_PARAM.get(self.kind, "values")
-        if self.kind not in ("goodput", "content") and not self.values:
+        if self.kind not in ("goodput", "sla", "content") and not self.values:
             raise InvalidInput(values, "the sweep has no steps")
         if any(v <= 0 or not math.isfinite(v) for v in self.values):
             raise InvalidInput(values, "sweep values must be positive numbers")
@@ -81,7 +103,21 @@ class SweepPlan:
             raise InvalidInput("rate", "is open loop; a concurrency sweep is closed loop (sweep rates instead)")
         if self.kind == "goodput" and not template.slo:
             raise InvalidInput("slo", "a goodput search needs SLOs, e.g. ttft=500ms,tpot=50ms")
+        if self.kind == "sla":
+            self._check_sla(template)
         self._check_rules()
+
+    def _check_sla(self, template: BenchSettings) -> None:
+        if not self.objectives:
+            raise InvalidInput("sla", "give the objectives, e.g. ttft_p99<=500ms,tpot_p50<=50ms")
+        if self.search not in ("concurrency", "rate"):
+            raise InvalidInput("search", f"must be concurrency or rate, got {self.search!r}")
+        if any(o.figure == "goodput" for o in self.objectives) and not template.slo:
+            raise InvalidInput("slo", "a goodput objective needs per-request SLOs, e.g. ttft=500ms")
+        if self.search == "concurrency" and template.load.rate is not None:
+            raise InvalidInput("rate", "is open loop; a concurrency search is closed loop (search rates instead)")
+        if self.max_value is not None and not self.max_value > 0:
+            raise InvalidInput("max_value", f"must be positive, got {self.max_value}")
 
     def _check_rules(self) -> None:
         checks = (
@@ -91,6 +127,7 @@ class SweepPlan:
             ("tolerance", self.tolerance > 0, "must be positive"),
             ("start_rate", self.start_rate > 0, "must be positive"),
             ("max_probes", self.max_probes >= 2, "must be at least 2"),
+            ("repeats", self.repeats >= 0, "must be 0 or more"),
         )
         for param, ok, problem in checks:
             if not ok:
@@ -158,11 +195,14 @@ class Sweep:
         self.plan = plan
         self.argv = argv
         self.parent = template.output or default_run_dir(template.label or f"sweep-{plan.kind}")
+        self.objectives = search_objectives(plan, template)
+        self.samples: dict[float, Sample] = {}
+        self.saved: list[tuple[float, StepRow]] = []  # a resumed search's finished steps, in order
+        self.started = datetime.now(UTC).isoformat()
         if (self.parent / SWEEP).exists():
-            raise InvalidInput("output", f"{self.parent} already holds a sweep; choose another directory")
+            self.saved = self._resumable()
         self.runner = StepRunner(template, self.parent, progress_for, argv)
         self.state = _State()
-        self.started = datetime.now(UTC).isoformat()
 
     async def run(self) -> Run:
         self.parent.mkdir(parents=True, exist_ok=True)
@@ -174,7 +214,7 @@ class Sweep:
         elif kind == "content":
             await self._contents()
         else:
-            await self._goodput()
+            await self._sla()
         file = self._write(finished=True)
         index_quietly(self.parent)
         manifest = self.state.steps[0][1].manifest if self.state.steps else {}
@@ -185,13 +225,10 @@ class Sweep:
     def _load(self, value: float, first: bool) -> Load:
         base = self.template.load
         cold = base.cold and first
-        if self.plan.kind == "concurrency":
-            c = int(value)
-            requests = base.requests
-            if self.plan.requests_per_worker and base.duration_s is None:
-                requests = max(requests or 0, self.plan.requests_per_worker * c)
-            return dataclasses.replace(base, concurrency=c, rate=None, requests=requests, cold=cold)
-        if self.plan.kind in ("rate", "goodput"):
+        closed = self.plan.kind == "concurrency" or (self.plan.kind == "sla" and self.plan.search == "concurrency")
+        if closed:
+            return _closed(base, int(value), self.plan.requests_per_worker, cold)
+        if self.plan.kind in ("rate", "goodput", "sla"):
             return dataclasses.replace(base, rate=float(value), cold=cold)
         return dataclasses.replace(base, cold=cold)
 
@@ -248,43 +285,115 @@ class Sweep:
         section = content_section(samples, acceptance)
         self.state.extra["content"] = section
 
-    async def _goodput(self) -> None:
+    async def _sla(self) -> None:
+        """The SLA search (sweep/sla.py); every run is a step, repeats included."""
         plan = self.plan
+        search_kind = self._search_kind()
+        rule = sla.SearchRule(
+            kind=search_kind,
+            start=plan.start_rate if search_kind == "rate" else 1.0,
+            max_value=plan.max_value or SLA_MAX[search_kind],
+            tolerance=plan.tolerance,
+            max_steps=plan.max_probes,
+            repeats=plan.repeats,
+        )
+        try:
+            boundary = await sla.search(self._measure, rule)
+        except _Interrupted:
+            boundary = None
+        self.state.extra["sla"] = self._sla_section(boundary)
+        self.state.stop_reason = boundary.reason if boundary is not None else "interrupted"
+        if plan.kind == "goodput":
+            self.state.extra["goodput_search"] = self._goodput_view(boundary)
 
-        async def probe(rate: float) -> bool:
-            n = len(self.state.steps) + 1
-            result = await self._step(f"p{n:02d}-r{_num(rate)}", rate)
+    def _search_kind(self) -> sla.SearchKind:
+        return "rate" if self.plan.kind == "goodput" else self.plan.search
+
+    async def _measure(self, value: float) -> sla.Verdict:
+        """One run at `value` (or a resumed sweep's finished one), judged with its value's earlier runs."""
+        saved = next((i for i, (v, _) in enumerate(self.saved) if v == value), None)
+        if saved is not None:
+            _, row = self.saved.pop(saved)
+            directory = self.parent / row.step
+            self.state.steps.append((row.step, load_dir(directory)))
+            self.state.rows.append(row)
+        else:
+            prefix = "c" if self._search_kind() == "concurrency" else "r"
+            result = await self._step(self._step_name(prefix, value), value)
             if result.interrupted:
                 raise _Interrupted
-            ok = self._meets(result.summary)
-            self.state.rows[-1].passed = ok
-            return ok
+            directory = result.directory
+        sample = sample_of(directory)
+        self.samples[value] = self.samples[value].pooled(sample) if value in self.samples else sample
+        checks = judge_all(self.objectives, self.samples[value])
+        verdict = sla.Verdict(all_held(checks), all_clear(checks))
+        row = self.state.rows[-1]
+        row.passed, row.certain, row.checks = verdict.passed, verdict.certain, [c.to_dict() for c in checks]
+        self.state.extra["sla"] = self._sla_section(None)
+        self._write(finished=False)
+        return verdict
 
-        try:
-            search = await kn.search_max_rate(probe, plan.start_rate, plan.tolerance, plan.max_probes)
-        except _Interrupted:
-            self.state.extra["goodput_search"] = {"best_rate": None, "reason": "interrupted"}
-            return
-        best = next((r for r in self.state.rows if r.passed and r.value == search.best_rate), None)
-        self.state.stop_reason = search.reason
-        self.state.extra["goodput_search"] = {
-            "best_rate": search.best_rate,
-            "lower": search.lower,
-            "upper": search.upper,
-            "reason": search.reason,
-            "probes": len(search.probes),
-            "attainment": plan.attainment,
-            "slo": self.template.slo,
-            "best_step": best.step if best else None,
-            "goodput_requests_per_s": best.goodput_requests_per_s if best else None,
+    def _step_name(self, prefix: str, value: float) -> str:
+        n = len(self.state.steps) + 1
+        lead = "p" if self.plan.kind == "goodput" else "s"
+        while (self.parent / f"{lead}{n:02d}-{prefix}{_num(value)}").exists():
+            n += 1  # an interrupted step's directory from before a resume
+        return f"{lead}{n:02d}-{prefix}{_num(value)}"
+
+    def _sla_section(self, boundary: sla.Boundary | None) -> dict[str, Any]:
+        rows = self.state.rows
+        kind = self._search_kind()
+
+        def point(value: float | None) -> dict[str, Any] | None:
+            if value is None:
+                return None
+            last = [r for r in rows if r.value == value][-1]
+            return {kind: value, "certain": bool(last.certain), "runs": sum(r.value == value for r in rows)}
+
+        return {
+            "objectives": [o.to_dict() for o in self.objectives],
+            "search": kind,
+            "highest_passing": point(boundary.highest_passing) if boundary else None,
+            "lowest_failing": point(boundary.lowest_failing) if boundary else None,
+            "reason": boundary.reason if boundary else ("running" if not rows else "interrupted"),
+            "steps": [{"step": r.step, "value": r.value, "passed": r.passed, "certain": r.certain} for r in rows],
         }
 
-    def _meets(self, summary: Summary) -> bool:
-        rate = summary.error_rate
-        frac = summary.goodput.fraction if summary.goodput else None
-        return (
-            frac is not None and frac >= self.plan.attainment and rate is not None and rate <= self.plan.max_error_rate
+    def _goodput_view(self, boundary: sla.Boundary | None) -> dict[str, Any]:
+        """`--max-goodput`'s summary, read off the same search."""
+        best = boundary.highest_passing if boundary else None
+        row = next((r for r in reversed(self.state.rows) if r.value == best), None)
+        return {
+            "best_rate": best,
+            "lower": best,
+            "upper": boundary.lowest_failing if boundary else None,
+            "reason": boundary.reason if boundary else "interrupted",
+            "probes": len(self.state.rows),
+            "attainment": self.plan.attainment,
+            "slo": self.template.slo,
+            "best_step": row.step if row else None,
+            "goodput_requests_per_s": row.goodput_requests_per_s if row else None,
+        }
+
+    def _resumable(self) -> list[tuple[float, StepRow]]:
+        """The finished steps of the SLA search saved in this directory, when it is the same search."""
+        saved = SweepFile.model_validate(read_json(self.parent / SWEEP))
+        same = (
+            self.plan.kind in ("sla", "goodput")
+            and saved.sweep == self.plan.kind
+            and saved.sla is not None
+            and [o["text"] for o in saved.sla["objectives"]] == [o.text for o in self.objectives]
+            and saved.sla["search"] == self._search_kind()
         )
+        if not same:
+            raise InvalidInput("output", f"{self.parent} already holds another sweep; choose another directory")
+        steps = []
+        for row in saved.steps:
+            summary = self.parent / row.step / SUMMARY
+            if summary.exists() and not Summary.model_validate(read_json(summary)).interrupted:
+                steps.append((float(row.value or 0), row))
+        self.started = saved.started_at or self.started
+        return steps
 
     # --- analysis and output
 
@@ -341,6 +450,27 @@ class Sweep:
 
 class _Interrupted(Exception):
     pass
+
+
+def search_objectives(plan: SweepPlan, template: BenchSettings) -> tuple[Objective, ...]:
+    """What an SLA or goodput search judges: the objectives, and the error rate unless they name it."""
+    if plan.kind == "goodput":
+        given: tuple[Objective, ...] = (parse_objective(f"goodput>={plan.attainment}", "attainment"),)
+    elif plan.kind == "sla":
+        given = plan.objectives
+    else:
+        return ()
+    if any(o.figure == "error_rate" for o in given):
+        return given
+    return (*given, error_guard(plan.max_error_rate))
+
+
+def _closed(base: Load, concurrency: int, per_worker: int | None, cold: bool) -> Load:
+    requests = base.requests
+    # A count (even beside a duration cap) grows with the workers, so each sends `per_worker` at least.
+    if per_worker and (base.duration_s is None or requests is not None):
+        requests = max(requests or 0, per_worker * concurrency)
+    return dataclasses.replace(base, concurrency=concurrency, rate=None, requests=requests, cold=cold)
 
 
 def _content_samples(directory: Path) -> list[ContentSample]:

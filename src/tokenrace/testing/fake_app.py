@@ -10,6 +10,7 @@ POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI Responses), /v
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import random
 import socket
@@ -67,6 +68,7 @@ class ServerState:
     log: SendLog
     # One simulated prefix cache per block geometry (size, unit, capacity).
     caches: dict[tuple[int, str, int | None], PrefixCache] = field(default_factory=dict)
+    slots: asyncio.Semaphore | None = None  # the server-wide generation slots (config.slots)
     spec: SpecCounters = field(default_factory=SpecCounters)
     started_s: float = field(default_factory=time.perf_counter)
     dcgm_scrapes: int = 0
@@ -93,7 +95,9 @@ class ModelNotFound(Exception):
 def build_app(config: FakeConfig | Mapping[str, Any] | None = None) -> web.Application:
     """The fake server as an aiohttp Application (run it with any aiohttp runner)."""
     app = web.Application()
-    app[STATE] = ServerState(as_config(config), SendLog())
+    state = ServerState(as_config(config), SendLog())
+    state.slots = asyncio.Semaphore(state.config.slots) if state.config.slots else None
+    app[STATE] = state
     app.cleanup_ctx.append(_log_file_ctx)
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/chat/completions", chat_completions)
@@ -388,9 +392,21 @@ async def _dispatch(
     if req.fault == "refuse":
         _abort(request)
         return web.Response()  # never sent: the transport is gone
-    if record.stream:
-        return await _stream(request, record, req, rng)
-    return await _send_body(request, record, req, rng)
+    async with _slot(request.app[STATE], record.arrival_ns) as start_ns:
+        if record.stream:
+            return await _stream(request, record, req, rng, start_ns)
+        return await _send_body(request, record, req, rng, start_ns)
+
+
+@contextlib.asynccontextmanager
+async def _slot(state: ServerState, arrival_ns: int) -> AsyncIterator[int]:
+    """Hold one generation slot while generating; without a free one, wait in the queue.
+    Yields when generation starts: the programmed timing counts from then."""
+    if state.slots is None:
+        yield arrival_ns
+        return
+    async with state.slots:
+        yield max(arrival_ns, time.perf_counter_ns())
 
 
 def _content_config(config: FakeConfig, endpoint: Endpoint, body: Json) -> FakeConfig:
@@ -646,14 +662,14 @@ async def _send_now(request: web.Request, record: RequestRecord, resp: web.Respo
 
 
 async def _stream(
-    request: web.Request, record: RequestRecord, req: GenRequest, rng: random.Random
+    request: web.Request, record: RequestRecord, req: GenRequest, rng: random.Random, start_ns: int
 ) -> web.StreamResponse:
     log = request.app[STATE].log
     resp = web.StreamResponse(status=200, headers={**SSE_HEADERS, "x-request-id": record.id})
     await resp.prepare(request)
     record.status = 200
     _flush_headers(resp)
-    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens, req.image_ms)
+    pacer = Pacer(start_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens, req.image_ms)
     spin_ns = ms_to_ns(req.config.spin_ms)
     for step in plan_stream(req):
         if step.kind == "abort":
@@ -681,11 +697,11 @@ async def _stall(pacer: Pacer, stall_s: float, spin_ns: int) -> None:
 
 
 async def _send_body(
-    request: web.Request, record: RequestRecord, req: GenRequest, rng: random.Random
+    request: web.Request, record: RequestRecord, req: GenRequest, rng: random.Random, start_ns: int
 ) -> web.StreamResponse:
     """Non-streaming: wait until the last token would be ready, then send one body."""
     log = request.app[STATE].log
-    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens, req.image_ms)
+    pacer = Pacer(start_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens, req.image_ms)
     spin_ns = ms_to_ns(req.config.spin_ms)
     if req.fault == "stall":
         pacer.shift(ms_to_ns(req.config.stall_s * 1000))

@@ -77,6 +77,9 @@ class FakeConfig(BaseModel):
     # llama.cpp's per-response `timings` (cache_n, prompt_n, prompt_ms, predicted_n, predicted_ms)
     # from the programmed figures, on the last chunk of a stream or in the body.
     engine_timings: bool = False
+    # Generation slots, as an engine's batch size: with `slots` requests generating, a new one
+    # waits in a queue (its TTFT includes the wait) until one ends. None: no limit.
+    slots: int | None = Field(default=None, ge=1)
     # The request header whose value the send log records as `session_id`.
     session_header: str = Field(default="X-Session-ID", min_length=1)
     # Images (fake_images.py): each image a request carries is decoded and adds this much to TTFT,

@@ -1,0 +1,1 @@
+"""`tokenrace claim`: a speed claim turned into a verdict with its evidence (docs/claim.md)."""

@@ -1,0 +1,583 @@
+"""The claim battery: the guides' procedure run as one, within a time budget (docs/claim.md).
+
+In order, each a full run directory under the claim's directory:
+
+1. `warm/`: one cold request alone, then warm requests one at a time with short prompts - the
+   cold condition and the baseline.
+2. `concurrency/`: the SLA search over concurrency with the expectations as objectives (a sweep
+   directory); one condition per concurrency measured.
+3. `prompt-<N>/`: prompts of N tokens, short to long (doubling, capped by the model's context),
+   one at a time; the ladder stops at the first length that fails.
+4. `cache-busted/`, `cache-shared/`: the same prompt size with every prefix unique, and behind one
+   shared prefix the server may cache.
+5. `content-<kind>/`: what the model is asked to write (natural, copy, random), one at a time.
+6. `drift/`: the baseline again in the budget's last part.
+7. `quality/`: a quality pass on the same endpoint when asked, reported beside and never mixed in.
+
+claim.json is rewritten after every condition, so Ctrl-C keeps what finished and a partial verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tokenrace import __version__
+from tokenrace.claim.models import CLAIM_FILE, ClaimFile, Condition, PlannedStep
+from tokenrace.claim.quality import quality_condition
+from tokenrace.claim.verdict import decide
+from tokenrace.errors import InvalidInput
+from tokenrace.figures.cost import Price
+from tokenrace.figures.objectives import Objective, all_held, error_guard, judge_all
+from tokenrace.load.content import KINDS as CONTENT_KINDS
+from tokenrace.load.runner import Load
+from tokenrace.load.workload import WorkloadSpec
+from tokenrace.model.run import StepRow, SweepFile
+from tokenrace.model.summary import Summary
+from tokenrace.runs.run import Run
+from tokenrace.runs.samples import sample_of
+from tokenrace.runs.session import BenchSettings, PromptSpec
+from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.sweep.runner import ProgressFor, StepRunner, SweepPlan, run_sweep
+
+MIN_BUDGET_S = 20.0  # the cold request and one warm step, on a fast server, with the run's own overheads
+# Shares of the budget; drift takes the last part, whatever the others left.
+SHARES = {
+    "warm": 0.15,
+    "concurrency": 0.25,
+    "prompt_tokens": 0.20,
+    "cache": 0.10,
+    "content": 0.05,
+    "quality": 0.10,
+    "drift": 0.15,
+}
+WARM_REQUESTS = 10
+LADDER_REQUESTS = 6  # requests per prompt length and per cache condition
+SHORT_PROMPT = 128
+CACHE_PROMPT = 1024
+SEARCH_STEPS = 8
+Notify = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class ClaimSettings:
+    template: BenchSettings  # the endpoint, the request options and the claim's directory (output)
+    expectations: tuple[Objective, ...]
+    budget_s: float
+    max_requests: int | None = None
+    max_cost_usd: float | None = None
+    price: Price | None = None  # $ per million tokens, for --max-cost
+    context_tokens: int | None = None  # the model's context, when the server does not say
+    quality_samples: int | None = None
+    max_concurrency: int = 64
+    max_prompt_tokens: int = 32768
+    max_error_rate: float = 0.05
+
+    def validate(self) -> None:
+        if not self.expectations:
+            raise InvalidInput("expect", "give at least one expectation, e.g. ttft_p50<=200ms")
+        if not self.budget_s >= MIN_BUDGET_S:
+            raise InvalidInput(
+                "budget",
+                f"{self.budget_s:g} s is too small for even the cold request and one warm step "
+                f"(at least {MIN_BUDGET_S:g} s)",
+            )
+        if self.max_requests is not None and self.max_requests < 1 + WARM_REQUESTS:
+            raise InvalidInput("max_requests", f"must allow the cold and warm requests ({1 + WARM_REQUESTS})")
+        if self.max_cost_usd is not None and not self.max_cost_usd > 0:
+            raise InvalidInput("max_cost", f"must be a positive number of dollars, got {self.max_cost_usd}")
+        if self.max_cost_usd is not None and self.price is None:
+            raise InvalidInput("max_cost", "needs a price: none is known for this endpoint (give one)")
+        if self.context_tokens is not None and self.context_tokens < SHORT_PROMPT * 2:
+            raise InvalidInput("context", f"must be at least {SHORT_PROMPT * 2} tokens, got {self.context_tokens}")
+
+    @property
+    def objectives(self) -> tuple[Objective, ...]:
+        """The expectations, and the error rate unless they name it."""
+        if any(o.figure == "error_rate" for o in self.expectations):
+            return self.expectations
+        return (*self.expectations, error_guard(self.max_error_rate))
+
+
+# --- the plan ---------------------------------------------------------------------------------------
+
+
+def plan(cs: ClaimSettings) -> tuple[list[PlannedStep], list[Condition]]:
+    """What the battery will send at most, in order, and what it leaves out before starting (request
+    and cost limits). Seconds are each part's share of the budget; the last part is the drift's."""
+    max_tokens = cs.template.request.max_tokens or 256
+    steps = [
+        PlannedStep(dimension="warm", requests=1 + WARM_REQUESTS, seconds=cs.budget_s * SHARES["warm"]),
+        PlannedStep(
+            dimension="concurrency", requests=_search_requests(cs), seconds=cs.budget_s * SHARES["concurrency"]
+        ),
+        PlannedStep(
+            dimension="prompt_tokens",
+            requests=LADDER_REQUESTS * len(prompt_ladder(cs.max_prompt_tokens)),
+            seconds=cs.budget_s * SHARES["prompt_tokens"],
+        ),
+        PlannedStep(dimension="cache", requests=2 * LADDER_REQUESTS, seconds=cs.budget_s * SHARES["cache"]),
+        PlannedStep(
+            dimension="content", requests=len(CONTENT_KINDS) * LADDER_REQUESTS, seconds=cs.budget_s * SHARES["content"]
+        ),
+        PlannedStep(dimension="drift", requests=2 * WARM_REQUESTS, seconds=cs.budget_s * SHARES["drift"]),
+    ]
+    if cs.quality_samples:
+        steps.append(PlannedStep(dimension="quality", requests=cs.quality_samples * 8, seconds=0.0))
+    prompt_of = {"prompt_tokens": cs.max_prompt_tokens // 2, "cache": CACHE_PROMPT}
+
+    def price_of(step: PlannedStep) -> float | None:
+        if cs.price is None:
+            return None
+        tokens_in = prompt_of.get(step.dimension, SHORT_PROMPT)
+        return step.requests * (tokens_in * cs.price.input_per_m + max_tokens * cs.price.output_per_m) / 1e6
+
+    for s in steps:
+        s.usd = _round(price_of(s))
+    kept, skipped = [], []
+    requests, usd = 0, 0.0
+    for s in steps:
+        if s.dimension == "concurrency":
+            _fit_search(cs, s, requests, usd, price_of)
+        over_requests = cs.max_requests is not None and requests + s.requests > cs.max_requests
+        over_cost = cs.max_cost_usd is not None and s.usd is not None and usd + s.usd > cs.max_cost_usd
+        if s.dimension != "warm" and (over_requests or over_cost):
+            why = "the request limit" if over_requests else "the cost limit"
+            skipped.append(Condition(dimension=s.dimension, skipped=f"{why}: it would send up to {s.requests} more"))  # type: ignore[arg-type]
+            continue
+        kept.append(s)
+        requests += s.requests
+        usd += s.usd or 0.0
+    return kept, skipped
+
+
+def _fit_search(
+    cs: ClaimSettings, step: PlannedStep, requests: int, usd: float, price_of: Callable[[PlannedStep], float | None]
+) -> None:
+    """Lower the search's highest concurrency until its worst case fits what the limits leave; it
+    stays as planned when even concurrency 2 does not fit (the plan then leaves the search out)."""
+    for c in range(cs.max_concurrency, 1, -1):
+        step.requests = SEARCH_STEPS * max(8, 4 * c)
+        step.usd = _round(price_of(step))
+        fits_requests = cs.max_requests is None or requests + step.requests <= cs.max_requests
+        fits_cost = cs.max_cost_usd is None or step.usd is None or usd + step.usd <= cs.max_cost_usd
+        if fits_requests and fits_cost:
+            step.max_concurrency = c
+            return
+    step.requests = _search_requests(cs)
+    step.usd = _round(price_of(step))
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 6)
+
+
+def _search_requests(cs: ClaimSettings) -> int:
+    """At most: SEARCH_STEPS runs of max(8, 4 x c) requests at the highest concurrency tried."""
+    return SEARCH_STEPS * max(8, 4 * cs.max_concurrency)
+
+
+def prompt_ladder(cap: int) -> list[int]:
+    """128, 256, 512, ... up to `cap` tokens."""
+    sizes, n = [], SHORT_PROMPT
+    while n <= cap:
+        sizes.append(n)
+        n *= 2
+    return sizes
+
+
+# --- the battery ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Battery:
+    cs: ClaimSettings
+    progress_for: ProgressFor | None = None
+    notify: Notify = lambda line: None
+    argv: list[str] | None = None
+    directory: Path = field(init=False)
+    claim: ClaimFile = field(init=False)
+    started_ns: int = 0
+    e2e_s: float = 1.0  # a warm request's latency, once measured: what each part's need is estimated from
+    context: int | None = None
+    planned: dict[str, PlannedStep] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.cs.validate()
+        t = self.cs.template
+        self.directory = t.output or default_run_dir(t.label or "claim")
+        if (self.directory / CLAIM_FILE).exists():
+            raise InvalidInput("output", f"{self.directory} already holds a claim; choose another directory")
+        steps, skipped = plan(self.cs)
+        self.planned = {s.dimension: s for s in steps}
+        self.claim = ClaimFile(
+            version=__version__,
+            endpoint=t.endpoint.base_url if t.endpoint else None,
+            provider=t.endpoint.provider if t.endpoint else None,
+            model=t.model,
+            directory=str(self.directory),
+            budget_s=self.cs.budget_s,
+            max_requests=self.cs.max_requests,
+            max_cost_usd=self.cs.max_cost_usd,
+            expectations=[o.to_dict() for o in self.cs.expectations],
+            plan=steps,
+            conditions=skipped,
+        )
+
+    # --- time and spending
+
+    def left_s(self) -> float:
+        return self.cs.budget_s - (time.perf_counter_ns() - self.started_ns) / 1e9
+
+    def _requests_left(self) -> int | None:
+        return None if self.cs.max_requests is None else self.cs.max_requests - self.claim.requests_sent
+
+    def _room(self, dimension: str, need_s: float, requests: int, reserve_s: float = 0.0) -> str | None:
+        """None when the part fits; else why it is skipped."""
+        if dimension not in self.planned:
+            return "left out by the plan"
+        left = self.left_s() - reserve_s
+        if need_s > left:
+            return f"the budget: it needs about {need_s:.0f} s, {max(left, 0):.0f} s were left"
+        room = self._requests_left()
+        if room is not None and requests > room:
+            return f"the request limit: it needs {requests}, {room} were left"
+        return None
+
+    def _drift_reserve(self) -> float:
+        return self.cs.budget_s * SHARES["drift"] if "drift" in self.planned else 0.0
+
+    # --- running
+
+    async def run(self) -> ClaimFile:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.started_ns = time.perf_counter_ns()
+        self.claim.started_at = datetime.now(UTC).isoformat()
+        self._write()
+        try:
+            for part in (self._warm, self._concurrency, self._prompt_lengths, self._cache, self._content):
+                if not await part():
+                    self.claim.partial = True
+                    break
+            else:
+                if not await self._drift():
+                    self.claim.partial = True
+                elif self.cs.quality_samples:
+                    await self._quality()
+        except asyncio.CancelledError:
+            self.claim.partial = True  # Ctrl-C between two runs: what finished is kept
+            raise
+        finally:
+            self._finish()
+        return self.claim
+
+    def _finish(self) -> None:
+        decide(self.claim)
+        self.claim.finished_at = datetime.now(UTC).isoformat()
+        self.claim.elapsed_s = round((time.perf_counter_ns() - self.started_ns) / 1e9, 3)
+        self._write()
+
+    def _write(self) -> None:
+        write_json(self.directory / CLAIM_FILE, self.claim.model_dump(mode="json"))
+
+    async def _step(
+        self, name: str, load: Load, prompts: PromptSpec | None = None, workload: WorkloadSpec | None = None
+    ) -> Run:
+        template = self.cs.template if workload is None else dataclasses.replace(self.cs.template, workload=workload)
+        runner = StepRunner(template, self.directory, self.progress_for, self.argv)
+        result = await runner.run(name, dataclasses.replace(load, seed=template.load.seed), prompts)
+        self.claim.requests_sent += result.summary.requests.total + (1 if load.cold else 0)
+        return result
+
+    def _condition(
+        self, dimension: str, value: Any, result: Run, objectives: tuple[Objective, ...] | None = None
+    ) -> Condition:
+        sample = sample_of(result.directory)
+        checks = judge_all(objectives or self.cs.objectives, sample)
+        return Condition(
+            dimension=dimension,  # type: ignore[arg-type]
+            value=value,
+            # A run cut short by Ctrl-C is kept, but judges nothing.
+            held=None if result.interrupted else all_held(checks) if sample.measured else False,
+            figures=figures_of(result.summary),
+            checks=[c.to_dict() for c in checks],
+            run_dir=str(result.directory.relative_to(self.directory)),
+            skipped="interrupted before it finished" if result.interrupted else None,
+        )
+
+    def _add(self, condition: Condition) -> None:
+        self.claim.conditions.append(condition)
+        self._write()
+
+    def _skip(self, dimension: str, why: str, value: Any = None) -> None:
+        self.notify(f"{dimension}: skipped ({why})")
+        self._add(Condition(dimension=dimension, value=value, skipped=why))  # type: ignore[arg-type]
+
+    # --- the conditions
+
+    async def _warm(self) -> bool:
+        self.notify("cold request, then warm requests one at a time...")
+        load = Load(concurrency=1, requests=WARM_REQUESTS, cold=True, duration_s=self._slice("warm"))
+        result = await self._step("warm", load, PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
+        self.claim.model = self.claim.model or result.manifest.get("model")
+        self._add(self._cold_condition(result))
+        self._add(self._condition("warm", 1, result))
+        e2e = result.summary.metrics.e2e_ms.p50
+        self.e2e_s = max(e2e / 1000, 0.01) if e2e else self.e2e_s
+        server = result.manifest.get("server") or {}
+        self.context = self.cs.context_tokens or server.get("max_model_len")
+        return not result.interrupted
+
+    def _cold_condition(self, result: Run) -> Condition:
+        cold = result.summary.cold
+        per_request = tuple(o for o in self.cs.objectives if o.kind in ("time", "speed") or o.figure == "error_rate")
+        if not cold:
+            return Condition(dimension="cold", skipped="no cold request was sent")
+        sample = sample_of(result.directory, phase="cold")
+        checks = judge_all(per_request, sample)
+        # One request has no interval: its figures are judged as they are.
+        return Condition(
+            dimension="cold",
+            value="first request",
+            held=all_held(checks),
+            figures={
+                "ttft_ms": cold.ttft_ms,
+                "e2e_ms": cold.e2e_ms,
+                "error_kind": cold.error_kind,
+            },
+            checks=[c.to_dict() for c in checks],
+            run_dir="warm",
+        )
+
+    def _slice(self, part: str) -> float:
+        return max(self.cs.budget_s * SHARES[part], 1.0)
+
+    def _cap(self, need_s: float) -> float:
+        """A run's duration: twice its estimate, never past what is left before the drift's part (the
+        request in flight at the cap still finishes)."""
+        return max(1.0, min(2 * need_s, self.left_s() - self._drift_reserve()))
+
+    async def _concurrency(self) -> bool:
+        steps = SEARCH_STEPS
+        need = 3 * 8 * self.e2e_s  # the first three steps at least
+        why = self._room("concurrency", need, 8 * 3, self._drift_reserve())
+        if why:
+            self._skip("concurrency", why)
+            return True
+        budget = min(self._slice("concurrency"), self.left_s() - self._drift_reserve())
+        self.notify(f"concurrency: searching for the highest that meets the expectations ({budget:.0f} s)...")
+        template = dataclasses.replace(
+            self.cs.template,
+            load=Load(requests=8, cold=False, duration_s=max(budget / steps, 1.0), seed=self.cs.template.load.seed),
+            # each step is capped; the search gets as many steps as fit its share
+            prompts=PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)),
+            output=self.directory / "concurrency",
+        )
+        search = SweepPlan(
+            kind="sla",
+            objectives=self.cs.expectations,
+            search="concurrency",
+            max_value=float(self._max_concurrency()),
+            max_probes=steps,
+            repeats=1,
+            requests_per_worker=4,
+            max_error_rate=self.cs.max_error_rate,
+        )
+        result = await run_sweep(template, search, self.progress_for, self.argv)
+        sweep = result.sweep
+        assert isinstance(sweep, SweepFile)
+        self.claim.requests_sent += sum(r.requests.total for r in sweep.steps)
+        self._search_conditions(sweep)
+        return not result.any_interrupted
+
+    def _max_concurrency(self) -> int:
+        planned = self.planned["concurrency"].max_concurrency or self.cs.max_concurrency
+        room = self._requests_left()
+        if room is None:
+            return planned
+        # Every step may send max(8, 4 x c): keep the worst case inside the request limit.
+        return max(1, min(planned, room // (4 * SEARCH_STEPS)))
+
+    def _search_conditions(self, sweep: SweepFile) -> None:
+        sla = sweep.sla or {}
+        rows = [r for r in sweep.steps if r.checks is not None and r.value is not None]
+        for value in sorted({r.value for r in rows if r.value is not None}):
+            last = [r for r in rows if r.value == value][-1]  # the pooled verdict at that value
+            self.claim.conditions.append(
+                Condition(
+                    dimension="concurrency",
+                    value=int(value),
+                    held=bool(last.passed),
+                    figures=_row_figures(last),
+                    checks=last.checks or [],
+                    run_dir=f"concurrency/{last.step}",
+                    note=None if last.certain else "unclear: an interval reaches over a limit",
+                )
+            )
+        best, worst = sla.get("highest_passing"), sla.get("lowest_failing")
+        self.claim.limits.concurrency = int(best["concurrency"]) if best else None
+        self.claim.limits.concurrency_certain = bool(best["certain"]) if best else None
+        self.claim.limits.concurrency_failing = int(worst["concurrency"]) if worst else None
+        self._write()
+
+    async def _prompt_lengths(self) -> bool:
+        cap = self.cs.max_prompt_tokens
+        if self.context:
+            cap = min(cap, self.context - (self.cs.template.request.max_tokens or 256) - 64)
+        sizes = prompt_ladder(cap)
+        if not sizes:
+            self._skip("prompt_tokens", f"the model's context ({self.context} tokens) leaves no room")
+            return True
+        self.notify(f"prompt length: {', '.join(map(str, sizes))} tokens, one at a time...")
+        deadline = self.left_s() - min(self._slice("prompt_tokens"), self.left_s() - self._drift_reserve())
+        for i, n in enumerate(sizes):
+            need = LADDER_REQUESTS * self.e2e_s * (1 + n / 2048)  # longer prompts take longer to prefill
+            why = self._room("prompt_tokens", need, LADDER_REQUESTS, self._drift_reserve())
+            if why or self.left_s() - need < deadline:
+                share = max(self.left_s() - deadline, 0)
+                self._skip(
+                    "prompt_tokens", why or f"its share: it needs about {need:.0f} s, {share:.0f} s were left", n
+                )
+                continue
+            load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need))
+            result = await self._step(f"prompt-{n}", load, PromptSpec(input_tokens=(n, 0.0)))
+            condition = self._condition("prompt_tokens", n, result)
+            condition.figures["prompt_tokens_mean"] = result.summary.metrics.prompt_tokens.mean
+            self._add(condition)
+            if result.interrupted:
+                return False
+            if condition.held:
+                self.claim.limits.prompt_tokens = n
+            else:
+                self.claim.limits.prompt_tokens_failing = n
+                for longer in sizes[i + 1 :]:
+                    self._skip("prompt_tokens", f"a shorter prompt ({n} tokens) already failed", longer)
+                break
+        return True
+
+    async def _cache(self) -> bool:
+        size = CACHE_PROMPT if not self.context else min(CACHE_PROMPT, self.context // 2)
+        need = 2 * LADDER_REQUESTS * self.e2e_s * (1 + size / 2048)  # longer prompts take longer to prefill
+        why = self._room("cache", need, 2 * LADDER_REQUESTS, self._drift_reserve())
+        if why:
+            self._skip("cache", why)
+            return True
+        self.notify(f"cache: {size}-token prompts, busted and behind a shared prefix...")
+        load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need / 2))
+        busted = await self._step(
+            "cache-busted", load, PromptSpec(input_tokens=(size, 0.0)), WorkloadSpec(cache_bust=True)
+        )
+        self._add(self._condition("cache", "busted", busted))
+        if busted.interrupted:
+            return False
+        shared_prefix = size - SHORT_PROMPT
+        shared = await self._step(
+            "cache-shared",
+            dataclasses.replace(load, duration_s=self._cap(need / 2)),
+            PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)),
+            WorkloadSpec(shared_prefix_tokens=shared_prefix),
+        )
+        condition = self._condition("cache", "shared_prefix", shared)
+        self._add(condition)
+        return not shared.interrupted
+
+    async def _content(self) -> bool:
+        """What the model is asked to write (natural prose, a copy of the prompt, random text), each
+        alone at the baseline's load: speed that depends on content points at speculative decoding."""
+        for kind in CONTENT_KINDS:
+            need = LADDER_REQUESTS * self.e2e_s
+            why = self._room("content", need, LADDER_REQUESTS, self._drift_reserve())
+            if why:
+                self._skip("content", why, str(kind))
+                continue
+            load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need))
+            try:
+                result = await self._step(f"content-{kind}", load, PromptSpec(content=str(kind)))
+            except InvalidInput as exc:  # an API that writes no text, say
+                self._skip("content", exc.problem, str(kind))
+                return True
+            self._add(self._condition("content", str(kind), result))
+            if result.interrupted:
+                return False
+        return True
+
+    async def _drift(self) -> bool:
+        left = self.left_s()
+        need = WARM_REQUESTS * self.e2e_s
+        why = self._room("drift", need, WARM_REQUESTS)
+        if why:
+            self._skip("drift", why)
+            return True
+        self.notify(f"drift: the baseline again for the budget's last part ({left:.0f} s left)...")
+        requests = 2 * WARM_REQUESTS
+        room = self._requests_left()
+        if room is not None:
+            requests = min(requests, room)
+        load = Load(
+            concurrency=1,
+            requests=requests,
+            cold=False,
+            duration_s=max(min(left - self.e2e_s, self._slice("drift")), 1.0),
+        )
+        result = await self._step("drift", load, PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
+        condition = self._condition("drift", "end of the budget", result)
+        warm = next((c for c in self.claim.conditions if c.dimension == "warm"), None)
+        if warm is not None:
+            condition.figures["vs_warm"] = _ratios(warm.figures, condition.figures)
+        self._add(condition)
+        return not result.interrupted
+
+    async def _quality(self) -> None:
+        samples = self.cs.quality_samples or 0
+        if "quality" not in self.planned:
+            self._skip("quality", "left out by the plan")
+            return
+        self.notify(f"quality: {samples} items of each built-in suite on the same endpoint...")
+        self._add(await quality_condition(self.cs.template, samples, self.directory, self.claim))
+
+
+def figures_of(summary: Summary) -> dict[str, Any]:
+    """A condition's key figures, from its run's summary."""
+    m = summary.metrics
+    tpot = m.tpot_ms.p50
+    return {
+        "requests": summary.requests.total,
+        "error_rate": summary.error_rate,
+        "ttft_ms_p50": m.ttft_ms.p50,
+        "ttft_ms_p99": m.ttft_ms.p99,
+        "tpot_ms_p50": tpot,
+        "e2e_ms_p50": m.e2e_ms.p50,
+        "output_tok_s_per_user_p50": round(1000 / tpot, 3) if tpot else None,
+        "output_tok_s": summary.throughput.output_tokens_per_s,
+        "prompt_tokens_mean": m.prompt_tokens.mean,
+    }
+
+
+def _row_figures(row: StepRow) -> dict[str, Any]:
+    tpot = row.tpot_ms.p50
+    return {
+        "requests": row.requests.total,
+        "error_rate": row.error_rate,
+        "ttft_ms_p50": row.ttft_ms.p50,
+        "tpot_ms_p50": tpot,
+        "e2e_ms_p50": row.e2e_ms.p50,
+        "output_tok_s_per_user_p50": round(1000 / tpot, 3) if tpot else None,
+        "output_tok_s": row.output_tokens_per_s,
+        "prompt_tokens_mean": row.prompt_tokens_mean,
+    }
+
+
+def _ratios(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float | None]:
+    """after / before for the latencies and speeds both have: how far the server drifted."""
+    out: dict[str, float | None] = {}
+    for key in ("ttft_ms_p50", "tpot_ms_p50", "e2e_ms_p50", "output_tok_s"):
+        a, b = before.get(key), after.get(key)
+        out[key] = round(b / a, 4) if a and b is not None and math.isfinite(b / a) else None
+    return out

@@ -1,0 +1,100 @@
+"""The SLA search's tables: each step's objectives against their limits, and the boundary found.
+
+Declared once here; the terminal (rich), Markdown and the HTML report draw the same rows.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from rich.table import Table
+
+from tokenrace.model.run import StepRow, SweepFile
+from tokenrace.report.render import fmt
+
+
+def sla_rows(s: SweepFile) -> tuple[list[str], list[list[str]], list[str]]:
+    """(header, rows, marks): one row per step, one column per objective (value [95 % CI]); each
+    row's mark says whether every objective held, whether that was clear, and where the boundary is."""
+    sla = s.sla or {}
+    kind = sla["search"]
+    header = ["step", kind, *(o["text"] for o in sla["objectives"]), "verdict"]
+    best = (sla.get("highest_passing") or {}).get(kind)
+    worst = (sla.get("lowest_failing") or {}).get(kind)
+    rows, marks = [], []
+    for row in s.steps:
+        if row.checks is None:
+            continue
+        cells = [row.step, fmt(row.value, 0 if kind == "concurrency" else 3)]
+        cells += [_check_cell(c) for c in row.checks]
+        verdict = ("holds" if row.passed else "fails") + ("" if row.certain else " (unclear)")
+        cells.append(verdict)
+        rows.append(cells)
+        at_boundary = row is _last_at(s.steps, best) or row is _last_at(s.steps, worst)
+        marks.append(
+            "highest passing" if at_boundary and row.value == best else "lowest failing" if at_boundary else ""
+        )
+    return header, rows, marks
+
+
+def _last_at(steps: list[StepRow], value: float | None) -> StepRow | None:
+    at = [r for r in steps if value is not None and r.value == value and r.checks is not None]
+    return at[-1] if at else None
+
+
+def _check_cell(c: dict[str, Any]) -> str:
+    value = c.get("value")
+    if value is None:
+        return "—"
+    share = c["name"] in ("error_rate", "goodput")
+    digits = 3 if share else 1
+    ci = ""
+    if c.get("ci_low") is not None and c.get("ci_high") is not None:
+        ci = f" [{fmt(c['ci_low'], digits)}, {fmt(c['ci_high'], digits)}]"
+    return f"{'✓' if c['held'] else '✗'} {fmt(value, digits)}{ci}"
+
+
+def sla_table(s: SweepFile) -> Table:
+    header, rows, marks = sla_rows(s)
+    t = Table(title="SLA search (value [95 % CI] after pooling the runs at that load)", title_justify="left")
+    for c in (*header, ""):
+        t.add_column(c, justify="left" if c in ("step", "verdict", "") else "right")
+    for cells, mark in zip(rows, marks, strict=True):
+        color = "green" if cells[-1].startswith("holds") else "red"
+        t.add_row(*cells[:-1], f"[{color}]{cells[-1]}[/]", f"[bold]◀ {mark}[/]" if mark else "")
+    return t
+
+
+def sla_lines(s: SweepFile) -> list[str]:
+    sla = s.sla
+    if not sla:
+        return []
+    kind = sla["search"]
+    unit = "" if kind == "concurrency" else " req/s"
+    best, worst = sla.get("highest_passing"), sla.get("lowest_failing")
+
+    def point(p: dict[str, Any] | None, missing: str) -> str:
+        if p is None:
+            return missing
+        sure = "certain" if p["certain"] else f"uncertain after {p['runs']} runs"
+        return f"{fmt(p[kind], 0 if kind == 'concurrency' else 3)}{unit} ({sure})"
+
+    objectives = ", ".join(o["text"] for o in sla["objectives"])
+    return [
+        f"SLA ({objectives}): highest passing {kind} {point(best, 'none')}; "
+        f"lowest failing {point(worst, 'none reached')}; {sla['reason']}"
+    ]
+
+
+def sla_html(s: SweepFile) -> str:
+    """The SLA table as HTML: the objectives' limits in the header, the boundary rows marked."""
+    header, rows, marks = sla_rows(s)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in (*header, ""))
+    body = []
+    for cells, mark in zip(rows, marks, strict=True):
+        cls = "ok" if cells[-1].startswith("holds") else "bad"
+        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        body.append(f'<tr class="{cls}{" boundary" if mark else ""}">{tds}<td><b>{html.escape(mark)}</b></td></tr>')
+    lines = "".join(f"<p>{html.escape(line)}</p>" for line in sla_lines(s))
+    return f'{lines}<table class="sla"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
