@@ -17,6 +17,7 @@ from tokenrace.gateway.routing import (
     HashRing,
     Load,
     Placements,
+    RecentPeak,
     affinity_key,
     bounded_load,
     clearly_over,
@@ -112,6 +113,22 @@ def test_a_key_that_left_stays_away_while_home_is_full_then_comes_back_once() ->
     back = bounded_load(ring, point, cands(loads), 1.25, RNG, placed)
     assert (back.name, back.reason, back.detail) == (home, "moved", f"from {second} (back home)")
     assert bounded_load(ring, point, cands(loads), 1.25, RNG, placed).reason == "home"
+
+
+def test_a_pool_emptying_after_a_burst_moves_nobody() -> None:
+    """Seven of the last eight requests on one home is clearly over the bound for a pool of eight,
+    not for one that had 24 in flight a moment ago; the recent peak is forgotten by halves."""
+    ring = HashRing(NAMES[:3])
+    point = hash64("s-last")
+    home = next(ring.walk(point))
+    loads = {n: (7 if n == home else 0) for n in NAMES[:3]}
+    assert bounded_load(ring, point, cands(loads), 1.25, RNG, Placements()).reason == "over_capacity"
+    peak = RecentPeak(half_life_s=10)
+    assert peak.update(24, now=100.0) == 24
+    recent = peak.update(8, now=101.0)
+    assert 22 < recent < 24
+    assert bounded_load(ring, point, cands(loads), 1.25, RNG, Placements(), recent).reason == "home"
+    assert peak.update(8, now=200.0) == 8  # ten half-lives later: the pool's load is what it is now
 
 
 def test_placements_forget_the_least_recently_seen_key() -> None:

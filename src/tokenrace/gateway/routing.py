@@ -17,9 +17,10 @@ Three policies (`policy:` on a pool):
   the capacity is `ceil(load_factor * (requests in flight on the pool + 1) / instances)`, the new
   request counted. With hysteresis: a key leaves its home only while the home is *clearly* over
   the capacity, its share of the pool's requests in flight above `load_factor / instances` with
-  three standard errors to spare (Wilson's lower bound, `LEAVE_Z`), so that the chance order in
-  which a handful of requests arrive, or the gap between two turns of a conversation, moves no
-  one. A key that left goes to the first instance clockwise under the capacity, stays there while
+  three standard errors to spare (Wilson's lower bound, `LEAVE_Z`), counted against the pool's
+  recent peak load (`RecentPeak`) when it is higher, so that the chance order in which a handful
+  of requests arrive, the gap between two turns of a conversation, or the end of a burst, moves
+  no one. A key that left goes to the first instance clockwise under the capacity, stays there while
   its home is at or over the capacity, and goes home once it is under it. `Placements` remembers
   where each key went last, so that a change of instance is counted (`moved`).
 
@@ -46,6 +47,7 @@ from tokenrace.stats import wilson
 
 VNODES = 160  # points per instance on the ring (ketama's figure): arcs within a few % of equal
 LEAVE_Z = 3.0  # standard errors by which a home's share must exceed its bound before a key leaves
+PEAK_HALF_LIFE_S = 10.0  # how fast the pool's recent peak load is forgotten (RecentPeak)
 PLACEMENTS = 65_536  # keys whose last instance is remembered (least recently seen forgotten first)
 
 # Queue and KV-cache gauges by engine, from the engines catalog. All KV figures are fractions in
@@ -213,6 +215,22 @@ class Placements:
         return len(self._last)
 
 
+class RecentPeak:
+    """The most requests a pool had in flight lately: the peak, halving every `half_life_s`."""
+
+    __slots__ = ("value", "at", "half_life_s")
+
+    def __init__(self, half_life_s: float = PEAK_HALF_LIFE_S) -> None:
+        self.value = 0.0
+        self.at = 0.0
+        self.half_life_s = half_life_s
+
+    def update(self, load: int, now: float) -> float:
+        decayed = self.value * 0.5 ** (max(0.0, now - self.at) / self.half_life_s)
+        self.value, self.at = max(float(load), decayed), now
+        return self.value
+
+
 def clearly_over(in_flight: int, total: int, load_factor: float, instances: int) -> bool:
     """Whether an instance's share of the pool's requests, the new one counted, is over its bound
     beyond what chance explains: Wilson's lower bound (LEAVE_Z) above load_factor / instances.
@@ -232,6 +250,7 @@ def bounded_load(
     load_factor: float,
     rng: random.Random,
     placements: Placements | None = None,
+    recent_load: float = 0.0,
 ) -> Choice:
     """Where a key goes: its home unless the home is clearly over the bounded-load capacity.
 
@@ -241,6 +260,10 @@ def bounded_load(
     full or already failed this request), `no_key` (fewest in flight), and `moved` when the key's
     previous request went to another instance (the detail says from where and why).
     `placements` (updated here) remembers each key's last instance; without it nothing moves back.
+    `recent_load`: the pool's recent peak of requests in flight (decaying, see `RecentPeak`). The
+    test for leaving compares the home's load with it when it is above the load now, so that a
+    pool emptying at the end of a burst (its last requests, by chance or because one instance was
+    slower, on one home) moves nobody.
     """
     if point is None:
         return least_in_flight(candidates, rng, "no_key")
@@ -257,7 +280,7 @@ def bounded_load(
     away = eligible.get(last) if last is not None and last != home.name else None
     if away is not None and home.in_flight >= capacity and away.in_flight < capacity:
         name, reason = away.name, "away"
-    elif home.in_flight < capacity or not clearly_over(home.in_flight, total, load_factor, n):
+    elif home.in_flight < capacity or not clearly_over(home.in_flight, max(total, int(recent_load)), load_factor, n):
         name, reason = home.name, "home" if home.name == next(ring.walk(point)) else "home_unavailable"
     else:
         under = [x for x in order[1:] if eligible[x].in_flight < capacity]

@@ -147,6 +147,7 @@ class Target:
         "affinity",
         "ring",
         "placements",
+        "peak",
         "on_move",
         "decisions",
         "rng",
@@ -168,6 +169,7 @@ class Target:
             self.affinity = config.affinity or AffinityConfig()
         self.ring = routing.HashRing([b.name for b in backends]) if self.affinity is not None else None
         self.placements = routing.Placements() if self.affinity is not None else None
+        self.peak = routing.RecentPeak()
         self.on_move = on_move  # (from, to): a key's request went to another instance than its last one
         self.decisions = routing.Decisions()
         self.rng = random.Random()
@@ -222,7 +224,10 @@ class Target:
             a = self.affinity
             key = request.affinity_key(a.header, a.prefix_chars) if request is not None else None
             point = routing.hash64(key) if key is not None else None
-            choice = routing.bounded_load(self.ring, point, candidates, a.load_factor, self.rng, self.placements)
+            recent = self.peak.update(sum(c.in_flight for c in candidates) + 1, now)
+            choice = routing.bounded_load(
+                self.ring, point, candidates, a.load_factor, self.rng, self.placements, recent
+            )
             if choice.moved_from is not None and self.on_move is not None:
                 self.on_move(choice.moved_from, choice.name)
             return choice, {"point": point}  # shown as key_hash and ring_position (routing_state)
