@@ -284,15 +284,15 @@ def sweep_lines(s: SweepFile) -> list[str]:
     if s.prefill:
         p = s.prefill
         lines.append(
-            f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
-            f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)"
+            f"prefill fit: TTFT = {fmt(p.intercept_ms)} ms + {fmt(p.slope_ms_per_token, 4)} ms/token; "
+            f"{fmt(p.prefill_tokens_per_s)} tok/s prefill, R² {fmt(p.r2, 3)} ({p.points} points)"
         )
     g = s.goodput_search
     if g:
         lines.append(
-            f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
-            f"≥{fmt((g.get('attainment') or 0) * 100, 0)} % of requests; bracket [{fmt(g.get('lower'), 3)}, "
-            f"{fmt(g.get('upper'), 3)}], {g.get('probes')} probes ({g.get('reason')})"
+            f"max goodput rate: {fmt(g.best_rate, 3)} req/s meeting {g.slo} for "
+            f"≥{fmt((g.attainment or 0) * 100, 0)} % of requests; bracket [{fmt(g.lower, 3)}, "
+            f"{fmt(g.upper, 3)}], {g.probes} probes ({g.reason})"
         )
     return lines
 

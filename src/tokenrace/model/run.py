@@ -73,6 +73,32 @@ class StepRow(_Model):
     passed: bool | None = None
 
 
+class PrefillFit(_Model):
+    """A prompt-length sweep's fit: ttft_ms = intercept_ms + slope_ms_per_token x prompt tokens."""
+
+    points: int | None = None
+    slope_ms_per_token: float | None = None
+    intercept_ms: float | None = None
+    r2: float | None = None
+    prefill_tokens_per_s: float | None = None
+    x: str | None = None  # what was fitted against what
+    y: str | None = None
+
+
+class GoodputSearch(_Model):
+    """A goodput sweep's search for the highest rate that met the SLO (sweep/knee.py)."""
+
+    best_rate: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    reason: str | None = None
+    probes: int | None = None
+    attainment: float | None = None
+    slo: dict[str, float] | None = None
+    best_step: str | None = None
+    goodput_requests_per_s: float | None = None
+
+
 class SweepFile(_Model):
     """sweep.json: the steps of a ramp (concurrency, rate, prompt length or a goodput search)."""
 
@@ -93,8 +119,8 @@ class SweepFile(_Model):
     stop_reason: str | None = None
     knee: Knee | None = None
     steps: list[StepRow] = Field(default_factory=list)
-    prefill: JsonObject | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
-    goodput_search: JsonObject | None = None  # goodput sweeps: the highest rate that met the SLO
+    prefill: PrefillFit | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
+    goodput_search: GoodputSearch | None = None  # goodput sweeps: the highest rate that met the SLO
 
 
 class ProfileFile(_Model):

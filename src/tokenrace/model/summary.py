@@ -106,14 +106,30 @@ class Cache(_Model):
     server: ServerCache | None = None
 
 
+class PriceBasis(_Model):
+    """A hosted API's price, US$ per million tokens (figures/cost.py's Price)."""
+
+    input_per_m: float | None = None
+    output_per_m: float | None = None
+    source: str | None = None
+    date: str | None = None
+
+
+class GpuBasis(_Model):
+    """GPU-hours at the measured throughput (figures/cost.py's GpuCost)."""
+
+    usd_per_gpu_hour: float | None = None
+    gpus: int | None = None
+
+
 class Cost(_Model):
     basis: Literal["api", "gpu"]
     usd_per_million_output_tokens: float | None = None
     usd_per_1k_requests: float | None = None
     usd_total: float | None = None
     usd_per_hour: float | None = None
-    price: JsonObject | None = None
-    gpu: JsonObject | None = None
+    price: PriceBasis | None = None
+    gpu: GpuBasis | None = None
 
 
 class TurnStats(_Model):

@@ -23,7 +23,7 @@ from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
-from tokenrace.model.summary import Cost, Summary
+from tokenrace.model.summary import Cost, PriceBasis, Summary
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
 from tokenrace.report.quality import quality_dir
@@ -492,9 +492,9 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
 def _basis(c: Cost) -> str:
     if c.basis == "gpu" and c.gpu is not None:
         g = c.gpu
-        return f"{g['gpus']} GPU × ${g['usd_per_gpu_hour']:.2f}/h"
-    p = c.price or {}
-    return f"${p['input_per_m']:g} in / ${p['output_per_m']:g} out per M tokens"
+        return f"{g.gpus} GPU × ${g.usd_per_gpu_hour or 0:.2f}/h"
+    p = c.price or PriceBasis()
+    return f"${p.input_per_m or 0:g} in / ${p.output_per_m or 0:g} out per M tokens"
 
 
 def _cost(run: Run, cost: CostSpec | None) -> Cost | None:
@@ -682,14 +682,14 @@ def _sweep_cards(s: SweepFile | ProfileFile, sw: Run, cost: CostSpec | None) -> 
     if not isinstance(s, SweepFile):
         return items
     if s.prefill:
-        items.append(("prefill", f"{_f(s.prefill['prefill_tokens_per_s'])} tok/s", f"R² {_f(s.prefill['r2'], 3)}"))
+        items.append(("prefill", f"{_f(s.prefill.prefill_tokens_per_s)} tok/s", f"R² {_f(s.prefill.r2, 3)}"))
     if s.goodput_search:
         g = s.goodput_search
         items.append(
             (
                 "max goodput rate",
-                f"{_f(g.get('best_rate'), 3)} req/s",
-                f"{_text(g.get('probes'))} probes, {_text(g.get('reason'), 'no reason recorded')}",
+                f"{_f(g.best_rate, 3)} req/s",
+                f"{_text(g.probes)} probes, {_text(g.reason, 'no reason recorded')}",
             )
         )
     return items

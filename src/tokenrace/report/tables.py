@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenrace.model.run import ProfileFile
-from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
+from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary, TurnStats
 
 ROWS = (
     ("TTFT", "ttft_ms", "ms"),
@@ -253,10 +253,10 @@ def cost_lines(c: Cost | None) -> list[str]:
     per_m, per_k = fmt(c.usd_per_million_output_tokens, 4), fmt(c.usd_per_1k_requests, 4)
     if c.basis == "gpu" and c.gpu is not None:
         g = c.gpu
-        basis = f"{g['gpus']} GPU(s) at ${fmt(g['usd_per_gpu_hour'], 2)}/GPU-hour at the measured throughput"
+        basis = f"{g.gpus} GPU(s) at ${fmt(g.usd_per_gpu_hour, 2)}/GPU-hour at the measured throughput"
     else:
-        p = c.price or {}
-        basis = f"${fmt(p['input_per_m'], 3)} in / ${fmt(p['output_per_m'], 3)} out per M tokens ({p['source']}" + (
-            f", {p['date']})" if p.get("date") else ")"
+        p = c.price or PriceBasis()
+        basis = f"${fmt(p.input_per_m, 3)} in / ${fmt(p.output_per_m, 3)} out per M tokens ({p.source}" + (
+            f", {p.date})" if p.date else ")"
         )
     return [f"cost: ${per_m} per million output tokens, ${per_k} per 1k requests; {basis}"]
