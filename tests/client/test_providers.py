@@ -64,3 +64,23 @@ def test_redaction() -> None:
         "--url",
         "u",
     ]
+
+
+def test_anthropic_preset_and_the_messages_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokenrace.client.providers import provider_api
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", fake_key("sk-ant-"))
+    monkeypatch.setenv("OPENAI_API_KEY", fake_key("sk-", "openai"))
+    assert provider_api("anthropic") == "messages" and provider_api("groq") == "chat" and provider_api(None) is None
+    e = resolve_endpoint(None, None, "anthropic", "messages")
+    assert e is not None and e.base_url == "https://api.anthropic.com/v1"
+    assert (e.api_key, e.key_source) == (fake_key("sk-ant-"), "ANTHROPIC_API_KEY")
+    e = resolve_endpoint("http://h:1", None, None, "messages")
+    assert e is not None and e.key_source == "ANTHROPIC_API_KEY"
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    e = resolve_endpoint("http://h:1", None, None, "messages")
+    # An OpenAI key is never sent to the Messages API: no key, and the variable to set is named.
+    assert e is not None and e.api_key is None and e.key_source == "ANTHROPIC_API_KEY"
+    e = resolve_endpoint("http://h:1", None, None, "embeddings")
+    assert e is not None and e.key_source == "OPENAI_API_KEY"
+    assert normalize_base_url("http://h:1/v1/embeddings") == "http://h:1/v1"

@@ -78,8 +78,12 @@ def test_every_route_of_a_key_is_hidden(server: Any, tmp_path: Path, tokenrace_h
     [
         ([], {"OPENAI_API_KEY": KEY}),
         (["--provider", "vllm"], {"VLLM_API_KEY": KEY, "OPENAI_API_KEY": ""}),
+        # The Messages API sends the key as x-api-key (the fake server demands it there or as Bearer).
+        (["--api", "messages"], {"ANTHROPIC_API_KEY": KEY, "OPENAI_API_KEY": ""}),
+        (["--provider", "anthropic"], {"ANTHROPIC_API_KEY": KEY, "OPENAI_API_KEY": ""}),
+        (["--api", "messages", "--api-key", KEY], {}),
     ],
-    ids=["OPENAI_API_KEY", "provider variable"],
+    ids=["OPENAI_API_KEY", "provider variable", "ANTHROPIC_API_KEY", "anthropic preset", "x-api-key from the flag"],
 )
 def test_a_key_from_the_environment_is_hidden(
     server: Any, tmp_path: Path, tokenrace_home: Path, args: list[str], env: dict[str, str]

@@ -87,7 +87,7 @@ def test_bench_with_no_url_runs_the_default_profile(tmp_path: Path) -> None:
     elapsed = time.monotonic() - t
     assert p.returncode == 0, p.stderr[-2000:]
     summary = json.loads((out / "profile.json").read_text())
-    assert [s.step for s in summary["steps"]] == ["c1", "c2", "c4"]
+    assert [s["step"] for s in summary["steps"]] == ["c1", "c2", "c4"]
     assert summary["cold"]["ttft_ms"] is not None and summary["warm"]["ttft_ms"]["count"] == 10
     for step in ("c1", "c2", "c4"):
         assert sorted(x.name for x in (out / step).iterdir()) == ["manifest.json", "records.jsonl", "summary.json"]

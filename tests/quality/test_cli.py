@@ -123,3 +123,26 @@ def test_unreachable_endpoint_is_one_line_exit_3(tmp_path: Path, capsys: pytest.
         )
         assert code == 3 and len(err.strip().splitlines()) == 1, err
         assert url.removesuffix("/v1") in err
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_quality_asks_through_another_api(
+    api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tokenrace.testing.fake_server import FakeServerThread
+
+    key = fake_key("sk-ant-", "quality")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with FakeServerThread({"ttft_ms": 1, "itl_ms": 0.5, "output_tokens": 4, "api_key": key}) as srv:
+        args = ["quality", "--url", srv.base_url, "--api", api, "--suite", "copy", "--samples", "3"]
+        code, out, err = in_process(capsys, *args, "-o", str(tmp_path / "r"), "--json")
+        sent = srv.log()
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["overall"]["accuracy"]["n"] == 3  # answered (wrongly: the fake says w0 w1 ...), none failed
+    assert {e["path"] for e in sent} == {f"/v1/{api}"}
+    assert {tuple(e["auth_headers"]) for e in sent} == {
+        ("anthropic-version", "x-api-key") if api == "messages" else ("authorization",)
+    }
+    assert key not in "".join(f.read_text() for f in (tmp_path / "r").iterdir())

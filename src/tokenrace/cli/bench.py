@@ -12,7 +12,8 @@ import click
 
 from tokenrace.cli import bench_quality
 from tokenrace.cli.common import Options, echo_json
-from tokenrace.cli.options import bench_options, settings_from_options
+from tokenrace.cli.options import bench_options, embedded_serves, settings_from_options
+from tokenrace.client.request import GENERATING_APIS
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.load.progress import LiveProgress
 from tokenrace.model.run import ProfileFile
@@ -51,7 +52,7 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     settings = settings_from_options(o)
     samples = o["quality_samples"]
     assert samples is None or isinstance(samples, int)
-    bench_quality.check_samples(samples)
+    bench_quality.check_samples(samples, settings.request.api)
     if settings.endpoint is None:
         explicit = any(ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE for k in LOAD_FLAGS)
         _embedded(ctx, settings, o, single_run=explicit)
@@ -77,13 +78,14 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
 
     model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
     settings.model = None
+    embeddings = embedded_serves(settings.request.api)
     if ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.COMMANDLINE:
         settings.request.max_tokens = 64  # keeps the default profile well under a minute on 2 cores
     if ctx.get_parameter_source("keep_awake") != click.core.ParameterSource.COMMANDLINE:
         # The engine shares this machine's cores with the client: CPU the ticker would take is
         # CPU the model loses, which costs more than the ~0.3 ms of wake-up it saves.
         settings.load.keep_awake = False
-    if settings.efficiency is None:
+    if settings.efficiency is None and settings.request.api in GENERATING_APIS:
         from tokenrace.figures.efficiency import EfficiencySpec
         from tokenrace.serve.embedded import default_model
 
@@ -91,7 +93,10 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         settings.efficiency = EfficiencySpec("cpu", model or str(default_model()))
     steps = (("run", settings.load),) if single_run else DEFAULT_STEPS
     read_inputs(settings)  # bad input is reported before the engine takes its seconds to start
-    click.echo("starting the embedded model (llama.cpp llama-server, SmolLM2-135M-Instruct Q4_1)...", err=True)
+    serving = " serving embeddings" if embeddings else ""
+    click.echo(
+        f"starting the embedded model (llama.cpp llama-server, SmolLM2-135M-Instruct Q4_1{serving})...", err=True
+    )
 
     def progress_for(name: str, load: object) -> LiveProgress:
         return LiveProgress(getattr(load, "requests", None), enabled=not o["as_json"])
@@ -106,7 +111,13 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
             )
 
     result, quality = run_async(
-        run_profile(settings, EmbeddedOptions(model=Path(model) if model else None), progress_for, steps, after)
+        run_profile(
+            settings,
+            EmbeddedOptions(model=Path(model) if model else None, embeddings=embeddings),
+            progress_for,
+            steps,
+            after,
+        )
     )
     if o["as_json"]:
         echo_json(_with_quality(result.sweep.model_dump(mode="json"), quality))

@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-from tokenrace.errors import UsageError
+from tokenrace.client.request import GENERATING_APIS
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.quality.models import QualityResult
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import resolve_suites
@@ -33,10 +34,12 @@ OPTION = click.option(
 NOT_FORWARDED = frozenset({"ignore_eos", "max_tokens", "max_completion_tokens", "min_tokens", "n", "stream"})
 
 
-def check_samples(samples: int | None) -> None:
-    """Refuse a bad count before the speed run, not after it."""
+def check_samples(samples: int | None, api: str = "chat") -> None:
+    """Refuse a bad count, or a pass the API cannot answer, before the speed run, not after it."""
     if samples is not None and samples < 1:
         raise UsageError("--quality-samples must be at least 1")
+    if samples is not None and api not in GENERATING_APIS:
+        raise InvalidInput("quality_samples", f"asks questions and checks the answers; the {api} API answers none")
 
 
 def quality_settings(settings: BenchSettings, base_url: str, model: str, samples: int) -> QualitySettings:

@@ -10,10 +10,10 @@ import click
 
 from tokenrace.cli.common import Options, parse_duration_s, parse_headers, parse_json_object, parse_mean_std
 from tokenrace.cli.workload_options import apply_workload_options, workload_options
-from tokenrace.client.openai import RequestOptions
-from tokenrace.client.providers import PROVIDERS, resolve_endpoint
+from tokenrace.client.providers import PROVIDERS, provider_api, resolve_endpoint
+from tokenrace.client.request import API_NAMES, RequestOptions
 from tokenrace.client.transport import Timeouts
-from tokenrace.errors import UsageError
+from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, spec
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.figures.summary import parse_slo
@@ -30,7 +30,24 @@ _OPTIONS = [
     click.option("--api-key", help="API key (prefer an env var: OPENAI_API_KEY or the provider's)."),
     click.option("--provider", type=click.Choice(sorted(PROVIDERS)), help="Preset base URL and key variable."),
     click.option("--model", help="Model name; default: the first one the server lists."),
-    click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True),
+    click.option(
+        "--api",
+        type=click.Choice(API_NAMES),
+        help="The API to call: chat (/chat/completions), completions, responses (/responses), messages "
+        "(Anthropic /messages), embeddings, rerank [default: chat, or the provider's: messages for anthropic].",
+    ),
+    click.option(
+        "--batch-size", type=int, help="embeddings: inputs per request, each --input-tokens long [default: 1]."
+    ),
+    click.option(
+        "--documents", type=int, help="rerank: documents per request, each --input-tokens long [default: 10]."
+    ),
+    click.option(
+        "--rerank-format",
+        type=click.Choice(["cohere", "tei"]),
+        help="rerank: cohere (POST /v1/rerank with query, documents, top_n; also Jina and vLLM) or tei "
+        "(Hugging Face TEI: POST /rerank with query, texts) [default: cohere].",
+    ),
     click.option("--stream/--no-stream", default=True, show_default=True),
     click.option(
         "--usage/--no-usage",
@@ -155,8 +172,16 @@ def settings_from_options(o: Options) -> BenchSettings:
     return apply_workload_options(_settings(o), o)
 
 
+def chosen_api(o: Options) -> str:
+    """--api, else the provider preset's API, else chat."""
+    return str(o.get("api") or provider_api(o.get("provider")) or "chat")
+
+
 def _settings(o: Options) -> BenchSettings:
-    endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"])
+    api = chosen_api(o)
+    if o.get("rerank_format") is not None and api != "rerank":
+        raise InvalidInput("rerank_format", f"chooses the rerank API's shape; the API is {api}")
+    endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"], api)
     extra = parse_json_object(o["extra_body"], "--extra-body")
     if o["ignore_eos"]:
         extra.setdefault("ignore_eos", True)
@@ -168,7 +193,8 @@ def _settings(o: Options) -> BenchSettings:
         endpoint=endpoint,
         model=o["model"],
         request=RequestOptions(
-            api=o["api"],
+            api=api,
+            rerank_format=o.get("rerank_format") or "cohere",
             stream=o["stream"],
             include_usage=o["include_usage"],
             max_tokens=o["max_tokens"],
@@ -196,6 +222,8 @@ def _settings(o: Options) -> BenchSettings:
             file=o["prompts_file"],
             input_tokens=parse_mean_std(o["input_tokens"], "--input-tokens"),
             output_tokens=output_tokens,
+            batch_size=o.get("batch_size"),
+            documents=o.get("documents"),
         ),
         tokenizer=o["tokenizer"],
         slo=parse_slo(o["slo"]),
@@ -210,6 +238,16 @@ def _settings(o: Options) -> BenchSettings:
         workers=_workers_spec(o.get("workers"), o.get("ray")),
         secret_headers=env_headers,
     )
+
+
+def embedded_serves(api: str) -> bool:
+    """Whether the embedded engine must serve embeddings for this run (llama-server --embeddings);
+    refuses an API it cannot serve."""
+    if api == "rerank":
+        raise InvalidInput(
+            "api", "rerank needs a reranking model and the embedded engine serves a chat model: give --url"
+        )
+    return api == "embeddings"
 
 
 def _workers_spec(workers: str | None, ray: str | None) -> WorkersSpec | None:

@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenrace.cli.common import echo_json
-from tokenrace.client.providers import resolve_endpoint
+from tokenrace.client.providers import API_KEY_ENV, resolve_endpoint
+from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import UsageError
 from tokenrace.quality.models import ItemResult, QualityResult
 from tokenrace.quality.paired import COMPARISON, QualityComparison, compare_dirs, difference_line, rows, to_markdown
@@ -38,7 +39,17 @@ T = TypeVar("T")
 )
 @click.option("--model", help="Model name; default: the first one the server lists (a .gguf path without --url).")
 @click.option("--model-b", help="With --compare: B's model name (default: --model).")
-@click.option("--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY when set).")
+@click.option(
+    "--api",
+    type=click.Choice(GENERATING_APIS),
+    default="chat",
+    show_default=True,
+    help="The API to ask through: chat, completions, responses (/responses) or messages (Anthropic /messages).",
+)
+@click.option(
+    "--api-key-env",
+    help="Variable holding the API key (default OPENAI_API_KEY when set; ANTHROPIC_API_KEY with --api messages).",
+)
 @click.option("--api-key-env-b", help="With --compare: B's key variable (default: --api-key-env).")
 @click.option(
     "--suite",
@@ -75,7 +86,7 @@ def command(targets: tuple[str, ...], compare: bool, **o: Any) -> None:
 
 
 def _settings(o: dict[str, Any], url: str, model: str | None, key_env: str | None) -> QualitySettings:
-    key, source = _key(key_env)
+    key, source = _key(key_env, o["api"])
     return QualitySettings(
         base_url=url,
         model=model,
@@ -84,18 +95,21 @@ def _settings(o: dict[str, Any], url: str, model: str | None, key_env: str | Non
         seed=o["seed"],
         temperature=o["temperature"],
         concurrency=o["concurrency"],
+        api=o["api"],
         extra={"samples": o["samples"]},
     )
 
 
-def _key(key_env: str | None) -> tuple[str | None, str | None]:
+def _key(key_env: str | None, api: str = "chat") -> tuple[str | None, str | None]:
     if key_env:
         value = os.environ.get(key_env)
         if not value:
             raise UsageError(f"--api-key-env {key_env}: the variable is not set")
         return value, key_env
-    if os.environ.get("OPENAI_API_KEY"):
-        return os.environ["OPENAI_API_KEY"], "OPENAI_API_KEY"
+    # The API's own variable (messages: ANTHROPIC_API_KEY, never an OpenAI key), else OPENAI_API_KEY.
+    default = API_KEY_ENV.get(api, "OPENAI_API_KEY")
+    if os.environ.get(default):
+        return os.environ[default], default
     return None, None
 
 

@@ -150,10 +150,12 @@ def _progress_for(o: dict[str, Any]) -> Any:
 def _embedded(
     settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
 ) -> Run:
+    from tokenrace.cli.options import embedded_serves
     from tokenrace.serve.embedded import EmbeddedOptions
     from tokenrace.serve.launch import start_embedded
     from tokenrace.sweep.profile import embedded_settings
 
+    embeddings = embedded_serves(settings.request.api)
     if plan.kind == "concurrency" and not explicit("concurrencies"):
         plan.values = EMBEDDED_CONCURRENCIES
     if not explicit("max_tokens"):
@@ -172,7 +174,10 @@ def _embedded(
         from pathlib import Path
 
         opts = EmbeddedOptions(
-            model=Path(model) if model else None, parallel=slots, ctx_size=max(8192, CTX_PER_SLOT * slots)
+            model=Path(model) if model else None,
+            parallel=slots,
+            ctx_size=max(8192, CTX_PER_SLOT * slots),
+            embeddings=embeddings,
         )
         engine = await start_embedded(opts)
         try:

@@ -20,6 +20,7 @@ class Provider:
     base_url: str
     key_env: str | None  # env var holding the key; None: no key needed
     engine: str  # what serves it, for the manifest
+    api: str = "chat"  # the API a run uses there unless --api says otherwise
 
 
 HOSTED_PROVIDERS = (
@@ -28,7 +29,10 @@ HOSTED_PROVIDERS = (
     Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", "together"),
     Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "openrouter"),
     Provider("fireworks", "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", "fireworks"),
+    Provider("anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", "anthropic", api="messages"),
 )
+# The key variable an API's own clients read, tried before OPENAI_API_KEY (Anthropic's SDK reads this).
+API_KEY_ENV = {"messages": "ANTHROPIC_API_KEY"}
 # A local engine on its default port (tokenrace.engines), e.g. `--provider sglang` -> localhost:30000.
 ENGINE_PROVIDERS = tuple(
     Provider(e.name, f"http://localhost:{e.default_port}/v1", e.key_env, e.name)
@@ -43,7 +47,7 @@ def normalize_base_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise InvalidInput("url", f"must look like http://host:port/v1, got {url!r}")
     path = parts.path.rstrip("/")
-    for suffix in ("/chat/completions", "/completions"):
+    for suffix in ("/chat/completions", "/completions", "/responses", "/messages", "/embeddings", "/rerank"):
         if path.endswith(suffix):
             path = path[: -len(suffix)]
     if path == "":
@@ -59,10 +63,21 @@ class ResolvedEndpoint:
     provider: str | None
 
 
-def resolve_endpoint(url: str | None, api_key: str | None, provider: str | None) -> ResolvedEndpoint | None:
+def provider_api(provider: str | None) -> str | None:
+    """The API a preset provider is spoken to in (`anthropic`: messages); None without a preset."""
+    preset = PROVIDERS.get(provider.lower()) if provider else None
+    return preset.api if preset is not None else None
+
+
+def resolve_endpoint(
+    url: str | None, api_key: str | None, provider: str | None, api: str = "chat"
+) -> ResolvedEndpoint | None:
     """Flags beat the provider preset, which beats OPENAI_BASE_URL / OPENAI_API_KEY.
 
-    Returns None when nothing names an endpoint (the caller then starts the embedded engine).
+    The key: --api-key, else the preset's variable, else the API's own (ANTHROPIC_API_KEY for
+    messages, which never falls back to OPENAI_API_KEY: an OpenAI key is not sent to another
+    vendor's API), else OPENAI_API_KEY. Returns None when nothing names an endpoint (the caller then
+    starts the embedded engine).
     """
     preset = None
     if provider:
@@ -75,8 +90,13 @@ def resolve_endpoint(url: str | None, api_key: str | None, provider: str | None)
     key, source = api_key, "--api-key" if api_key else None
     if key is None and preset is not None and preset.key_env:
         key, source = os.environ.get(preset.key_env), preset.key_env
-    if key is None and os.environ.get("OPENAI_API_KEY"):
+    own_env = API_KEY_ENV.get(api)
+    if key is None and own_env is not None and os.environ.get(own_env):
+        key, source = os.environ[own_env], own_env
+    if key is None and own_env is None and os.environ.get("OPENAI_API_KEY"):
         key, source = os.environ["OPENAI_API_KEY"], "OPENAI_API_KEY"
     if key is None and preset is not None and preset.key_env:
         source = preset.key_env  # tried, empty: the preflight's 401 message names it
+    elif key is None and own_env is not None:
+        source = own_env
     return ResolvedEndpoint(normalize_base_url(base), key or None, source, preset.name if preset else None)

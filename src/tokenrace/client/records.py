@@ -61,6 +61,9 @@ class RequestRecord:
     max_tokens: int | None = None
     cancel_after_chunks: int | None = None  # the client cancels the stream after this many content chunks
     worker: int | None = None  # the worker process that sent it, when the load was spread over several
+    inputs: int | None = None  # embeddings: texts embedded by this request
+    documents: int | None = None  # rerank: documents ranked by this request
+    embedding_dim: int | None = None  # embeddings: the length of the vectors the server returned
 
     @property
     def ok(self) -> bool:
@@ -124,6 +127,9 @@ class RequestRecord:
             "retry_after_s": self.retry_after_s,
             "response_id": self.response_id,
             "server_timing": self.server_timing,
+            "inputs": self.inputs,
+            "documents": self.documents,
+            "embedding_dim": self.embedding_dim,
         }
 
 

@@ -43,6 +43,18 @@ class StampingHandler(ResponseHandler):
         self.drained_ns: int | None = None  # ... and, when the kernel did not take them whole, they drained
         self._drained_ns: int | None = None
 
+    def data_received(self, data: bytes) -> None:
+        # The arrival stamp: taken before aiohttp parses anything, paired with the body's byte count.
+        t = perf_ns()
+        super().data_received(data)
+        payload = self._payload
+        if payload is None:
+            return
+        if payload is not self.rx_payload:
+            self.rx_payload = payload
+            self.rx = []
+        self.rx.append((payload.total_bytes, t))
+
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         transport.set_write_buffer_limits(high=0)

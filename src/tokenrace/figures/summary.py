@@ -129,6 +129,7 @@ def summarize(records: Sequence[RequestRecord], windows: Windows, slo: dict[str,
     )
     window_s = _window_s(measured)
     out_tokens = sum(r.output_tokens or 0 for r in ok)
+    counted_output = any(r.output_tokens is not None for r in ok)
     return Summary(
         requests=RequestCounts(total=len(measured), succeeded=len(ok), failed=len(failed), cancelled=cancelled),
         error_rate=round(len(failed) / len(measured), 6) if measured else None,
@@ -136,7 +137,8 @@ def summarize(records: Sequence[RequestRecord], windows: Windows, slo: dict[str,
         metrics=metrics,
         throughput=Throughput(
             window_s=round(window_s, 6) if window_s else None,
-            output_tokens_per_s=round(out_tokens / window_s, 4) if window_s else None,
+            # Unknown (not 0) when no request counted output: embeddings and rerank generate none.
+            output_tokens_per_s=round(out_tokens / window_s, 4) if window_s and counted_output else None,
             requests_per_s=round(len(ok) / window_s, 4) if window_s else None,
             steady_output_tokens_per_s=_steady_tokens_per_s(ok, windows),
             steady_window_s=_steady_window_s(windows),

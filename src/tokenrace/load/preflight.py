@@ -87,13 +87,19 @@ def choose_model(requested: str | None, info: ServerInfo) -> str:
     return info.models[0]
 
 
-def check_first(rec: RequestRecord, model: str, key_source: str | None, models: list[str], url: str) -> None:
-    """Turn a first-request failure that dooms the whole run into a PreflightError."""
+def check_first(
+    rec: RequestRecord, model: str, key_source: str | None, models: list[str], url: str, api: str = "chat"
+) -> None:
+    """Turn a first-request failure that dooms the whole run into a PreflightError (the record stays
+    in records.jsonl with its status and message)."""
     if rec.status in (401, 403):
         where = f"the key came from {key_source}" if key_source else "no API key was given"
         raise PreflightError(
             f"HTTP {rec.status}: the server rejected the API key; {where}. {rec.error_message or ''}".strip()
         )
+    if rec.status == 404 and api not in ("chat", "completions"):
+        # The message carries the API's own hint: most often the server lacks this API, not the model.
+        raise PreflightError(rec.error_message or f"HTTP 404 from the {api} API at {url}")
     if rec.status == 404:
         offered = f"; the server offers: {', '.join(models[:20])}" if models else ""
         raise PreflightError(f"HTTP 404 for model {model!r} at {url}: {rec.error_message}{offered}")

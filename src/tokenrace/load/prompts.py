@@ -133,3 +133,32 @@ async def _sized_text(tokens: int, rng: np.random.Generator, tokenizer: Tokenize
     while out and len(await tokenizer.encode(out)) > tokens:
         out = out[:-1]
     return out
+
+
+DEFAULT_DOCUMENTS = 10  # rerank: documents per request when the run does not say
+
+
+def embedding_batches(texts: PromptSet, batch_size: int, count: int) -> PromptSet:
+    """`count` embeddings requests of `batch_size` inputs each, drawn in order from `texts`."""
+    pool = [p.as_text() for p in texts.prompts]
+    prompts = tuple(
+        Prompt(inputs=[pool[(i * batch_size + j) % len(pool)] for j in range(batch_size)], label=f"inputs={batch_size}")
+        for i in range(count)
+    )
+    return PromptSet(prompts, f"embeddings({batch_size} inputs per request over {texts.name})", texts.sizing)
+
+
+def rerank_sets(queries: PromptSet, documents: PromptSet, per_request: int, count: int) -> PromptSet:
+    """`count` rerank requests: a query from `queries` and `per_request` documents from `documents`."""
+    qs = [p.as_text() for p in queries.prompts]
+    pool = [p.as_text() for p in documents.prompts]
+    prompts = tuple(
+        Prompt(
+            text=qs[i % len(qs)],
+            documents=[pool[(i * per_request + j) % len(pool)] for j in range(per_request)],
+            label=f"documents={per_request}",
+        )
+        for i in range(count)
+    )
+    name = f"rerank({per_request} documents per request over {documents.name}, queries {queries.name})"
+    return PromptSet(prompts, name, documents.sizing)

@@ -49,3 +49,6 @@ class RecordLine(_Model):
     retry_after_s: float | None = None
     response_id: str | None = None
     server_timing: JsonObject | None = None
+    inputs: int | None = None  # embeddings: texts embedded by the request
+    documents: int | None = None  # rerank: documents ranked by the request
+    embedding_dim: int | None = None  # embeddings: the length of the returned vectors

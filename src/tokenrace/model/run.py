@@ -44,6 +44,7 @@ class StepRow(_Model):
     """One step of a sweep or profile: its key numbers and where its run directory is."""
 
     step: str
+    api: str | None = None  # the API the step spoke
     value: float | None = None
     concurrency: int | None = None
     rate: float | None = None
@@ -58,6 +59,7 @@ class StepRow(_Model):
     steady_output_tokens_per_s: float | None = None
     throughput_tokens_per_s: float | None = None
     requests_per_s: float | None = None
+    input_tokens_per_s: float | None = None  # embeddings and rerank: pooling.input_tokens_per_s
     achieved_rate: float | None = None
     error_rate: float | None = None
     goodput_fraction: float | None = None

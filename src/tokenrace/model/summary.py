@@ -155,6 +155,18 @@ class ClientLoad(_Model):
     causes: list[str] = Field(default_factory=list)
 
 
+class PoolingFigures(_Model):
+    """Embeddings and rerank runs: what they did per second (docs/metrics.md)."""
+
+    api: Literal["embeddings", "rerank"]
+    inputs_per_s: float | None = None  # embeddings: texts embedded by succeeded requests / window
+    documents_per_s: float | None = None  # rerank: documents ranked by succeeded requests / window
+    input_tokens_per_s: float | None = None  # their tokens (usage, else a tokenizer) / window
+    per_request: Stats = Field(default_factory=Stats)  # inputs (documents) per request
+    embedding_dim: int | None = None  # the vectors' length, when every answer had the same
+    embedding_dims: list[int] | None = None  # the lengths seen, when answers differed
+
+
 class RunWarning(BaseModel):
     """Something the reader of a run's numbers must know: what it is (`code`), the sentence shown to
     people (`message`), and the numbers behind it (`figures`), so a tool can act without parsing text.
@@ -179,6 +191,7 @@ class Summary(_Model):
     """summary.json: every figure of one run, built by `figures.summary.summarize` alone."""
 
     schema_version: int = 0
+    api: str | None = None  # the API the run spoke (chat, completions, responses, messages, embeddings, rerank)
     requests: RequestCounts = Field(default_factory=RequestCounts)
     error_rate: float | None = None
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
@@ -204,6 +217,8 @@ class Summary(_Model):
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
+    pooling: PoolingFigures | None = None  # embeddings and rerank runs: inputs (documents) and tokens per second
+    not_measured: dict[str, str] | None = None  # metric -> why it has no value in this run
     warnings: list[RunWarning] = Field(default_factory=list)
 
     @model_validator(mode="before")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from tokenrace.model.run import ProfileFile
+from tokenrace.client.request import POOLING_APIS
+from tokenrace.model.run import ProfileFile, Quantiles, StepRow
 from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary, TurnStats
 
 ROWS = (
@@ -51,13 +53,11 @@ def summary_table(summary: Summary, title: str | None = None) -> Table:
 
 def headline_lines(summary: Summary) -> list[str]:
     req = summary.requests
-    tp = summary.throughput
     lines = [
         f"requests: {req.succeeded}/{req.total} ok, error rate {fmt(_pct(summary.error_rate))} %"
         + (f"  errors: {summary.errors_by_kind}" if summary.errors_by_kind else "")
         + (f"  cancelled by the client: {req.cancelled}" if req.cancelled else ""),
-        f"throughput: {fmt(tp.output_tokens_per_s)} output tok/s, {fmt(tp.requests_per_s, 2)} req/s"
-        f" over {fmt(tp.window_s, 2)} s; steady {fmt(tp.steady_output_tokens_per_s)} tok/s",
+        _throughput_line(summary),
     ]
     if summary.offered_rate is not None:
         lines.append(
@@ -71,6 +71,8 @@ def headline_lines(summary: Summary) -> list[str]:
         f"token counts from: output={src.output_tokens}, prompt={src.prompt_tokens}"
         + (" (approximate: counted chunks)" if src.approximate else "")
     )
+    reasons = sorted(set((summary.not_measured or {}).values()))
+    lines.extend(f"no TTFT, TPOT or ITL: {why}" for why in reasons)
     lines.extend(cache_lines(summary.cache))
     lines.extend(turn_lines(summary.by_turn))
     eff = summary.efficiency
@@ -95,6 +97,25 @@ def headline_lines(summary: Summary) -> list[str]:
     if g is not None:
         lines.append(f"goodput: {fmt(g.requests_per_s, 2)} req/s, {fmt(_pct(g.fraction))} % within SLO {g.slo}")
     return lines
+
+
+def _throughput_line(summary: Summary) -> str:
+    tp, pooling = summary.throughput, summary.pooling
+    if pooling is not None:
+        # Embeddings and rerank generate nothing: their work is the inputs (documents) and their tokens.
+        if pooling.api == "embeddings":
+            items = f"{fmt(pooling.inputs_per_s, 2)} inputs/s"
+        else:
+            items = f"{fmt(pooling.documents_per_s, 2)} documents/s"
+        dim = f"; vectors of {pooling.embedding_dim} dimensions" if pooling.embedding_dim else ""
+        return (
+            f"throughput: {items}, {fmt(pooling.input_tokens_per_s)} input tok/s, "
+            f"{fmt(tp.requests_per_s, 2)} req/s over {fmt(tp.window_s, 2)} s{dim}"
+        )
+    return (
+        f"throughput: {fmt(tp.output_tokens_per_s)} output tok/s, {fmt(tp.requests_per_s, 2)} req/s"
+        f" over {fmt(tp.window_s, 2)} s; steady {fmt(tp.steady_output_tokens_per_s)} tok/s"
+    )
 
 
 def cache_lines(c: Cache | None) -> list[str]:
@@ -156,39 +177,57 @@ def print_summary(summary: Summary, console: Console | None = None, title: str |
 
 
 def profile_table(summary: ProfileFile) -> Table:
-    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT."""
-    t = Table(title="steps", title_justify="left", header_style="bold")
-    for col in ("step", "conc.", "ok", "TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached"):
-        t.add_column(col, justify="left" if col == "step" else "right")
-    cold = summary.cold
-    if cold:
-        t.add_row(
-            "cold",
-            "1",
-            "1/1" if not cold.error_kind else "0/1",
-            fmt(cold.ttft_ms),
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
+    """One row per step of the embedded profile (or any ramp): p50/p95/max of TTFT and TPOT; for
+    embeddings and rerank steps, which answer in one body, of the latency instead."""
+    if _pooling_steps(summary):
+        columns: tuple[str, ...] = ("E2E p50", "p95", "max", "in tok/s", "req/s")
+        return _steps_table(
+            summary,
+            columns,
+            "e2e_ms",
+            lambda row: (*_quantiles(row.e2e_ms), fmt(row.input_tokens_per_s), fmt(row.requests_per_s, 2)),
         )
-    for row in summary.steps:
-        req = row.requests
-        t.add_row(
-            row.step,
-            str(row.concurrency),
-            f"{req.succeeded}/{req.total}",
-            *(fmt(q) for q in (row.ttft_ms.p50, row.ttft_ms.p95, row.ttft_ms.max)),
-            *(fmt(q) for q in (row.tpot_ms.p50, row.tpot_ms.p95, row.tpot_ms.max)),
+    columns = ("TTFT p50", "p95", "max", "TPOT p50", "p95", "max", "tok/s", "req/s", "cached")
+    return _steps_table(
+        summary,
+        columns,
+        "ttft_ms",
+        lambda row: (
+            *_quantiles(row.ttft_ms),
+            *_quantiles(row.tpot_ms),
             fmt(row.output_tokens_per_s),
             fmt(row.requests_per_s, 2),
             _cached_cell(row.cache_hit_rate),
-        )
+        ),
+    )
+
+
+def _quantiles(stats: Quantiles) -> tuple[str, ...]:
+    return tuple(fmt(q) for q in (stats.p50, stats.p95, stats.max))
+
+
+def _steps_table(
+    summary: ProfileFile,
+    columns: tuple[str, ...],
+    cold_metric: str,
+    cells: Callable[[StepRow], tuple[str, ...]],
+) -> Table:
+    """step, concurrency, succeeded/total, then `cells(row)` per step; the cold request's `cold_metric` first."""
+    t = Table(title="steps", title_justify="left", header_style="bold")
+    for col in ("step", "conc.", "ok", *columns):
+        t.add_column(col, justify="left" if col == "step" else "right")
+    cold = summary.cold
+    if cold:
+        ok = "1/1" if not cold.error_kind else "0/1"
+        t.add_row("cold", "1", ok, fmt(getattr(cold, cold_metric)), *[""] * (len(columns) - 1))
+    for row in summary.steps:
+        req = row.requests
+        t.add_row(row.step, str(row.concurrency), f"{req.succeeded}/{req.total}", *cells(row))
     return t
+
+
+def _pooling_steps(summary: ProfileFile) -> bool:
+    return any(row.api in POOLING_APIS for row in summary.steps)
 
 
 def _cached_cell(rate: float | None) -> str:
@@ -214,7 +253,7 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
     )
     console.print(profile_table(summary))
     bust = summary.cache_bust
-    if bust is not None:
+    if bust is not None and not _pooling_steps(summary):
         console.print(
             "prompts: built-in, busted (a unique prefix per request, so the prefix cache cannot serve them and "
             "the steps compare prefill with prefill; --no-cache-bust allows hits)"

@@ -16,11 +16,14 @@ def _pick(m: Stats) -> Quantiles:
 
 
 def sweep_throughput(summary: Summary) -> float | None:
-    """The throughput a sweep compares between steps: steady output tokens/s, else over the window."""
+    """The throughput a sweep compares between steps: steady output tokens/s, else over the window;
+    embeddings and rerank, which generate nothing, compare their input tokens/s."""
     tp = summary.throughput
     value = tp.steady_output_tokens_per_s
     if value is None:
         value = tp.output_tokens_per_s
+    if summary.pooling is not None:
+        value = summary.pooling.input_tokens_per_s
     return None if value is None else float(value)
 
 
@@ -30,6 +33,7 @@ def step_row(name: str, directory: Path, s: Summary, manifest: dict[str, Any], c
     m = s.metrics
     return StepRow(
         step=name,
+        api=s.api,
         concurrency=load["concurrency"],
         rate=load.get("rate"),
         requests=s.requests,
@@ -43,6 +47,7 @@ def step_row(name: str, directory: Path, s: Summary, manifest: dict[str, Any], c
         steady_output_tokens_per_s=s.throughput.steady_output_tokens_per_s,
         throughput_tokens_per_s=sweep_throughput(s),
         requests_per_s=s.throughput.requests_per_s,
+        input_tokens_per_s=s.pooling.input_tokens_per_s if s.pooling else None,
         achieved_rate=s.achieved_rate,
         error_rate=s.error_rate,
         goodput_fraction=s.goodput.fraction if s.goodput else None,

@@ -16,6 +16,7 @@ from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
+from tokenrace.client.request import POOLING_APIS
 from tokenrace.client.transport import Timeouts
 from tokenrace.engines import server_root
 from tokenrace.errors import InvalidInput
@@ -47,6 +48,7 @@ from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
+from tokenrace.runs.api_fit import check_api_fit
 from tokenrace.runs.instruments import monitor_for_bench
 from tokenrace.runs.run import Run
 from tokenrace.runs.store import RunStore, default_run_dir
@@ -60,6 +62,8 @@ class PromptSpec:
     input_tokens: tuple[int, float] | None = None
     output_tokens: tuple[int, float] | None = None
     count: int = 64
+    batch_size: int | None = None  # embeddings: inputs per request (None: 1)
+    documents: int | None = None  # rerank: documents per request (None: DEFAULT_DOCUMENTS)
 
 
 @dataclass(slots=True)
@@ -124,6 +128,7 @@ def read_inputs(s: BenchSettings) -> Inputs:
     if s.output is not None and (Path(s.output) / RECORDS).exists():
         raise InvalidInput("output", f"{s.output} already holds a run; choose another directory")
     _check_request(s)
+    check_api_fit(s)
     if s.efficiency is not None:
         check_spec(s.efficiency)
     local = s.tokenizer is not None and s.tokenizer != "server"
@@ -156,9 +161,14 @@ def _given_prompts(spec: PromptSpec) -> PromptSet:
 
 
 async def build_prompts(
-    spec: PromptSpec, tok: Tokenizer | None, seed: int | None, given: PromptSet | None = None
+    spec: PromptSpec, tok: Tokenizer | None, seed: int | None, given: PromptSet | None = None, api: str = "chat"
 ) -> PromptSet:
-    """The run's prompts: synthetic ones sized with `tok`, else `given` (or the spec's, read now)."""
+    """The run's prompts: synthetic ones sized with `tok`, else `given` (or the spec's, read now).
+
+    Embeddings and rerank requests carry several texts each: `batch_size` inputs, or a query and
+    `documents` documents, each text sized as a prompt would be."""
+    if api in POOLING_APIS:
+        return await _pooling_prompts(spec, tok, seed, given, api)
     out_lengths = None
     if spec.output_tokens is not None:
         out_lengths = prompt_sets.draw_lengths(int(spec.output_tokens[0]), spec.output_tokens[1], spec.count, seed)
@@ -171,6 +181,19 @@ async def build_prompts(
         Prompt(p.messages, p.text, out_lengths[i % len(out_lengths)], p.label) for i, p in enumerate(base.prompts)
     )
     return PromptSet(ps, base.name)
+
+
+async def _pooling_prompts(
+    spec: PromptSpec, tok: Tokenizer | None, seed: int | None, given: PromptSet | None, api: str
+) -> PromptSet:
+    per_request = (spec.batch_size or 1) if api == "embeddings" else (spec.documents or prompt_sets.DEFAULT_DOCUMENTS)
+    named = given if given is not None else _given_prompts(spec)  # --prompt, --prompts or the built-in set
+    texts = named
+    if spec.input_tokens is not None:
+        texts = await prompt_sets.synthetic(spec.input_tokens, tok, spec.count * per_request, seed)
+    if api == "embeddings":
+        return prompt_sets.embedding_batches(texts, per_request, spec.count)
+    return prompt_sets.rerank_sets(named, texts, per_request, spec.count)
 
 
 def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: int) -> MonitorSession | None:
@@ -241,7 +264,7 @@ class BenchSession:
             )
             client.model = choose_model(s.model, info)
             self.tokenizer = inputs.tokenizer or await self._tokenizer(client)
-            prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed, inputs.prompts)
+            prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed, inputs.prompts, s.request.api)
             built = await build_workload(
                 s.workload, prompts, self.tokenizer, s.load.seed, s.load.requests or 64, inputs.files
             )
@@ -399,6 +422,8 @@ class BenchSession:
             server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
             warnings=tuple(warnings or ()),
             client=ClientObservation(self.client_cpu_pct, calibrated_ceiling()),
+            api=s.request.api,
+            stream=s.request.stream,
         )
 
     def _send_checked(self, inner: Send, client: OpenAIClient, models: list[str]) -> Any:
@@ -409,7 +434,7 @@ class BenchSession:
             await inner(prompt, rec)
             if first:
                 first = False
-                check_first(rec, client.model, self.endpoint.key_source, models, client.url)
+                check_first(rec, client.model, self.endpoint.key_source, models, client.url, client.api.name)
             return rec
 
         return send

@@ -19,6 +19,7 @@ from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.drift import drift, is_soak
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
+from tokenrace.figures.pooling import not_measured, pooling_figures
 from tokenrace.figures.summary import by_turn, summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
@@ -57,12 +58,17 @@ class RunContext:
     server_cache: ServerCache | None = None  # the engine's prefix-cache counters over the run
     warnings: tuple[RunWarning, ...] = ()  # what the run itself observed (a worker that died, ...)
     client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
+    api: str = "chat"  # the API the run spoke
+    stream: bool = True  # the answers were streamed
 
 
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s = summarize(records, ctx.windows, ctx.slo)
     ok = [r for r in records if r.phase == "measure" and r.ok]
     s.schema_version = SCHEMA_VERSION
+    s.api = ctx.api
+    s.pooling = pooling_figures(ctx.api, ok, s.throughput.window_s)
+    s.not_measured = not_measured(ctx.api, ctx.stream) or None
     s.interrupted = ctx.interrupted
     s.max_error_rate = ctx.max_error_rate
     rate, limit = s.error_rate, ctx.max_error_rate

@@ -113,6 +113,9 @@ class EmbeddedOptions:
     ctx_size: int = 8192
     parallel: int = 4
     extra: tuple[str, ...] = ()
+    # Serve /v1/embeddings (llama-server --embeddings) instead of generating: the model's hidden
+    # states, mean-pooled over the input (a chat model has no pooling of its own).
+    embeddings: bool = False
 
 
 def default_threads() -> int:
@@ -124,6 +127,9 @@ def default_threads() -> int:
     3.2 s with 1.
     """
     return max(1, (os.cpu_count() or 2) - 1)
+
+
+EMBEDDINGS_FLAGS = ("--embeddings", "--pooling", "mean")
 
 
 def llama_server_command(binary: Path, model: Path, port: int, o: EmbeddedOptions) -> list[str]:
@@ -145,6 +151,7 @@ def llama_server_command(binary: Path, model: Path, port: int, o: EmbeddedOption
         "--metrics",
         "--alias",
         model.stem,
+        *(EMBEDDINGS_FLAGS if o.embeddings else ()),
         *o.extra,
     ]
 

@@ -56,7 +56,7 @@ async def start_embedded(
     proc = EngineProcess(argv, "llama-server", env=env, log_path=log_path).start()
     root = f"http://{opts.host}:{port}"
     try:
-        ready = await wait_ready(proc, root, None, timeout_s)
+        ready = await wait_ready(proc, root, None, timeout_s, probe="embeddings" if opts.embeddings else "chat")
     except BaseException:
         proc.stop()
         raise
@@ -68,6 +68,7 @@ async def start_embedded(
         "threads": argv[argv.index("-t") + 1],
         "parallel_slots": opts.parallel,
         "ctx_size": opts.ctx_size,
+        "embeddings": opts.embeddings,
         "launch_command": argv,
         "readiness": ready,
     }

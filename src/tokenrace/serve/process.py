@@ -119,8 +119,11 @@ class EngineProcess:
         self.stop()
 
 
-async def wait_ready(proc: EngineProcess, root: str, model: str | None, timeout_s: float) -> dict[str, object]:
-    """Ready = the health endpoint answers 200 and a real one-token generation succeeds.
+async def wait_ready(
+    proc: EngineProcess, root: str, model: str | None, timeout_s: float, probe: str = "chat"
+) -> dict[str, object]:
+    """Ready = the health endpoint answers 200 and a real one-token generation (with probe
+    "embeddings": a real embedding) succeeds.
 
     Returns what was learnt: the model name served and the seconds each stage took.
     """
@@ -130,7 +133,8 @@ async def wait_ready(proc: EngineProcess, root: str, model: str | None, timeout_
         served = await _poll(proc, deadline, lambda: _healthy(s, root))
         t_health = time.monotonic() - t0
         name = model or (served if isinstance(served, str) else None) or "default"
-        await _poll(proc, deadline, lambda: _one_token(s, root, name))
+        answers = _one_embedding if probe == "embeddings" else _one_token
+        await _poll(proc, deadline, lambda: answers(s, root, name))
     return {"model": name, "health_s": round(t_health, 3), "ready_s": round(time.monotonic() - t0, 3)}
 
 
@@ -168,3 +172,11 @@ async def _one_token(s: aiohttp.ClientSession, root: str, model: str) -> bool:
             return False
         data = await r.json(content_type=None)
     return bool(data.get("choices"))
+
+
+async def _one_embedding(s: aiohttp.ClientSession, root: str, model: str) -> bool:
+    async with s.post(f"{root}/v1/embeddings", json={"model": model, "input": "Hi"}) as r:
+        if r.status != 200:
+            return False
+        data = await r.json(content_type=None)
+    return bool(data.get("data"))

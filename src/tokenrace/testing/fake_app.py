@@ -1,7 +1,9 @@
 """The aiohttp application of the fake OpenAI-compatible server.
 
 Routes: GET /v1/models, /health, /version, /metrics, /fake/log, /fake/stats;
-POST /v1/chat/completions, /v1/completions, /tokenize, /fake/reset.
+POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI Responses), /v1/messages
+(Anthropic Messages), /v1/embeddings, /v1/rerank (Cohere/Jina/vLLM shape), /rerank (TEI's shape),
+/tokenize, /fake/reset.
 `build_app(config)` is the public entry; see `fake_server` for ways to run it.
 """
 
@@ -13,7 +15,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,21 +26,20 @@ from pydantic import ValidationError
 
 from tokenrace import __version__
 from tokenrace.testing.fake_cache import PrefixCache
-from tokenrace.testing.fake_config import FakeConfig, as_config, merge_overrides
+from tokenrace.testing.fake_config import ApiKind, FakeConfig, as_config, merge_overrides
 from tokenrace.testing.fake_log import RequestRecord, SendLog
 from tokenrace.testing.fake_openai import (
     Endpoint,
     Json,
     ResponseMeta,
-    chat_body,
     chat_prompt_text,
     chat_prompt_tokens,
-    completion_body,
     completion_prompt_text,
     completion_prompt_tokens,
     count_tokens,
     error_body,
-    token_text,
+    messages_prompt_text,
+    responses_prompt_text,
 )
 from tokenrace.testing.fake_plan import (
     GenRequest,
@@ -48,6 +49,8 @@ from tokenrace.testing.fake_plan import (
     sleep_until,
     token_groups,
 )
+from tokenrace.testing.fake_pooling import PoolingBadRequest, PoolingKind, pooling_answer, read_pooling
+from tokenrace.testing.fake_wire import wire_for
 
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -87,6 +90,11 @@ def build_app(config: FakeConfig | Mapping[str, Any] | None = None) -> web.Appli
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/responses", responses)
+    app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/v1/embeddings", embeddings)
+    app.router.add_post("/v1/rerank", rerank)
+    app.router.add_post("/rerank", tei_rerank)
     app.router.add_get("/health", health)
     app.router.add_get("/version", version)
     app.router.add_post("/tokenize", tokenize)
@@ -121,9 +129,30 @@ def error_response(status: int, message: str, type_: str, code: str | None) -> w
 
 
 def _auth_error(request: web.Request, config: FakeConfig) -> web.Response | None:
-    if config.api_key is None or request.headers.get("Authorization") == f"Bearer {config.api_key}":
+    """The key may come as `Authorization: Bearer` (OpenAI) or `x-api-key` (Anthropic)."""
+    key = config.api_key
+    if (
+        key is None
+        or request.headers.get("Authorization") == f"Bearer {key}"
+        or request.headers.get("x-api-key") == key
+    ):
         return None
     return error_response(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+
+
+AUTH_HEADERS = ("authorization", "x-api-key", "api-key", "anthropic-version")
+
+
+def _auth_header_names(request: web.Request) -> list[str]:
+    return sorted(h for h in AUTH_HEADERS if h in request.headers)
+
+
+def _not_served(request: web.Request, api: ApiKind) -> web.Response | None:
+    """404 for an API the config leaves out, as a server without that route answers."""
+    apis = request.app[STATE].config.apis
+    if apis is None or api in apis:
+        return None
+    return web.Response(status=404, text="404: Not Found")
 
 
 async def _read_json_object(request: web.Request) -> Json:
@@ -239,16 +268,37 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "completions")
 
 
+async def responses(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "responses")
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "messages")
+
+
+ID_PREFIX = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp", "messages": "msg"}
+
+
+Respond = Callable[[web.Request, RequestRecord], Awaitable[web.StreamResponse]]
+
+
 async def _generate(request: web.Request, endpoint: Endpoint) -> web.StreamResponse:
+    return await _logged(request, endpoint, ID_PREFIX[endpoint], lambda r, rec: _respond(r, rec, endpoint))
+
+
+async def _logged(request: web.Request, api: ApiKind, id_prefix: str, respond: Respond) -> web.StreamResponse:
     """Log the request from arrival to end, whatever happens in between."""
     arrival_ns = time.perf_counter_ns()
+    missing = _not_served(request, api)
+    if missing is not None:
+        return missing
     log = request.app[STATE].log
-    prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
-    record = log.open(f"{prefix}-{uuid.uuid4().hex}", request.path, arrival_ns)
+    record = log.open(f"{id_prefix}-{uuid.uuid4().hex}", request.path, arrival_ns)
+    record.auth_headers = _auth_header_names(request)
     record.tcp_nodelay = _tcp_nodelay(request)
     record.received_ns = getattr(request.protocol, "rx_ns", None)
     try:
-        return await _respond(request, record, endpoint)
+        return await respond(request, record)
     except ConnectionError as exc:
         # The client left. The transport is closing, so aiohttp's attempt to
         # finish this placeholder fails quietly instead of logging a traceback.
@@ -337,6 +387,10 @@ def _note_session(record: RequestRecord, request: web.Request, body: Json, heade
 def _prompt_text(endpoint: Endpoint, body: Json) -> str:
     if endpoint == "chat":
         return chat_prompt_text(body["messages"])
+    if endpoint == "responses":
+        return responses_prompt_text(body)
+    if endpoint == "messages":
+        return messages_prompt_text(body)
     return completion_prompt_text(body["prompt"])
 
 
@@ -376,13 +430,23 @@ def _gen_request(
     output, finish = _output_length(config, _max_tokens(body), rng)
     if fault == "empty":
         output, finish = 0, "stop"
-    reasoning = min(config.reasoning_tokens, output) if endpoint == "chat" else 0
+    reasoning = min(config.reasoning_tokens, output) if endpoint != "completions" else 0
     meta = ResponseMeta(record.id, int(time.time()), model, endpoint)
-    usage = _include_usage(config, body)
+    usage = _include_usage(config, body, endpoint)
     return GenRequest(meta, config, prompt_tokens, output, reasoning, finish, usage, fault)
 
 
 def _prompt_tokens(endpoint: Endpoint, body: Json) -> int:
+    if endpoint == "responses":
+        if not isinstance(body.get("input"), (str, list)):
+            raise BadRequest("`input` is required: a string or a list of input items.")
+        return count_tokens(responses_prompt_text(body))
+    if endpoint == "messages":
+        if not isinstance(body.get("messages"), list):
+            raise BadRequest("messages: Field required")
+        if not isinstance(body.get("max_tokens"), int):
+            raise BadRequest("max_tokens: Field required")
+        return count_tokens(messages_prompt_text(body))
     if endpoint == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list):
@@ -404,7 +468,7 @@ def _pick_fault(config: FakeConfig, seq: int, rng: random.Random) -> str | None:
 
 
 def _max_tokens(body: Json) -> int | None:
-    caps = [body[k] for k in ("max_tokens", "max_completion_tokens") if body.get(k) is not None]
+    caps = [body[k] for k in ("max_tokens", "max_completion_tokens", "max_output_tokens") if body.get(k) is not None]
     for cap in caps:
         if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
             raise BadRequest(f"max_tokens must be a positive integer, got {cap!r}.")
@@ -421,13 +485,76 @@ def _output_length(config: FakeConfig, cap: int | None, rng: random.Random) -> t
     return wanted, "stop"
 
 
-def _include_usage(config: FakeConfig, body: Json) -> bool:
+def _include_usage(config: FakeConfig, body: Json, endpoint: Endpoint) -> bool:
     if config.usage != "auto":
         return config.usage == "always"
+    if endpoint in ("responses", "messages"):
+        return True  # these APIs always report usage
     if body.get("stream") is not True:
         return True  # non-streaming bodies carry usage unless usage="never"
     options = body.get("stream_options")
     return isinstance(options, dict) and options.get("include_usage") is True
+
+
+# --- embeddings and rerank ----------------------------------------------------------
+
+
+async def embeddings(request: web.Request) -> web.StreamResponse:
+    return await _pool(request, "embeddings")
+
+
+async def rerank(request: web.Request) -> web.StreamResponse:
+    return await _pool(request, "rerank")
+
+
+async def tei_rerank(request: web.Request) -> web.StreamResponse:
+    return await _pool(request, "tei_rerank")
+
+
+async def _pool(request: web.Request, kind: PoolingKind) -> web.StreamResponse:
+    """One body, sent when every input is embedded (document ranked); logged like a generation."""
+    prefix = "embd" if kind == "embeddings" else "rerank"
+    return await _logged(request, kind, prefix, lambda r, rec: _pool_respond(r, rec, kind))
+
+
+async def _pool_respond(request: web.Request, record: RequestRecord, kind: PoolingKind) -> web.StreamResponse:
+    state = request.app[STATE]
+    denied = _auth_error(request, state.config)
+    if denied is not None:
+        return await _send_now(request, record, denied)
+    try:
+        body = await _read_json_object(request)
+        config = _request_config(state.config, body, request.headers.get("x-fake-fault"))
+        req = read_pooling(kind, body)
+        model = config.models[0] if kind == "tei_rerank" else _check_model(body, config)
+    except (BadRequest, PoolingBadRequest) as exc:
+        return await _send_now(request, record, error_response(400, str(exc), "invalid_request_error", "bad_request"))
+    except ModelNotFound as exc:
+        error = error_response(404, str(exc), "invalid_request_error", "model_not_found")
+        return await _send_now(request, record, error)
+    rng = random.Random(f"{config.seed}:{record.seq}")
+    record.fault = _pick_fault(config, record.seq, rng)
+    record.model, record.prompt_tokens, record.inputs = model, req.tokens, req.items
+    if record.fault in ("500", "429"):
+        return await _send_now(request, record, _fault_error(record.fault))
+    if record.fault == "refuse":
+        _abort(request)
+        return web.Response()
+    answer = pooling_answer(req, record.id, model, config.embedding_dim, rng)  # made before the wait
+    if record.fault == "empty":
+        answer = [] if isinstance(answer, list) else {**answer, "data": [], "results": []}
+    per_item = config.embedding_ms_per_input if kind == "embeddings" else config.rerank_ms_per_document
+    pacer = Pacer(record.arrival_ns, config, rng, record.in_flight_at_arrival, req.tokens)
+    deadline = pacer.deadline(0, state.log.in_flight - 1) + ms_to_ns(per_item * req.items)
+    if record.fault == "stall":
+        deadline += ms_to_ns(config.stall_s * 1000)
+    await sleep_until(deadline, ms_to_ns(config.spin_ms))
+    if record.fault in ("truncate", "disconnect_midstream"):
+        _abort(request)
+        return web.Response()
+    if record.fault == "malformed":
+        return await _send_now(request, record, web.Response(body=b"{not json", content_type="application/json"))
+    return await _send_now(request, record, json_response(answer))
 
 
 # --- sending -------------------------------------------------------------------------
@@ -504,12 +631,8 @@ async def _send_body(
 
 def _full_body(req: GenRequest) -> Json:
     usage = req.usage() if req.include_usage else None
-    reasoning = token_text(0, req.reasoning_tokens)
-    answer = token_text(req.reasoning_tokens, req.output_tokens - req.reasoning_tokens)
-    if req.meta.endpoint == "chat":
-        body = chat_body(req.meta, reasoning, answer, req.finish_reason, usage)
-    else:
-        body = completion_body(req.meta, answer, req.finish_reason, usage)
+    reasoning, answer = req.texts()
+    body = wire_for(req.meta).body(req, reasoning, answer, usage)
     timings = req.timings()
     if timings is not None:
         body["timings"] = timings

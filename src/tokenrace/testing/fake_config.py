@@ -27,6 +27,7 @@ FaultKind: TypeAlias = Literal[
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 
 UsageMode: TypeAlias = Literal["auto", "always", "never"]
+ApiKind: TypeAlias = Literal["chat", "completions", "responses", "messages", "embeddings", "rerank", "tei_rerank"]
 
 
 class FakeConfig(BaseModel):
@@ -78,6 +79,14 @@ class FakeConfig(BaseModel):
     engine_timings: bool = False
     # The request header whose value the send log records as `session_id`.
     session_header: str = Field(default="X-Session-ID", min_length=1)
+    # Embeddings and rerank answer in one body, sent at arrival + ttft_ms (+ prefill_ms_per_token x
+    # input tokens, + load) + this per input embedded / per document ranked.
+    embedding_ms_per_input: float = Field(default=0.0, ge=0)
+    rerank_ms_per_document: float = Field(default=0.0, ge=0)
+    embedding_dim: int = Field(default=8, ge=1)
+    # The APIs this server answers; any other answers 404 as a server without that route does.
+    # None: all of them.
+    apis: list[ApiKind] | None = None
 
     @field_validator("fault", mode="before")
     @classmethod

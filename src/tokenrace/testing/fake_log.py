@@ -56,6 +56,10 @@ class RequestRecord:
     # When the request's last bytes came off the socket (before aiohttp parsed them); arrival_ns is
     # when its handler began. None when the server could not stamp receives.
     received_ns: int | None = None
+    # Embeddings: the inputs embedded; rerank: the documents ranked. None for generation.
+    inputs: int | None = None
+    # The names (never the values) of the credential and version headers the request carried.
+    auth_headers: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         entry = asdict(self)

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeAlias
 
 import orjson
 
-Endpoint: TypeAlias = Literal["chat", "completions"]
+Endpoint: TypeAlias = Literal["chat", "completions", "responses", "messages"]
 Json: TypeAlias = dict[str, Any]
 
 DONE_EVENT = b"data: [DONE]\n\n"
@@ -50,6 +50,23 @@ def chat_prompt_text(messages: list[Any]) -> str:
 def chat_prompt_tokens(messages: list[Any]) -> int:
     """Prompt tokens of a chat request: all message contents joined by a space."""
     return count_tokens(chat_prompt_text(messages))
+
+
+def responses_prompt_text(body: Mapping[str, Any]) -> str:
+    """A Responses request's prompt: `instructions`, then `input` (a string or message items)."""
+    items = body.get("input")
+    text = items if isinstance(items, str) else chat_prompt_text(items if isinstance(items, list) else [])
+    instructions = body.get("instructions")
+    return f"{instructions} {text}" if isinstance(instructions, str) else text
+
+
+def messages_prompt_text(body: Mapping[str, Any]) -> str:
+    """A Messages request's prompt: the top-level `system` (a string or text blocks), then `messages`."""
+    system = body.get("system")
+    head = system if isinstance(system, str) else _content_text(system)
+    messages = body.get("messages")
+    text = chat_prompt_text(messages if isinstance(messages, list) else [])
+    return f"{head} {text}" if head else text
 
 
 def completion_prompt_text(prompt: Any) -> str:

@@ -17,19 +17,14 @@ from typing import Literal, TypeAlias
 from tokenrace.testing.fake_config import FakeConfig
 from tokenrace.testing.fake_log import ChunkKind
 from tokenrace.testing.fake_openai import (
-    DONE_EVENT,
     MALFORMED_EVENT,
     Json,
     ResponseMeta,
-    delta_chunk,
     engine_timings,
-    role_chunk,
-    sse,
-    text_chunk,
     token_text,
     usage_block,
-    usage_chunk,
 )
+from tokenrace.testing.fake_wire import wire_for
 
 StepKind: TypeAlias = ChunkKind | Literal["stall", "abort"]
 
@@ -52,6 +47,11 @@ class GenRequest:
     def uncached_tokens(self) -> int:
         """Prompt tokens the simulated engine must prefill."""
         return self.prompt_tokens - (self.cached_tokens or 0)
+
+    def texts(self) -> tuple[str, str]:
+        """(reasoning, answer) text of the whole answer."""
+        reasoning = token_text(0, self.reasoning_tokens)
+        return reasoning, token_text(self.reasoning_tokens, self.output_tokens - self.reasoning_tokens)
 
     def usage(self) -> Json:
         return usage_block(self.prompt_tokens, self.output_tokens, self.reasoning_tokens, self.cached_tokens)
@@ -90,8 +90,9 @@ def plan_stream(req: GenRequest) -> Iterator[Step]:
     A generator: each chunk's JSON is built just before it is due, so a request
     arriving does not stall other streams while its whole reply is serialized.
     """
-    if req.meta.endpoint == "chat" and req.config.role_chunk:  # completions have no roles
-        yield Step("role", sse(role_chunk(req.meta)))
+    wire = wire_for(req.meta)
+    for kind, data in wire.opening(req):
+        yield Step(kind, data)
     groups = _groups(req)
     after = req.config.fault_after_chunks
     # Cutting before the last group guarantees the client never sees a finish_reason.
@@ -107,9 +108,8 @@ def plan_stream(req: GenRequest) -> Iterator[Step]:
         yield _token_step(req, group, is_last=i == len(groups) - 1)
     if splice_at == len(groups):
         yield _fault_step(req.fault)
-    if req.include_usage:
-        yield Step("usage", sse(usage_chunk(req.meta, req.usage())))
-    yield Step("done", DONE_EVENT)
+    for kind, data in wire.closing(req):
+        yield Step(kind, data)
 
 
 def _groups(req: GenRequest) -> list[tuple[ChunkKind, int, int]]:
@@ -125,17 +125,8 @@ def _groups(req: GenRequest) -> list[tuple[ChunkKind, int, int]]:
 
 def _token_step(req: GenRequest, group: tuple[ChunkKind, int, int], is_last: bool) -> Step:
     kind, first, size = group
-    text = token_text(first, size)
-    finish = req.finish_reason if is_last else None
-    if req.meta.endpoint == "completions":
-        chunk = text_chunk(req.meta, text, finish)
-    else:
-        field = "reasoning_content" if kind == "reasoning" else "content"
-        chunk = delta_chunk(req.meta, {field: text}, finish)
-    timings = req.timings() if is_last else None
-    if timings is not None:
-        chunk["timings"] = timings  # llama.cpp puts them on the chunk that carries finish_reason
-    return Step(kind, sse(chunk), size, first + max(size, 1) - 1)
+    data = wire_for(req.meta).token(req, kind, first, token_text(first, size), is_last)
+    return Step(kind, data, size, first + max(size, 1) - 1)
 
 
 def _fault_step(fault: str | None) -> Step:

@@ -36,6 +36,13 @@ waits up to S s for in-flight requests to finish first), POST /fake/reset
 (forgets the log and empties the prefix caches), GET /fake/stats ->
 {"max_in_flight", "in_flight", "requests", "cache_blocks"}.
 
+Besides chat and completions it speaks the OpenAI Responses API (/v1/responses) and Anthropic's
+Messages API (/v1/messages, key in `x-api-key` or as a bearer token) on the same token schedule,
+and answers /v1/embeddings, /v1/rerank and TEI's /rerank in one body sent at arrival + `ttft_ms`
++ `embedding_ms_per_input` per input (`rerank_ms_per_document` per document). `apis` lists the APIs
+it serves; any other answers 404 as a server without the route does. The log records each
+request's `inputs` (texts embedded or ranked) and the names of its credential headers.
+
 Prefix caching is simulated when `prefix_cache` is on (fake_cache.py): usage
 then reports `prompt_tokens_details.cached_tokens`, and `prefill_ms_per_token`
 makes TTFT grow with the uncached part of the prompt. Each log entry records the

@@ -1,0 +1,154 @@
+"""OpenAI Chat Completions (`/chat/completions`) and Completions (`/completions`).
+
+The chat reader is the path every text benchmark takes: its per-event work is exactly what it was
+before the other APIs existed (the client-accuracy benchmark holds it to that).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tokenrace.client.apis.base import Api, body_object
+from tokenrace.client.records import RequestRecord, cached_tokens_of
+from tokenrace.client.request import Prompt, RequestSpec
+from tokenrace.client.stream import StreamReader, error_message_from_body
+
+
+def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """The request's `messages` (where image parts will join the text)."""
+    return prompt.as_messages()
+
+
+def _common(spec: RequestSpec, body: dict[str, Any]) -> dict[str, Any]:
+    o = spec.options
+    max_tokens = spec.max_tokens
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    body.update(spec.sampling())
+    if o.stream and o.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    body.update(o.extra_body)
+    return body
+
+
+class ChatApi(Api):
+    name = "chat"
+    path = "chat/completions"
+
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
+        b = {"model": spec.model, "stream": spec.options.stream, "messages": chat_messages(spec.prompt)}
+        return _common(spec, b)
+
+    def stream_reader(self, rec: RequestRecord) -> StreamReader:
+        return ChatReader(rec, chat=True)
+
+    def read_body(self, rec: RequestRecord, obj: Any) -> None:
+        read_choice_body(rec, obj)
+
+    def not_found_hint(self, url: str) -> str | None:
+        return None  # a 404 here is most often an unknown model: the preflight names the models
+
+
+class CompletionsApi(ChatApi):
+    name = "completions"
+    path = "completions"
+
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
+        b = {"model": spec.model, "stream": spec.options.stream, "prompt": spec.prompt.as_text()}
+        return _common(spec, b)
+
+    def stream_reader(self, rec: RequestRecord) -> StreamReader:
+        return ChatReader(rec, chat=False)
+
+
+class ChatReader(StreamReader):
+    """Chat and completions chunks: `choices[0].delta` (chat) or `choices[0].text`, then usage."""
+
+    __slots__ = ("chat",)
+
+    def __init__(self, rec: RequestRecord, chat: bool) -> None:
+        super().__init__(rec)
+        self.chat = chat
+
+    def on_event(self, data: str, t: int) -> None:
+        if data == "[DONE]":
+            self.done = True
+            return
+        rec = self.rec
+        # Inline, not through event_object(): this runs once per chunk of every chat benchmark.
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            rec.fail("malformed_sse", f"unparseable SSE data: {data[:120]!r}")
+            return
+        if not isinstance(obj, dict):
+            rec.fail("malformed_sse", f"SSE data is not an object: {data[:120]!r}")
+            return
+        if rec.response_id is None:
+            rec.response_id = obj.get("id")
+        choices = obj.get("choices")
+        if choices:
+            self._on_choice(choices[0], t)
+        usage = obj.get("usage")
+        if usage:
+            rec.usage = usage
+        timings = obj.get("timings")
+        if timings:
+            rec.server_timing = timings
+        if usage or timings:
+            rec.cached_tokens, rec.cached_tokens_source = cached_tokens_of(rec.usage, rec.server_timing)
+        if "error" in obj:
+            rec.fail("stream_error", str(error_message_from_body(data.encode())))
+
+    def _on_choice(self, choice: dict[str, Any], t: int) -> None:
+        # StreamReader.content() inlined, for the same reason as the parse above.
+        rec = self.rec
+        answer, reasoning = _content_of(choice, self.chat)
+        if answer or reasoning:
+            if rec.first_token_ns is None:
+                rec.first_token_ns = t
+            if answer and rec.first_answer_ns is None:
+                rec.first_answer_ns = t
+            rec.chunk_ns.append(t)
+            rec.chunk_chars.append(len(answer) + len(reasoning))
+            self.pieces.append(reasoning + answer)
+            if reasoning and not answer:
+                rec.reasoning_chunks += 1
+        reason = choice.get("finish_reason")
+        if reason:
+            rec.finish_reason = reason
+
+
+def _content_of(choice: dict[str, Any], chat: bool) -> tuple[str, str]:
+    """(answer text, reasoning/tool text) carried by one streamed choice."""
+    if not chat:
+        return choice.get("text") or "", ""
+    delta = choice.get("delta") or {}
+    answer = delta.get("content") or ""
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+    tools = delta.get("tool_calls")
+    if tools:
+        for call in tools:
+            fn = call.get("function") or {}
+            reasoning += fn.get("arguments") or fn.get("name") or ""
+    return answer, reasoning
+
+
+def read_choice_body(rec: RequestRecord, raw: Any) -> None:
+    """A whole chat.completion or text_completion body."""
+    obj = body_object(rec, raw)
+    if obj is None:
+        return
+    rec.response_id = rec.response_id or obj.get("id")
+    rec.usage = obj.get("usage")
+    rec.server_timing = obj.get("timings")
+    rec.cached_tokens, rec.cached_tokens_source = cached_tokens_of(rec.usage, rec.server_timing)
+    choices = obj.get("choices") or [{}]
+    choice = choices[0]
+    msg = choice.get("message") or {}
+    answer = msg.get("content") or choice.get("text") or ""
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
+    rec.text = reasoning + answer
+    rec.finish_reason = choice.get("finish_reason")
