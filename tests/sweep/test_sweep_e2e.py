@@ -148,7 +148,7 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
     result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]
     prof = json.loads((tmp_path / "p" / "profile.json").read_text())
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
-    assert result.steps[1][1].manifest["engine"] == {"engine": "fake"}
+    assert result.steps[1][1].manifest.engine == {"engine": "fake"}
     data = load(tmp_path / "p")  # rendered later from the files, like a sweep
     assert data.kind == "profile" and [r.throughput_tokens_per_s is not None for r in data.sweep.steps] == [
         True,

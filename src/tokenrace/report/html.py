@@ -498,7 +498,7 @@ def _basis(c: Cost) -> str:
 
 
 def _cost(run: Run, cost: CostSpec | None) -> Cost | None:
-    return cost_of(run.summary, run.manifest.get("provider"), run.manifest.get("model"), cost)
+    return cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
 
 
 def _text(value: object, missing: str = "—") -> str:
@@ -553,16 +553,16 @@ def manifest_html(runs: Sequence[tuple[str, Run]]) -> str:
     for name, run in runs:
         m = run.manifest
         facts = [
-            ("endpoint", m.get("endpoint")),
-            ("model", m.get("model")),
-            ("measured by", f"{_text(m.get('tool'))} {_text(m.get('version'), 'version unknown')}"),
-            ("started", m.get("started_at")),
-            ("finished", m.get("finished_at")),
-            ("prompts", (m.get("prompts") or {}).get("name")),
-            ("command", " ".join(map(str, m.get("command") or []))),
+            ("endpoint", m.endpoint),
+            ("model", m.model),
+            ("measured by", f"{_text(m.tool)} {_text(m.version, 'version unknown')}"),
+            ("started", m.started_at),
+            ("finished", m.finished_at),
+            ("prompts", m.prompts.name),
+            ("command", " ".join(map(str, m.command or []))),
         ]
         rows = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts if v)
-        dump = html.escape(json.dumps(m, indent=2, ensure_ascii=False, default=str))
+        dump = html.escape(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False))
         out.append(
             f"<h3>{html.escape(name)}</h3><table class='facts'>{rows}</table>"
             f"<details><summary>full manifest.json</summary><pre>{dump}</pre></details>"
@@ -589,7 +589,7 @@ def build(inputs: Sequence[Run], cost: CostSpec | None = None, sol: SpeedOfLight
 
 def _run_page(run: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
     m = run.manifest
-    page = Page(_where(m.get("model"), m.get("endpoint")), f"run {run.name} · {_when(m.get('started_at'))}")
+    page = Page(_where(m.model, m.endpoint), f"run {run.name} · {_when(m.started_at)}")
     bound = sol(run) if sol else None
     page.add("Key numbers", run_cards(run, _cost(run, cost), bound), summary_table(run.summary))
     # The run's own findings first, then the monitor's advice (the order the page has always had).
@@ -641,9 +641,7 @@ def _sweep_page(sw: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Pag
     s = sw.sweep
     what = "embedded profile" if sw.kind == "profile" else f"{sw.sweep_kind or 'concurrency'} sweep"
     started = s.started_at if isinstance(s, SweepFile) else None
-    page = Page(
-        f"{what}: {_where(s.model, s.endpoint)}", f"{sw.name} · {_when(started or sw.manifest.get('started_at'))}"
-    )
+    page = Page(f"{what}: {_where(s.model, s.endpoint)}", f"{sw.name} · {_when(started or sw.manifest.started_at)}")
     steps = dict(sw.steps)
     costs = {n: c.usd_per_million_output_tokens if (c := _cost(r, cost)) else None for n, r in steps.items()}
     page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), _sweep_table(s, costs))
@@ -841,7 +839,7 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
         met = run.summary.metrics
         prompt = met.prompt_tokens.mean or 0
         output = met.output_tokens.mean or 0
-        conc = ((run.manifest.get("settings") or {}).get("load") or {}).get("concurrency") or 1
+        conc = (run.manifest.settings.get("load") or {}).get("concurrency") or 1
         try:
             r = plan(
                 name,
@@ -859,6 +857,6 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
 
 
 def _model_of(run: Run) -> str:
-    engine = run.manifest.get("engine") or {}
+    engine = run.manifest.engine or {}
     path = (engine.get("model_file") or {}).get("path")
-    return path or run.manifest.get("model") or ""
+    return path or run.manifest.model or ""

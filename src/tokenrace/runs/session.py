@@ -45,6 +45,7 @@ from tokenrace.load.workers import (
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
+from tokenrace.model.manifest import Manifest
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
@@ -284,7 +285,7 @@ class BenchSession:
             finally:
                 if pool is not None:
                     await pool.close()
-        return Run(directory, "run", summary, manifest, interrupted=summary.interrupted)
+        return Run(directory, "run", summary, Manifest.model_validate(manifest), interrupted=summary.interrupted)
 
     async def _start_workers(self, client: OpenAIClient) -> tuple[Pool | None, str | None]:
         """The pool of sending workers --workers/--ray ask for (None: this process sends)."""
