@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from tokenrace.errors import InvalidInput, TokenraceError
-from tokenrace.model.summary import Summary
+from tokenrace.model.summary import Efficiency, Summary
 
 
 @dataclass(slots=True)
@@ -46,7 +45,7 @@ def check_spec(spec: EfficiencySpec) -> None:
             raise InvalidInput(param, str(exc)) from None
 
 
-def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> dict[str, Any] | None:
+def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> Efficiency | None:
     """The summary's `efficiency`, or None when the planner cannot say (reason in `error`)."""
     try:
         from tokenrace import plan as planner
@@ -58,7 +57,7 @@ def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> d
     tpot = m.tpot_ms.p50
     ttft = m.ttft_ms.p50
     if prompt is None or output is None:
-        return {"error": "token counts unknown: no bound to compare with"}
+        return Efficiency(error="token counts unknown: no bound to compare with")
     try:
         hw = planner.load_hardware(spec.hardware)
         model = planner.load_model(spec.model)
@@ -78,7 +77,7 @@ def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> d
             measured_aggregate_tok_s=summary.throughput.output_tokens_per_s,
         )
     except TokenraceError as exc:
-        return {"error": str(exc)}
-    eff["hardware_bandwidth_bytes_per_s"] = hw.bandwidth_bytes_per_s
-    eff["hardware_source"] = hw.source
-    return eff
+        return Efficiency(error=str(exc))
+    return Efficiency.model_validate(
+        {**eff, "hardware_bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s, "hardware_source": hw.source}
+    )

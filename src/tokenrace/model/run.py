@@ -8,7 +8,7 @@ from pydantic import Field
 
 from tokenrace.model.base import JsonObject, _Model
 from tokenrace.model.stats import Stats
-from tokenrace.model.summary import Cold, Cost, EngineClock, RequestCounts
+from tokenrace.model.summary import Cold, Cost, Efficiency, EngineClock, RequestCounts
 
 
 class Quantiles(_Model):
@@ -65,7 +65,7 @@ class StepRow(_Model):
     goodput_fraction: float | None = None
     goodput_requests_per_s: float | None = None
     server_vs_client: EngineClock | None = None
-    efficiency: JsonObject | None = None
+    efficiency: Efficiency | None = None
     cost: Cost | None = None
     run_dir: str | None = None
     gain: float | None = None

@@ -227,7 +227,7 @@ def efficiency_row(a: Run, b: Run) -> Row | None:
 
 def _efficiency(run: Run) -> float | None:
     e = run.summary.efficiency
-    return e.get("decode_pct_of_bound") if isinstance(e, dict) else None
+    return e.decode_pct_of_bound if e is not None else None
 
 
 def _verdict(ratio: float | None, significant: bool | None, lower_is_better: bool) -> str:

@@ -76,13 +76,13 @@ def headline_lines(summary: Summary) -> list[str]:
     lines.extend(cache_lines(summary.cache))
     lines.extend(turn_lines(summary.by_turn))
     eff = summary.efficiency
-    if eff and not eff.get("error"):
+    if eff is not None and not eff.error:
         lines.append(
-            f"speed of light ({eff['devices']} x {eff['hardware']}, {eff['model']} {eff['precision']}): decode {fmt(eff['decode_pct_of_bound'])} % "
-            f"of {fmt(eff['decode_tokens_per_s_bound'])} tok/s per stream, TTFT {fmt(eff['ttft_pct_of_bound'])} % of the "
-            f"{fmt(eff['ttft_ms_bound'], 2)} ms minimum, aggregate {fmt(eff['aggregate_pct_of_bound'])} %"
+            f"speed of light ({eff.devices} x {eff.hardware}, {eff.model} {eff.precision}): decode {fmt(eff.decode_pct_of_bound)} % "
+            f"of {fmt(eff.decode_tokens_per_s_bound)} tok/s per stream, TTFT {fmt(eff.ttft_pct_of_bound)} % of the "
+            f"{fmt(eff.ttft_ms_bound, 2)} ms minimum, aggregate {fmt(eff.aggregate_pct_of_bound)} %"
         )
-        lines.extend(f"warning: {w}" for w in eff.get("warnings", []))
+        lines.extend(f"warning: {w}" for w in eff.warnings)
     lines.extend(cost_lines(summary.cost))
     if summary.resources:
         from tokenrace.monitor.render import summary_lines
@@ -269,13 +269,13 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
         )
     for row in summary.steps:
         eff = row.efficiency
-        if eff and not eff.get("error"):
+        if eff is not None and not eff.error:
             console.print(
-                f"{row.step}: decode {fmt(eff['decode_pct_of_bound'])} % of the {fmt(eff['decode_tokens_per_s_bound'])} tok/s/stream bound "
-                f"({eff['hardware']}, {fmt(eff['hardware_bandwidth_bytes_per_s'] / 1e9)} GB/s), aggregate {fmt(eff['aggregate_pct_of_bound'])} %",
+                f"{row.step}: decode {fmt(eff.decode_pct_of_bound)} % of the {fmt(eff.decode_tokens_per_s_bound)} tok/s/stream bound "
+                f"({eff.hardware}, {fmt((eff.hardware_bandwidth_bytes_per_s or 0) / 1e9)} GB/s), aggregate {fmt(eff.aggregate_pct_of_bound)} %",
                 highlight=False,
             )
-            for w in eff.get("warnings", []):
+            for w in eff.warnings:
                 console.print(f"[yellow]warning[/yellow]: {w}")
         svc = row.server_vs_client
         if svc:
