@@ -28,7 +28,7 @@ WORDS = [f"w{i}" for i in range(2000)]  # a vocabulary of ordinary size for one 
 
 def answer(rng: random.Random, n: int) -> list[str]:
     """n tokens: words with a punctuation mark now and then (each a token of its own)."""
-    out = []
+    out: list[str] = []
     while len(out) < n:
         out.append(rng.choice(WORDS))
         if rng.random() < 0.1:

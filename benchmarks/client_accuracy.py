@@ -31,7 +31,6 @@ a quiet machine: the load and vCPU stall lines at the top say how quiet it was.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import gc
 import json
@@ -48,6 +47,7 @@ from typing import Any
 
 from rich.console import Console
 
+from tokenrace import aio
 from tokenrace.client.records import RequestRecord
 from tokenrace.load import runner as runner_module
 from tokenrace.load.calibration import Bias, Percentiles, StepPlan, bias_of, drive, percentiles, server_view
@@ -212,7 +212,7 @@ def tokenrace(
 
     srv.reset()
     with conditions(v), progress or contextlib.nullcontext(), c.watching_gc():
-        records, cpu = run_loop(drive(srv.base_url, step, sink, ttft_ms=sc.ttft_ms, keep_awake=v.spin))
+        records, cpu = aio.run(drive(srv.base_url, step, sink, ttft_ms=sc.ttft_ms, keep_awake=v.spin))
     if store is not None:
         store.close()
     view = server_view(srv.log(wait_idle_s=2))
@@ -222,14 +222,6 @@ def tokenrace(
         if r.ok and entry is not None:
             bias_of(r.start_ns, r.chunk_ns, entry[0], entry[1], bias)
     return bias, cpu
-
-
-def run_loop(coro: Any) -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -320,11 +312,12 @@ def main() -> None:
     if not a.no_pin and len(cores) >= 2:
         # The server on a core of its own: a client's own work then cannot delay the server it
         # measures, which is the server's cost of sharing a core, not the client's inaccuracy.
-        PIN["server"], PIN["clients"] = {cores[-1]}, set(cores[:-1])
-        os.sched_setaffinity(0, PIN["clients"])  # the floor, a child, inherits it
+        clients = set(cores[:-1])
+        PIN["server"], PIN["clients"] = {cores[-1]}, clients
+        os.sched_setaffinity(0, clients)  # the floor, a child, inherits it
     rounds = a.rounds or (1 if a.quick else 2)
     variants = (BENCH,) if a.quick else VARIANTS
-    loop = "uvloop" if importlib_ok("uvloop") else "asyncio"
+    loop = aio.LOOP
     print(
         f"# {platform.node()} {platform.processor() or platform.machine()} cores={os.cpu_count()} python={sys.version.split()[0]} loop={loop}"
     )
@@ -335,12 +328,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tokenrace-accuracy-") as tmp:
         for sc in SCENARIOS:
             scenario(sc, variants, rounds, 3 if a.quick else 6, Path(tmp))
-
-
-def importlib_ok(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ than free cores cannot help there, and the figures show the cost of the hand-ove
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import platform
 import sys
@@ -25,6 +24,7 @@ import time
 
 import numpy as np
 
+from tokenrace import aio
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord
 from tokenrace.load.calibration import record_bias
@@ -68,7 +68,7 @@ async def drive(base_url: str, streams: int, requests: int, workers: int) -> tup
 def row(streams: int, itl_ms: float, tokens: int, workers: int, rounds: int) -> None:
     cfg = {"ttft_ms": 50, "itl_ms": itl_ms, "output_tokens": tokens, "role_chunk": True}
     with spawn_fake_server(cfg) as srv:
-        records, elapsed = _run(drive(srv.base_url, streams, streams * rounds, workers))
+        records, elapsed = aio.run(drive(srv.base_url, streams, streams * rounds, workers))
         log = srv.log(wait_idle_s=2)
     ok = [r for r in records if r.ok]
     bias = record_bias(ok, log)  # the same per-event differences `tokenrace calibrate` reports
@@ -81,15 +81,6 @@ def row(streams: int, itl_ms: float, tokens: int, workers: int, rounds: int) -> 
         f"chunk bias p50 {p(every, 50):6.3f} p99 {p(every, 99):6.3f} ms",
         flush=True,
     )
-
-
-def _run(coro):  # type: ignore[no-untyped-def]
-    try:
-        import uvloop
-
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
 
 
 def main() -> None:

@@ -9,10 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="embedded"
-want_chromium=0
+want_debian=0
 for arg in "$@"; do
   case "$arg" in
-    --tests) extras="embedded,test,otel,ray"; want_chromium=1 ;;  # otel, ray: their tests run in CI too
+    --tests) extras="embedded,test,otel,ray"; want_debian=1 ;;  # otel, ray: their tests run in CI too
     *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
   esac
 done
@@ -67,12 +67,14 @@ if ! has_server; then
 fi
 has_server || { echo "llama-server is still missing after the build; see .venv/install.log" >&2; exit 1; }
 
-# The tests drive Debian's chromium (the HTML report) and start their own redis-server (the
-# gateway's shared state); both are Debian packages.
-if [ "$want_chromium" = 1 ]; then
+# The tests drive Debian's chromium (the HTML report), start their own redis-server (the gateway's
+# shared state) and make certificates with openssl (the gateway's TLS tests); all are Debian
+# packages. Under CI a test whose program is missing fails rather than skips (tests/conftest.py).
+if [ "$want_debian" = 1 ]; then
   missing=""
   command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
   command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+  command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
   if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "==> installing Debian's$missing (for the report and gateway tests)"
     # shellcheck disable=SC2086

@@ -1,13 +1,77 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 import signal
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import TypeVar
 
 import pytest
 
+from tokenrace.cli import main
+from tokenrace.client.sse import SSEEvent, SSEParser
 from tokenrace.testing.fake_server import FakeServerThread
+
+T = TypeVar("T")
+
+
+def require(what: str, found: T | None, install: str) -> T:
+    """`found` (a path, a module) when the test dependency `what` is there. When it is not, the test
+    fails under CI, where `scripts/setup.sh --tests` installs every test dependency, so a missing one
+    is a broken setup; elsewhere it is skipped, saying how to install it. Only a missing GPU may skip
+    under CI, and it does not go through here."""
+    if found:
+        return found
+    message = f"{what} is not installed ({install})"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; scripts/setup.sh --tests installs it", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+POLL_S = 0.01  # how often a wait looks again; short next to every deadline below
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 30.0, what: str = "") -> T:
+    """Poll `condition` until it returns something truthy, and return that; the test fails after
+    `timeout` seconds. The way a test waits for something to happen, instead of a fixed sleep: it
+    goes on as soon as the condition holds, and says what it waited for when it never does."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout:g} s for {what or getattr(condition, '__name__', 'a condition')}")
+        time.sleep(POLL_S)
+    return value
+
+
+async def wait_until_async(condition: Callable[[], T], timeout: float = 30.0, what: str = "") -> T:
+    """`wait_until` inside an event loop: the loop keeps running while the test waits."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout:g} s for {what or getattr(condition, '__name__', 'a condition')}")
+        await asyncio.sleep(POLL_S)
+    return value
+
+
+def line_count(path: Path) -> int:
+    """Whole lines in a file another process is writing (0 while it does not exist)."""
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def require_module(name: str, install: str) -> ModuleType:
+    """The module `name`, imported; missing, as `require` says (a failure under CI, else a skip)."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        module = None
+    return require(name, module, install)
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +97,6 @@ def fake_key(prefix: str, name: str = "test") -> str:
 
 def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """`tokenrace ARGS` run in this process: (exit code, stdout, stderr)."""
-    from tokenrace.cli import main
 
     try:
         main(list(args))
@@ -48,6 +111,12 @@ def sigint_default() -> None:
     """preexec_fn for a child a test will interrupt: a shell without job control starts background
     jobs with SIGINT ignored, children inherit that, and Python then installs no Ctrl-C handler."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def parse_all(stream: bytes) -> list[SSEEvent]:
+    """The events of a complete SSE byte stream parsed in one go: the reference for split streams."""
+    parser = SSEParser()
+    return parser.feed(stream) + parser.close()
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -72,9 +72,9 @@ def test_grouped_bootstrap_finds_a_real_difference() -> None:
 def test_error_rate_difference() -> None:
     rng = np.random.default_rng(0)
     low, high = (rng.random(400) < 0.02).astype(float), (rng.random(400) < 0.15).astype(float)
-    diff, lo, hi = difference_ci(low, high)
+    diff, lo, hi = difference_ci(low.tolist(), high.tolist())
     assert diff is not None and diff > 0.08 and lo > 0
     same_a, same_b = (rng.random(400) < 0.05).astype(float), (rng.random(400) < 0.05).astype(float)
-    _, lo, hi = difference_ci(same_a, same_b)
+    _, lo, hi = difference_ci(same_a.tolist(), same_b.tolist())
     assert lo < 0 < hi or (lo <= 0 <= hi)
     assert difference_ci([], [1.0]) == (None, None, None)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+from tokenrace.figures.summary import summarize
+from tokenrace.load.windows import Windows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,9 +21,6 @@ def test_cli_md_is_generated_from_current_help(tmp_path: Path) -> None:
 
 
 def test_every_summary_metric_is_defined_in_metrics_md() -> None:
-    from tokenrace.figures.summary import summarize
-    from tokenrace.load.windows import Windows
-
     text = (ROOT / "docs" / "metrics.md").read_text()
     s = summarize([], Windows(), slo={"ttft_ms": 1})
     for name in type(s.metrics).model_fields:
@@ -51,7 +52,6 @@ def _human_documents() -> list[Path]:
 
 def test_docs_speak_of_the_project_alone() -> None:
     """No document points at a file outside the repo (DEVELOPERS.md) or at an issue tracker's number."""
-    import re
 
     outside = re.compile(r"DEVELOPERS\.md|\bissues?\s+#?\d+\b", re.IGNORECASE)
     found = []

@@ -16,8 +16,7 @@ from tokenrace.doctor.checks.engines import GPU_ENGINES
 from tokenrace.doctor.commands import ENGINES_SCRIPT
 from tokenrace.figures.cache import server_cache
 from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
-from tokenrace.monitor.server import ENGINES as MONITORED
-from tokenrace.serve.engines import ENGINES as SERVABLE
+from tokenrace.model.summary import ServerCache
 from tokenrace.serve.engines import LaunchSpec, build_command
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tokenrace"
@@ -30,9 +29,25 @@ def test_the_catalog_is_a_leaf() -> None:
     assert not [m for m in imported if m.startswith("tokenrace")], imported
 
 
+def test_no_other_module_keeps_a_list_named_engines() -> None:
+    """serve launches `engines.LAUNCHABLE` and monitor scrapes `engines.WITH_METRICS`: no copies."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
+            found += [f"{path.relative_to(SRC)}" for t in targets if isinstance(t, ast.Name) and t.id == "ENGINES"]
+    assert found == ["engines.py"]
+
+
 def test_every_user_reads_the_catalog() -> None:
-    assert SERVABLE == engines.LAUNCHABLE == ("vllm", "sglang", "llamacpp")
-    assert MONITORED == {n: e.metrics for n, e in engines.ENGINES.items() if e.metrics}
+    assert engines.LAUNCHABLE == ("vllm", "sglang", "llamacpp")
+    assert engines.WITH_METRICS == {n: e.metrics for n, e in engines.ENGINES.items() if e.metrics}
     assert set(ENGINE_HISTOGRAMS) == {"vllm", "sglang"}
     assert GPU_ENGINES == ("vllm", "sglang")
     for e in engines.ENGINES.values():
@@ -71,10 +86,9 @@ def test_aliases_find_the_entry() -> None:
     assert llamacpp is not None and llamacpp.name == "llamacpp"
     assert engines.engine("LLAMACPP") is llamacpp and engines.engine("nope") is None and engines.engine(None) is None
     text = "# TYPE sglang:cache_hit_rate gauge\nsglang:cache_hit_rate 0.25\n"
-    assert server_cache("sglang", text, text) == {
-        "source": "sglang /metrics sglang:cache_hit_rate (at the end of the run)",
-        "hit_rate": 0.25,
-    }
+    assert server_cache("sglang", text, text) == ServerCache(
+        source="sglang /metrics sglang:cache_hit_rate (at the end of the run)", hit_rate=0.25
+    )
 
 
 def test_no_other_module_lists_the_engines() -> None:

@@ -25,6 +25,25 @@ class Metrics:
     # The prefix cache: (queried, hit) prompt-token counter pairs, newest name first, or a hit-rate gauge.
     cache_counters: tuple[tuple[str, str], ...] = ()
     cache_gauge: str | None = None
+    speculative: SpecNames | None = None  # speculative decoding's counters (or gauges), when the engine has them
+
+
+@dataclass(frozen=True, slots=True)
+class SpecNames:
+    """Where an engine counts speculative decoding.
+
+    Counters (vLLM, llama.cpp): the sample names of drafts (verification steps), draft tokens
+    proposed, draft tokens accepted, and accepted tokens per draft position (one series per
+    `position` label). Gauges (SGLang): its own running acceptance rate and accept length (accepted
+    draft tokens + 1 per step), which can only be read at the end of a run, not as a delta.
+    """
+
+    drafts: str | None = None
+    draft_tokens: str | None = None
+    accepted_tokens: str | None = None
+    accepted_per_position: str | None = None
+    rate_gauge: str | None = None
+    accept_length_gauge: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +114,12 @@ ENGINES: dict[str, Engine] = {
                     ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits"),
                     ("vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits"),
                 ),
+                speculative=SpecNames(
+                    drafts="vllm:spec_decode_num_drafts_total",
+                    draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+                    accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+                    accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                ),
             ),
             launch=Launch(
                 ("vllm", "serve"),
@@ -127,6 +152,9 @@ ENGINES: dict[str, Engine] = {
                 {"prompt_tokens": "sglang:prompt_tokens_total", "generation_tokens": "sglang:generation_tokens_total"},
                 {"ttft_s": "sglang:time_to_first_token_seconds", "tpot_s": "sglang:time_per_output_token_seconds"},
                 cache_gauge="sglang:cache_hit_rate",
+                speculative=SpecNames(
+                    rate_gauge="sglang:spec_accept_rate", accept_length_gauge="sglang:spec_accept_length"
+                ),
             ),
             launch=Launch(
                 ("{python}", "-m", "sglang.launch_server"),
@@ -161,6 +189,12 @@ ENGINES: dict[str, Engine] = {
                     "prompt_tokens": "llamacpp:prompt_tokens_total",
                     "generation_tokens": "llamacpp:tokens_predicted_total",
                 },
+                speculative=SpecNames(
+                    drafts="llamacpp:spec_decode_num_drafts",
+                    draft_tokens="llamacpp:spec_decode_num_draft_tokens",
+                    accepted_tokens="llamacpp:spec_decode_num_accepted_tokens",
+                    accepted_per_position="llamacpp:spec_decode_num_accepted_tokens_per_pos",
+                ),
             ),
             launch=Launch(
                 ("{llama_server}",),

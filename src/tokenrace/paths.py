@@ -15,6 +15,6 @@ def home() -> Path:
     env = os.environ.get("TOKENRACE_HOME")
     if env:
         return Path(env).expanduser()
-    import platformdirs
+    import platformdirs  # noqa: PLC0415 - import cost: every module imports paths; platformdirs only without $TOKENRACE_HOME
 
     return Path(platformdirs.user_data_dir("tokenrace", appauthor=False))

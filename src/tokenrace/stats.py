@@ -196,17 +196,23 @@ def _draw(x: np.ndarray | list[np.ndarray], stat: str, rng: np.random.Generator,
 
 
 def difference_ci(
-    a: Sequence[float], b: Sequence[float], resamples: int = RESAMPLES, seed: int = SEED, confidence: float = CONFIDENCE
+    a: Sequence[float],
+    b: Sequence[float],
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+    stat: str = "mean",
 ) -> tuple[float | None, float | None, float | None]:
-    """mean(B) - mean(A) with its bootstrap CI; for rates such as the error rate (0/1 per request),
-    where a ratio is undefined whenever A is 0."""
+    """stat(B) - stat(A) with its bootstrap CI (`stat`: 'mean', 'p50', ...); for rates such as the
+    error rate (0/1 per request), where a ratio is undefined whenever A is 0, and for differences
+    of a latency between two kinds of request of one run."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if xa.size == 0 or xb.size == 0:
         return None, None, None
-    diff = float(xb.mean() - xa.mean())
+    diff = statistic(xb, stat) - statistic(xa, stat)
     rng = np.random.default_rng(seed)
-    da = _resampled(xa, "mean", rng, resamples)
-    db = _resampled(xb, "mean", rng, resamples)
+    da = _resampled(xa, stat, rng, resamples)
+    db = _resampled(xb, stat, rng, resamples)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(db - da, [tail, 100 - tail])
     return diff, float(low), float(high)

@@ -17,7 +17,9 @@ from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
+from tokenrace.figures.summary import summarize
 from tokenrace.load.tokens import fill_token_counts
+from tokenrace.load.windows import Windows
 from tokenrace.testing.fake_server import spawn_fake_server
 
 
@@ -112,9 +114,6 @@ def test_completions_endpoint(server: Any) -> None:
 
 
 def test_tokens_per_chunk_mean_from_usage_without_a_tokenizer(server: Any) -> None:
-    from tokenrace.figures.summary import summarize
-    from tokenrace.load.windows import Windows
-
     recs = run(_send(server.base_url, 3, {"tokens_per_chunk": 5, "output_tokens": 12}))
     assert all(r.chunk_tokens is None and r.output_tokens_source == "usage" for r in recs)
     tpc = summarize(recs, Windows()).metrics.tokens_per_chunk

@@ -107,7 +107,7 @@ def _feed(api: str, events: list[dict[str, Any]]) -> RequestRecord:
     return rec
 
 
-RESPONSES_STREAM = [
+RESPONSES_STREAM: list[dict[str, Any]] = [
     {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
     {"type": "response.in_progress", "response": {"id": "resp_1"}},
     {"type": "response.reasoning_text.delta", "item_id": "rs", "delta": "think "},
@@ -174,7 +174,7 @@ def test_responses_failures() -> None:
     assert rec.error_kind == "truncated"
 
 
-MESSAGES_STREAM = [
+MESSAGES_STREAM: list[dict[str, Any]] = [
     {
         "type": "message_start",
         "message": {

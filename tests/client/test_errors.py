@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio as aio
 import socket
 import time
 from typing import Any
@@ -27,7 +28,7 @@ async def _one(
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def test_http_500_keeps_server_message(fake: Any) -> None:
@@ -124,7 +125,6 @@ def test_auth_and_model_errors_are_records(fake: Any, status: int, kind: str) ->
 def test_server_that_closes_after_each_stream_is_not_an_error() -> None:
     """llama.cpp's server closes the connection after each stream while advertising keep-alive;
     a back-to-back request on that connection is retried once on a fresh one, and says so."""
-    import asyncio as aio
 
     body = b"".join(
         b"data: " + part + b"\n\n"

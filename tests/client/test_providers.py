@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import fake_key
 
-from tokenrace.client.providers import normalize_base_url, resolve_endpoint
+from tokenrace.client.providers import normalize_base_url, provider_api, resolve_endpoint
 from tokenrace.engines import server_root
 from tokenrace.errors import UsageError
 from tokenrace.redact import Redactor, redact_argv
@@ -67,8 +67,6 @@ def test_redaction() -> None:
 
 
 def test_anthropic_preset_and_the_messages_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tokenrace.client.providers import provider_api
-
     monkeypatch.setenv("ANTHROPIC_API_KEY", fake_key("sk-ant-"))
     monkeypatch.setenv("OPENAI_API_KEY", fake_key("sk-", "openai"))
     assert provider_api("anthropic") == "messages" and provider_api("groq") == "chat" and provider_api(None) is None

@@ -16,6 +16,8 @@ from tests.conftest import run
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.transport import Timeouts
+from tokenrace.load.prompts import single
+from tokenrace.load.runner import Load, Runner
 from tokenrace.testing.fake_server import spawn_fake_server
 
 
@@ -80,9 +82,6 @@ def test_a_request_that_never_left_has_no_preparation_and_starts_at_begin() -> N
 
 
 def test_open_loop_lag_and_latency_from_intended_hold_the_preparation(server: Any) -> None:
-    from tokenrace.load.prompts import single
-    from tokenrace.load.runner import Load, Runner
-
     async def go() -> list[RequestRecord]:
         async with OpenAIClient(server.base_url, "fake-model", options=RequestOptions(max_tokens=None)) as c:
 

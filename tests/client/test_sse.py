@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import parse_all
 
-from tokenrace.client.sse import SSEEvent, SSEParser, parse_all
+from tokenrace.client.sse import SSEEvent, SSEParser
 
-field_text = st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=20)
+field_text = st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=["Cs"]), max_size=20)
 newline = st.sampled_from([b"\n", b"\r\n", b"\r"])
 
 

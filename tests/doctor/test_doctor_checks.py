@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tokenrace.doctor.checks.cuda import wheel_tag
 from tokenrace.doctor.probe import RecordedProbe
 from tokenrace.doctor.registry import registered
 from tokenrace.doctor.result import Status
 from tokenrace.doctor.runner import NO_GPU_HEADLINE, run_doctor
 
-from .scenarios import SCENARIOS, scenario_report
+from .scenarios import FIXTURES, SCENARIOS, scenario_report
 
 OK, WARN, FAIL, SKIP = Status.OK, Status.WARN, Status.FAIL, Status.SKIP
 CHECKS = [
@@ -289,7 +290,6 @@ def test_sysfs_fallback_without_lspci(tmp_path: Path) -> None:
 
 def test_unknown_bus_does_not_skip_nvidia_smi(tmp_path: Path) -> None:
     (tmp_path / "scenario.json").write_text('{"system": "Windows"}')
-    from .scenarios import FIXTURES
 
     for name in ("nvidia-smi.txt", "nvidia-smi-query.txt"):
         (tmp_path / name).write_text((FIXTURES / "healthy-h100" / name).read_text())
@@ -315,8 +315,6 @@ def test_secure_boot_on_machines_without_efi(copy_scenario: Callable[[str], Path
 
 
 def test_wheel_tag_for_the_driver() -> None:
-    from tokenrace.doctor.checks.cuda import wheel_tag
-
     assert [wheel_tag(v) for v in ("12.4", "12.2", "12.5", "11.4", "13.0", None)] == [
         "cu124",
         "cu121",

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tokenrace.cli import cli
+from tokenrace.cli import cli, main
 
 from .scenarios import FIXTURES, SCENARIOS
 
@@ -72,7 +72,6 @@ def test_explain_text_and_json() -> None:
 def test_explain_unknown_and_empty() -> None:
     unknown = invoke("--explain", "qwerty zzz")
     assert unknown.exit_code == 1 and "No known cause" in unknown.output
-    from tokenrace.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["doctor", "--explain", " "])
@@ -91,8 +90,6 @@ def test_model_local_path(tmp_path: Path) -> None:
 
 
 def test_model_path_that_does_not_exist(capsys: pytest.CaptureFixture[str]) -> None:
-    from tokenrace.cli import main
-
     with pytest.raises(SystemExit) as exit_info:
         main(["doctor", "--model", "./no/such/model.gguf", "--fixtures", str(FIXTURES / "no-gpu")])
     assert exit_info.value.code == 2

@@ -74,7 +74,7 @@ async def probe_app(routes: dict[str, Handler], base_path: str = "/v1") -> dict[
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = site._server.sockets[0].getsockname()[1]
     try:
         async with aiohttp.ClientSession() as session:
             return await probe_server_environment(session, f"http://127.0.0.1:{port}{base_path}")

@@ -25,8 +25,7 @@ def sparse(path: Path, size: int) -> Path:
     return path
 
 
-def test_local_folder_counts_weight_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delattr(tokenrace.plan, "load_model", raising=False)
+def test_local_folder_counts_weight_files(tmp_path: Path) -> None:
     sparse(tmp_path / "m" / "model-00001-of-00002.safetensors", 3 * GiB)
     sparse(tmp_path / "m" / "model-00002-of-00002.safetensors", 2 * GiB)
     (tmp_path / "m" / "config.json").write_text("{}")
@@ -43,8 +42,7 @@ def test_planner_is_asked_first(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (size.weights_bytes, size.source, size.local_path) == (62 * 10**9, "planner", None)
 
 
-def test_unknown_name_without_planner(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delattr(tokenrace.plan, "load_model", raising=False)
+def test_a_name_the_planner_does_not_know() -> None:
     size = model_size("some-org/some-model")
     assert size.weights_bytes is None and size.source == "unknown"
     with pytest.raises(UsageError):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import fake_key, sigint_default
+from tests.conftest import fake_key, line_count, sigint_default, wait_until
 
 from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import spawn_fake_server
@@ -200,10 +200,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
             text=True,
             preexec_fn=sigint_default,
         )
-        deadline = time.time() + 30
-        records = out / "records.jsonl"
-        while time.time() < deadline and (not records.exists() or records.read_text().count("\n") < 12):
-            time.sleep(0.1)
+        wait_until(lambda: line_count(out / "records.jsonl") >= 12, 30, "12 records")
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr

@@ -7,11 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import sigint_default
+from tests.conftest import line_count, sigint_default, wait_until
 
 from tokenrace.load.calibration import Calibration, MachineInfo, save_calibration
 from tokenrace.testing.fake_server import spawn_fake_server
@@ -23,9 +22,7 @@ def _start(url: str, out: Path, *extra: str) -> subprocess.Popen[str]:
 
 
 def _wait_lines(path: Path, n: int, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline and (not path.exists() or path.read_text().count("\n") < n):
-        time.sleep(0.1)
+    wait_until(lambda: line_count(path) >= n, timeout, f"{n} lines in {path.name}")
 
 
 def _records(out: Path) -> list[dict[str, Any]]:

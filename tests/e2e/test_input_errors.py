@@ -3,12 +3,15 @@ sees what to fix in the command (exit 2), not a connection error (exit 3)."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
+import click
 import pytest
 from tests.e2e.test_cli_bench import tokenrace
 
+from tokenrace.cli import COMMANDS, flag_for
 from tokenrace.errors import InvalidInput
 from tokenrace.load.arrivals import check_arrivals
 from tokenrace.load.runner import Load
@@ -22,7 +25,7 @@ def _input_error(p: object, flag: str) -> str:
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}"), err
     assert "127.0.0.1:9" not in err and "cannot reach" not in err and "Cannot connect" not in err, err
-    return lines[0]
+    return str(lines[0])
 
 
 def test_negative_rate_against_an_unreachable_url(tmp_path: Path) -> None:
@@ -107,12 +110,6 @@ def test_core_errors_do_not_speak_flags() -> None:
 
 
 def test_every_input_the_core_names_has_a_flag() -> None:
-    import importlib
-
-    import click
-
-    from tokenrace.cli import COMMANDS, flag_for
-
     flags: set[str] = set()
 
     def collect(cmd: click.Command) -> None:

@@ -5,15 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.summary import Summary
 from tokenrace.testing.fake_server import spawn_fake_server
-
-pytest.importorskip("tokenrace.plan")
 
 
 def _summary(prompt: int, output: int, tpot_ms: float, ttft_ms: float, tok_s: float) -> Summary:

@@ -4,7 +4,9 @@ import pytest
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
+from tokenrace.figures.client_load import ClientObservation, client_load, client_warning
 from tokenrace.figures.summary import parse_slo, summarize
+from tokenrace.load.calibration import ClientCeiling
 from tokenrace.load.windows import Windows
 
 MS = 1_000_000
@@ -106,8 +108,6 @@ def test_tokens_per_chunk_mean_pools_known_and_usage_only_requests() -> None:
 
 
 def test_client_load_cpu_alone_makes_a_run_client_bound_even_uncalibrated() -> None:
-    from tokenrace.figures.client_load import ClientCeiling, ClientObservation, client_load, client_warning
-
     r = rec(0, 0, [100, 110, 130], [1, 2, 4], 7)
     busy = client_load([r], 2.0, 1, ClientObservation(95.0, None))
     assert busy.client_bound is True and "95 % of a core" in busy.causes[0]

@@ -10,13 +10,14 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import yaml
-from tests.conftest import fake_key
+from aiohttp import web
+from tests.conftest import fake_key, parse_all
 
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
@@ -108,6 +109,31 @@ class GatewayThread:
             await drain(self.gw, server)
 
 
+def serve_chat(handle: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> str:
+    """An aiohttp server for POST /v1/chat/completions on its own loop in a daemon thread; its base URL."""
+    ready = threading.Event()
+    url: list[str] = []
+
+    async def start() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        url.append(f"http://127.0.0.1:{runner.addresses[0][1]}/v1")
+        ready.set()
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        loop.run_forever()
+
+    threading.Thread(target=run, daemon=True, name="chat-backend").start()
+    assert ready.wait(10), "the backend did not start"
+    return url[0]
+
+
 def spawn_gateway(
     config_path: Path, env: Mapping[str, str] | None = None, cpu: int | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
@@ -150,8 +176,6 @@ def http(
 
 def sse_events(raw: bytes) -> list[str]:
     """The data fields of a complete SSE body."""
-    from tokenrace.client.sse import parse_all
-
     return [e.data for e in parse_all(raw)]
 
 

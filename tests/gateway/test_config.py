@@ -46,20 +46,22 @@ def test_a_good_file_validates_with_defaults() -> None:
 
 def test_negative_weight_points_to_its_line_and_key() -> None:
     bad = GOOD.replace("{backend: groq, weight: 5}", "{backend: groq, weight: -1}")
-    assert problems(bad) == ["gateway.yaml:11: routes[0].backends[1].weight: must be >= 0 (got -1)"]
+    assert problems(bad) == ["gateway.yaml:11:25: routes[0].backends[1].weight: must be >= 0 (got -1)"]
 
 
 def test_a_misspelt_key_gets_a_suggestion() -> None:
     bad = GOOD.replace(
         "    url: http://gpu-box:8000/v1", "    url: http://gpu-box:8000/v1\n    timeouts: {conect_s: 2}"
     )
-    assert problems(bad) == ["gateway.yaml:4: backends.vllm.timeouts.conect_s: unknown key (did you mean 'connect_s'?)"]
+    assert problems(bad) == [
+        "gateway.yaml:4:16: backends.vllm.timeouts.conect_s: unknown key (did you mean 'connect_s'?)"
+    ]
 
 
 def test_unknown_backend_names_the_defined_ones() -> None:
     bad = GOOD.replace("{backend: groq, weight: 5}", "{backend: grok, weight: 5}")
     assert problems(bad) == [
-        "gateway.yaml:11: routes[0].backends[1].backend: unknown backend 'grok' (defined: groq, vllm)"
+        "gateway.yaml:11:10: routes[0].backends[1].backend: unknown backend 'grok' (defined: groq, vllm)"
     ]
 
 
@@ -68,9 +70,10 @@ def test_every_problem_is_reported_and_the_first_is_the_message() -> None:
     found = problems(bad)
     assert len(found) == 2
     assert any(
-        "backends.groq.url: must start with http:// or https://" in p and p.startswith("gateway.yaml:5:") for p in found
+        "backends.groq.url: must start with http:// or https://" in p and p.startswith("gateway.yaml:5:5:")
+        for p in found
     )
-    assert any(p.startswith("gateway.yaml:10: routes[0].backends[0].weight: must be a number") for p in found)
+    assert any(p.startswith("gateway.yaml:10:25: routes[0].backends[0].weight: must be a number") for p in found)
     with pytest.raises(ConfigError) as info:
         parse_config(bad, "gateway.yaml", ENV)
     assert "(and 1 more" in str(info.value) and "\n" not in str(info.value)
@@ -78,15 +81,15 @@ def test_every_problem_is_reported_and_the_first_is_the_message() -> None:
 
 def test_duplicate_keys_and_models_are_errors() -> None:
     dup_key = GOOD.replace("  groq:\n", "  vllm:\n", 1)
-    assert problems(dup_key)[0] == "gateway.yaml:4: backends.vllm: duplicate key (first on line 2)"
+    assert problems(dup_key)[0] == "gateway.yaml:4:3: backends.vllm: duplicate key (first on line 2)"
     dup_model = GOOD + ""
     dup_model = dup_model.replace("auth:", "  - model: llama\n    backends: [vllm]\nauth:")
-    assert problems(dup_model) == ["gateway.yaml:12: routes[1].model: 'llama' is already routed by routes[0]"]
+    assert problems(dup_model) == ["gateway.yaml:12:5: routes[1].model: 'llama' is already routed by routes[0]"]
 
 
 def test_missing_environment_variable_points_to_the_key() -> None:
     assert problems(GOOD, {"APP_KEY": "x"}) == [
-        "gateway.yaml:6: backends.groq.api_key_env: environment variable GROQ_API_KEY is not set"
+        "gateway.yaml:6:5: backends.groq.api_key_env: environment variable GROQ_API_KEY is not set"
     ]
     parse_config(GOOD, "gateway.yaml", {}, check_env=False)  # `check --no-env`
 
@@ -99,16 +102,16 @@ def test_auth_is_required_unless_switched_off() -> None:
 
 
 def test_unreadable_yaml_gives_its_line() -> None:
-    assert problems("backends:\n  a: [\n")[0].startswith("gateway.yaml:3: ")
-    assert problems("- just a list\n") == ["gateway.yaml:1: the file must be a mapping with backends: and routes:"]
+    assert problems("backends:\n  a: [\n")[0].startswith("gateway.yaml:3:1: ")
+    assert problems("- just a list\n") == ["gateway.yaml:1:1: the file must be a mapping with backends: and routes:"]
 
 
 def test_canary_rules() -> None:
     canary = GOOD.replace("      - {backend: groq, weight: 5}\n", "    canary: {backend: groq, steps: [5, 1]}\n")
-    assert problems(canary) == ["gateway.yaml:11: routes[0].canary.steps: steps must increase"]
+    assert problems(canary) == ["gateway.yaml:11:36: routes[0].canary.steps: steps must increase"]
     same = GOOD.replace("      - {backend: groq, weight: 5}\n", "    canary: {backend: vllm}\n")
     assert problems(same) == [
-        "gateway.yaml:11: routes[0].canary.backend: 'vllm' is also a baseline backend of this route"
+        "gateway.yaml:11:14: routes[0].canary.backend: 'vllm' is also a baseline backend of this route"
     ]
 
 
@@ -164,6 +167,6 @@ def test_check_command(tmp_path: Path) -> None:
     bad_file.write_text(GOOD.replace("weight: 5}", "weight: -5}"))
     bad = run_cli("check", "--no-env", str(bad_file))
     assert bad.returncode == 2
-    assert bad.stderr.strip() == f"{bad_file}:11: routes[0].backends[1].weight: must be >= 0 (got -5)"
+    assert bad.stderr.strip() == f"{bad_file}:11:25: routes[0].backends[1].weight: must be >= 0 (got -5)"
     missing = run_cli("--config", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "cannot read" in missing.stderr and missing.stderr.count("\n") == 1

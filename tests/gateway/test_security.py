@@ -3,11 +3,9 @@ and appear in no log line, metric, state or error text."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +16,7 @@ from tests.conftest import fake_key
 
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import ADMIN_KEY, CLIENT_KEY, UPSTREAM_KEY, GatewayThread, chat, config_text, http
+from .helpers import ADMIN_KEY, CLIENT_KEY, UPSTREAM_KEY, GatewayThread, chat, config_text, http, serve_chat
 
 SECOND_KEY = fake_key("sk-", "second")
 
@@ -28,36 +26,16 @@ class CaptureServer:
 
     def __init__(self) -> None:
         self.headers: list[dict[str, str]] = []
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        threading.Thread(target=self._run, daemon=True).start()
-        self._ready.wait(10)
+        self.url = serve_chat(self._handle)
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def handle(request: web.Request) -> web.Response:
-            self.headers.append(dict(request.headers))
-            body = {
-                "id": "x",
-                "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            }
-            return web.json_response(body)
-
-        async def start() -> None:
-            app = web.Application()
-            app.router.add_post("/v1/chat/completions", handle)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            self.url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-            self._ready.set()
-
-        self._loop.run_until_complete(start())
-        self._loop.run_forever()
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.headers.append(dict(request.headers))
+        body = {
+            "id": "x",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        }
+        return web.json_response(body)
 
 
 @pytest.fixture(scope="module")

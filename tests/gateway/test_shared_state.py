@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
 import socket
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 import redis
+from tests.conftest import require
 
 from tokenrace.gateway.config import ConfigError, Secret, StateConfig, parse_config, resolve_secrets
 from tokenrace.gateway.runtime import Runtime
@@ -33,12 +33,7 @@ FOLLOW_WITHIN_S = 1.0  # the documented bound; the assertions allow 3x on this s
 
 
 def require_redis_server() -> str:
-    path = shutil.which("redis-server")
-    if path:
-        return path
-    if os.environ.get("CI"):
-        pytest.fail("redis-server is not installed (apt-get install -y redis-server)")
-    pytest.skip("redis-server is not installed (apt-get install -y redis-server); shared state needs a real one")
+    return require("redis-server", shutil.which("redis-server"), "apt-get install -y redis-server")
 
 
 def free_port() -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import parse_all
 
-from tokenrace.client.sse import parse_all
 from tokenrace.gateway.stream import DONE, StreamTap, error_event
 from tokenrace.testing.fake_openai import (
     ResponseMeta,

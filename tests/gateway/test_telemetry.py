@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import require_module
 
 from tokenrace.errors import UsageError
 from tokenrace.testing.fake_server import FakeServerThread
@@ -20,14 +21,15 @@ from tokenrace.testing.fake_server import FakeServerThread
 from .helpers import ENV, ROOT, GatewayThread, chat, config_text
 from .test_proxy import FAST_RETRY, post
 
-pytest.importorskip("opentelemetry.sdk", reason="the otel extra (opentelemetry-sdk) is not installed")
+require_module("opentelemetry.sdk", "pip install 'tokenrace[otel]'")
 
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+# After the check that the otel extra is there:
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
 
-from tokenrace.gateway.telemetry import Tracing, exporters_from_env
+from tokenrace.gateway.telemetry import Tracing, exporters_from_env  # noqa: E402
 
 
 def traced(gw: GatewayThread) -> InMemorySpanExporter:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import require
 
 from tokenrace.gateway.config import ConfigError, parse_config
 from tokenrace.gateway.upstream import Pool, UpstreamError, proxy_for
@@ -21,7 +22,7 @@ from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ENV, GatewayThread, chat, config_text, http
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+require("openssl", shutil.which("openssl"), "apt-get install -y openssl")
 NAME = "backend.test"  # not resolvable here: only the proxy knows where it is
 
 

@@ -1,24 +1,19 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pytest
+from tests.conftest import require
 
 from tokenrace.serve.embedded import EmbeddedOptions, find_llama_server
 from tokenrace.serve.launch import RunningEngine, start_embedded
 
 
 def require_embedded() -> None:
-    """CI installs the embedded engine (scripts/setup.sh), so there a missing binary is a failure."""
-    if find_llama_server() is not None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail("llama-server is not installed; run scripts/setup.sh")
-    pytest.skip("llama-server is not installed (scripts/setup.sh builds it)")
+    """The embedded engine (llama-server): a failure under CI, which builds it, else a skip."""
+    require("llama-server", find_llama_server(), "scripts/setup.sh builds it")
 
 
 @contextmanager

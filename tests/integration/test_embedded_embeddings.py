@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gguf import GGUFReader
 from tests.integration.conftest import require_embedded
 
 from tokenrace.serve.embedded import default_model
@@ -18,8 +19,6 @@ pytestmark = pytest.mark.embedded
 
 def _hidden_size(model: Path) -> int:
     """The model's own embedding length, from its GGUF metadata."""
-    from gguf import GGUFReader
-
     reader = GGUFReader(str(model))
     arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
     field = reader.fields[f"{arch}.embedding_length"]

@@ -6,6 +6,7 @@ import asyncio
 import math
 from pathlib import Path
 
+from tokenrace.client.structured import read_schema, read_tools, tool_choice
 from tokenrace.load.workloads.sessions import load_sharegpt, messages_for_turn
 from tokenrace.load.workloads.traces import TracePromptBuilder, load_trace
 from tokenrace.testing.fake_cache import PrefixCache
@@ -46,3 +47,12 @@ def test_sample_trace_shares_prefix_blocks_as_its_hash_ids_say() -> None:
         seen.append(request.hash_ids[:whole])
     hits = sum(1 for r in trace.requests if r.hash_ids[:1] == (0,))
     assert hits >= 10  # the shared agent prompt appears often enough to matter
+
+
+def test_sample_tools_and_schema_are_what_their_flags_take() -> None:
+
+    tools = read_tools(str(EXAMPLES / "tools.json"))
+    assert [t["function"]["name"] for t in tools] == ["get_weather", "search_docs"]
+    assert tool_choice("get_weather", tools) == {"type": "function", "function": {"name": "get_weather"}}
+    name, schema = read_schema(str(EXAMPLES / "person.schema.json"))
+    assert name == "person" and schema["required"] == ["name", "age", "languages"]

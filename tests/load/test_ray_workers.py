@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from tests.conftest import run
+from tests.conftest import require_module, run
 
 from tokenrace.client.openai import Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord
@@ -25,9 +25,9 @@ from tokenrace.load.worker_core import WorkerConfig
 from tokenrace.load.workers import Dispatcher
 from tokenrace.testing.fake_server import FakeServerThread
 
-pytest.importorskip("ray", reason="Ray is not installed (pip install 'tokenrace[ray]')")
+require_module("ray", "pip install 'tokenrace[ray]'")
 
-from tokenrace.load.ray_workers import RayPool
+from tokenrace.load.ray_workers import RayPool  # noqa: E402 - after the check that Ray is there
 
 OTHER_CLOCK = "another-machine"  # one worker node declares a clock of its own: its offset is applied
 

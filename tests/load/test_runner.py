@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-from tests.conftest import run
+from tests.conftest import run, wait_until_async
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
@@ -85,7 +85,7 @@ def test_cancellation_keeps_finished_records() -> None:
 
                 runner = Runner(c.send, single("x"), Load(concurrency=2, requests=1000, cold=False), finish)
                 task = asyncio.create_task(runner.run())
-                await asyncio.sleep(0.5)
+                await wait_until_async(lambda: any(r.ok for r in runner.records), what="a finished request")
                 task.cancel()
                 try:
                     await task

@@ -186,6 +186,9 @@ def test_load_messages_jsonl(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"convs\.jsonl:1: not JSON"):
         load_messages_jsonl(path)
     path.write_text('{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}\n')
+    with pytest.raises(UsageError, match="an image_url part has no URL"):
+        load_messages_jsonl(path)
+    path.write_text('{"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}\n')
     with pytest.raises(UsageError, match="content must be text"):
         load_messages_jsonl(path)
 

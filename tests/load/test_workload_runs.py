@@ -5,21 +5,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from tests.conftest import in_process
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.load.shapes import parse_stages
-from tokenrace.load.workload import WorkloadSpec
+from tokenrace.load.workload import MAX_SKIPPED_NOTES, WorkloadSpec, skipped_notes
 from tokenrace.load.workloads.sessions import parse_turns
+from tokenrace.report.compare import compare
+from tokenrace.report.html import build, write
+from tokenrace.report.tables import headline_lines
+from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings
+from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,9 +154,6 @@ def test_concurrency_stages(tmp_path: Path) -> None:
 
 
 def test_workload_flags_are_checked_before_any_connection(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     p = subprocess.run(
         [sys.executable, "-m", "tokenrace", "bench", "--url", "http://127.0.0.1:9", "--turns", "0"],
         capture_output=True, text=True, timeout=60,
@@ -156,11 +162,6 @@ def test_workload_flags_are_checked_before_any_connection(tmp_path: Path) -> Non
 
 
 def test_compare_table_and_report_show_the_cache(cached: FakeServerThread, tmp_path: Path) -> None:
-    from tokenrace.report.compare import compare
-    from tokenrace.report.html import write
-    from tokenrace.report.tables import headline_lines
-    from tokenrace.runs.reader import load
-
     busted = run(cached, tmp_path / "a", WorkloadSpec(), requests=24)
     plain = run(cached, tmp_path / "b", WorkloadSpec(cache_bust=False), requests=24)
     lines = headline_lines(plain.summary)
@@ -176,10 +177,6 @@ def test_compare_table_and_report_show_the_cache(cached: FakeServerThread, tmp_p
 
 
 def test_the_report_shows_cancelled_requests(tmp_path: Path) -> None:
-    from tokenrace.report.html import build
-    from tokenrace.report.tables import headline_lines
-    from tokenrace.runs.reader import load
-
     with FakeServerThread({"ttft_ms": 1, "itl_ms": 2, "output_tokens": 40}) as srv:
         r = run(srv, tmp_path / "cancel", WorkloadSpec(), requests=30, cancel_rate=0.5)
     n = r.summary.requests.cancelled
@@ -189,12 +186,6 @@ def test_the_report_shows_cancelled_requests(tmp_path: Path) -> None:
 
 
 def test_the_sweep_report_has_a_cached_column(cached: FakeServerThread, tmp_path: Path) -> None:
-    import re
-
-    from tokenrace.report.html import build
-    from tokenrace.runs.reader import load
-    from tokenrace.sweep.runner import SweepPlan, run_sweep
-
     settings = BenchSettings(
         endpoint=ResolvedEndpoint(cached.base_url, None, None, "fake"),
         request=RequestOptions(max_tokens=8),
@@ -214,7 +205,6 @@ def test_the_sweep_report_has_a_cached_column(cached: FakeServerThread, tmp_path
 def test_a_public_dump_with_bad_entries_stops_or_is_skipped_with_a_count(
     cached: FakeServerThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.conftest import in_process
 
     good = {"id": "ok", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
     bad = [{"id": "empty", "conversations": []}, {"id": "gpt-first", "conversations": [{"from": "gpt", "value": "x"}]}]
@@ -234,8 +224,6 @@ def test_a_public_dump_with_bad_entries_stops_or_is_skipped_with_a_count(
 
 
 def test_skipped_notes_count_all_and_list_the_first_few() -> None:
-    from tokenrace.load.workload import MAX_SKIPPED_NOTES, skipped_notes
-
     assert skipped_notes(()) == ()
     notes = skipped_notes(tuple(f"entry {i}: empty" for i in range(MAX_SKIPPED_NOTES + 5)))
     assert notes[0].startswith(f"{MAX_SKIPPED_NOTES + 5} conversations skipped")

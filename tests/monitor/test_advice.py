@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import wait_until_async
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
 from tokenrace.model.summary import Summary
@@ -126,7 +127,7 @@ def test_from_a_real_session_with_a_saturated_fake_gpu(tmp_path: Path) -> None:
     async def go() -> dict[str, Any]:
         m = MonitorSession(tmp_path, 0.05, nvml=nvml)
         await m.start()
-        await asyncio.sleep(0.3)
+        await wait_until_async(lambda: m.samples >= 5, what="5 samples")
         return await m.stop()
 
     w = resource_warnings(asyncio.run(go()), run_summary(p50=800.0, p95=1900.0))

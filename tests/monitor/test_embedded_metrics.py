@@ -9,6 +9,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from tests.conftest import wait_until_async
 from tests.integration.conftest import require_embedded
 
 from tokenrace.monitor import MonitorSession, load_timeseries, metrics_url_for
@@ -32,12 +33,13 @@ def test_llama_server_metrics_for_real(engine: RunningEngine, tmp_path: Path) ->
     async def go() -> dict[str, Any]:
         m = MonitorSession(tmp_path, 0.25, metrics_url_for(engine.base_url), gpu=False)
         await m.start()
-        await asyncio.sleep(0.3)  # a scrape before the request, so the next one has a delta
+        await wait_until_async(lambda: m.samples >= 1, what="a scrape")  # before the request: the next has a delta
         body = {"model": engine.model, "messages": [{"role": "user", "content": "Count to ten."}], "max_tokens": 24}
         async with aiohttp.ClientSession() as s, s.post(f"{engine.base_url}/chat/completions", json=body) as resp:
             assert resp.status == 200
             await resp.read()
-        await asyncio.sleep(0.6)
+        before = m.samples  # the next sample may have begun during the request: the one after it did not
+        await wait_until_async(lambda: m.samples >= before + 2, what="2 scrapes after the request")
         return await m.stop()
 
     r = asyncio.run(go())

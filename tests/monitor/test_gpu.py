@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.conftest import wait_until_async
 from tests.fixtures.nvml.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml
 
 from tokenrace.monitor import GpuSampler, MonitorSession, SamplerUnavailable
@@ -92,10 +94,10 @@ def test_real_nvml_on_this_machine() -> None:
 def test_session_without_gpu_says_so_once_and_keeps_sampling(tmp_path: Path) -> None:
     nvml = FakeNvml.from_fixture("h100x2_vllm_load.json", init_error=NVML_ERROR_LIBRARY_NOT_FOUND)
 
-    async def go() -> dict:
+    async def go() -> dict[str, Any]:
         m = MonitorSession(tmp_path, 0.05, nvml=nvml)
         await m.start()
-        await asyncio.sleep(0.3)
+        await wait_until_async(lambda: m.samples >= 3, what="3 samples")
         return await m.stop()
 
     r = asyncio.run(go())
@@ -111,10 +113,10 @@ def test_session_without_gpu_says_so_once_and_keeps_sampling(tmp_path: Path) -> 
 def test_a_lost_gpu_disables_the_sampler_not_the_monitor(tmp_path: Path) -> None:
     nvml = FakeNvml.from_fixture("h100x2_vllm_load.json", lost_after=("nvmlDeviceGetMemoryInfo", 4))
 
-    async def go() -> dict:
+    async def go() -> dict[str, Any]:
         m = MonitorSession(tmp_path, 0.05, nvml=nvml)
         await m.start()
-        await asyncio.sleep(0.6)
+        await wait_until_async(lambda: m.samples >= 6, what="6 samples")
         return await m.stop()
 
     r = asyncio.run(go())

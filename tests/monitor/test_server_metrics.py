@@ -8,8 +8,10 @@ import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.conftest import wait_until_async
 
 from tokenrace.monitor import MetricsScraper, MonitorSession, SamplerUnavailable, metrics_url_for
 from tokenrace.monitor.server import SERVER_FIELDS, detect_engine, normalize, parse_metrics
@@ -32,7 +34,7 @@ def served(tmp_path: Path) -> Iterator[tuple[FakeServerThread, Path]]:
         yield srv, path
 
 
-async def scrape(url: str, times: int = 1, between: object = None) -> list[dict]:
+async def scrape(url: str, times: int = 1, between: object = None) -> list[dict[str, Any]]:
     s = MetricsScraper(url)
     await s.open()
     out = []
@@ -155,14 +157,15 @@ def test_monitor_session_scrapes_and_sums_up_the_server(served: tuple[FakeServer
     text = (FIXTURES / "vllm.txt").read_text()
     path.write_text(text)
 
-    async def go() -> tuple[dict, tuple]:
+    async def go() -> tuple[dict[str, Any], tuple[str | None, str | None, str | None]]:
         m = MonitorSession(tmp_path / "run", 0.1, metrics_url_for(srv.base_url), gpu=False)
         await m.start()
-        await asyncio.sleep(0.35)
+        await wait_until_async(lambda: m.samples >= 3, what="3 scrapes")
         t = bump(text, "vllm:time_to_first_token_seconds_sum", 1.0)
         t = bump(t, "vllm:time_to_first_token_seconds_count", 5)
         path.write_text(bump(t, "vllm:num_requests_waiting", 9))
-        await asyncio.sleep(0.3)
+        before = m.samples  # the next sample may have begun before the write: the one after it did not
+        await wait_until_async(lambda: m.samples >= before + 2, what="2 scrapes after the change")
         return await m.stop(), m.server_metrics_texts()
 
     r, (engine, first, last) = asyncio.run(go())
@@ -175,10 +178,10 @@ def test_monitor_session_scrapes_and_sums_up_the_server(served: tuple[FakeServer
 
 
 def test_session_disables_a_404_scraper_at_once(fake: FakeServerThread, tmp_path: Path) -> None:
-    async def go() -> dict:
+    async def go() -> dict[str, Any]:
         m = MonitorSession(tmp_path, 0.05, f"{fake.url}/metrics", gpu=False)
         await m.start()
-        await asyncio.sleep(0.4)
+        await wait_until_async(lambda: m.samples >= 2, what="2 samples")  # the scraper gives up on the first
         return await m.stop()
 
     r = asyncio.run(go())
@@ -192,10 +195,11 @@ def test_session_gives_up_on_an_unreachable_server_after_three_tries(tmp_path: P
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound, not listening: connections are refused
 
-        async def go() -> dict:
+        async def go() -> dict[str, Any]:
             m = MonitorSession(tmp_path, 0.05, f"http://127.0.0.1:{port}/metrics", gpu=False)
             await m.start()
-            await asyncio.sleep(0.5)
+            await wait_until_async(lambda: m.samplers["server"]["status"] != "ok", what="the scraper to give up")
+            await wait_until_async(lambda: m.samples >= 5, what="5 samples")  # and not try again
             return await m.stop()
 
         r = asyncio.run(go())

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import line_count, wait_until_async
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
 from tokenrace.model.files import TIMESERIES
@@ -28,18 +29,20 @@ GPU_FIELDS = {
 }
 
 
-def monitor(tmp_path: Path, seconds: float, **kw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def monitor(tmp_path: Path, samples: int, **kw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A monitor run until it has taken `samples` samples, and its timeseries."""
+
     async def go() -> dict[str, Any]:
         m = MonitorSession(tmp_path, **kw)
         await m.start()
-        await asyncio.sleep(seconds)
+        await wait_until_async(lambda: m.samples >= samples, what=f"{samples} samples")
         return await m.stop()
 
     return asyncio.run(go()), load_timeseries(tmp_path)
 
 
 def test_one_line_per_sample_with_the_documented_shape(tmp_path: Path) -> None:
-    r, lines = monitor(tmp_path, 0.55, interval_s=0.1, nvml=FakeNvml.from_fixture("h100x2_vllm_load.json"))
+    r, lines = monitor(tmp_path, 5, interval_s=0.1, nvml=FakeNvml.from_fixture("h100x2_vllm_load.json"))
     assert r["samples"] == len(lines) >= 4
     first = lines[0]
     assert set(first) == {"t_ms", "wall", "gpu", "system", "server"}
@@ -58,8 +61,9 @@ def test_each_line_is_on_disk_while_the_monitor_runs(tmp_path: Path) -> None:
     async def go() -> int:
         m = MonitorSession(tmp_path, 0.05, gpu=False)
         await m.start()
-        await asyncio.sleep(0.3)
-        seen = len((tmp_path / TIMESERIES).read_bytes().splitlines())
+        seen = await wait_until_async(
+            lambda: line_count(tmp_path / TIMESERIES) >= 3 and line_count(tmp_path / TIMESERIES)
+        )
         await m.stop()
         return seen
 
@@ -68,7 +72,7 @@ def test_each_line_is_on_disk_while_the_monitor_runs(tmp_path: Path) -> None:
 
 def test_t0_aligns_samples_with_the_runs_clock(tmp_path: Path) -> None:
     t0 = time.perf_counter_ns() - 5_000_000_000  # the run began 5 s ago
-    _, lines = monitor(tmp_path, 0.25, interval_s=0.1, gpu=False, t0_ns=t0)
+    _, lines = monitor(tmp_path, 1, interval_s=0.1, gpu=False, t0_ns=t0)
     assert 5000 < lines[0]["t_ms"] < 5400
 
 
@@ -106,14 +110,14 @@ def test_a_failing_display_callback_does_not_stop_sampling(tmp_path: Path) -> No
     def boom(sample: dict[str, Any]) -> None:
         raise RuntimeError("terminal went away")
 
-    r, lines = monitor(tmp_path, 0.35, interval_s=0.05, gpu=False, on_sample=boom)
+    r, lines = monitor(tmp_path, 4, interval_s=0.05, gpu=False, on_sample=boom)
     assert len(lines) >= 4 and any("live display stopped" in n for n in r["notices"])
 
 
 def test_an_unwritable_directory_is_contained(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    r, _ = monitor(blocker / "run", 0.2, interval_s=0.05, gpu=False)
+    r, _ = monitor(blocker / "run", 0, interval_s=0.05, gpu=False)  # nothing can be sampled: no wait
     assert r["samples"] == 0 and r["samplers"]["system"]["status"] == "failed"
     assert "cannot write" in r["samplers"]["system"]["reason"]
 
@@ -123,7 +127,7 @@ def test_stop_is_idempotent_and_works_without_start(tmp_path: Path) -> None:
         never = MonitorSession(tmp_path / "a", gpu=False)
         m = MonitorSession(tmp_path / "b", 0.05, gpu=False)
         await m.start()
-        await asyncio.sleep(0.12)
+        await wait_until_async(lambda: m.samples >= 1, what="a sample")
         return await never.stop(), await m.stop(), await m.stop()
 
     never, once, twice = asyncio.run(go())
@@ -134,7 +138,7 @@ def test_stop_is_idempotent_and_works_without_start(tmp_path: Path) -> None:
 def test_context_manager_keeps_the_result(tmp_path: Path) -> None:
     async def go() -> MonitorSession:
         async with MonitorSession(tmp_path, 0.05, gpu=False) as m:
-            await asyncio.sleep(0.12)
+            await wait_until_async(lambda: m.samples >= 1, what="a sample")
         return m
 
     m = asyncio.run(go())

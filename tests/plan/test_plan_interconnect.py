@@ -55,7 +55,7 @@ def test_two_h100_over_pcie_are_slower_than_over_nvlink_and_the_explanation_says
     assert pcie.decode_tokens_per_s_bound < nvlink.decode_tokens_per_s_bound
     assert pcie.decode.comm_s > nvlink.decode.comm_s
     # 160 all-reduces (2 per layer × 80 layers) of 2 × 8192 bytes each.
-    (trip,) = pcie.decode.comm.trips  # type: ignore[union-attr]
+    (trip,) = pcie.decode.comm.trips
     assert (trip.count, trip.group) == (160, 2)
     assert pcie.decode.comm_s == pytest.approx(160 * (1.0e-6 + 16_384 / 63e9))
     text = "\n".join(pcie.explain())
@@ -81,7 +81,7 @@ def test_groq_layout_is_stated_and_communication_binds() -> None:
     assert lay is not None and lay.kind == "sram"
     assert lay.group == math.ceil(r.devices / 80) and lay.stages == math.ceil(r.devices / lay.group)
     assert r.decode.bound_by == "communication"
-    trips = {t.what: t for t in r.decode.comm.trips}  # type: ignore[union-attr]
+    trips = {t.what: t for t in r.decode.comm.trips}
     assert trips["all-reduce"].count == 160 and trips["stage hop"].count == lay.stages - 1
     summary = "\n".join(r.summary())
     assert "chip(s) per layer" in summary and "the real layout is the compiler's" in summary

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gguf
 import pytest
 
 from tokenrace.errors import UsageError
 from tokenrace.plan import load_model, plan
+from tokenrace.plan.gguf_header import LongArray, read_header
 from tokenrace.plan.memory import kv_bytes_per_sequence
 from tokenrace.plan.modelspec import from_hf_config
 
@@ -40,7 +42,7 @@ def test_gguf_params_equal_the_catalog_count(smollm2_gguf: Path) -> None:
 def test_gguf_plans_use_the_file_bytes(smollm2_gguf: Path) -> None:
     spec = load_model(str(smollm2_gguf))
     r = plan(spec, "H100-SXM", context=512)
-    assert r.weights_bytes == spec.gguf.weights.total  # type: ignore[union-attr]
+    assert r.weights_bytes == spec.gguf.weights.total
     assert r.precision.name == "q4_1"
     what_if = plan(spec, "H100-SXM", context=512, precision="fp16")
     assert what_if.weights_bytes == spec.params_total * 2
@@ -105,9 +107,6 @@ def test_moe_config_fields() -> None:
 
 def test_header_reader_agrees_with_the_gguf_package(smollm2_gguf: Path) -> None:
     """Our fast header reader against gguf.GGUFReader (which parses every array, so it is slow)."""
-    import gguf
-
-    from tokenrace.plan.gguf_header import LongArray, read_header
 
     ours, theirs = read_header(smollm2_gguf), gguf.GGUFReader(str(smollm2_gguf))
     assert [(t.name, t.n_elements, t.n_bytes, t.type_name) for t in ours.tensors] == [

@@ -11,7 +11,7 @@ from tokenrace.plan import load_hardware, load_model, plan
 from tokenrace.plan.catalog import Hardware
 from tokenrace.plan.modelspec import MoE, ParamCounts
 from tokenrace.plan.precision import get_precision
-from tokenrace.plan.roofline import causal_pairs, decode_step, prefill, weight_bytes_read
+from tokenrace.plan.roofline import causal_pairs, decode_step, prefill
 
 
 def test_the_guides_31b_at_2_tb_s_decodes_at_about_32_tokens_per_s() -> None:
@@ -110,15 +110,17 @@ def test_moe_decodes_faster_than_a_dense_model_of_the_same_size() -> None:
 
 
 def test_groq_chips_hold_the_weights_and_a_token_reads_one_layer_group_at_a_time() -> None:
+    """Groq's LPU: 230 MB of SRAM and 80 TB/s per chip. Llama-2-70B: 68,976,648,192 parameters in 80
+    layers. At 1 byte each the weights alone fill 300 chips' SRAM to the brim, at 2 bytes 600."""
+    weights = 68_976_648_192
     r = plan("llama-2-70b", "groq", precision="int8", context=2048)
-    usable = 0.9 * 230e6
-    assert r.min_devices == r.devices == math.ceil((r.weights_bytes + r.memory.kv_per_device * r.devices) / usable)
-    # The token visits the layers in turn: only one layer's chips read for it at a time.
-    group = r.layout.group  # type: ignore[union-attr]
-    assert group == math.ceil(r.devices / 80)
-    read = weight_bytes_read(r.model, r.model.weight_bytes(r.precision), 1)[0] / group
-    assert r.decode.weight_bytes == pytest.approx(read)
-    assert r.decode.memory_s == pytest.approx(r.decode.bytes / 80e12)
-    assert r.decode.seconds == pytest.approx(max(r.decode.memory_s, r.decode.compute_s or 0) + r.decode.comm_s)
+    assert r.weights_bytes == weights
+    assert math.ceil(weights / 230e6) == 300 < r.min_devices == r.devices  # plus the KV cache and headroom
+    # The token visits the 80 layers in turn: one layer's chips (the devices / 80, rounded up) read its
+    # weights, and its share of the KV cache (~1 % here), at 80 TB/s each.
+    chips_per_layer = math.ceil(r.devices / 80)
+    assert r.decode.memory_s == pytest.approx(weights / chips_per_layer / 80e12, rel=0.02)
+    # A bound is never below a measurement: Groq served Llama 2 70B at 300 tokens/s (plan/published.json).
+    assert r.decode_tokens_per_s_bound > 300
     # Llama-2-70B was reportedly served on ~576 chips: INT8 weights fit on that many, FP16 would not.
-    assert r.min_devices <= 576 < plan("llama-2-70b", "groq", precision="fp16", context=2048).min_devices
+    assert r.min_devices <= 576 < 600 < plan("llama-2-70b", "groq", precision="fp16", context=2048).min_devices

@@ -6,14 +6,15 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import fake_key, in_process, sigint_default
+from tests.conftest import fake_key, in_process, line_count, sigint_default, wait_until
 from tests.quality.fake_answers import AnswerServer, behaviour
 
 from tokenrace.quality.suites import resolve_suites
+from tokenrace.serve.process import free_port
+from tokenrace.testing.fake_server import FakeServerThread
 
 SECRET = fake_key("sk-", "quality")
 
@@ -97,11 +98,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
             text=True,
             preexec_fn=sigint_default,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if (out / "items.jsonl").is_file() and len((out / "items.jsonl").read_text().splitlines()) >= 3:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: line_count(out / "items.jsonl") >= 3, what="3 items in items.jsonl")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -113,8 +110,6 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
 
 
 def test_unreachable_endpoint_is_one_line_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tokenrace.serve.process import free_port
-
     url = f"http://127.0.0.1:{free_port()}/v1"
     for extra in ([], ["--model", "m"]):  # the model lookup fails first, or else the first item
         out = tmp_path / f"r{len(extra)}"
@@ -129,8 +124,6 @@ def test_unreachable_endpoint_is_one_line_exit_3(tmp_path: Path, capsys: pytest.
 def test_quality_asks_through_another_api(
     api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tokenrace.testing.fake_server import FakeServerThread
-
     key = fake_key("sk-ant-", "quality")
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
     monkeypatch.setenv("OPENAI_API_KEY", key)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from tests.conftest import require
 from tests.integration.conftest import require_embedded
 
 from tokenrace.cli import main
@@ -17,10 +18,7 @@ pytestmark = pytest.mark.embedded
 
 def test_compare_q4_1_with_a_local_q2_k_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     require_embedded()
-    if find_llama_quantize() is None:
-        if os.environ.get("CI"):
-            pytest.fail("llama-quantize is not installed; run scripts/setup.sh")
-        pytest.skip("llama-quantize is not installed (scripts/setup.sh builds it)")
+    require("llama-quantize", find_llama_quantize(), "scripts/setup.sh builds it")
     out = tmp_path / "cmp"
     try:
         main(

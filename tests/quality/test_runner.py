@@ -10,10 +10,12 @@ import pytest
 from tests.quality.fake_answers import AnswerServer, behaviour
 
 from tokenrace.errors import PreflightError, UsageError
-from tokenrace.quality.models import ITEMS, QualityResult, load_quality, read_items
+from tokenrace.model.files import ITEMS
+from tokenrace.quality.models import QualityResult, load_quality, read_items
 from tokenrace.quality.paired import compare_dirs
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import Item, resolve_suites
+from tokenrace.serve.process import free_port
 
 
 def run(items: list[Item], url: str, out: Path, concurrency: int = 1, model: str | None = None) -> QualityResult:
@@ -58,8 +60,6 @@ def test_failed_requests_are_reported_apart_not_wrong(tmp_path: Path) -> None:
 
 
 def test_unreachable_server_stops_after_the_first_record(tmp_path: Path) -> None:
-    from tokenrace.serve.process import free_port
-
     items = resolve_suites(["copy"], 3, 0)
     with pytest.raises(PreflightError, match="connection refused"):
         run(items, f"http://127.0.0.1:{free_port()}/v1", tmp_path / "r", model="m")

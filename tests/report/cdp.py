@@ -6,17 +6,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
-import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
+from tests.conftest import require
 
 FLAGS = (
     "--headless",
@@ -33,12 +33,9 @@ FLAGS = (
 
 
 def require_chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path:
-        return path
-    if os.environ.get("CI"):
-        pytest.fail("chromium is not installed (apt-get install -y chromium)")
-    pytest.skip("chromium is not installed (apt-get install -y chromium); the report check needs a real browser")
+    return require(
+        "chromium", shutil.which("chromium") or shutil.which("chromium-browser"), "apt-get install -y chromium"
+    )
 
 
 @dataclass
@@ -81,7 +78,8 @@ class Devtools:
         reply = await asyncio.wait_for(fut, 60)
         if "error" in reply:
             raise RuntimeError(f"{method}: {reply['error']}")
-        return reply.get("result", {})
+        result: dict[str, Any] = reply.get("result", {})
+        return result
 
     async def evaluate(self, expr: str) -> Any:
         r = await self.call("Runtime.evaluate", expression=expr, returnByValue=True)
@@ -91,7 +89,6 @@ class Devtools:
 def _devtools_port(proc: subprocess.Popen[bytes], timeout_s: float = 30) -> int:
     assert proc.stderr is not None
     lines: list[str] = []
-    import threading
 
     found: list[int] = []
 
@@ -178,7 +175,8 @@ async def _page_target(http: aiohttp.ClientSession, port: int, timeout_s: float 
         async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
             pages = [t for t in await r.json() if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
         if pages:
-            return pages[0]
+            page: dict[str, Any] = pages[0]
+            return page
         if asyncio.get_running_loop().time() > deadline:
             raise RuntimeError("chromium opened no page target")
         await asyncio.sleep(0.2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -12,10 +13,15 @@ import pytest
 from tests.conftest import in_process
 from tests.quality.fake_answers import AnswerServer, behaviour
 
+from tokenrace.client.openai import RequestOptions
+from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.load.runner import Load
 from tokenrace.quality.suites import resolve_suites
 from tokenrace.report.compare import compare
 from tokenrace.report.html import build
 from tokenrace.runs.reader import load
+from tokenrace.runs.session import BenchSettings
+from tokenrace.sweep.runner import SweepPlan, run_sweep
 
 SAMPLES = 10  # per built-in suite: 60 items
 
@@ -119,13 +125,6 @@ def test_bad_quality_samples_is_refused_before_the_speed_run(
 def test_sweeps_are_compared_by_the_passes_in_their_directories(
     servers: tuple[AnswerServer, AnswerServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import asyncio
-
-    from tokenrace.client.openai import RequestOptions
-    from tokenrace.client.providers import ResolvedEndpoint
-    from tokenrace.load.runner import Load
-    from tokenrace.runs.session import BenchSettings
-    from tokenrace.sweep.runner import SweepPlan, run_sweep
 
     dirs = []
     for srv, name in zip(servers, ("sa", "sb"), strict=True):

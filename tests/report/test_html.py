@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from tests.report.cdp import load_page
 from tests.sweep.helpers import bench
 
@@ -19,20 +20,18 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import CostSpec, GpuCost
 from tokenrace.load.runner import Load
-from tokenrace.report.html import build, resource_series, write
+from tokenrace.model.run import ProfileFile
+from tokenrace.report.html import build, planner_bound, resource_series, write
+from tokenrace.report.tables import print_profile, print_summary
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSettings
+from tokenrace.serve.launch import RunningEngine
+from tokenrace.sweep.profile import _run_steps
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-try:
-    import plotly  # noqa: F401
-except ImportError:
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("the HTML report needs plotly (pip install plotly)", allow_module_level=True)
 SAMPLE = {  # one line of timeseries.jsonl, in the layout of docs/monitor.md
     "wall": "2025-01-01T12:00:01+00:00",
     "gpu": [
@@ -134,9 +133,6 @@ def test_report_renders_in_chromium_without_errors(made: dict[str, Path], kind: 
 
 
 def test_speed_of_light_from_the_planner(made: dict[str, Path]) -> None:
-    pytest.importorskip("tokenrace.plan")
-    from tokenrace.report.html import planner_bound
-
     run = load(made["run"])
     bound = planner_bound("H100-SXM", "llama-3.1-8b")(run)
     assert bound is not None and bound > 100  # tokens/s: aggregate decode bound at the run's concurrency
@@ -150,8 +146,6 @@ def profile_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A profile directory made the way `tokenrace bench` with no --url makes one, against the fake
     server standing in for llama-server (the engine record has the embedded engine's keys; its
     version is unknown, as when llama-server does not say)."""
-    from tokenrace.serve.launch import RunningEngine
-    from tokenrace.sweep.profile import _run_steps
 
     d = tmp_path_factory.mktemp("profile")
     with FakeServerThread({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8}) as srv:
@@ -176,10 +170,6 @@ def _human_text(page: str) -> str:
 
 
 def test_no_none_in_human_text(made: dict[str, Path], profile_dir: Path) -> None:
-    from rich.console import Console
-
-    from tokenrace.report.tables import print_profile, print_summary
-
     profile = load(profile_dir)
     page = _human_text(build([profile]))
     assert "embedded profile: fake-model @ http://127.0.0.1:" in page and "the fixed profile" in page
@@ -187,6 +177,7 @@ def test_no_none_in_human_text(made: dict[str, Path], profile_dir: Path) -> None
     for text in (page, run_page):
         assert not re.search(r"\bNone\b", text), re.findall(r".{60}\bNone\b.{60}", text)[:3]
     console = Console(record=True, width=200)
+    assert isinstance(profile.sweep, ProfileFile)
     print_profile(profile.sweep, console)
     print_summary(load(made["run"]).summary, console, title="run")
     printed = console.export_text()

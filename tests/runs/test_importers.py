@@ -153,6 +153,26 @@ def test_cli_import_show_compare_report(tmp_path: Path) -> None:
     p = tokenrace("compare", str(VLLM), str(AIPERF), "--json")
     assert p.returncode == 0 and "WARNING: model differs" in p.stderr
     assert json.loads(p.stdout)["comparisons"][0]["rows"][0]["metric"] == "ttft_ms.p50"
-    pytest.importorskip("plotly")
     p = tokenrace("report", str(VLLM), "-o", str(tmp_path / "v.html"))
     assert p.returncode == 0 and (tmp_path / "v.html").stat().st_size > 1_000_000
+
+
+def test_vllm_spec_decode_figures_are_imported_in_our_units(tmp_path: Path) -> None:
+    """vLLM bench's result: acceptance in per cent, per-position rates as fractions, length = 1 + accepted ÷ drafts
+    (the values of vLLM's own test of its spec-decode result keys)."""
+    doc = json.loads(VLLM.read_text())
+    doc |= {
+        "spec_decode_num_drafts": 3,
+        "spec_decode_draft_tokens": 10,
+        "spec_decode_accepted_tokens": 6,
+        "spec_decode_acceptance_rate": 60.0,
+        "spec_decode_acceptance_length": 3.0,
+        "spec_decode_per_position_acceptance_rates": [1.0, 2 / 3],
+    }
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(doc))
+    spec = import_file(spec_file).summary.model_dump(mode="json")["speculative"]
+    assert spec["acceptance_rate"] == pytest.approx(0.6) == spec["accepted_tokens"] / spec["draft_tokens"]
+    assert spec["tokens_per_step"] == 3.0 and spec["mean_accepted_per_draft"] == 2.0 == 6 / 3
+    assert spec["per_position"] == pytest.approx([1.0, 2 / 3])
+    assert import_file(VLLM).summary.speculative is None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import wait_until_async
 from tests.monitor.test_server_metrics import FIXTURES, bump
 
 from tokenrace.client.records import RequestRecord
@@ -55,12 +56,13 @@ def test_a_monitored_run_gains_resources_warnings_and_the_engines_clock(tmp_path
             t0 = time.perf_counter_ns()
             m = monitor_for_bench(tmp_path / "run", srv.base_url, None, t0, 0.1)
             await m.start()
-            await asyncio.sleep(0.25)
+            await wait_until_async(lambda: m.samples >= 2, what="2 scrapes")
             t = bump(text, "vllm:time_to_first_token_seconds_sum", 0.9)
             t = bump(t, "vllm:time_to_first_token_seconds_count", 10)
             t = bump(t, "vllm:time_per_output_token_seconds_sum", 0.18)
             path.write_text(bump(t, "vllm:time_per_output_token_seconds_count", 10))
-            await asyncio.sleep(0.25)
+            before = m.samples  # the next sample may have begun before the write: the one after it did not
+            await wait_until_async(lambda: m.samples >= before + 2, what="2 scrapes after the change")
             return await m.stop(), m, t0
 
         resources, monitor, t0 = asyncio.run(go())

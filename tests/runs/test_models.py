@@ -14,6 +14,7 @@ import pytest
 from tests.sweep.helpers import bench
 
 from tokenrace.client.records import RequestRecord
+from tokenrace.errors import UsageError
 from tokenrace.model.files import SCHEMA_VERSION
 from tokenrace.model.records import RecordLine
 from tokenrace.model.schema import schema_name, schemas
@@ -125,8 +126,6 @@ def test_a_schema_1_run_reads_its_free_text_warnings_as_typed_ones() -> None:
 
 
 def test_a_file_that_is_not_a_summary_gets_one_line(tmp_path: Path) -> None:
-    from tokenrace.errors import UsageError
-
     with FakeServerThread({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 4}) as srv:
         run = bench(srv.base_url, tmp_path / "bad", requests=2)
     (run.directory / "summary.json").write_text(json.dumps({"requests": "many"}))

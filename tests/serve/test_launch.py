@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.conftest import wait_until
 
 from tokenrace.errors import EngineError, UsageError
 from tokenrace.serve.engines import LaunchSpec, build_command
@@ -166,12 +167,9 @@ def test_stop_kills_the_whole_process_group(tmp_path: Path) -> None:
         "time.sleep(60)"
     )
     proc = EngineProcess([sys.executable, "-c", script], "stub").start()
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    child = int(pidfile.read_text())
+    child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, "the child's pid file"))
     proc.stop(timeout=5)
-    assert _gone(child, 5), "a process the engine started outlived it"
+    wait_until(lambda: _gone(child), 5, "the process the engine started to exit with it")
 
 
 def test_no_orphan_when_the_parent_is_killed(tmp_path: Path) -> None:
@@ -182,27 +180,20 @@ def test_no_orphan_when_the_parent_is_killed(tmp_path: Path) -> None:
         f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
     )
     par = subprocess.Popen([sys.executable, "-c", parent])
-    deadline = time.monotonic() + 20
-    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the file can exist before its number is written
-    engine_pid = int(pidfile.read_text())
+    # The file can exist before its number is written.
+    engine_pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 20, "the engine's pid file"))
     par.kill()
     par.wait()
-    assert _gone(engine_pid, 5), "the engine outlived its parent"
+    wait_until(lambda: _gone(engine_pid), 5, "the engine to exit with its parent")
 
 
-def _gone(pid: int, within_s: float) -> bool:
+def _gone(pid: int) -> bool:
     """Exited (a zombie awaiting its reaper counts as exited)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.05)
-    return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
@@ -216,7 +207,6 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_refuses_a_model_that_cannot_fit_with_numbers_and_a_suggestion() -> None:
-    pytest.importorskip("tokenrace.plan")
     p = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--dtype", "bfloat16")
     assert p.returncode == 2
     line = p.stderr.strip()
@@ -230,7 +220,6 @@ def test_refuses_a_model_that_cannot_fit_with_numbers_and_a_suggestion() -> None
 
 
 def test_force_skips_the_refusal_and_a_fitting_plan_passes() -> None:
-    pytest.importorskip("tokenrace.plan")
     forced = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--dtype", "bfloat16", "--force")
     assert forced.returncode == 4 and "not installed" in forced.stderr  # it got past the fit check
     ok = _serve(
@@ -249,6 +238,5 @@ def test_force_skips_the_refusal_and_a_fitting_plan_passes() -> None:
 
 
 def test_unknown_model_is_not_refused() -> None:
-    pytest.importorskip("tokenrace.plan")
     p = _serve("--engine", "vllm", "some-org/unknown-model-xyz", "--hardware", "H100-SXM", "--dry-run")
     assert p.returncode == 0 and "fit not checked" in p.stderr

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from tokenrace.sweep.knee import Point, analyse, fit_prefill, gain, is_saturated, search_max_rate
+from tokenrace.sweep.knee import Point, Search, analyse, fit_prefill, gain, is_saturated, search_max_rate
 
 
 def ladder(throughputs: list[float | None], p95s: list[float], errors: list[float] | None = None) -> list[Point]:
@@ -79,7 +80,7 @@ def test_prefill_fit_is_undefined_without_spread_or_slope() -> None:
     assert flat.slope_ms_per_token is not None and flat.prefill_tokens_per_s is None
 
 
-def run_search(limit: float, start: float, **kw: float) -> tuple[object, list[float]]:
+def run_search(limit: float, start: float, **kw: Any) -> tuple[Search, list[float]]:
     seen: list[float] = []
 
     async def probe(rate: float) -> bool:

@@ -9,16 +9,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tests.conftest import sigint_default
+from tests.conftest import line_count, sigint_default, wait_until
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
+from tokenrace.report.html import build
 from tokenrace.runs.history import Filters, History
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSettings
@@ -157,8 +157,6 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
     with History.open() as h:  # the profile's steps were indexed as they were written
         assert len(h.list(Filters(steps=True))) == 2
     if importlib.util.find_spec("plotly"):
-        from tokenrace.report.html import build
-
         assert build([data]).count('<figure class="chart">') >= 4
 
 
@@ -187,9 +185,7 @@ def test_ctrl_c_keeps_the_steps_measured_so_far(knee_server: Any, tmp_path: Path
         preexec_fn=sigint_default,
     )
     records = out / "c2" / "records.jsonl"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and (not records.exists() or records.read_text().count("\n") < 8):
-        time.sleep(0.1)
+    wait_until(lambda: line_count(records) >= 8, 90, "8 records in the second step")
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

@@ -2,40 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from tokenrace import aio
 from tokenrace.cli import bench_quality
 from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, embedded_serves, settings_from_options
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
+from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
 from tokenrace.model.run import ProfileFile
-from tokenrace.report.tables import print_summary
+from tokenrace.report.tables import print_profile, print_summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings, read_inputs
+from tokenrace.serve.embedded import EmbeddedOptions, default_model
+from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
 
 if TYPE_CHECKING:
     from tokenrace.quality.models import QualityResult
     from tokenrace.serve.launch import RunningEngine
-
-T = TypeVar("T")
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        import uvloop
-
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
 
 
 @click.command("bench")
@@ -59,7 +50,7 @@ def command(ctx: click.Context, /, **o: Any) -> None:
         return
     progress = LiveProgress(settings.load.requests, enabled=not o["as_json"])
     with progress:
-        result = run_async(BenchSession(settings, progress, sys.argv).run())
+        result = aio.run(BenchSession(settings, progress, sys.argv).run())
     index_quietly(result.directory)
     quality = None
     if samples and not result.interrupted:
@@ -72,10 +63,6 @@ LOAD_FLAGS = ("concurrency", "rate", "requests", "duration")
 
 
 def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_run: bool) -> None:
-    from tokenrace.report.tables import print_profile
-    from tokenrace.serve.embedded import EmbeddedOptions
-    from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
-
     model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
     settings.model = None
     embeddings = embedded_serves(settings.request.api)
@@ -86,9 +73,6 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         # CPU the model loses, which costs more than the ~0.3 ms of wake-up it saves.
         settings.load.keep_awake = False
     if settings.efficiency is None and settings.request.api in GENERATING_APIS:
-        from tokenrace.figures.efficiency import EfficiencySpec
-        from tokenrace.serve.embedded import default_model
-
         # The embedded model's file and this CPU are known: every step shows % of the bound.
         settings.efficiency = EfficiencySpec("cpu", model or str(default_model()))
     steps = (("run", settings.load),) if single_run else DEFAULT_STEPS
@@ -110,7 +94,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
                 settings, engine.base_url, engine.model, samples, directory, bool(o["as_json"]), engine.record
             )
 
-    result, quality = run_async(
+    result, quality = aio.run(
         run_profile(
             settings,
             EmbeddedOptions(model=Path(model) if model else None, embeddings=embeddings),

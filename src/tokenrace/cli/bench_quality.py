@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
+from tokenrace.cli.quality import print_result
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.quality.models import QualityResult
@@ -86,9 +88,5 @@ def run_pass(settings: BenchSettings, base_url: str, model: str, samples: int, r
 
 
 def print_pass(result: QualityResult, run_dir: Path) -> None:
-    from rich.console import Console
-
-    from tokenrace.cli.quality import print_result
-
     print_result(result, Console(width=max(100, Console().width)))
     click.echo(f"quality pass: {run_dir / QUALITY_SUBDIR}")

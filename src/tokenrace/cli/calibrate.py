@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from tokenrace import aio
 from tokenrace.cli.common import echo_json
 from tokenrace.load.calibration import (
     BIAS_LIMIT_MS,
@@ -20,6 +21,8 @@ from tokenrace.load.calibration import (
     calibrate_with,
     save_calibration,
 )
+from tokenrace.runs.store import RunStore
+from tokenrace.testing.fake_server import spawn_fake_server
 
 
 @click.command("calibrate")
@@ -35,9 +38,6 @@ def command(quick: bool, as_json: bool, no_save: bool) -> None:
     result is saved as calibration.json in the data directory ($TOKENRACE_HOME), and every bench then
     says whether its own load went past that ceiling (`client_bound`).
     """
-    from tokenrace.cli.bench import run_async
-    from tokenrace.runs.store import RunStore
-    from tokenrace.testing.fake_server import spawn_fake_server
 
     def shown(row: CalibrationStep) -> None:
         if not as_json:
@@ -52,7 +52,7 @@ def command(quick: bool, as_json: bool, no_save: bool) -> None:
     ):
         store = RunStore(Path(tmp), time.perf_counter_ns())
         try:
-            cal = run_async(calibrate_with(server.base_url, server, quick, _loop_name(), store.append, on_step=shown))
+            cal = aio.run(calibrate_with(server.base_url, server, quick, aio.LOOP, store.append, on_step=shown))
         finally:
             store.close()
     where = None if no_save else save_calibration(cal)
@@ -79,14 +79,6 @@ def apart_from(server_pid: int) -> Iterator[None]:
         yield
     finally:
         os.sched_setaffinity(0, set(cores))
-
-
-def _loop_name() -> str:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "uvloop"
 
 
 def _pct(p: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -11,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from tokenrace.cli.options import cost_options, spec_from_options
+from tokenrace.cli.quality import print_paired
 from tokenrace.cli.sweep import wide_console
 from tokenrace.report.compare import (
     HEADER,
@@ -59,8 +61,6 @@ def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: boo
 
 def echo_text(report: Report, as_json: bool, as_markdown: bool) -> str:
     if as_json:
-        import json
-
         return json.dumps(report.to_dict(), indent=2) + "\n"
     return to_markdown(report) + "\n" if as_markdown else to_csv(report)
 
@@ -94,8 +94,6 @@ def print_report(report: Report, console: Console) -> None:
 
 
 def print_quality(q: QualitySection, console: Console) -> None:
-    from tokenrace.cli.quality import print_paired
-
     t = Table(title=quality_title(q), title_justify="left", header_style="bold")
     t.add_column("")
     t.add_column("A", justify="right")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 import click
+import orjson
+from rich.console import Console
 
-if TYPE_CHECKING:
-    from rich.console import Console
+from tokenrace.doctor import knowledge
+from tokenrace.doctor.probe import RecordedProbe
+from tokenrace.doctor.render import render_explain, render_report
+from tokenrace.doctor.runner import run_doctor
 
 FIXTURES_ENV = "TOKENRACE_DOCTOR_FIXTURES"
 
@@ -33,18 +36,12 @@ def command(as_json: bool, model: str | None, explain: str | None, fixtures: str
     """
     if explain is not None:
         _exit(_explain(explain, as_json))
-    from tokenrace.doctor.probe import RecordedProbe
-    from tokenrace.doctor.runner import run_doctor
 
     probe = RecordedProbe(fixtures) if fixtures else None
     report = run_doctor(probe, model=model)
     if as_json:
-        import orjson
-
         click.echo(orjson.dumps(report.to_json_dict(), option=orjson.OPT_INDENT_2).decode())
     else:
-        from tokenrace.doctor.render import render_report
-
         render_report(report, _console())
     _exit(report.exit_code)
 
@@ -56,24 +53,16 @@ def _exit(code: int) -> None:
 
 
 def _explain(text: str, as_json: bool) -> int:
-    from tokenrace.doctor.knowledge import explain
-
-    matches = explain(text)
+    matches = knowledge.explain(text)
     if as_json:
-        import orjson
-
         rows = [{**m.entry.model_dump(), "score": m.score, "matched": m.matched, "exact": m.exact} for m in matches]
         click.echo(orjson.dumps({"query": text, "matches": rows}, option=orjson.OPT_INDENT_2).decode())
     else:
-        from tokenrace.doctor.render import render_explain
-
         render_explain(text, matches, _console())
     return 0 if matches else 1
 
 
 def _console() -> Console:
-    from rich.console import Console
-
     if sys.stdout.isatty():
         return Console(highlight=False)
     columns = os.environ.get("COLUMNS", "")

@@ -37,8 +37,8 @@ def command(
         raise UsageError("tokenrace gateway needs --config FILE (or: tokenrace gateway check FILE)")
     # Canary statistics use numpy; its BLAS thread pool would only spin on the gateway's cores.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from tokenrace.gateway.app import from_file
-    from tokenrace.gateway.server import run
+    from tokenrace.gateway.app import from_file  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
+    from tokenrace.gateway.server import run  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
 
     gw = from_file(config_path)
     if cpu:
@@ -61,7 +61,7 @@ def command(
 @click.pass_context
 def check(ctx: click.Context, path: Path, no_env: bool) -> None:
     """Validate a gateway file without starting: every problem, one line each, with its line number."""
-    from tokenrace.gateway.config import ConfigError, load_config
+    from tokenrace.gateway.config import ConfigError, load_config  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
 
     try:
         config = load_config(path, check_env=not no_env)
@@ -73,7 +73,7 @@ def check(ctx: click.Context, path: Path, no_env: bool) -> None:
 
 
 def _summary(config: object) -> str:
-    from tokenrace.gateway.config import GatewayConfig
+    from tokenrace.gateway.config import GatewayConfig  # noqa: PLC0415 - the gateway's modules load after `command` sets OPENBLAS_NUM_THREADS (numpy reads it once, when it loads)
 
     assert isinstance(config, GatewayConfig)
     parts = [_count(len(config.backends), "backend"), _count(len(config.routes), "route")]

@@ -13,6 +13,9 @@ import click
 
 from tokenrace.cli.common import echo_json, parse_duration_s
 from tokenrace.errors import UsageError
+from tokenrace.monitor import MonitorSession, is_local_url, resource_warnings
+from tokenrace.monitor.render import live_line, summary_lines
+from tokenrace.runs.store import default_run_dir, write_json
 
 RESOURCES = "resources.json"
 
@@ -38,7 +41,6 @@ def command(interval: str, duration: str, metrics_url: str | None, output: Path 
 
     Prints a live line per sample on stderr and a summary with resource warnings at the end.
     """
-    from tokenrace.runs.store import default_run_dir
 
     interval_s = parse_duration_s(interval, "--interval")
     duration_s = parse_duration_s(duration, "--duration")
@@ -60,10 +62,6 @@ def _metrics_url(text: str) -> str:
 
 
 async def _run(directory: Path, interval_s: float, duration_s: float, url: str | None, live: bool) -> dict[str, Any]:
-    from tokenrace.monitor import MonitorSession, is_local_url, resource_warnings
-    from tokenrace.monitor.render import live_line
-    from tokenrace.runs.store import write_json
-
     tty = sys.stderr.isatty()
 
     def show(sample: dict[str, Any]) -> None:
@@ -108,8 +106,6 @@ async def _last_sample(session: Any, duration_s: float, interval_s: float) -> No
 
 
 def _print_summary(r: dict[str, Any], directory: Path) -> None:
-    from tokenrace.monitor.render import summary_lines
-
     for line in summary_lines(r):
         click.echo(line)
     for notice in r.get("notices") or []:

@@ -12,6 +12,7 @@ from tokenrace.cli.common import Options, parse_duration_s, parse_headers, parse
 from tokenrace.cli.workload_options import apply_workload_options, workload_options
 from tokenrace.client.providers import PROVIDERS, provider_api, resolve_endpoint
 from tokenrace.client.request import API_NAMES, RequestOptions
+from tokenrace.client.structured import read_schema, read_tools, tool_choice
 from tokenrace.client.transport import Timeouts
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, spec
@@ -65,6 +66,19 @@ _OPTIONS = [
         "--ignore-eos", is_flag=True, help="Send ignore_eos=true (vLLM, SGLang, llama.cpp) for exact output lengths."
     ),
     click.option("--extra-body", help="JSON object merged into every request body."),
+    click.option(
+        "--tools",
+        "tools_file",
+        type=click.Path(dir_okay=False),
+        help="JSON file with an OpenAI tools list, sent with every request; tool calls are timed and counted.",
+    ),
+    click.option("--tool-choice", help="auto, none, required, or a tool's name (forces that function)."),
+    click.option(
+        "--response-format",
+        "response_format_file",
+        type=click.Path(dir_okay=False),
+        help="JSON Schema file: ask for structured output (json_schema, strict) and validate every answer.",
+    ),
     click.option(
         "--header",
         "headers",
@@ -125,6 +139,17 @@ _OPTIONS = [
     click.option(
         "--metrics-url",
         help="The server's Prometheus /metrics (default: http://host:port/metrics of --url, none for hosted APIs).",
+    ),
+    click.option(
+        "--dcgm-url",
+        help="A DCGM exporter's /metrics (e.g. http://gpu-host:9400/metrics): the GPUs' energy over the run, "
+        "for a server on another machine (one on this machine is read through NVML).",
+    ),
+    click.option(
+        "--content",
+        type=click.Choice(["natural", "copy", "random", "all"]),
+        help="What the model is asked to write, at the same prompt and output lengths: continue prose (natural), "
+        "repeat a given passage (copy), write out a given random string (random), or all three interleaved.",
     ),
     click.option("--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s."),
     click.option("--timeout-connect", type=float, default=10.0, show_default=True, help="Seconds."),
@@ -189,6 +214,9 @@ def _settings(o: Options) -> BenchSettings:
     requests = o["requests"] if o["requests"] is not None or duration else 100
     output_tokens = parse_mean_std(o["output_tokens"], "--output-tokens")
     headers, env_headers = parse_headers(o["headers"])
+    tools = read_tools(o["tools_file"]) if o.get("tools_file") else None
+    choice = tool_choice(o["tool_choice"], tools) if o.get("tool_choice") else None
+    schema_name, schema = read_schema(o["response_format_file"]) if o.get("response_format_file") else ("answer", None)
     return BenchSettings(
         endpoint=endpoint,
         model=o["model"],
@@ -202,6 +230,10 @@ def _settings(o: Options) -> BenchSettings:
             seed=o["seed"],
             extra_body=extra,
             extra_headers=headers,
+            tools=tools,
+            tool_choice=choice,
+            response_schema=schema,
+            response_schema_name=schema_name,
         ),
         timeouts=Timeouts(o["timeout_connect"], o["timeout_first_byte"], o["timeout_idle"], o["timeout_total"]),
         load=Load(
@@ -222,6 +254,7 @@ def _settings(o: Options) -> BenchSettings:
             file=o["prompts_file"],
             input_tokens=parse_mean_std(o["input_tokens"], "--input-tokens"),
             output_tokens=output_tokens,
+            content=o.get("content"),
             batch_size=o.get("batch_size"),
             documents=o.get("documents"),
         ),
@@ -235,6 +268,7 @@ def _settings(o: Options) -> BenchSettings:
         monitor=bool(o["monitor"]),
         monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,
         metrics_url=o["metrics_url"],
+        dcgm_url=o.get("dcgm_url"),
         workers=_workers_spec(o.get("workers"), o.get("ray")),
         secret_headers=env_headers,
     )

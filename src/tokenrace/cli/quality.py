@@ -17,11 +17,15 @@ from tokenrace.cli.common import echo_json
 from tokenrace.client.providers import API_KEY_ENV, resolve_endpoint
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import UsageError
+from tokenrace.model.files import COMPARISON
 from tokenrace.quality.models import ItemResult, QualityResult
-from tokenrace.quality.paired import COMPARISON, QualityComparison, compare_dirs, difference_line, rows, to_markdown
+from tokenrace.quality.paired import QualityComparison, compare_dirs, difference_line, rows, to_markdown
+from tokenrace.quality.quantize import quantized_copy
 from tokenrace.quality.runner import QualitySettings
 from tokenrace.quality.suites import BUILTIN, DEFAULT_SAMPLES, resolve_suites
 from tokenrace.quality.targets import Target, parse_target, run_target
+from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.serve.embedded import default_model
 
 T = TypeVar("T")
 
@@ -114,16 +118,12 @@ def _key(key_env: str | None, api: str = "chat") -> tuple[str | None, str | None
 
 
 def _default_dir(name: str) -> Path:
-    from tokenrace.runs.store import default_run_dir
-
     return default_run_dir(name)
 
 
 def _single(items: list[Any], o: dict[str, Any]) -> None:
     endpoint = resolve_endpoint(o["url"], None, None)
     if endpoint is None:
-        from tokenrace.serve.embedded import default_model
-
         model = o["model"] if o["model"] and str(o["model"]).endswith(".gguf") else None
         target = parse_target(str(model or default_model()))
         click.echo(f"starting the embedded model (llama-server, {target.label})...", err=True)
@@ -167,8 +167,6 @@ def _compare(targets: tuple[str, ...], items: list[Any], o: dict[str, Any]) -> N
         dirs.append(out)
     report = compare_dirs(dirs[0], dirs[1], (sides[0].label, sides[1].label))
     if parent is not None:
-        from tokenrace.runs.store import write_json
-
         Path(parent).mkdir(parents=True, exist_ok=True)
         write_json(Path(parent) / COMPARISON, report.model_dump(mode="json"))
     if o["as_json"]:
@@ -182,9 +180,6 @@ def _compare(targets: tuple[str, ...], items: list[Any], o: dict[str, Any]) -> N
 
 
 def _embedded_pair() -> list[Target]:
-    from tokenrace.quality.quantize import quantized_copy
-    from tokenrace.serve.embedded import default_model
-
     base = default_model()
     click.echo("making (or reusing) a Q2_K copy of the embedded model with llama-quantize...", err=True)
     return [parse_target(str(base)), parse_target(str(quantized_copy(base, "Q2_K")))]

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tokenrace.cli.options import cost_options, spec_from_options
+from tokenrace.report.html import planner_bound, write
 from tokenrace.runs.reader import load
 
 
@@ -29,7 +30,6 @@ def command(
     Latency CDFs, latency and throughput against load with the knee, a per-request timeline, tokens per
     chunk, resource charts when the run has timeseries.jsonl, and the manifest. One file, no network.
     """
-    from tokenrace.report.html import planner_bound, write
 
     sol = planner_bound(hardware, plan_model, devices) if hardware else None
     path = write([load(r) for r in runs], output, spec_from_options(o), sol)

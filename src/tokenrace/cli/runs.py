@@ -62,7 +62,7 @@ def command(
 
 def _import(h: History, path: Path, import_to: Path | None) -> None:
     if path.is_file():
-        from tokenrace.runs.importers import import_to_dir
+        from tokenrace.runs.importers import import_to_dir  # noqa: PLC0415 - import cost: the importers load only for --import
 
         directory = import_to_dir(path, import_to)
         ids = h.index(directory)

@@ -14,7 +14,13 @@ import click
 from tokenrace.cli.common import Options, parse_json_object
 from tokenrace.engines import LAUNCHABLE
 from tokenrace.errors import EngineError, UsageError
-from tokenrace.serve.embedded import EmbeddedOptions, find_llama_server
+from tokenrace.serve.embedded import (
+    EmbeddedOptions,
+    default_model,
+    find_llama_server,
+    llama_server_command,
+    require_binary,
+)
 from tokenrace.serve.engines import INSTALL, LaunchSpec, build_command, default_port, installed
 from tokenrace.serve.fit import check as check_fit
 from tokenrace.serve.launch import start_embedded
@@ -82,8 +88,6 @@ def _serve_embedded(model: str | None, o: Options) -> None:
         parallel=int(o["parallel"]),
     )
     if o["dry_run"]:
-        from tokenrace.serve.embedded import default_model, llama_server_command, require_binary
-
         click.echo(
             shlex.join(llama_server_command(require_binary(), opts.model or default_model(), opts.port or 0, opts))
         )
@@ -137,7 +141,7 @@ def _serve_engine(engine: str, model: str | None, o: Options) -> None:
 
 
 def _serve_fake(config: Options, host: str, port: int | None) -> None:
-    from tokenrace.testing.fake_server import serve
+    from tokenrace.testing.fake_server import serve  # noqa: PLC0415 - import cost: the fake server loads only for --fake
 
     def ready(url: str) -> None:
         click.echo(f"fake OpenAI server at {url}/v1 (a measuring instrument, not a model); Ctrl-C stops it")

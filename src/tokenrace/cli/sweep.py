@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from tokenrace.cli.bench import run_async as _run_async
+from tokenrace import aio
 from tokenrace.cli.common import echo_json
-from tokenrace.cli.options import bench_options, cost_options, settings_from_options, spec_from_options
+from tokenrace.cli.options import bench_options, cost_options, embedded_serves, settings_from_options, spec_from_options
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.load.progress import LiveProgress
@@ -22,7 +23,10 @@ from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.report.tables import fmt
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, read_inputs
+from tokenrace.serve.embedded import EmbeddedOptions
+from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
+from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, run_sweep
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -90,13 +94,8 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     if settings.endpoint is None:
         result = _embedded(settings, plan, o, explicit, cost)
     else:
-        result = run_async(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
+        result = aio.run(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
     _report(result, bool(o["as_json"]))
-
-
-def run_async(coro: Coroutine[Any, Any, Run]) -> Run:
-    result: Run = _run_async(coro)
-    return result
 
 
 def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count: bool) -> SweepPlan:
@@ -109,7 +108,8 @@ def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count
     chosen = [k for k, v in kinds.items() if v]
     if len(chosen) > 1:
         raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths or --max-goodput")
-    kind = chosen[0] if chosen else "concurrency"
+    # --content all alone: the three kinds, one step each, compared (with another sweep, each step mixes them).
+    kind = chosen[0] if chosen else "content" if o.get("content") == "all" else "concurrency"
     flag = {"concurrency": "--concurrencies", "rate": "--rates", "input_tokens": "--input-lengths"}.get(kind)
     values = parse_values(kinds[kind], flag) if flag and kinds[kind] else None
     return SweepPlan(
@@ -150,11 +150,6 @@ def _progress_for(o: dict[str, Any]) -> Any:
 def _embedded(
     settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
 ) -> Run:
-    from tokenrace.cli.options import embedded_serves
-    from tokenrace.serve.embedded import EmbeddedOptions
-    from tokenrace.serve.launch import start_embedded
-    from tokenrace.sweep.profile import embedded_settings
-
     embeddings = embedded_serves(settings.request.api)
     if plan.kind == "concurrency" and not explicit("concurrencies"):
         plan.values = EMBEDDED_CONCURRENCIES
@@ -171,8 +166,6 @@ def _embedded(
     click.echo(f"starting the embedded model (llama-server, {slots} parallel slots)...", err=True)
 
     async def go() -> Run:
-        from pathlib import Path
-
         opts = EmbeddedOptions(
             model=Path(model) if model else None,
             parallel=slots,
@@ -185,7 +178,7 @@ def _embedded(
         finally:
             engine.stop()
 
-    return run_async(go())
+    return aio.run(go())
 
 
 def _report(result: Run, as_json: bool) -> None:
@@ -214,9 +207,18 @@ def sweep_table(s: SweepFile) -> Table:
         title_justify="left",
         header_style="bold",
     )
-    first = {"concurrency": "conc.", "rate": "rate", "goodput": "rate", "input_tokens": "prompt tok"}[kind]
+    first = {
+        "concurrency": "conc.",
+        "rate": "rate",
+        "goodput": "rate",
+        "input_tokens": "prompt tok",
+        "content": "conc.",
+    }
     priced = any(_usd(row) is not None for row in s.steps)
-    cols = ("step", first, "ok", "TTFT p50", "p95", "TPOT p50", "p95", "E2E p95", "tok/s", "gain", "err %", "cached")
+    spec = any(row.acceptance_rate is not None for row in s.steps)
+    joules = any(row.output_tokens_per_joule is not None for row in s.steps)
+    cols = ("step", first[kind], "ok", "TTFT p50", "p95", "TPOT p50", "p95", *(("accept",) if spec else ()))
+    cols += ("E2E p95", "tok/s", "gain", "err %", "cached", *(("tok/J",) if joules else ()))
     for c in (*cols, *(("$/M out tok",) if priced else ()), ""):
         t.add_column(c, justify="left" if c in ("step", "") else "right")
     for row in s.steps:
@@ -229,11 +231,13 @@ def sweep_table(s: SweepFile) -> Table:
             fmt(row.ttft_ms.p95),
             fmt(row.tpot_ms.p50, 2),
             fmt(row.tpot_ms.p95, 2),
+            *((_percent(row.acceptance_rate),) if spec else ()),
             fmt(row.e2e_ms.p95),
             fmt(row.throughput_tokens_per_s),
             _gain(row.gain),
             fmt(None if row.error_rate is None else row.error_rate * 100),
-            "—" if row.cache_hit_rate is None else f"{row.cache_hit_rate * 100:.0f} %",
+            _percent(row.cache_hit_rate),
+            *((fmt(row.output_tokens_per_joule, 2),) if joules else ()),
             *((fmt(_usd(row), 4),) if priced else ()),
             _mark(row),
         )
@@ -244,8 +248,12 @@ def _usd(row: StepRow) -> float | None:
     return row.cost.usd_per_million_output_tokens if row.cost else None
 
 
+def _percent(share: float | None) -> str:
+    return "—" if share is None else f"{share * 100:.0f} %"
+
+
 def _load_cell(kind: str, row: StepRow) -> str:
-    if kind == "concurrency":
+    if kind in ("concurrency", "content"):
         return str(row.concurrency)
     if kind == "input_tokens":
         return fmt(row.prompt_tokens_mean, 0)
@@ -286,6 +294,8 @@ def sweep_lines(s: SweepFile) -> list[str]:
             else f"knee: none ({s.stop_reason} at the first step)"
         )
     lines.append(f"stopped: {fmt(s.stop_reason or 'no reason recorded (an older sweep.json)')}")
+    if s.content is not None:
+        lines.append(f"content: {s.content.verdict}")
     if s.prefill:
         p = s.prefill
         lines.append(

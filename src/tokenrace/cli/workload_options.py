@@ -13,6 +13,7 @@ from tokenrace.cli.common import parse_duration_s
 from tokenrace.errors import UsageError
 from tokenrace.load.shapes import parse_stages
 from tokenrace.load.workload import WorkloadSpec
+from tokenrace.load.workloads.images import DEFAULT_SIZES, ImageSpec, parse_sizes
 from tokenrace.load.workloads.sessions import DEFAULT_SESSION_HEADER, parse_turns
 from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS
 from tokenrace.runs.session import BenchSettings
@@ -70,6 +71,26 @@ _OPTIONS = [
     click.option("--stages", help="Piecewise load, e.g. 30s@2,60s@8,30s@2 (rates, or concurrency with --stages-kind)."),
     click.option("--stages-kind", type=click.Choice(["rate", "concurrency"]), default="rate", show_default=True),
     click.option(
+        "--images", type=int, help="Images per request (generated: real PNG/JPEG files, distinct per request)."
+    ),
+    click.option(
+        "--image-size",
+        help="Generated images' size WxH, or a list to cycle through, e.g. 512x512,1024x768 [default: 512x512].",
+    ),
+    click.option(
+        "--image-format", type=click.Choice(["png", "jpeg"]), help="Generated images' encoding [default: png]."
+    ),
+    click.option(
+        "--image-share",
+        type=float,
+        help="Share of requests that carry images, so one run holds both kinds [default: 1].",
+    ),
+    click.option(
+        "--image-dir",
+        type=click.Path(file_okay=False),
+        help="Send the image files of this folder (cycled) instead of generated ones.",
+    ),
+    click.option(
         "--cancel-rate",
         type=float,
         default=0.0,
@@ -106,6 +127,7 @@ def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchS
         trace_format=o.get("trace_format") or "mooncake",
         trace_speed=_given(o, "trace_speed", 1.0),
         trace_block_tokens=_given(o, "trace_block_tokens", DEFAULT_BLOCK_TOKENS),
+        images=_image_spec(o),
     )
     load = dataclasses.replace(
         settings.load,
@@ -120,6 +142,24 @@ def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchS
         load = dataclasses.replace(load, requests=None)  # the stages say how long
     load.validate(finite=bool(workload.trace_file or workload.sessions_file))
     return dataclasses.replace(settings, workload=workload, load=load)
+
+
+def _image_spec(o: dict[str, Any]) -> ImageSpec | None:
+    """--images and its companions; None when the requests carry no generated or folder images."""
+    if o.get("images") is None and not o.get("image_dir"):
+        for flag in ("image_size", "image_format", "image_share"):
+            if o.get(flag) is not None:
+                raise UsageError(f"--{flag.replace('_', '-')} shapes the images of --images N (or --image-dir)")
+        return None
+    if o.get("image_dir") and o.get("image_size"):
+        raise UsageError("--image-size applies to generated images; the files of --image-dir keep their own sizes")
+    return ImageSpec(
+        count=_given(o, "images", 1),
+        sizes=parse_sizes(o["image_size"]) if o.get("image_size") else DEFAULT_SIZES,
+        format=o.get("image_format") or "png",
+        share=_given(o, "image_share", 1.0),
+        directory=o.get("image_dir"),
+    )
 
 
 def _given(o: dict[str, Any], name: str, default: Any) -> Any:

@@ -16,15 +16,19 @@ import aiohttp
 import orjson
 
 from tokenrace.client.apis import api_for
+from tokenrace.client.apis.base import StructuredReader
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import Prompt, RequestOptions, RequestSpec
 from tokenrace.client.stream import Deadline, StreamReader, error_message_from_body
+from tokenrace.client.structured import schema_checker
 from tokenrace.client.transport import StampingHandler, Timeouts, make_session
 from tokenrace.redact import Redactor
 
 __all__ = ["OpenAIClient", "Prompt", "RequestOptions", "error_message_from_body"]
 
 perf_ns = time.perf_counter_ns
+# Appended to the error of a refused request that carried images: the usual cause, in one line.
+IMAGES_HINT = "the request carried {n} image(s): the model or server may not accept images (a text-only model?)"
 
 
 class OpenAIClient:
@@ -49,6 +53,8 @@ class OpenAIClient:
         self.redact = Redactor(api_key)
         self.session: aiohttp.ClientSession | None = None
         self.stamping = False
+        schema = self.options.response_schema
+        self._schema_valid = schema_checker(schema) if schema is not None else None
 
     async def __aenter__(self) -> OpenAIClient:
         self.session, self.stamping = make_session(self._max_connections, self.timeouts)
@@ -83,12 +89,19 @@ class OpenAIClient:
         else:
             rec.inputs = len(prompt.inputs) if prompt.inputs is not None else None
             rec.documents = len(prompt.documents) if prompt.documents is not None else None
-        reader = api.stream_reader(rec) if self.options.stream and api.streams else None
+        if prompt.images is not None:
+            rec.images, rec.image_bytes, rec.image_pixels = (
+                prompt.images.count,
+                prompt.images.nbytes,
+                prompt.images.pixels,
+            )
+        reader = self._reader(rec) if self.options.stream and api.streams else None
         deadline = Deadline(self.timeouts)
+        body_answer: tuple[str, int] | None = None
         rec.begin_ns = rec.start_ns = perf_ns()
         try:
             async with asyncio.timeout_at(deadline.first(rec.start_ns)) as tm:
-                await self._exchange_fresh(payload, headers, rec, reader, tm, deadline)
+                body_answer = await self._exchange_fresh(payload, headers, rec, reader, tm, deadline)
         except aiohttp.ConnectionTimeoutError as exc:  # a TimeoutError too: the connect limit, not ours
             rec.fail(*_classify(exc))
         except TimeoutError:
@@ -110,7 +123,29 @@ class OpenAIClient:
                 rec.error_message = self.redact(rec.error_message)
         if api.generates:
             _check_empty(rec)
+        if self.options.structured:
+            self._check_answer(rec, reader, body_answer)
+        if rec.images and rec.error_kind is not None and rec.error_kind.startswith("http_4"):
+            rec.error_message = f"{rec.error_message} [{IMAGES_HINT.format(n=rec.images)}]"
         return rec
+
+    def _reader(self, rec: RequestRecord) -> StreamReader:
+        """The API's plain reader, or, when tools or a schema were asked for, the one that also reads
+        tool calls and keeps the answer apart (so the plain path does no extra work per chunk)."""
+        return self.api.structured_reader(rec) if self.options.structured else self.api.stream_reader(rec)
+
+    def _check_answer(
+        self, rec: RequestRecord, reader: StreamReader | None, body_answer: tuple[str, int] | None
+    ) -> None:
+        """After the request: count its tool calls and validate its answer against the schema."""
+        found = reader.structured() if isinstance(reader, StructuredReader) else body_answer
+        answer, calls = found if found is not None else ("", 0)
+        rec.tool_calls = calls if self.options.tools is not None and found is not None else None
+        if self._schema_valid is None or not rec.ok:
+            return
+        if calls and not answer.strip():
+            return  # the model called a tool instead of answering: no answer to check
+        rec.schema_valid = self._schema_valid(answer)
 
     async def _exchange_fresh(
         self,
@@ -120,7 +155,7 @@ class OpenAIClient:
         reader: StreamReader | None,
         tm: Any,
         deadline: Deadline,
-    ) -> None:
+    ) -> tuple[str, int] | None:
         """Send, replacing pooled keep-alive connections the server has already closed.
 
         llama.cpp's server closes the connection after each stream while advertising keep-alive; a
@@ -130,13 +165,12 @@ class OpenAIClient:
         """
         for _ in range(self._max_connections + 1):
             try:
-                await self._exchange(payload, headers, rec, reader, tm, deadline)
-                return
+                return await self._exchange(payload, headers, rec, reader, tm, deadline)
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
                 if rec.connect_ns is not None or rec.headers_ns is not None:
                     raise
                 rec.retried_stale_connection = True
-        await self._exchange(payload, headers, rec, reader, tm, deadline)
+        return await self._exchange(payload, headers, rec, reader, tm, deadline)
 
     async def _exchange(
         self,
@@ -146,7 +180,8 @@ class OpenAIClient:
         reader: StreamReader | None,
         tm: Any,
         deadline: Deadline,
-    ) -> None:
+    ) -> tuple[str, int] | None:
+        """One exchange; for a whole body asked for tools or a schema, (its answer, its tool calls)."""
         assert self.session is not None
         async with self.session.post(self.url, data=payload, headers=headers, trace_request_ctx=rec) as resp:
             rec.headers_ns = perf_ns()
@@ -158,17 +193,19 @@ class OpenAIClient:
             elif reader is not None:
                 await reader.read(resp, tm, deadline)
             else:
-                await self._read_body(resp, rec)
+                return await self._read_body(resp, rec)
+        return None
 
-    async def _read_body(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+    async def _read_body(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> tuple[str, int] | None:
         raw = await resp.read()
         rec.end_ns = perf_ns()
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError:
             rec.fail("malformed_body", f"unparseable JSON body: {raw[:120]!r}")
-            return
+            return None
         self.api.read_body(rec, obj)
+        return self.api.structured_body(obj) if self.options.structured else None
 
     async def _http_error(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
         raw = await resp.read()

@@ -40,6 +40,18 @@ ENGINE_PROVIDERS = tuple(
     if e.default_port is not None
 )
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (*HOSTED_PROVIDERS, *ENGINE_PROVIDERS)}
+HOSTED_NAMES = frozenset(p.name for p in HOSTED_PROVIDERS)
+# A hosted API's host -> its provider name (api.groq.com -> groq).
+HOSTED_HOSTS: dict[str, str] = {urlsplit(p.base_url).hostname or "": p.name for p in HOSTED_PROVIDERS}
+
+
+def hosted_provider(base_url: str, provider: str | None = None) -> str | None:
+    """The hosted API `base_url` points at (by the preset's name, else by its host or a subdomain of
+    it), or None for a self-hosted server."""
+    if provider and provider.lower() in HOSTED_NAMES:
+        return provider.lower()
+    host = urlsplit(base_url).hostname or ""
+    return next((name for domain, name in HOSTED_HOSTS.items() if host == domain or host.endswith(f".{domain}")), None)
 
 
 def normalize_base_url(url: str) -> str:

@@ -16,7 +16,16 @@ NS_PER_MS = 1_000_000
 # The record's absolute perf_counter_ns() stamps taken where the request is sent (a worker's clock,
 # when a worker sent it; `chunk_ns` holds more of them). `intended_start_ns` is the scheduler's own,
 # and `connect_ns` and `client_prep_ns` are durations: neither moves when stamps change clocks.
-CLOCK_STAMPS = ("begin_ns", "start_ns", "write_ns", "headers_ns", "first_token_ns", "first_answer_ns", "end_ns")
+CLOCK_STAMPS = (
+    "begin_ns",
+    "start_ns",
+    "write_ns",
+    "headers_ns",
+    "first_token_ns",
+    "first_answer_ns",
+    "first_tool_ns",
+    "end_ns",
+)
 SCHEDULER_STAMPS = ("intended_start_ns",)
 DURATIONS_NS = ("connect_ns", "client_prep_ns")
 
@@ -34,6 +43,7 @@ class RequestRecord:
     headers_ns: int | None = None  # response headers received
     first_token_ns: int | None = None  # first chunk with generated content of any kind
     first_answer_ns: int | None = None  # first chunk with answer content (not reasoning)
+    first_tool_ns: int | None = None  # first chunk with a tool call (its name or arguments)
     end_ns: int | None = None  # end of the stream (or of the body)
     chunk_ns: list[int] = field(default_factory=list)  # arrival of each content-bearing chunk
     chunk_chars: list[int] = field(default_factory=list)  # characters of content in each
@@ -61,9 +71,15 @@ class RequestRecord:
     max_tokens: int | None = None
     cancel_after_chunks: int | None = None  # the client cancels the stream after this many content chunks
     worker: int | None = None  # the worker process that sent it, when the load was spread over several
+    images: int = 0  # images the request carried
+    image_bytes: int | None = 0  # their encoded bytes (None: one was a URL the client never read)
+    image_pixels: int | None = 0  # their pixels, width x height summed
+    tool_calls: int | None = None  # tool calls in the answer; None when no tools were offered
+    schema_valid: bool | None = None  # the answer met the response schema; None when not checked
     inputs: int | None = None  # embeddings: texts embedded by this request
     documents: int | None = None  # rerank: documents ranked by this request
     embedding_dim: int | None = None  # embeddings: the length of the vectors the server returned
+    content: str | None = None  # the kind of content asked for (--content), when one was
 
     @property
     def ok(self) -> bool:
@@ -120,6 +136,7 @@ class RequestRecord:
             "output_tokens_source": self.output_tokens_source,
             "output_chars": len(self.text),
             "max_tokens": self.max_tokens,
+            "content": self.content,
             "finish_reason": self.finish_reason,
             "status": self.status,
             "error_kind": self.error_kind,
@@ -127,6 +144,12 @@ class RequestRecord:
             "retry_after_s": self.retry_after_s,
             "response_id": self.response_id,
             "server_timing": self.server_timing,
+            "images": self.images,
+            "image_bytes": self.image_bytes,
+            "image_pixels": self.image_pixels,
+            "tool_calls": self.tool_calls,
+            "ttft_tool_ms": d["ttft_tool_ms"],
+            "schema_valid": self.schema_valid,
             "inputs": self.inputs,
             "documents": self.documents,
             "embedding_dim": self.embedding_dim,
@@ -169,6 +192,7 @@ def derived(r: RequestRecord) -> dict[str, float | None]:
     return {
         "ttft_ms": span(r.start_ns, r.first_token_ns),
         "ttfa_ms": span(r.start_ns, r.first_answer_ns),
+        "ttft_tool_ms": span(r.start_ns, r.first_tool_ns),
         "e2e_ms": span(r.start_ns, r.end_ns),
         "tpot_ms": tpot,
         "schedule_lag_ms": span(r.intended_start_ns, r.start_ns),

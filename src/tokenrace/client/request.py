@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
+from tokenrace.client.images import ImageTally
+
 ApiName: TypeAlias = Literal["chat", "completions", "responses", "messages", "embeddings", "rerank"]
 API_NAMES: tuple[str, ...] = get_args(ApiName)
 # APIs that generate text (streamed token by token) and APIs that answer a batch in one body.
@@ -33,6 +35,9 @@ class Prompt:
     headers: dict[str, str] | None = None
     inputs: list[str] | None = None  # embeddings: the texts to embed in this request
     documents: list[str] | None = None  # rerank: the documents to rank against the query (`text`)
+    # The images `messages` carry (as OpenAI image_url parts); None when it carries none.
+    images: ImageTally | None = None
+    content: str | None = None  # what the model is asked to write (natural, copy, random), when chosen
 
     def as_text(self) -> str:
         """All the text the request carries, for counting its tokens."""
@@ -61,6 +66,15 @@ class RequestOptions:
     extra_body: dict[str, Any] = field(default_factory=dict)
     extra_headers: dict[str, str] = field(default_factory=dict)
     rerank_format: str = "cohere"  # rerank: cohere (/v1/rerank: query, documents, top_n) | tei (/rerank: query, texts)
+    tools: list[dict[str, Any]] | None = None  # an OpenAI tools list (client/structured.py)
+    tool_choice: str | dict[str, Any] | None = None
+    response_schema: dict[str, Any] | None = None  # a JSON Schema every answer must meet
+    response_schema_name: str = "answer"
+
+    @property
+    def structured(self) -> bool:
+        """Tools or a response schema: the answer is read for tool calls and validated."""
+        return self.tools is not None or self.response_schema is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,9 +111,3 @@ class SSEParser:
         self._has_data = False
         self._event = None
         return SSEEvent(data=data, event=event, id=ident, end=end)
-
-
-def parse_all(stream: bytes) -> list[SSEEvent]:
-    """Parse a complete byte stream in one go (reference for tests)."""
-    parser = SSEParser()
-    return parser.feed(stream) + parser.close()

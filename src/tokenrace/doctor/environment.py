@@ -13,6 +13,7 @@ import contextlib
 import os
 import platform
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -80,7 +81,7 @@ def _pci_nvidia_count(probe: Probe) -> int | None:
 
 def _nvml() -> dict[str, Any] | None:
     try:
-        import pynvml
+        import pynvml  # noqa: PLC0415 - optional at run time: without NVML there are no GPU figures
 
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001 - no library, no driver, no device: all mean "ask nvidia-smi"
@@ -166,7 +167,6 @@ def _str(value: Any) -> str:
 
 # ---- the server side -------------------------------------------------------------------------
 
-HOSTED = {"api.openai.com": "openai", "api.groq.com": "groq"}
 # Doctor names a local engine by its label in lower case (vllm, sglang, llama.cpp, ollama); an
 # `owned_by` in /v1/models may be any of the catalog's names for it.
 OWNERS = {
@@ -177,17 +177,21 @@ OWNERS = {
 KEPT_HEADERS = ("server", "openai-version", "openai-organization", "x-groq-region", "via", "x-request-id")
 
 
-async def probe_server_environment(session: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
+async def probe_server_environment(
+    session: aiohttp.ClientSession, base_url: str, hosted: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Which engine serves `base_url` and its version, from /v1/models, /version and headers.
 
-    `base_url` is the OpenAI-style base (`http://host:8000/v1` or `http://host:8000`). The session's
-    own headers (an API key) are used as they are. Never raises; unknown fields are None.
+    `base_url` is the OpenAI-style base (`http://host:8000/v1` or `http://host:8000`). `hosted` maps
+    a hosted API's host to its provider name (the client's presets, `client.providers.HOSTED_HOSTS`;
+    doctor, a leaf, keeps no list of its own). The session's own headers (an API key) are used as
+    they are. Never raises; unknown fields are None.
     """
     root, api = _roots(base_url)
     models, version = await asyncio.gather(_get(session, f"{api}/models"), _get(session, f"{root}/version"))
     data = models.body if isinstance(models.body, dict) else {}
     entries = [m for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data.get("data"), list) else []
-    engine = _guess_engine(base_url, entries, models.headers)
+    engine = _guess_engine(base_url, entries, models.headers, hosted or {})
     engine_version = await _engine_version(session, root, engine, version)
     return {
         "engine": engine,
@@ -205,7 +209,7 @@ class _Reply:
 
 
 async def _get(session: aiohttp.ClientSession, url: str) -> _Reply:
-    import aiohttp
+    import aiohttp  # noqa: PLC0415 - import cost: collect_environment stays cheap to import; aiohttp only to probe a server
 
     try:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=SERVER_TIMEOUT)) as resp:
@@ -230,9 +234,11 @@ def _roots(base_url: str) -> tuple[str, str]:
     return api[: -len("/v1")], api
 
 
-def _guess_engine(base_url: str, entries: list[dict[str, Any]], headers: dict[str, str]) -> str | None:
+def _guess_engine(
+    base_url: str, entries: list[dict[str, Any]], headers: dict[str, str], hosted: Mapping[str, str]
+) -> str | None:
     host = urlsplit(base_url).hostname or ""
-    for domain, name in HOSTED.items():
+    for domain, name in hosted.items():
         if host == domain or host.endswith(f".{domain}"):
             return name
     if any(k.startswith("x-groq") for k in headers):

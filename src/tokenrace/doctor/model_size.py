@@ -1,7 +1,7 @@
 """How big a model's weights are, for `tokenrace doctor --model`.
 
-The planner (`tokenrace.plan.load_model`) is asked first and imported lazily; when it is absent or
-cannot size the model, a local path is measured on disk instead.
+The planner (`tokenrace.plan.load_model`) is asked first; when it cannot size the model, a local
+path is measured on disk instead.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenrace import plan
 from tokenrace.errors import InvalidInput, TokenraceError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ggml")
@@ -55,11 +56,7 @@ def local_bytes(path: Path) -> int:
 
 def _planner_bytes(name: str) -> tuple[int | None, str]:
     try:
-        from tokenrace.plan import load_model
-    except ImportError:
-        return None, "the planner (tokenrace.plan.load_model) is not available"
-    try:
-        info = load_model(name)
+        info = plan.load_model(name)
     except (TokenraceError, OSError, ValueError, KeyError) as err:
         return None, f"the planner could not load {name}: {err}"
     found = weights_bytes(info)

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from tokenrace.doctor.commands import command_key
+
 
 @dataclass(frozen=True)
 class ProbeResult:
@@ -128,7 +130,7 @@ class SystemProbe:
 
     def memory(self) -> Memory | None:
         try:
-            import psutil
+            import psutil  # noqa: PLC0415 - import cost: the probe stays cheap to import; psutil only when memory is asked for
 
             vm = psutil.virtual_memory()
         except Exception:  # noqa: BLE001 - psutil can fail in odd sandboxes
@@ -162,8 +164,6 @@ class RecordedProbe:
         return str(self.meta.get("description", ""))
 
     def run(self, cmd: Sequence[str], timeout: float) -> ProbeResult:
-        from tokenrace.doctor.commands import command_key
-
         argv = tuple(cmd)
         key = command_key(argv)
         stdout, stderr, rc = (self.root / f"{key}{ext}" for ext in (".txt", ".stderr", ".rc"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenrace.doctor.environment import collect_environment
 from tokenrace.doctor.model_size import looks_like_path
 from tokenrace.doctor.probe import Probe, SystemProbe
 from tokenrace.doctor.registry import CheckSpec, Context, Finding, registered, skip, warn
@@ -77,8 +78,6 @@ def headline(checks: list[CheckResult]) -> str:
 
 
 def _environment(probe: Probe) -> dict[str, object]:
-    from tokenrace.doctor.environment import collect_environment
-
     try:
         return collect_environment(probe)
     except Exception as err:  # noqa: BLE001 - the report matters more than its appendix

@@ -101,7 +101,7 @@ def server_cache(engine_name: str, before: str, after: str) -> ServerCache | Non
 
 
 def _samples(text: str, name: str) -> list[tuple[str, float]]:
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415 - import cost: the Prometheus parser only when /metrics was scraped
 
     out: list[tuple[str, float]] = []
     try:

@@ -14,6 +14,7 @@ from typing import Any
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Cost, GpuBasis, PriceBasis, Summary
+from tokenrace.paths import home
 
 PRICE_FILE = "prices.toml"
 
@@ -87,7 +88,6 @@ def _table_entries(text: str, where: str) -> list[dict[str, Any]]:
 
 def price_table() -> list[dict[str, Any]]:
     """The packaged table, with $TOKENRACE_HOME/prices.toml entries first (they win)."""
-    from tokenrace.paths import home
 
     packaged = _table_entries(resources.files("tokenrace.figures").joinpath(PRICE_FILE).read_text(), PRICE_FILE)
     user_file = home() / PRICE_FILE

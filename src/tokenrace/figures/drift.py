@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+from tokenrace.stats import describe
 
 SOAK_MIN_DURATION_S = 300.0
 MIN_WINDOW_S = 30.0
@@ -180,10 +181,8 @@ def _windows(
 
 
 def _pcts(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None}
-    p50, p95 = np.percentile(np.asarray(values, dtype=float), (50, 95))
-    return {"p50": round(float(p50), 4), "p95": round(float(p95), 4)}
+    d = describe(values)  # the one implementation every metric uses
+    return {"p50": d.p50, "p95": d.p95}
 
 
 def _row(win: _Window) -> dict[str, Any]:

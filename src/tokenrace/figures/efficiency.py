@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tokenrace import plan as planner
 from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.model.summary import Efficiency, Summary
 
@@ -25,11 +26,7 @@ class EfficiencySpec:
 
 def check_spec(spec: EfficiencySpec) -> None:
     """Raise InvalidInput when the planner cannot read the spec's hardware or model, so a typo is
-    reported before a run, not as an `error` in its summary. Without the planner there is no bound."""
-    try:
-        from tokenrace import plan as planner
-    except ImportError:
-        return
+    reported before a run, not as an `error` in its summary."""
     checks: list[tuple[str, Callable[[], object]]] = [("model_config", lambda: planner.load_model(spec.model))]
     if spec.hardware.strip().lower() != "cpu":  # this machine, measured when the bound is needed
         checks.insert(0, ("hardware", lambda: planner.load_hardware(spec.hardware)))
@@ -45,12 +42,11 @@ def check_spec(spec: EfficiencySpec) -> None:
             raise InvalidInput(param, str(exc)) from None
 
 
-def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> Efficiency | None:
-    """The summary's `efficiency`, or None when the planner cannot say (reason in `error`)."""
-    try:
-        from tokenrace import plan as planner
-    except ImportError:
-        return None
+def efficiency_of(
+    summary: Summary, spec: EfficiencySpec, concurrency: int, tokens_per_joule: float | None = None
+) -> Efficiency | None:
+    """The summary's `efficiency`; when the planner cannot say, one whose `error` says why.
+    `tokens_per_joule`: the run's measured output tokens per joule (`energy`), set against the plan's at TDP."""
     m = summary.metrics
     prompt = m.prompt_tokens.mean
     output = m.output_tokens.mean
@@ -75,6 +71,7 @@ def efficiency_of(summary: Summary, spec: EfficiencySpec, concurrency: int) -> E
             ttft,
             result,
             measured_aggregate_tok_s=summary.throughput.output_tokens_per_s,
+            measured_tokens_per_joule=tokens_per_joule,
         )
     except TokenraceError as exc:
         return Efficiency(error=str(exc))

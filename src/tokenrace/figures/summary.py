@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import source_of
 from tokenrace.load.windows import Windows
 from tokenrace.model.stats import Stats
@@ -223,8 +224,6 @@ def _cold(records: Sequence[RequestRecord]) -> Cold | None:
 
 def parse_slo(text: str | None) -> dict[str, float] | None:
     """`ttft=500ms,tpot=50ms,e2e=10s` -> {"ttft_ms": 500, "tpot_ms": 50, "e2e_ms": 10000}."""
-    from tokenrace.errors import InvalidInput
-
     if not text:
         return None
     out: dict[str, float] = {}
@@ -238,8 +237,6 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
 
 
 def _duration_ms(value: str, part: str) -> float:
-    from tokenrace.errors import InvalidInput
-
     for suffix, scale in (("ms", 1.0), ("us", 1e-3), ("s", 1000.0)):
         if value.endswith(suffix):
             try:

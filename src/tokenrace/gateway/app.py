@@ -1,8 +1,9 @@
-"""The gateway's endpoints: the proxied completions, /healthz, /metrics, /v1/models, admin.
+"""The gateway application: its lifecycle, reloads, canary ticks and breaker events.
 
 `Gateway` owns what outlives one configuration (metrics, background tasks, the current `Runtime`)
-and swaps runtimes on reload. `build_handler()` returns the request handler for `http.Server`;
-`server.serve()` runs it with signals (SIGTERM drains, SIGHUP reloads).
+and swaps runtimes on reload. `build_handler()` returns the request handler for `http.Server`: the
+proxied completions (`admission`), else the gateway's own endpoints (`admin`). `server.serve()` runs it
+with signals (SIGTERM drains, SIGHUP reloads).
 """
 
 from __future__ import annotations
@@ -11,23 +12,19 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tokenrace import __version__
-from tokenrace.gateway import proxy
+from tokenrace.gateway import admin, admission
 from tokenrace.gateway.breaker import STATE_CODES, Transition
 from tokenrace.gateway.canary import Decision
 from tokenrace.gateway.config import ConfigError, GatewayConfig, Secrets, load_config, resolve_secrets
-from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply, json_reply
+from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
-from tokenrace.gateway.runtime import Backend, Route, Runtime, public
-from tokenrace.gateway.shadow import summary as shadow_summary
+from tokenrace.gateway.runtime import Backend, Route, Runtime
 from tokenrace.redact import Redactor
 
 if TYPE_CHECKING:
@@ -268,156 +265,8 @@ class Gateway:
         line = orjson.dumps({"event": kind, "t": round(time.time(), 3), **fields}, default=str).decode()
         return self.redact(line)
 
-    # -- state --------------------------------------------------------------------------------------------
 
-    def state(self) -> dict[str, Any]:
-        now = time.monotonic()
-        rt = self.runtime
-        backends = {
-            name: {
-                "url": b.public_url(),
-                "in_flight": b.in_flight,
-                "max_in_flight": b.config.max_in_flight,
-                "breaker": b.breaker.snapshot(now),
-                **({"load": _load_state(b, now)} if b in rt.scraped else {}),
-            }
-            for name, b in rt.backends.items()
-        }
-        routes = {}
-        for name, route in rt.routes.items():
-            routes[name] = {
-                "targets": route.shares(),
-                "fallback": [t.label for t in route.fallback],
-                "sticky_header": route.sticky_header,
-                "canary": route.canary.snapshot(now) | {"backend": route.canary_target.label}
-                if route.canary is not None and route.canary_target is not None
-                else None,
-                "shadow": shadow_summary(route.shadow) if route.shadow is not None else None,
-            }
-        return {
-            "version": __version__,
-            "pid": os.getpid(),
-            "started_unix": round(self.started_unix, 3),
-            "draining": self.draining,
-            "config": {
-                "path": str(self.path) if self.path else None,
-                "generation": rt.generation,
-                "loaded_unix": round(rt.loaded_unix, 3),
-                "last_reload_error": self.last_reload_error,
-            },
-            "state": self.shared.summary() if self.shared is not None else {"backend": "memory", "up": None},
-            "backends": backends,
-            "routes": routes,
-        }
-
-
-def _load_state(backend: Backend, now: float) -> dict[str, Any]:
-    """The latest /metrics reading of a scraped backend, with its age."""
-    load = backend.load
-    base: dict[str, Any] = {"url": public(backend.metrics_url()), "interval_s": backend.config.metrics.interval_s}
-    if load is None:
-        return base | {"reading": None}
-    return base | {
-        "engine": load.engine,
-        "waiting": load.waiting,
-        "kv_usage": load.kv_usage,
-        "age_s": round(now - load.at, 3),
-        "error": load.error,
-    }
-
-
-# --- handlers -----------------------------------------------------------------------------------------
-
-
-def list_models(gw: Gateway, request: Request) -> Reply:
-    if gw.runtime.auth.identify(request.headers.get("authorization")) is None:
-        gw.metrics.rejected.labels("unauthorized").inc()
-        return proxy.Refused(401, "Missing or unknown API key.", "invalid_api_key", "unauthorized").reply()
-    return json_reply(gw.runtime.models_body)
-
-
-def healthz(gw: Gateway, request: Request) -> Reply:
-    if gw.draining:
-        return json_reply({"status": "draining"}, status=503)
-    now = time.monotonic()
-    open_ = sorted(n for n, b in gw.runtime.backends.items() if b.breaker.refresh(now) == "open")
-    return json_reply({"status": "ok", "backends": len(gw.runtime.backends), "breakers_open": open_})
-
-
-def metrics(gw: Gateway, request: Request) -> Reply:
-    return Reply(200, generate_latest(gw.metrics.registry), content_type=CONTENT_TYPE_LATEST)
-
-
-def admin_state(gw: Gateway, request: Request) -> Reply:
-    denied = _admin_denied(gw, request, write=False)
-    if denied is not None:
-        return denied
-    return json_reply(gw.state())
-
-
-async def admin_canary(gw: Gateway, request: Request, name: str | None, action: str) -> Reply:
-    """POST /admin/canary/{route}/{action} or /admin/canary/{action} (?route= or the only canary)."""
-    denied = _admin_denied(gw, request, write=True)
-    if denied is not None:
-        return denied
-    name = name or request.query.get("route")
-    route = _canary_route(gw, name)
-    if route is None:
-        with_canary = sorted(n for n, r in gw.runtime.routes.items() if r.canary is not None)
-        return error_reply(
-            404,
-            f"No canary route {name!r} (canaries: {', '.join(with_canary) or 'none'}).",
-            "invalid_request_error",
-            "not_found",
-        )
-    assert route.canary is not None and route.canary_target is not None
-    try:
-        decision = route.canary.admin(action, time.monotonic())
-    except ValueError as exc:
-        return error_reply(409, str(exc), "invalid_request_error", "conflict")
-    gw.on_decision(route.name, route.canary_target.label, decision)
-    if gw.shared is not None:
-        await gw.shared.decided(route, decision)  # every instance follows within one sync
-    return json_reply(
-        {"route": route.name, "decision": decision.as_json(), "canary": route.canary.snapshot(time.monotonic())}
-    )
-
-
-def _canary_route(gw: Gateway, name: str | None) -> Any:
-    routes = gw.runtime.routes
-    if name is not None:
-        route = routes.get(name)
-        return route if route is not None and route.canary is not None else None
-    with_canary = [r for r in routes.values() if r.canary is not None]
-    return with_canary[0] if len(with_canary) == 1 else None
-
-
-def _admin_denied(gw: Gateway, request: Request, write: bool) -> Reply | None:
-    """Admin writes need the admin key; reading state needs it too when one is configured."""
-    auth = gw.runtime.auth
-    if not auth.admin_configured:
-        if not write:
-            return None
-        return error_reply(
-            403, "No admin key is configured (admin: {key_env: ...}).", "permission_error", "admin_disabled"
-        )
-    if auth.is_admin(request.headers.get("authorization")):
-        return None
-    gw.metrics.rejected.labels("admin_unauthorized").inc()
-    return error_reply(
-        401, "Admin endpoints need 'Authorization: Bearer <admin key>'.", "authentication_error", "invalid_admin_key"
-    )
-
-
-_GET: dict[str, Callable[[Gateway, Request], Reply]] = {
-    "/v1/models": list_models,
-    "/healthz": healthz,
-    "/metrics": metrics,
-    "/admin/state": admin_state,
-}
 _POST: dict[str, Endpoint] = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
-CANARY_PREFIX = "/admin/canary/"
-CANARY_ACTIONS = ("pause", "resume", "promote", "rollback")
 
 
 def build_handler(gw: Gateway) -> Handler:
@@ -428,14 +277,13 @@ def build_handler(gw: Gateway) -> Handler:
         if method == "POST":
             endpoint = _POST.get(path)
             if endpoint is not None:
-                return await proxy.handle(gw, request, endpoint)
-            if path.startswith(CANARY_PREFIX):
-                rest = unquote(path[len(CANARY_PREFIX) :])
-                name, _, action = rest.rpartition("/")
-                if action in CANARY_ACTIONS:
-                    return await admin_canary(gw, request, name or None, action)
+                return await admission.handle(gw, request, endpoint)
+            if path.startswith(admin.CANARY_PREFIX):
+                reply = await admin.canary_control(gw, request, path)
+                if reply is not None:
+                    return reply
         elif method in ("GET", "HEAD"):
-            page = _GET.get(path)
+            page = admin.PAGES.get(path)
             if page is not None:
                 return page(gw, request)
         return _no_route(method, path)
@@ -444,7 +292,7 @@ def build_handler(gw: Gateway) -> Handler:
 
 
 def _no_route(method: str, path: str) -> Reply:
-    allow = "GET, HEAD" if path in _GET else "POST" if path in _POST else None
+    allow = "GET, HEAD" if path in admin.PAGES else "POST" if path in _POST else None
     if allow is not None:
         return error_reply(
             405, f"{method} is not allowed on {path}.", "invalid_request_error", "method_not_allowed", {"Allow": allow}

@@ -28,6 +28,11 @@ announced length before it is read. After refusing, the server stops writing, re
 the client still sends for a moment, then closes ("lingering close"), so that the client reads the
 answer instead of a connection reset.
 
+Flow control: each connection has a `FlowControl` that the transport drives through the protocol's
+`pause_writing`/`resume_writing` (its write buffer over `WRITE_HIGH`, then back under `WRITE_LOW`),
+as uvicorn's does; a streamed answer's writer awaits `Stream.drain()` instead of watching the
+buffer. A connection that is lost resumes writing, so no writer waits for a client that left.
+
 Timeouts: a connection that has not sent a complete head within `client_idle_s` (after connecting
 or after its last answer) is closed without a word; a body not complete within `client_body_s` of
 its head gets 408.
@@ -52,9 +57,12 @@ import orjson
 log = logging.getLogger("tokenrace.gateway")
 MAX_HEAD = 64 * 1024
 LINGER_S = 2.0
+WRITE_HIGH = 64 * 1024  # bytes queued for a client before its writers are asked to wait ...
+WRITE_LOW = 16 * 1024  # ... until the queue is back under this
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _VERSIONS = {"1.1": (1, 1), "1.0": (1, 0)}
+_FRAMING = frozenset(("connection", "content-length", "transfer-encoding"))
 
 
 class Limits(Protocol):
@@ -99,12 +107,21 @@ class Request:
         return dict(parse_qsl(self.query_string))
 
     @property
-    def transport(self) -> asyncio.Transport | None:
-        return self._conn.transport
+    def client_gone(self) -> bool:
+        """The client closed its connection (or it is closing): nothing written reaches it."""
+        transport = self._conn.transport
+        return transport is None or transport.is_closing()
 
-    def start_stream(self, status: int, headers: dict[str, str]) -> Stream:
-        """Send the head of a streamed answer; its body follows with `Stream.write`."""
-        self.stream = Stream(self, status, headers)
+    def abort(self) -> None:
+        """Drop the client's connection at once, without a clean end (nothing queued is sent)."""
+        transport = self._conn.transport
+        if transport is not None:
+            transport.abort()
+
+    def start_stream(self, status: int, headers: dict[str, str], first: bytes = b"") -> Stream:
+        """Send the head of a streamed answer, with the first piece of its body (in one write);
+        the rest follows with `Stream.write`."""
+        self.stream = Stream(self, status, headers, first)
         return self.stream
 
 
@@ -136,12 +153,49 @@ def error_reply(status: int, message: str, type_: str, code: str, headers: dict[
     return json_reply({"error": {"message": message, "type": type_, "param": None, "code": code}}, status, headers)
 
 
+class FlowControl:
+    """Whether a client's connection takes more bytes now: the transport pauses and resumes it.
+
+    The protocol's `pause_writing`/`resume_writing` (called by the transport when its write buffer
+    crosses the high and then the low water mark) set and clear the flag, and `drain()` waits for
+    writing to resume. This is uvicorn's FlowControl, for the writing side only.
+    """
+
+    __slots__ = ("paused", "_waiter")
+
+    def __init__(self) -> None:
+        self.paused = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def drain(self) -> None:
+        """Return once the connection takes bytes again (or is gone)."""
+        if not self.paused:
+            return
+        if self._waiter is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._waiter)  # a cancelled drain leaves the future to other waiters
+
+
 class Stream:
-    """An answer whose body goes out as it is written: chunked for HTTP/1.1, close-delimited for 1.0."""
+    """An answer whose body goes out as it is written: chunked for HTTP/1.1, close-delimited for 1.0.
 
-    __slots__ = ("status", "headers", "transport", "chunked", "ended", "keep_alive")
+    `paused` says the client is behind (its connection's write buffer is over the high water
+    mark); `drain()` waits until it caught up. `closed` says the client is gone."""
 
-    def __init__(self, request: Request, status: int, headers: dict[str, str]) -> None:
+    __slots__ = ("status", "headers", "_transport", "flow", "chunked", "ended", "keep_alive")
+
+    def __init__(self, request: Request, status: int, headers: dict[str, str], first: bytes = b"") -> None:
         self.status, self.headers = status, headers
         conn = request._conn
         self.chunked = request.version >= (1, 1)
@@ -149,17 +203,38 @@ class Stream:
         self.ended = False
         transport = conn.transport
         assert transport is not None
-        self.transport = transport
+        self._transport = transport
+        self.flow = conn.flow
         if not transport.is_closing():
-            transport.write(_head(status, request.version, headers, self.keep_alive, chunked=self.chunked))
+            head = _head(status, request.version, headers, self.keep_alive, chunked=self.chunked)
+            transport.write(head + self._frame(first) if first else head)
 
-    def write(self, data: bytes) -> None:
-        if data and not self.transport.is_closing():
-            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data)
+    @property
+    def closed(self) -> bool:
+        return self._transport.is_closing()
+
+    @property
+    def paused(self) -> bool:
+        return self.flow.paused
+
+    async def drain(self) -> None:
+        await self.flow.drain()
+
+    def write(self, data: bytes) -> bool:
+        """Send a piece of the body at once. False: the client is gone, nothing was sent."""
+        transport = self._transport
+        if transport.is_closing():
+            return False
+        if data:
+            transport.write(self._frame(data))
+        return True
+
+    def _frame(self, data: bytes) -> bytes:
+        return b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data
 
     def end(self) -> None:
-        if not self.transport.is_closing() and self.chunked:
-            self.transport.write(b"0\r\n\r\n")
+        if not self._transport.is_closing() and self.chunked:
+            self._transport.write(b"0\r\n\r\n")
         self.ended = True
 
 
@@ -211,6 +286,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
+        self.flow = FlowControl()
         self.parser = httptools.HttpRequestParser(self)
         self.queue: deque[Request | BadRequest] = deque()
         self.busy = False  # a handler runs for the request at the head of the line
@@ -241,6 +317,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)  # type: ignore[attr-defined]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -252,9 +329,16 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.flow.resume_writing()  # a writer waiting for this client must not wait any longer
         self.queue.clear()
         self._disarm()
         self.server.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self.flow.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.flow.resume_writing()
 
     def eof_received(self) -> bool:
         # The client sends nothing more; answers owed may still go out, then we close.
@@ -558,14 +642,14 @@ def _refusal(reason: str) -> BadRequest:
 
 # --- writing ------------------------------------------------------------------------------------------
 
-_date_cache: list[Any] = [0, b""]
+_date_cache: list[Any] = [0, ""]
 
 
-def _date() -> bytes:
+def _date() -> str:
     """The Date header, formatted once a second."""
     now = int(time.time())
     if _date_cache[0] != now:
-        _date_cache[0], _date_cache[1] = now, formatdate(now, usegmt=True).encode()
+        _date_cache[0], _date_cache[1] = now, formatdate(now, usegmt=True)
     return _date_cache[1]  # type: ignore[no-any-return]
 
 
@@ -583,20 +667,17 @@ def _head(
     length: int | None = None,
     chunked: bool = False,
 ) -> bytes:
-    lines = [
-        b"HTTP/1.%d %d %b\r\nDate: %b\r\n" % (version[1], status, _REASONS.get(status, "Unknown").encode(), _date())
-    ]
+    lines = [f"HTTP/1.{version[1]} {status} {_REASONS.get(status, 'Unknown')}\r\nDate: {_date()}\r\n"]
     for name, value in headers.items():
-        if name.lower() in ("connection", "content-length", "transfer-encoding"):
-            continue  # the server frames the answer itself
-        lines.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+        if name.lower() not in _FRAMING:  # the server frames the answer itself
+            lines.append(f"{name}: {value}\r\n")
     if length is not None:
-        lines.append(b"Content-Length: %d\r\n" % length)
+        lines.append(f"Content-Length: {length}\r\n")
     elif chunked:
-        lines.append(b"Transfer-Encoding: chunked\r\n")
+        lines.append("Transfer-Encoding: chunked\r\n")
     if not keep_alive:
-        lines.append(b"Connection: close\r\n")
+        lines.append("Connection: close\r\n")
     elif version < (1, 1):
-        lines.append(b"Connection: keep-alive\r\n")
-    lines.append(b"\r\n")
-    return b"".join(lines)
+        lines.append("Connection: keep-alive\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1", "replace")

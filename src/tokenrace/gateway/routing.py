@@ -35,12 +35,10 @@ import random
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from tokenrace.engines import ENGINES
 
-Policy = Literal["least_in_flight", "least_queue", "prefix_affinity"]
-POLICIES: tuple[Policy, ...] = ("least_in_flight", "least_queue", "prefix_affinity")
 VNODES = 160  # points per instance on the ring (ketama's figure): arcs within a few % of equal
 
 # Queue and KV-cache gauges by engine, from the engines catalog. All KV figures are fractions in

@@ -25,6 +25,7 @@ from tokenrace.gateway.config import (
     AffinityConfig,
     BackendConfig,
     GatewayConfig,
+    Policy,
     RateLimitConfig,
     RetryConfig,
     RouteConfig,
@@ -34,13 +35,15 @@ from tokenrace.gateway.config import (
     TargetConfig,
     sha256_hex,
 )
+from tokenrace.gateway.headers import RequestFilter
 from tokenrace.gateway.ratelimit import TokenBucket
-from tokenrace.gateway.routing import Load, Policy
-from tokenrace.gateway.upstream import Pool, proxy_for
+from tokenrace.gateway.routing import Load
+from tokenrace.gateway.upstream import Pool, Upstream, proxy_for
 
 ArmName = Literal["baseline", "canary", "fallback"]
 STALE_INTERVALS = 3  # a /metrics reading older than this many scrape intervals is not used
 PATHS = {"chat": "/chat/completions", "completions": "/completions"}
+DEFAULT_FORWARD = RequestFilter()  # every end-to-end header (headers.py)
 
 
 class Backend:
@@ -53,8 +56,9 @@ class Backend:
         self.breaker = Breaker(name, config.breaker)
         self.in_flight = 0
         self.load: Load | None = None  # the latest /metrics reading, when a least_queue pool scrapes it
-        self.pool: Pool | None = None
+        self.pool: Upstream | None = None
         self.heads: dict[str, bytes] = {}
+        self.own_names = frozenset(k.lower() for k in config.headers)  # a client's header of these names is not sent
         base = {
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",
@@ -77,14 +81,20 @@ class Backend:
 
     def open(self, env: Mapping[str, str]) -> None:
         """Start the pool; `env` says which proxy, if any, the backend is reached through."""
-        self.pool = Pool(
-            self.config.url,
-            self.config.timeouts.connect_s,
-            self.config.max_in_flight,
-            ca_bundle=self.config.ca_bundle,
-            proxy=proxy_for(self.config.url, env),
+        self.attach(
+            Pool(
+                self.config.url,
+                self.config.timeouts.connect_s,
+                self.config.max_in_flight,
+                ca_bundle=self.config.ca_bundle,
+                proxy=proxy_for(self.config.url, env),
+            )
         )
-        self.heads = {name: self.pool.head(path, self.headers) for name, path in PATHS.items()}
+
+    def attach(self, upstream: Upstream) -> None:
+        """Send this backend's requests through `upstream` (open() attaches a Pool; tests, others)."""
+        self.pool = upstream
+        self.heads = {name: upstream.head(path, self.headers) for name, path in PATHS.items()}
 
     async def close(self) -> None:
         if self.pool is not None:
@@ -246,6 +256,8 @@ class Route:
         self.fallback = self._fallback(config, backends)
         self.shadow = Shadow(backends[config.shadow.backend], config.shadow) if config.shadow is not None else None
         self.sticky_header = config.sticky_header
+        fh = config.forward_headers
+        self.forward = RequestFilter(fh.allow, fh.deny) if fh is not None else DEFAULT_FORWARD
 
     def _fallback(self, config: RouteConfig, backends: dict[str, Backend]) -> list[Target]:
         if config.fallback is not None:

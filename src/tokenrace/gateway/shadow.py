@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tokenrace.gateway.stream import StreamTap, response_text
-from tokenrace.gateway.upstream import Response, UpstreamError
+from tokenrace.gateway.upstream import UpstreamError, UpstreamResponse
 from tokenrace.text_agreement import agreement, exact_match
 
 if TYPE_CHECKING:
@@ -78,9 +78,9 @@ async def _send(call: Call, shadow: Shadow) -> tuple[str, float | None, float | 
     backend = shadow.backend
     pool = backend.pool
     assert pool is not None
-    extra = b"x-request-id: " + call.request_id.encode("latin-1", "replace") + b"-shadow\r\n"
+    extra = b"x-request-id: " + call.request_id.encode("latin-1", "replace") + b"-shadow\r\n" + call.forwarded(backend)
     t0 = perf_ns()
-    resp: Response | None = None
+    resp: UpstreamResponse | None = None
     try:
         async with asyncio.timeout(backend.config.timeouts.total_s):
             resp = await pool.request(backend.heads[call.endpoint], extra, call.upstream_body(backend))
@@ -100,7 +100,9 @@ async def _send(call: Call, shadow: Shadow) -> tuple[str, float | None, float | 
             resp.close()
 
 
-async def _read_stream(call: Call, resp: Response, t0: int) -> tuple[str, float | None, float | None, str | None]:
+async def _read_stream(
+    call: Call, resp: UpstreamResponse, t0: int
+) -> tuple[str, float | None, float | None, str | None]:
     tap = StreamTap(call.endpoint, keep_text=True)
     while chunk := await resp.read():
         tap.feed(chunk, perf_ns())

@@ -24,7 +24,7 @@ from tokenrace.client.sse import SSEParser
 
 Endpoint: TypeAlias = Literal["chat", "completions"]
 DONE = b"data: [DONE]\n\n"
-_TEXT_KEYS = (b'"content":"', b'"reasoning_content":"', b'"reasoning":"', b'"text":"')
+_TEXT_KEYS = tuple((k, len(k)) for k in (b'"content":"', b'"reasoning_content":"', b'"reasoning":"', b'"text":"'))
 
 
 class StreamTap:
@@ -91,15 +91,16 @@ class StreamTap:
         """
         # `find`, not `in`: in CPython 3.11 `bytes in bytes` first tries the operand as an integer
         # and builds (then drops) a TypeError each time, which costs more than the search.
-        if chunk[-2:] != b"\n\n" or chunk.find(b"\r") >= 0:
+        if not chunk.endswith(b"\n\n") or chunk.find(b"\r") >= 0:
             return None
         if chunk.find(b"\n", 0, len(chunk) - 2) < 0:  # one event (what backends write): no split, no list
-            if chunk[:5] != b"data:":
+            if not chunk.startswith(b"data:"):
                 return None
             self._offset += len(chunk)
-            data = chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
-            if self._skim(data, now_ns):
+            # The skim reads the whole event: "data:" and the blank line hold no quote to match.
+            if self.response_id is not None and not self.keep_text and self._skim(chunk, now_ns):
                 return chunk
+            data = chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
             if self._inspect(data, now_ns) and self.strip_usage:
                 return b""
             return chunk
@@ -127,16 +128,15 @@ class StreamTap:
         The first event (it has the id), the last (a finish reason), usage, errors, several choices,
         other spacing, and streams whose text is kept all take the full parse. The tests hold this
         against the full parse on random texts.
+        The caller checks first that the stream's first event was parsed and no text is kept.
         """
-        if self.response_id is None or self.keep_text:
+        if data.count(b'"finish_reason"') != 1 or data.find(b'"finish_reason":null') < 0:
             return False
-        if data.find(b'"finish_reason":null') < 0 or data.find(b'"usage":{') >= 0 or data.find(b'"error"') >= 0:
+        if data.find(b'"usage":{') >= 0 or data.find(b'"error"') >= 0:
             return False
-        if data.count(b'"finish_reason"') != 1:
-            return False
-        for key in _TEXT_KEYS:
+        for key, after in _TEXT_KEYS:
             at = data.find(key)
-            if at >= 0 and data[at + len(key) : at + len(key) + 1] != b'"':
+            if at >= 0 and data[after + at : after + at + 1] != b'"':
                 if self.first_token_ns is None:
                     self.first_token_ns = now_ns
                 self.last_token_ns = now_ns

@@ -19,6 +19,9 @@ against a CA bundle file when the backend names one. A backend that is not on th
 through the proxy that `HTTPS_PROXY` / `HTTP_PROXY` name (lower-case names first, as curl reads
 them) unless `NO_PROXY` exempts it: https through a CONNECT tunnel, http as absolute-form requests.
 Loopback backends never go through a proxy.
+
+The request path sees this module through two protocols, `Upstream` (a `Pool`) and
+`UpstreamResponse` (a `Response`), so a test can put an in-memory backend in its place.
 """
 
 from __future__ import annotations
@@ -28,15 +31,14 @@ import base64
 import ipaddress
 import ssl
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Literal, TypeAlias, cast
+from collections.abc import Mapping
+from typing import Literal, Protocol, TypeAlias, cast
 from urllib.parse import SplitResult, unquote, urlsplit
 from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]  # stdlib, not in typeshed
 
 import httptools
 
 Kind: TypeAlias = Literal["connect", "disconnect"]
-Sink: TypeAlias = Callable[[bytes], bool]  # takes body bytes; False asks to pause reading
 MAX_HEAD = 64 * 1024
 PAUSE_AT = 1024 * 1024  # body bytes buffered for a slow reader before upstream reading pauses
 IDLE_KEEPALIVE_S = 30.0
@@ -46,6 +48,56 @@ class UpstreamError(Exception):
     def __init__(self, kind: Kind, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class Sink(Protocol):
+    """Takes a response's body inside the protocol's callbacks (push mode, `stream_into`).
+
+    Called with each piece of body the parser finds in a read, then `flush()` once the read is
+    parsed, so that a consumer can pass a read on in one write. False from either asks to pause
+    reading until `resume()`."""
+
+    def __call__(self, piece: bytes) -> bool: ...
+
+    def flush(self) -> bool: ...
+
+
+class UpstreamResponse(Protocol):
+    """A backend's response as the request path reads it: status and headers, then the body.
+
+    The body is read by pulling (`read`, `read_all`) or pushed into a sink (`stream_into`) whose
+    False asks to pause until `resume()`. Errors are `UpstreamError`."""
+
+    status: int
+    headers: dict[str, str]  # lower-case names
+
+    @property
+    def content_type(self) -> str: ...
+
+    async def read(self) -> bytes: ...
+
+    async def read_all(self, limit: int | None = None) -> bytes: ...
+
+    def stream_into(self, sink: Sink) -> None: ...
+
+    async def wait_sink(self) -> Literal["done", "paused"]: ...
+
+    def resume(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Upstream(Protocol):
+    """Where a backend's requests go: a keep-alive `Pool` in the gateway, anything in a test.
+
+    `head(path, headers)` prepares the fixed part of a request's head once; `request(head, extra,
+    body)` sends it with per-request header lines and returns once the response's head arrived."""
+
+    def head(self, path: str, headers: dict[str, str]) -> bytes: ...
+
+    async def request(self, head: bytes, extra: bytes, body: bytes) -> UpstreamResponse: ...
+
+    def close(self) -> None: ...
 
 
 class Pool:
@@ -363,6 +415,12 @@ class Connection(asyncio.Protocol):
             self._fail(f"the backend closed the connection {where}{detail}")
 
     def data_received(self, data: bytes) -> None:
+        self._parse(data)
+        sink = self._sink
+        if sink is not None and not sink.flush():  # also after an error: what came before it goes on
+            self._pause_for_sink()
+
+    def _parse(self, data: bytes) -> None:
         self.got_bytes = True
         state = self._state
         if state not in ("head", "body"):
@@ -486,8 +544,9 @@ class Connection(asyncio.Protocol):
     def set_sink(self, sink: Sink) -> None:
         self._sink = sink
         if self._body:
-            pending = self._take_body()
-            if not sink(pending):
+            took = sink(self._take_body())
+            flushed = sink.flush()
+            if not (took and flushed):
                 self._pause_for_sink()
 
     def _pause_for_sink(self) -> None:

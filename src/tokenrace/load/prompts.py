@@ -10,9 +10,11 @@ from typing import Any
 import numpy as np
 import orjson
 
+from tokenrace.client.images import Image
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import InvalidInput
 from tokenrace.load.tokens import Tokenizer
+from tokenrace.load.workloads.images import attach, read_file, tally_messages
 
 BUILTIN: tuple[str, ...] = (
     "Explain in three sentences why the decode phase of LLM inference is usually memory-bound.",
@@ -82,11 +84,23 @@ def _parse_line(line: str, path: Path, lineno: int) -> Prompt:
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise InvalidInput("prompts", f"{where}: max_tokens must be a positive integer")
     if isinstance(obj.get("messages"), list):
-        return Prompt(messages=obj["messages"], max_tokens=max_tokens)
-    text = obj.get("prompt", obj.get("text"))
-    if isinstance(text, str):
-        return Prompt(text=text, max_tokens=max_tokens)
-    raise InvalidInput("prompts", f"{where}: expected 'messages' (a list) or 'prompt' (a string)")
+        images = tally_messages(obj["messages"], "prompts", where)
+        prompt = Prompt(messages=obj["messages"], max_tokens=max_tokens, images=images)
+    elif isinstance(obj.get("prompt", obj.get("text")), str):
+        prompt = Prompt(text=obj.get("prompt", obj.get("text")), max_tokens=max_tokens)
+    else:
+        raise InvalidInput("prompts", f"{where}: expected 'messages' (a list) or 'prompt' (a string)")
+    return attach(prompt, _line_images(obj.get("image"), path, where))
+
+
+def _line_images(value: Any, path: Path, where: str) -> list[Image]:
+    """A ShareGPT-4V-style `image` field: a path or a list of paths, relative to the file's folder."""
+    if value is None:
+        return []
+    paths = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) and v for v in paths):
+        raise InvalidInput("prompts", f"{where}: 'image' must be a file path or a list of paths")
+    return [read_file(path.parent / v, "prompts") for v in paths]
 
 
 def draw_lengths(mean: int, std: float, n: int, seed: int | None) -> list[int]:

@@ -34,7 +34,7 @@ perf_ns = time.perf_counter_ns
 
 def _ray() -> Any:
     try:
-        import ray
+        import ray  # noqa: PLC0415 - optional dependency: Ray is the ray extra, needed only with --ray
     except ImportError:
         raise InvalidInput("ray", "needs Ray: pip install 'tokenrace[ray]'") from None
     return ray

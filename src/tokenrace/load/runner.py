@@ -177,7 +177,7 @@ class Runner:
             w = self.workload
             prompt = w.pick(index if index is not None else seq) if not isinstance(w, Sessions) else None
         assert prompt is not None
-        rec = RequestRecord(seq=seq, phase=phase, intended_start_ns=intended_ns)
+        rec = RequestRecord(seq=seq, phase=phase, intended_start_ns=intended_ns, content=prompt.content)
         if session is not None:
             rec.session_id, rec.turn = session
         if phase == "measure" and self.load.cancel_rate > 0 and self._cancel_rng.random() < self.load.cancel_rate:

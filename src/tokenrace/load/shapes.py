@@ -167,14 +167,6 @@ def concurrency_plan(stages: Sequence[Stage]) -> tuple[ConcurrencyStage, ...]:
     return tuple(plan)
 
 
-def concurrency_at(plan: Sequence[ConcurrencyStage], t: float) -> int | None:
-    """Requests to keep in flight at `t` seconds; None once the plan has ended."""
-    for stage in plan:
-        if stage.start_s <= t < stage.end_s:
-            return stage.concurrency
-    return None
-
-
 def parse_stages(text: str, kind: StagesKind = "rate") -> tuple[Stage, ...]:
     """`"30s@2,60s@8,30s@2"` -> stages of (duration, value). Raises UsageError naming the item."""
     if kind not in ("rate", "concurrency"):

@@ -27,7 +27,7 @@ class HFTokenizer:
     """A local tokenizer.json, through the `tokenizers` library."""
 
     def __init__(self, path: Path) -> None:
-        from tokenizers import Tokenizer as _T
+        from tokenizers import Tokenizer as _T  # noqa: PLC0415 - import cost: tokenizers only for a tokenizer.json
 
         self._tok = _T.from_file(str(path))
         self.name = f"tokenizer.json:{path}"
@@ -45,7 +45,7 @@ class GGUFTokenizer:
 
     def __init__(self, path: Path) -> None:
         try:
-            from llama_cpp import Llama
+            from llama_cpp import Llama  # noqa: PLC0415 - optional dependency: llama-cpp-python is the embedded extra
         except ImportError:
             raise UsageError(
                 "a GGUF tokenizer needs llama-cpp-python: pip install 'tokenrace[embedded]', or pass a tokenizer.json"

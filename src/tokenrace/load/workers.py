@@ -36,6 +36,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
+from tokenrace import aio
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, TokenraceError
@@ -51,7 +52,9 @@ CANCEL_WAIT_S = 5.0  # how long a cancelled send waits for the worker's cancelle
 START_TIMEOUT_S = 120.0  # a worker has this long to import and report in (slow, shared machines)
 
 # Filled by the parent's runner and never taken from a worker's copy of the record.
-PARENT_FIELDS = frozenset({"seq", "phase", "intended_start_ns", "session_id", "turn", "cancel_after_chunks", "worker"})
+PARENT_FIELDS = frozenset(
+    {"seq", "phase", "intended_start_ns", "session_id", "turn", "cancel_after_chunks", "worker", "content"}
+)
 
 
 class WorkerLost(Exception):
@@ -241,12 +244,7 @@ def process_main(index: int, config: WorkerConfig, path: str) -> None:
     """A worker process: connect to the parent, send what it hands over, until told to stop."""
     # Ctrl-C goes to the whole process group; the parent alone decides what it stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        import uvloop
-
-        uvloop.run(_serve(index, config, path))
-    except ImportError:
-        asyncio.run(_serve(index, config, path))
+    aio.run(_serve(index, config, path))
 
 
 async def _serve(index: int, config: WorkerConfig, path: str) -> None:

@@ -12,15 +12,19 @@ sessions, or a timestamped trace. Built once before the load starts, outside any
 
 from __future__ import annotations
 
+import asyncio
 import math
+import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from tokenrace.client.images import Image
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.tokens import Tokenizer, can_decode
+from tokenrace.load.workloads.images import ImageBank, ImageSpec, attach, build_bank, read_dir
 from tokenrace.load.workloads.prefixes import SharedPrefixes, bust, draw_groups, new_nonce, shared_prefixes
 from tokenrace.load.workloads.sessions import (
     DEFAULT_SESSION_HEADER,
@@ -32,6 +36,7 @@ from tokenrace.load.workloads.sessions import (
     session_prompt,
     synthetic_conversations,
     with_think_times,
+    with_turn_images,
 )
 from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS, Trace, TracePromptBuilder, load_trace
 
@@ -48,6 +53,7 @@ class Prompts:
     base: PromptSet
     prefixes: SharedPrefixes | None = None
     nonce: str | None = None  # set: every request is busted
+    images: ImageBank | None = None  # the images each request carries, by its number
 
     @property
     def busted(self) -> bool:
@@ -62,6 +68,8 @@ class Prompts:
         if self.prefixes is not None:
             group = draw_groups(seq + 1, self.prefixes.groups, self.prefixes.seed)[seq]
             prompt = self.prefixes.apply(prompt, group)
+        if self.images is not None:
+            prompt = attach(prompt, self.images.for_request(seq))
         return prompt
 
 
@@ -97,9 +105,11 @@ class TraceLoad:
     prompts: tuple[Prompt, ...]
     offsets_s: tuple[float, ...]
     source: str
+    images: ImageBank | None = None
 
     def pick(self, index: int) -> Prompt:
-        return self.prompts[index]
+        prompt = self.prompts[index]
+        return prompt if self.images is None else attach(prompt, self.images.for_request(index))
 
 
 Workload = Prompts | Sessions | TraceLoad
@@ -121,9 +131,12 @@ class WorkloadSpec:
     trace_format: str = "mooncake"
     trace_speed: float = 1.0
     trace_block_tokens: int = DEFAULT_BLOCK_TOKENS
+    images: ImageSpec | None = None  # images on (a share of) the requests
 
     def validate(self) -> None:
         """Raise InvalidInput for a size, a count or a speed that no workload can have."""
+        if self.images is not None:
+            self.images.validate()
         if self.shared_prefix_tokens is not None and self.shared_prefix_tokens < 1:
             raise InvalidInput("shared_prefix_tokens", f"must be at least 1 token, got {self.shared_prefix_tokens}")
         if self.prefix_groups < 1:
@@ -162,6 +175,7 @@ class WorkloadFiles:
 
     trace: Trace | None = None
     conversations: ConversationFile | None = None
+    images: tuple[Image, ...] = ()  # the image folder's files, each checked to be an image
 
 
 def read_workload_files(spec: WorkloadSpec) -> WorkloadFiles:
@@ -172,7 +186,8 @@ def read_workload_files(spec: WorkloadSpec) -> WorkloadFiles:
     trace = _as_input("trace", lambda: load_trace(trace_file, spec.trace_format)) if trace_file else None
     skip = spec.skip_invalid_sessions
     conversations = _as_input("sessions", lambda: _conversation_file(sessions_file, skip)) if sessions_file else None
-    return WorkloadFiles(trace, conversations)
+    directory = spec.images.directory if spec.images is not None else None
+    return WorkloadFiles(trace, conversations, read_dir(directory) if directory else ())
 
 
 def _as_input(param: str, read: Callable[[], _T]) -> _T:
@@ -191,10 +206,45 @@ async def build_workload(
     seed: int | None,
     sessions: int,
     files: WorkloadFiles | None = None,
+    requests: int | None = None,
 ) -> Built:
     """Make prompts before the load starts. `sessions`: how many synthetic sessions; `files`: the
-    spec's files already read (by `read_workload_files`), else they are read here."""
+    spec's files already read (by `read_workload_files`), else they are read here; `requests`: how
+    many requests the run sends in all, when known (each gets its own images)."""
     files = files if files is not None else read_workload_files(spec)
+    built = await _build(spec, base, tokenizer, seed, sessions, files)
+    if spec.images is None:
+        return built
+    return await _with_images(built, spec.images, seed or 0, requests, files.images)
+
+
+async def _with_images(
+    built: Built, spec: ImageSpec, seed: int, requests: int | None, files: tuple[Image, ...]
+) -> Built:
+    """The workload with its images made (in a thread: encoding takes a while) and attached; the
+    run's nonce salts them, so no two runs send the same image."""
+    salt = zlib.crc32(built.nonce.encode())
+    w = built.workload
+    if isinstance(w, Sessions):
+        turns = sum(len(c.turns) for c in w.conversations)
+        bank = await asyncio.to_thread(build_bank, spec, turns, seed, files, salt)
+        workload: Workload = replace(w, conversations=tuple(with_turn_images(w.conversations, bank)))
+    else:
+        count = len(w.prompts) if isinstance(w, TraceLoad) else requests
+        bank = await asyncio.to_thread(build_bank, spec, count, seed, files, salt)
+        workload = replace(w, images=bank)
+    note = bank.note()
+    return replace(built, workload=workload, notes=(*built.notes, note) if note else built.notes)
+
+
+async def _build(
+    spec: WorkloadSpec,
+    base: PromptSet,
+    tokenizer: Tokenizer | None,
+    seed: int | None,
+    sessions: int,
+    files: WorkloadFiles,
+) -> Built:
     nonce = new_nonce()  # per run: a server's cache outlives a run, so tags must differ between runs
     seed = seed or 0
     tokenizer = tokenizer if can_decode(tokenizer) else None  # exact sizing cuts token ids back into text

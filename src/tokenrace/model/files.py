@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import orjson
 from pydantic import BaseModel
 
 from tokenrace.model.history import HistoryRow
@@ -12,6 +16,9 @@ from tokenrace.model.summary import Summary
 
 # Written into records.jsonl lines, summary.json, manifest.json, sweep.json and profile.json.
 SCHEMA_VERSION = 2  # 2: warnings are typed (code, message, figures) in one list
+# Written into quality.json and comparison.json (a quality pass and two compared): their layout has
+# its own history, so a change to the run's files does not make older readers refuse them.
+QUALITY_SCHEMA_VERSION = 1
 
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"
@@ -19,6 +26,9 @@ MANIFEST = "manifest.json"
 TIMESERIES = "timeseries.jsonl"  # monitor samples, when the run has them
 SWEEP = "sweep.json"
 PROFILE = "profile.json"
+ITEMS = "items.jsonl"  # a quality pass: one item and its verdict per line
+QUALITY = "quality.json"  # a quality pass's result
+COMPARISON = "comparison.json"  # two quality passes compared item by item
 
 FILE_MODELS: dict[str, type[BaseModel]] = {
     RECORDS: RecordLine,
@@ -28,3 +38,19 @@ FILE_MODELS: dict[str, type[BaseModel]] = {
     PROFILE: ProfileFile,
     "history-row": HistoryRow,
 }
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file (records.jsonl, timeseries.jsonl, items.jsonl, another
+    tool's export), one per line; a line cut by a crash is skipped, the rest kept. The one reader of
+    JSONL files."""
+    out = []
+    for line in Path(path).read_bytes().splitlines():
+        if line.strip():
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+    return out

@@ -42,6 +42,7 @@ class RecordLine(_Model):
     cached_tokens_source: Literal["usage", "engine"] | None = None
     output_chars: int | None = None
     max_tokens: int | None = None
+    content: str | None = None  # --content: natural, copy or random
     finish_reason: str | None = None
     status: int | None = None
     error_kind: str | None = None
@@ -49,6 +50,12 @@ class RecordLine(_Model):
     retry_after_s: float | None = None
     response_id: str | None = None
     server_timing: JsonObject | None = None
+    images: int = 0
+    image_bytes: int | None = 0
+    image_pixels: int | None = 0
+    tool_calls: int | None = None
+    ttft_tool_ms: float | None = None
+    schema_valid: bool | None = None
     inputs: int | None = None  # embeddings: texts embedded by the request
     documents: int | None = None  # rerank: documents ranked by the request
     embedding_dim: int | None = None  # embeddings: the length of the returned vectors

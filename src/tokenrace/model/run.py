@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.sections import ContentSpeed
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Cold, Cost, Efficiency, EngineClock, RequestCounts
 
@@ -67,6 +68,9 @@ class StepRow(_Model):
     server_vs_client: EngineClock | None = None
     efficiency: Efficiency | None = None
     cost: Cost | None = None
+    content: str | None = None  # the kind of content the step asked for (--content)
+    acceptance_rate: float | None = None  # the engine's speculative decoding over the step
+    output_tokens_per_joule: float | None = None  # GPU energy over the step (NVML or --dcgm-url)
     run_dir: str | None = None
     gain: float | None = None
     saturated: bool | None = None
@@ -123,6 +127,7 @@ class SweepFile(_Model):
     steps: list[StepRow] = Field(default_factory=list)
     prefill: PrefillFit | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
     goodput_search: GoodputSearch | None = None  # goodput sweeps: the highest rate that met the SLO
+    content: ContentSpeed | None = None  # content sweeps: TPOT per kind of content, compared
 
 
 class ProfileFile(_Model):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.stats import Stats
 
 
@@ -155,6 +156,55 @@ class ClientLoad(_Model):
     causes: list[str] = Field(default_factory=list)
 
 
+class ImageCountTTFT(_Model):
+    """TTFT of the succeeded measured requests that carried `images` images."""
+
+    images: int
+    requests: int
+    ttft_ms: Stats = Field(default_factory=Stats)
+
+
+class Difference(_Model):
+    """stat(with) - stat(without), with its 95 % percentile-bootstrap interval (tokenrace.stats)."""
+
+    statistic: str = "p50"
+    with_images: float | None = None
+    without_images: float | None = None
+    difference: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+class ImageFigures(_Model):
+    """What the requests' images did (docs/metrics.md, Images): sizes, and TTFT split by image count."""
+
+    requests_with_images: int = 0
+    images: int = 0
+    image_bytes: Stats = Field(default_factory=Stats)  # per request that carried images
+    image_pixels: Stats = Field(default_factory=Stats)
+    by_count: list[ImageCountTTFT] = Field(default_factory=list)
+    ttft_difference_ms: Difference | None = None  # only when the run mixed requests with and without
+
+
+class ToolFigures(_Model):
+    """Tool calls in the answers, when tools were offered (docs/metrics.md, Tools)."""
+
+    requests: int = 0  # succeeded measured requests that offered tools
+    requests_with_tool_calls: int = 0
+    tool_calls: int = 0
+    ttft_tool_ms: Stats = Field(default_factory=Stats)
+
+
+class SchemaFigures(_Model):
+    """Answers validated against the response schema; the rate is None when none was checked."""
+
+    checked: int = 0
+    valid: int = 0
+    valid_rate: float | None = None
+    ci_low: float | None = None  # Wilson's 95 % interval
+    ci_high: float | None = None
+
+
 class PoolingFigures(_Model):
     """Embeddings and rerank runs: what they did per second (docs/metrics.md)."""
 
@@ -244,8 +294,15 @@ class Summary(_Model):
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None
     client_load: ClientLoad | None = None
+    images: ImageFigures | None = None  # None: no request carried an image
+    tools: ToolFigures | None = None  # None: no tools were offered
+    schema_valid_rate: float | None = None  # valid ÷ checked answers; None when none was checked
+    structured_output: SchemaFigures | None = None  # None: no response schema
     pooling: PoolingFigures | None = None  # embeddings and rerank runs: inputs (documents) and tokens per second
     not_measured: dict[str, str] | None = None  # metric -> why it has no value in this run
+    speculative: Speculative | None = None  # the engine's speculative-decoding counters over the run
+    content: ContentSpeed | None = None  # decode speed per kind of content (--content)
+    energy: Energy | None = None  # GPU energy over the run (NVML on this machine, or --dcgm-url)
     warnings: list[RunWarning] = Field(default_factory=list)
 
     @model_validator(mode="before")

@@ -57,7 +57,7 @@ class GpuSampler:
         nvml = self._nvml
         if nvml is None:
             try:
-                import pynvml
+                import pynvml  # noqa: PLC0415 - optional at run time: NVML may be missing, and the sampler then says so
             except ImportError as exc:
                 raise SamplerUnavailable(f"NVML unavailable: nvidia-ml-py is not installed ({exc})") from None
             nvml = self._nvml = pynvml

@@ -19,19 +19,22 @@ scrape, so the first scrape has them None. A field an engine does not report is 
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
+import psutil
 
-from tokenrace.engines import WITH_METRICS, Metrics, server_root
+from tokenrace.engines import WITH_METRICS, server_root
 from tokenrace.monitor.gpu import SamplerUnavailable
 
 MAX_BODY_BYTES = 16 * 2**20  # a real vLLM /metrics is ~100 KB; anything this big is not one
 
 
-ENGINES: dict[str, Metrics] = WITH_METRICS  # each engine's metric names (the catalog in tokenrace.engines)
 MAX_GAUGES = frozenset({"kv_cache_usage"})
 SERVER_FIELDS = (
     "engine",
@@ -61,7 +64,7 @@ class Scrape:
 
 def parse_metrics(text: str, at_s: float) -> Scrape:
     """Raises ValueError when the text is not Prometheus exposition format."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415 - import cost: the Prometheus parser only when /metrics was scraped
 
     values: dict[str, list[float]] = {}
     for fam in text_string_to_metric_families(text):
@@ -71,7 +74,7 @@ def parse_metrics(text: str, at_s: float) -> Scrape:
 
 
 def detect_engine(scrape: Scrape) -> str | None:
-    for engine, names in ENGINES.items():
+    for engine, names in WITH_METRICS.items():
         if any(n.startswith(names.prefix) for n in scrape.values):
             return engine
     return None
@@ -79,7 +82,7 @@ def detect_engine(scrape: Scrape) -> str | None:
 
 def normalize(engine: str, now: Scrape, before: Scrape | None) -> dict[str, Any]:
     """The timeseries `server` object (without `scrape_ms`) from this scrape and the one before."""
-    names = ENGINES[engine]
+    names = WITH_METRICS[engine]
     out: dict[str, Any] = {"engine": engine}
     for name, candidates in names.gauges.items():
         out[name] = _gauge(now, candidates, name in MAX_GAUGES)
@@ -216,11 +219,6 @@ def metrics_url_for(base_url: str) -> str:
 def is_local_url(url: str) -> bool:
     """True when `url`'s host is this machine (loopback, or one of its own addresses): only then
     do this machine's GPU figures describe the server."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    import psutil
 
     host = (urlsplit(url).hostname or "").lower()
     if host in ("localhost", "") or host.endswith(".localhost"):
@@ -246,7 +244,7 @@ def histogram_mean_delta(before: str, after: str, name: str) -> float | None:
 
 
 def _hist_totals(text: str, name: str) -> tuple[float, float]:
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415 - import cost: the Prometheus parser only when /metrics was scraped
 
     total, count = 0.0, 0.0
     for fam in text_string_to_metric_families(text):
@@ -258,3 +256,17 @@ def _hist_totals(text: str, name: str) -> tuple[float, float]:
             elif sample.name == f"{name}_count":
                 count += sample.value
     return total, count
+
+
+def labeled_samples(text: str, names: frozenset[str]) -> list[tuple[str, dict[str, str], float]]:
+    """(sample name, labels, value) of every sample whose name is in `names`, with prometheus-client's
+    parser. Sample names are matched exactly, so a counter's `_created` series and a per-position
+    family never pass for its `_total`. Raises ValueError when the text is not Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415 - import cost: the Prometheus parser only when /metrics was scraped
+
+    return [
+        (s.name, dict(s.labels), float(s.value))
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name in names
+    ]

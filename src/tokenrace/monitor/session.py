@@ -26,10 +26,11 @@ from typing import IO, Any, TypeVar
 
 import orjson
 
-from tokenrace.model.files import TIMESERIES
+from tokenrace.engines import WITH_METRICS
+from tokenrace.model.files import TIMESERIES, read_jsonl
 from tokenrace.monitor.aggregate import Aggregator
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
-from tokenrace.monitor.server import ENGINES, MetricsScraper, ScrapeFailed, histogram_mean_delta
+from tokenrace.monitor.server import MetricsScraper, ScrapeFailed, histogram_mean_delta
 from tokenrace.monitor.system import SystemSampler
 
 SERVER_MAX_CONSECUTIVE = 3
@@ -343,7 +344,7 @@ class MonitorSession:
     def _server_means(self) -> dict[str, float | None]:
         """The engine's mean TTFT and TPOT over the monitored span, from its histograms."""
         engine, first, last = self.server_metrics_texts()
-        hist = ENGINES[engine].histograms if engine else {}
+        hist = WITH_METRICS[engine].histograms if engine else {}
         out: dict[str, float | None] = {"ttft_mean_ms": None, "tpot_mean_ms": None}
         if not first or not last or first is last:
             return out
@@ -354,13 +355,7 @@ class MonitorSession:
 
 
 def load_timeseries(directory: Path) -> list[dict[str, Any]]:
-    """The samples in `directory/timeseries.jsonl`; a line cut by a crash is skipped."""
+    """The samples in `directory/timeseries.jsonl` (none when there is no such file); a line cut by
+    a crash is skipped."""
     path = Path(directory) / TIMESERIES
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_bytes().splitlines():
-        if line.strip():
-            with contextlib.suppress(orjson.JSONDecodeError):
-                out.append(orjson.loads(line))
-    return out
+    return read_jsonl(path) if path.is_file() else []

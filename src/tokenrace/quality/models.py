@@ -9,11 +9,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tokenrace.errors import UsageError
+from tokenrace.model.files import ITEMS, QUALITY, QUALITY_SCHEMA_VERSION
 from tokenrace.stats import wilson
-
-SCHEMA_VERSION = 1
-ITEMS = "items.jsonl"
-QUALITY = "quality.json"
 
 VerdictName = Literal["right", "wrong", "error"]
 
@@ -80,7 +77,7 @@ class Speed(BaseModel):
 class QualityResult(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = QUALITY_SCHEMA_VERSION
     kind: Literal["quality"] = "quality"
     created_at: str
     endpoint: str
@@ -127,7 +124,7 @@ def load_quality(run_dir: str | Path) -> QualityResult | None:
         raise UsageError(f"{path}: unreadable ({exc})") from None
     if not isinstance(data, dict) or data.get("kind") != "quality":
         return None
-    if data.get("schema_version", 0) > SCHEMA_VERSION:
+    if data.get("schema_version", 0) > QUALITY_SCHEMA_VERSION:
         raise UsageError(f"{path}: schema_version {data['schema_version']} is newer than this tokenrace reads")
     try:
         return QualityResult.model_validate(data)

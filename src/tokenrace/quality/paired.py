@@ -9,13 +9,12 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from tokenrace.errors import UsageError
+from tokenrace.model.files import ITEMS, QUALITY_SCHEMA_VERSION
 from tokenrace.quality.models import Accuracy, ItemResult, QualityResult, Speed, load_quality, read_items
 from tokenrace.quality.scoring import score, speed
 from tokenrace.stats import mcnemar_exact, paired_difference_ci
-from tokenrace.text_agreement import agreement, exact_match
+from tokenrace.text_agreement import agreement_rate, exact_match_rate
 
-SCHEMA_VERSION = 1
-COMPARISON = "comparison.json"
 DIFFERENCE_METHOD = "Newcombe (1998) method 10: Wilson score intervals combined with the pairs' correlation, 95 %"
 VerdictName = Literal["B worse", "within noise", "B better", "no data"]
 
@@ -61,7 +60,7 @@ class SuiteComparison(BaseModel):
 
 
 class QualityComparison(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = QUALITY_SCHEMA_VERSION
     kind: Literal["quality-comparison"] = "quality-comparison"
     a: Side
     b: Side
@@ -114,8 +113,8 @@ def compare_items(
         suites[name] = SuiteComparison(paired=sp, difference=sd, verdict=sv)
     texts = [(a.output or "", b.output or "") for a, b in judged]
     agree = AgreementScore(
-        exact_match_rate=sum(exact_match(x, y) for x, y in texts) / len(texts) if texts else None,
-        token_similarity=sum(agreement(x, y) for x, y in texts) / len(texts) if texts else None,
+        exact_match_rate=exact_match_rate(texts),
+        token_similarity=agreement_rate(texts),
         n=len(texts),
     )
     excluded = {
@@ -167,8 +166,8 @@ def _warnings(a: QualityResult | None, b: QualityResult | None, excluded: dict[s
 
 def compare_dirs(a_dir: Path, b_dir: Path, labels: tuple[str, str] = ("A", "B")) -> QualityComparison:
     for d in (a_dir, b_dir):
-        if not (Path(d) / "items.jsonl").is_file():
-            raise UsageError(f"{d}: not a quality run directory (no items.jsonl)")
+        if not (Path(d) / ITEMS).is_file():
+            raise UsageError(f"{d}: not a quality run directory (no {ITEMS})")
     return compare_items(read_items(a_dir), read_items(b_dir), load_quality(a_dir), load_quality(b_dir), labels)
 
 

@@ -20,7 +20,8 @@ from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.transport import Timeouts
 from tokenrace.errors import InvalidInput, PreflightError, UsageError
-from tokenrace.quality.models import ITEMS, QUALITY, ItemResult, QualityResult
+from tokenrace.model.files import ITEMS, QUALITY
+from tokenrace.quality.models import ItemResult, QualityResult
 from tokenrace.quality.scoring import by_suite, score, speed
 from tokenrace.quality.suites import Item
 from tokenrace.runs.store import write_json

@@ -10,10 +10,12 @@ from typing import Literal
 
 from tokenrace.client.providers import normalize_base_url
 from tokenrace.errors import InvalidInput
-from tokenrace.quality.models import ITEMS, QualityResult
+from tokenrace.model.files import ITEMS
+from tokenrace.quality.models import QualityResult
 from tokenrace.quality.runner import OnItem, QualitySettings, run_quality
 from tokenrace.quality.suites import Item
 from tokenrace.serve.embedded import EmbeddedOptions, gguf_quantization
+from tokenrace.serve.launch import start_embedded
 
 
 @dataclass(slots=True)
@@ -53,7 +55,6 @@ async def run_target(
         return await run_quality(items, dataclasses.replace(settings, base_url=target.value), out_dir, None, on_item)
     if target.kind != "gguf":
         raise ValueError(f"cannot run a {target.kind} target")
-    from tokenrace.serve.launch import start_embedded
 
     opts = dataclasses.replace(engine_options or EmbeddedOptions(), model=Path(target.value))
     engine = await start_embedded(opts)

@@ -277,6 +277,27 @@ def cache_row(a: Run, b: Run) -> Row | None:
     return Row("cache.hit_rate", "prefix cache hit rate", "fraction", ha, hb, diff, None, None, None, "—", "difference")
 
 
+def acceptance_row(a: Run, b: Run) -> Row | None:
+    """The engine's speculative-decoding acceptance (accepted ÷ draft tokens), shown beside TPOT:
+    a TPOT gain that comes with a higher acceptance came from the content or the drafter."""
+    pa, pb = (r.summary.speculative.acceptance_rate if r.summary.speculative else None for r in (a, b))
+    if pa is None and pb is None:
+        return None
+    diff = pb - pa if pa is not None and pb is not None else None
+    label = "spec acceptance"
+    return Row("speculative.acceptance_rate", label, "fraction", pa, pb, diff, None, None, None, "—", "difference")
+
+
+def energy_row(a: Run, b: Run) -> Row | None:
+    """Output tokens per joule of GPU energy (higher is better; no CI: one energy reading per run)."""
+    ea, eb = (r.summary.energy.output_tokens_per_joule if r.summary.energy else None for r in (a, b))
+    if ea is None and eb is None:
+        return None
+    ratio = eb / ea if ea and eb is not None else None
+    verdict = _verdict(ratio, None, lower_is_better=False)
+    return Row("energy.output_tokens_per_joule", "output tok / J", "tok/J", ea, eb, ratio, None, None, None, verdict)
+
+
 def _hit_rate(run: Run) -> float | None:
     c = run.summary.cache
     return c.hit_rate if c is not None else None
@@ -312,7 +333,14 @@ def accuracy_row(q: QualitySection) -> Row:
 
 def compare_runs(a: Run, b: Run, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
     rows = [latency_row(a, b, key, label, unit, stat) for key, label, unit in LATENCIES for stat in STATS]
+    accepted = acceptance_row(a, b)
+    if accepted is not None:  # beside TPOT, which speculative decoding moves
+        after_tpot = max(i for i, r in enumerate(rows) if r.metric.startswith("tpot_ms")) + 1
+        rows.insert(after_tpot, accepted)
     rows += [throughput_row(a, b), error_row(a, b)]
+    energy = energy_row(a, b)
+    if energy is not None:
+        rows.append(energy)
     cache = cache_row(a, b)
     if cache is not None:
         rows.append(cache)
@@ -427,9 +455,11 @@ def _add_quality(report: Report, a: Run, b: Run, prefix: str) -> QualitySection 
     return q
 
 
-def _step_key(run: Run, row: StepRow) -> float | None:
+def _step_key(run: Run, row: StepRow) -> float | str | None:
     if run.sweep_kind == "input_tokens":
         return row.value
+    if run.sweep_kind == "content":  # two content sweeps pair kind with kind
+        return row.content or row.step
     return row.rate if row.rate is not None else row.concurrency
 
 

@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from tokenrace import __version__
-from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
+from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cost, PriceBasis, Summary
+from tokenrace.plan import plan
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import HEADER, Report, compare, cost_rows, table_rows, title
 from tokenrace.report.quality import quality_dir
@@ -45,7 +47,7 @@ SpeedOfLight = Callable[[Run], float | None]
 
 def plotly() -> Any:
     try:
-        import plotly.graph_objects as go
+        import plotly.graph_objects as go  # noqa: PLC0415 - import cost: plotly only when a report is drawn
     except ImportError:
         raise UsageError("the HTML report needs plotly: pip install plotly") from None
     return go
@@ -95,7 +97,7 @@ def _series_name(run: Run, step: str | None = None) -> str:
 
 def cdf_figure(runs: Sequence[tuple[str, Run]]) -> Any:
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     metrics = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms/token)"), ("e2e_ms", "E2E (ms)"))
     fig = make_subplots(rows=1, cols=3, subplot_titles=[m[1] for m in metrics], horizontal_spacing=0.06)
@@ -246,7 +248,7 @@ def _load_of(row: StepRow, kind: str) -> float | None:
 
 def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     kind = sweeps[0].sweep_kind or "concurrency"  # a profile is a concurrency ramp
     xlabel = {
@@ -254,6 +256,7 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
         "rate": "offered rate (req/s)",
         "goodput": "offered rate (req/s)",
         "input_tokens": "prompt tokens (mean)",
+        "content": "content (the kind of text written)",
     }[kind]
     fig = make_subplots(
         rows=1,
@@ -263,7 +266,10 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
     )
     for i, sw in enumerate(sweeps):
         rows = sorted(sw.sweep.steps, key=lambda r: _load_of(r, kind) or 0)
-        x = [_load_of(r, kind) for r in rows]
+        x: list[Any] = [_load_of(r, kind) for r in rows]
+        if kind == "content":  # one step per kind, in the order they ran: a category axis
+            rows = list(sw.sweep.steps)
+            x = [r.content or r.step for r in rows]
         color = PALETTE[i % len(PALETTE)]
         for col, key in ((1, "ttft_ms"), (2, "tpot_ms")):
             for q, dash in (("p50", "solid"), ("p95", "dot")):
@@ -335,7 +341,7 @@ def _mark_knee(fig: Any, sw: Run, kind: str, color: str) -> None:
     )
 
 
-def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[float | None], sol: SpeedOfLight | None) -> None:
+def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[Any], sol: SpeedOfLight | None) -> None:
     if sol is None:
         return
     steps = dict(sw.steps)
@@ -356,7 +362,7 @@ def resource_figure(samples: list[dict[str, Any]]) -> Any | None:
     if not series:
         return None
     go = plotly()
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     names = list(series)[:MAX_RESOURCE_SERIES]
     cols = 3
@@ -449,6 +455,7 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
     items = [
         ("TTFT p50", f"{_f(m.ttft_ms.p50)} ms", f"p95 {_f(m.ttft_ms.p95)} ms"),
         ("TPOT p50", f"{_f(m.tpot_ms.p50, 2)} ms", f"p95 {_f(m.tpot_ms.p95, 2)} ms"),
+        *_speculative_card(s.speculative),
         ("E2E p95", f"{_f(m.e2e_ms.p95)} ms", f"p50 {_f(m.e2e_ms.p50)} ms"),
         (
             "throughput",
@@ -478,6 +485,7 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
                 "of prompt tokens served from the server's cache" + (f" · {busted}" if busted else ""),
             )
         )
+    items += _energy_card(s.energy) + _content_card(s.content)
     if cost is not None and cost.usd_per_million_output_tokens is not None:
         items.append(
             (
@@ -487,6 +495,40 @@ def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
             )
         )
     return cards(items)
+
+
+def _speculative_card(spec: Speculative | None) -> list[tuple[str, str, str | None]]:
+    """Beside TPOT: the engine's own acceptance, which moves TPOT with the content."""
+    if spec is None or spec.acceptance_rate is None:
+        return []
+    steps = spec.tokens_per_step
+    return [
+        (
+            "spec acceptance",
+            f"{spec.acceptance_rate * 100:.1f} %",
+            (f"{steps:.2f} tokens per step · " if steps else "") + "accepted ÷ draft tokens, the engine's counters",
+        )
+    ]
+
+
+def _energy_card(energy: Energy | None) -> list[tuple[str, str, str | None]]:
+    if energy is None:
+        return []
+    if energy.output_tokens_per_joule is None:
+        return [("energy", "not measured", _text(energy.reason))]
+    return [
+        (
+            "output tokens per joule",
+            f"{energy.output_tokens_per_joule:.2f} tok/J",
+            f"{_f(energy.mean_power_w)} W mean over {len(energy.gpus)} GPU(s) · {energy.source}",
+        )
+    ]
+
+
+def _content_card(content: ContentSpeed | None) -> list[tuple[str, str, str | None]]:
+    if content is None or content.ratio is None:
+        return []
+    return [("TPOT by content", f"×{content.ratio:.2f}", _text(content.verdict))]
 
 
 def _basis(c: Cost) -> str:
@@ -679,6 +721,7 @@ def _sweep_cards(s: SweepFile | ProfileFile, sw: Run, cost: CostSpec | None) -> 
     items.append(("peak throughput", f"{_f(best)} tok/s", None))
     if not isinstance(s, SweepFile):
         return items
+    items += _content_card(s.content)
     if s.prefill:
         items.append(("prefill", f"{_f(s.prefill.prefill_tokens_per_s)} tok/s", f"R² {_f(s.prefill.r2, 3)}"))
     if s.goodput_search:
@@ -702,8 +745,13 @@ def _stopped(s: SweepFile | ProfileFile) -> str:
 
 def _sweep_table(s: SweepFile | ProfileFile, costs: dict[str, float | None]) -> str:
     priced = any(v is not None for v in costs.values())
+    spec = any(r.acceptance_rate is not None for r in s.steps)
+    joules = any(r.output_tokens_per_joule is not None for r in s.steps)
     cols = (
-        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "E2E p95", "tok/s", "gain", "err %", "cached %"]
+        ["step", "load", "ok", "TTFT p50", "TTFT p95", "TPOT p50"]
+        + (["accept %"] if spec else [])
+        + ["E2E p95", "tok/s", "gain", "err %", "cached %"]
+        + (["tok/J"] if joules else [])
         + (["$/M out tok"] if priced else [])
         + [""]
     )
@@ -721,6 +769,10 @@ def _sweep_table(s: SweepFile | ProfileFile, costs: dict[str, float | None]) -> 
             _f(r.ttft_ms.p50),
             _f(r.ttft_ms.p95),
             _f(r.tpot_ms.p50, 2),
+        ]
+        accept = r.acceptance_rate
+        cells += [_f(None if accept is None else accept * 100)] if spec else []
+        cells += [
             _f(r.e2e_ms.p95),
             _f(r.throughput_tokens_per_s),
             gain,
@@ -729,6 +781,7 @@ def _sweep_table(s: SweepFile | ProfileFile, costs: dict[str, float | None]) -> 
             # has a lower TTFT for a reason other than load.
             _f(None if r.cache_hit_rate is None else r.cache_hit_rate * 100),
         ]
+        cells += [_f(r.output_tokens_per_joule, 2)] if joules else []
         cells += [_f(costs.get(r.step), 4)] if priced else []
         cells.append(mark)
         tds = "".join(
@@ -798,7 +851,7 @@ footer { color:var(--muted); font-size:12px; text-align:center; padding:20px; }
 
 
 def render(page: Page) -> str:
-    from plotly.offline import get_plotlyjs
+    from plotly.offline import get_plotlyjs  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
     plotly()
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -824,15 +877,11 @@ def write(inputs: Sequence[Run], out: Path, cost: CostSpec | None = None, sol: S
     return out
 
 
-# --- the speed of light, from the planner (optional) ------------------------------------------------
+# --- the speed of light, from the planner ------------------------------------------------
 
 
 def planner_bound(hardware: str, model: str | None = None, devices: int | None = None) -> SpeedOfLight:
     """Aggregate decode tokens/s bound at each run's concurrency and prompt/output sizes (tokenrace.plan)."""
-    try:
-        from tokenrace.plan import plan
-    except ImportError:
-        raise InvalidInput("hardware", "needs the planner (tokenrace.plan), which is not installed here") from None
 
     def bound(run: Run) -> float | None:
         name = model or _model_of(run)

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenrace.errors import UsageError
-from tokenrace.quality.models import ITEMS, QUALITY, QualityResult, load_quality
+from tokenrace.model.files import ITEMS, QUALITY
+from tokenrace.quality.models import QualityResult, load_quality
 from tokenrace.quality.paired import QualityComparison, accuracy_text, compare_dirs
 from tokenrace.runs.run import Run
 

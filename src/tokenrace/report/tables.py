@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,9 @@ def headline_lines(summary: Summary) -> list[str]:
     reasons = sorted(set((summary.not_measured or {}).values()))
     lines.extend(f"no TTFT, TPOT or ITL: {why}" for why in reasons)
     lines.extend(cache_lines(summary.cache))
+    lines.extend(claim_lines(summary))
     lines.extend(turn_lines(summary.by_turn))
+    lines.extend(structured_lines(summary))
     eff = summary.efficiency
     if eff is not None and not eff.error:
         lines.append(
@@ -85,7 +88,7 @@ def headline_lines(summary: Summary) -> list[str]:
         lines.extend(f"warning: {w}" for w in eff.warnings)
     lines.extend(cost_lines(summary.cost))
     if summary.resources:
-        from tokenrace.monitor.render import summary_lines
+        from tokenrace.monitor.render import summary_lines  # noqa: PLC0415 - import cost: the monitor package only for a run with resource figures
 
         lines.extend(summary_lines(summary.resources))
     # The monitor's advice sits under the resource figures it reads; the rest close the list.
@@ -97,6 +100,31 @@ def headline_lines(summary: Summary) -> list[str]:
     if g is not None:
         lines.append(f"goodput: {fmt(g.requests_per_s, 2)} req/s, {fmt(_pct(g.fraction))} % within SLO {g.slo}")
     return lines
+
+
+def claim_lines(summary: Summary) -> list[str]:
+    """What a speed figure rests on: the engine's speculative decoding, the content, the energy."""
+    out = []
+    spec = summary.speculative
+    if spec is not None and spec.acceptance_rate is not None:
+        steps = spec.tokens_per_step
+        out.append(
+            f"speculative decoding: {fmt(_pct(spec.acceptance_rate))} % of draft tokens accepted"
+            + (f", {fmt(steps, 2)} tokens per step" if steps is not None else "")
+            + f" ({spec.source})"
+        )
+    content = summary.content
+    if content is not None:
+        kinds = ", ".join(f"{k} {fmt(v.tpot_ms_p50, 2)} ms" for k, v in content.kinds.items())
+        out.append(f"TPOT p50 by content: {kinds}; {content.verdict}")
+    energy = summary.energy
+    if energy is not None and energy.output_tokens_per_joule is not None:
+        out.append(
+            f"energy: {fmt(energy.joules)} J over {fmt(energy.window_s, 2)} s on {len(energy.gpus)} GPU(s), "
+            f"{fmt(energy.output_tokens_per_joule, 2)} output tok/J, mean {fmt(energy.mean_power_w)} W "
+            f"({energy.source}, {energy.method})"
+        )
+    return out
 
 
 def _throughput_line(summary: Summary) -> str:
@@ -141,6 +169,32 @@ def cache_lines(c: Cache | None) -> list[str]:
     return out
 
 
+def structured_lines(summary: Summary) -> list[str]:
+    """Images (TTFT by image count, and with minus without), tool calls and schema validity."""
+    out: list[str] = []
+    im = summary.images
+    if im is not None:
+        by = ", ".join(f"{g.images} image(s) {fmt(g.ttft_ms.p50)} ms ({g.requests} req)" for g in im.by_count)
+        out.append(f"images: {im.images} in {im.requests_with_images} requests; TTFT p50 by image count: {by}")
+        d = im.ttft_difference_ms
+        if d is not None:
+            out.append(
+                f"images: TTFT p50 with − without = {fmt(d.difference, 2)} ms "
+                f"(95 % CI {fmt(d.ci_low, 2)} to {fmt(d.ci_high, 2)})"
+            )
+    t = summary.tools
+    if t is not None:
+        out.append(
+            f"tools: {t.tool_calls} calls in {t.requests_with_tool_calls}/{t.requests} requests, "
+            f"time to the first tool delta p50 {fmt(t.ttft_tool_ms.p50)} ms"
+        )
+    so = summary.structured_output
+    if so is not None:
+        rate = "n/a (nothing checked)" if so.valid_rate is None else f"{fmt(_pct(so.valid_rate))} %"
+        out.append(f"response schema: {rate} valid ({so.valid} of {so.checked} answers checked)")
+    return out
+
+
 def _source_text(source: Any) -> str:
     if isinstance(source, dict):
         return ", ".join(f"{k} x{v}" for k, v in source.items())
@@ -164,7 +218,6 @@ def _pct(x: float | None) -> float | None:
 def stdout_console() -> Console:
     """Rich's console on stdout; 120 columns when stdout is a file or a pipe (rich's default of 80
     would cut the per-step table)."""
-    import sys
 
     return Console() if sys.stdout.isatty() else Console(width=120)
 

@@ -18,11 +18,12 @@ from tokenrace import __version__
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
-from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY
+from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY, read_jsonl
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import Imported, Summary
 from tokenrace.runs.run import Run
-from tokenrace.runs.store import default_run_dir, read_jsonl, write_model
+from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000
@@ -212,7 +213,29 @@ def from_vllm(doc: dict[str, Any], path: Path) -> Run:
     run = _run(path, records, Windows(offered_rate=rate), _vllm_manifest(doc, path, rate))
     if not starts:
         _window_from_duration(run.summary, doc.get("duration"))
+    run.summary.speculative = _vllm_speculative(doc)
     return run
+
+
+def _vllm_speculative(doc: dict[str, Any]) -> Speculative | None:
+    """vLLM bench's own spec-decode figures (deltas of the same /metrics counters over its run):
+    `spec_decode_acceptance_rate` is a percentage, the per-position rates are fractions, and its
+    acceptance length is 1 + accepted ÷ drafts."""
+    rate = doc.get("spec_decode_acceptance_rate")
+    if not isinstance(rate, (int, float)):
+        return None
+    length = doc.get("spec_decode_acceptance_length")
+    per_position = doc.get("spec_decode_per_position_acceptance_rates")
+    return Speculative(
+        source="vllm bench serve result (spec_decode_*)",
+        drafts=doc.get("spec_decode_num_drafts"),
+        draft_tokens=doc.get("spec_decode_draft_tokens"),
+        accepted_tokens=doc.get("spec_decode_accepted_tokens"),
+        acceptance_rate=rate / 100.0,
+        mean_accepted_per_draft=length - 1.0 if isinstance(length, (int, float)) else None,
+        tokens_per_step=length if isinstance(length, (int, float)) else None,
+        per_position=per_position if isinstance(per_position, list) else None,
+    )
 
 
 def _vllm_manifest(doc: dict[str, Any], path: Path, rate: float | None) -> dict[str, Any]:

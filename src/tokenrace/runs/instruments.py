@@ -9,20 +9,16 @@ resources = await monitor.stop()  # in the finally; the summary builder takes it
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from tokenrace.client.providers import PROVIDERS
+from tokenrace.client.providers import hosted_provider
 from tokenrace.monitor.server import is_local_url, metrics_url_for
 from tokenrace.monitor.session import MonitorSession
 
-# Hosted APIs have no /metrics for their customers: do not knock on it every run.
-HOSTED = frozenset({"groq", "openai", "together", "openrouter", "fireworks"})
-HOSTED_HOSTS = frozenset(urlsplit(PROVIDERS[p].base_url).hostname for p in HOSTED if p in PROVIDERS)
-
 
 def discover_metrics_url(base_url: str, provider: str | None) -> str | None:
-    """`http://host:port/metrics` for a self-hosted server; None for a hosted API."""
-    if (provider or "").lower() in HOSTED or urlsplit(base_url).hostname in HOSTED_HOSTS:
+    """`http://host:port/metrics` for a self-hosted server; None for a hosted API, which has no
+    /metrics for its customers (do not knock on it every run)."""
+    if hosted_provider(base_url, provider) is not None:
         return None
     return metrics_url_for(base_url)
 

@@ -55,5 +55,8 @@ def step_row(name: str, directory: Path, s: Summary, manifest: Manifest, cost: C
         server_vs_client=s.server_vs_client,
         efficiency=s.efficiency,
         cost=cost_of(s, manifest.provider, manifest.model, cost),
+        content=(manifest.settings.get("prompts") or {}).get("content"),
+        acceptance_rate=s.speculative.acceptance_rate if s.speculative else None,
+        output_tokens_per_joule=s.energy.output_tokens_per_joule if s.energy else None,
         run_dir=str(directory),
     )

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tokenrace.errors import UsageError
-from tokenrace.model.files import RECORDS, TIMESERIES
+from tokenrace.model.files import RECORDS, read_jsonl
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import Knee, ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
-from tokenrace.runs.store import read_jsonl
+from tokenrace.monitor import load_timeseries
 
 Kind = Literal["run", "sweep", "profile"]
 
@@ -86,5 +86,4 @@ class Run:
 
     def timeseries(self) -> list[dict[str, Any]]:
         """Monitor samples (timeseries.jsonl), when the run has them."""
-        path = self.directory / TIMESERIES
-        return read_jsonl(path) if path.is_file() else []
+        return load_timeseries(self.directory)

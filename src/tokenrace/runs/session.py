@@ -13,22 +13,26 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tokenrace import __version__
+from tokenrace.client.images import IMAGE_APIS
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.client.providers import HOSTED_HOSTS, ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import POOLING_APIS
+from tokenrace.client.structured import STRUCTURED_APIS
 from tokenrace.client.transport import Timeouts
-from tokenrace.engines import server_root
+from tokenrace.doctor import collect_environment, probe_server_environment
+from tokenrace.engines import WITH_METRICS, server_root
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import server_cache
 from tokenrace.figures.client_load import ClientObservation
 from tokenrace.figures.cost import CostSpec
 from tokenrace.figures.efficiency import EfficiencySpec, check_spec
-from tokenrace.figures.engine_clock import ENGINE_HISTOGRAMS
 from tokenrace.load import prompts as prompt_sets
 from tokenrace.load.calibration import CpuMeter, calibrated_ceiling
+from tokenrace.load.content import DEFAULT_INPUT_TOKENS, content_prompts, parse_content
 from tokenrace.load.preflight import check_first, choose_model, list_models
 from tokenrace.load.prompts import PromptSet
+from tokenrace.load.ray_workers import RayPool
 from tokenrace.load.runner import Load, Runner, Send
 from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
 from tokenrace.load.worker_core import WorkerConfig
@@ -47,6 +51,8 @@ from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_wo
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.summary import RunWarning, Summary
+from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
+from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
 from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
 from tokenrace.runs.api_fit import check_api_fit
@@ -65,6 +71,7 @@ class PromptSpec:
     count: int = 64
     batch_size: int | None = None  # embeddings: inputs per request (None: 1)
     documents: int | None = None  # rerank: documents per request (None: DEFAULT_DOCUMENTS)
+    content: str | None = None  # natural | copy | random | all: what the model is asked to write
 
 
 @dataclass(slots=True)
@@ -89,6 +96,7 @@ class BenchSettings:
     metrics_url: str | None = None  # the server's Prometheus /metrics (default: discovered)
     workers: WorkersSpec | None = None  # spread the sends over worker processes or Ray actors
     secret_headers: tuple[str, ...] = ()  # extra headers whose values are secret whatever their names (from env:)
+    dcgm_url: str | None = None  # a DCGM exporter's /metrics: the remote server's GPU energy
 
     def secrets(self) -> list[str]:
         """Every secret value these settings hold: scrubbed from every file, log line and message."""
@@ -133,14 +141,35 @@ def read_inputs(s: BenchSettings) -> Inputs:
     if s.efficiency is not None:
         check_spec(s.efficiency)
     local = s.tokenizer is not None and s.tokenizer != "server"
+    if s.prompts.content is not None:
+        given: PromptSet | None = _content_prompts(s)
+    else:
+        given = None if s.prompts.input_tokens is not None else _given_prompts(s.prompts)
     return Inputs(
-        prompts=None if s.prompts.input_tokens is not None else _given_prompts(s.prompts),
+        prompts=given,
         files=read_workload_files(s.workload),
         tokenizer=load_tokenizer(s.tokenizer) if local and s.tokenizer else None,
     )
 
 
+def _sends(load: Load) -> int | None:
+    """How many requests a run of independent prompts sends in all (cold, warm-up, measured); None
+    when only a duration bounds it."""
+    if load.requests is None:
+        return None
+    return int(load.cold) + load.warmup + load.requests
+
+
 def _check_request(s: BenchSettings) -> None:
+    api = s.request.api
+    if s.workload.images is not None and api not in IMAGE_APIS:
+        raise InvalidInput("images", f"the {api} API takes no images; use one of {', '.join(IMAGE_APIS)}")
+    if s.request.tools is not None and api not in STRUCTURED_APIS:
+        raise InvalidInput("tools", f"the {api} API takes no tools; use one of {', '.join(STRUCTURED_APIS)}")
+    if s.request.response_schema is not None and api not in STRUCTURED_APIS:
+        raise InvalidInput(
+            "response_format", f"the {api} API takes no response format; use one of {', '.join(STRUCTURED_APIS)}"
+        )
     if s.request.max_tokens is not None and s.request.max_tokens < 1:
         raise InvalidInput("max_tokens", f"must be at least 1, got {s.request.max_tokens}")
     for name in ("connect", "first_byte", "idle", "total"):
@@ -149,10 +178,27 @@ def _check_request(s: BenchSettings) -> None:
             raise InvalidInput(f"timeout_{name}", f"must be a positive number of seconds, got {limit}")
     if s.max_error_rate is not None and not 0 <= s.max_error_rate <= 1:
         raise InvalidInput("max_error_rate", f"must be a share between 0 and 1, got {s.max_error_rate}")
-    if s.metrics_url is not None:
-        parts = urlsplit(s.metrics_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise InvalidInput("metrics_url", f"must look like http://host:port/metrics, got {s.metrics_url!r}")
+    for param, url in (("metrics_url", s.metrics_url), ("dcgm_url", s.dcgm_url)):
+        if url is not None:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise InvalidInput(param, f"must look like http://host:port/metrics, got {url!r}")
+
+
+def _content_prompts(s: BenchSettings) -> PromptSet:
+    """The --content prompts: every kind at one prompt and one output length, none repeated in a run."""
+    spec = s.prompts
+    if s.request.api in POOLING_APIS:
+        raise InvalidInput("content", f"asks the model to write text; the {s.request.api} API generates none")
+    if spec.text is not None or spec.file is not None:
+        raise InvalidInput("content", "writes its own prompts; it cannot be combined with given prompts")
+    kinds = parse_content(spec.content)
+    input_tokens = int(spec.input_tokens[0]) if spec.input_tokens else DEFAULT_INPUT_TOKENS
+    output_tokens = int(spec.output_tokens[0]) if spec.output_tokens else s.request.max_tokens or 256
+    load = s.load
+    # One prompt per request, so no random string is ever sent twice (duration runs: many).
+    count = max(spec.count, (load.requests or 1024) + load.warmup + 1)
+    return content_prompts(kinds, input_tokens, output_tokens, -(-count // len(kinds)), load.seed)
 
 
 def _given_prompts(spec: PromptSpec) -> PromptSet:
@@ -170,6 +216,8 @@ async def build_prompts(
     `documents` documents, each text sized as a prompt would be."""
     if api in POOLING_APIS:
         return await _pooling_prompts(spec, tok, seed, given, api)
+    if spec.content is not None and given is not None:
+        return given  # sized when they were written
     out_lengths = None
     if spec.output_tokens is not None:
         out_lengths = prompt_sets.draw_lengths(int(spec.output_tokens[0]), spec.output_tokens[1], spec.count, seed)
@@ -178,9 +226,7 @@ async def build_prompts(
     base = given if given is not None else _given_prompts(spec)
     if out_lengths is None:
         return base
-    ps = tuple(
-        Prompt(p.messages, p.text, out_lengths[i % len(out_lengths)], p.label) for i, p in enumerate(base.prompts)
-    )
+    ps = tuple(replace(p, max_tokens=out_lengths[i % len(out_lengths)]) for i, p in enumerate(base.prompts))
     return PromptSet(ps, base.name)
 
 
@@ -203,28 +249,34 @@ def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: 
     return monitor_for_bench(directory, endpoint.base_url, endpoint.provider, t0, s.monitor_interval_s, s.metrics_url)
 
 
-async def _scrape_metrics(client: OpenAIClient, base_url: str) -> str | None:
-    """The server's Prometheus text, or None (a missing /metrics never stops a run)."""
+async def _scrape_metrics(client: OpenAIClient, url: str) -> str | None:
+    """The server's Prometheus text, or None (a missing /metrics never stops a run). The API key
+    goes only to the endpoint's own host, never to another `--metrics-url` host."""
     assert client.session is not None
+    same_host = urlsplit(url).netloc == urlsplit(client.base_url).netloc
     try:
-        async with client.session.get(f"{server_root(base_url)}/metrics", headers=client.headers()) as r:
+        async with client.session.get(url, headers=client.headers() if same_host else {}) as r:
             return await r.text() if r.status == 200 else None
     except Exception:  # noqa: BLE001 - context only
         return None
 
 
+def _engine_of(text: str) -> str | None:
+    """The engine whose metric names a /metrics text uses, or None."""
+    try:
+        return detect_engine(parse_metrics(text, 0.0))
+    except ValueError:
+        return None
+
+
 async def _environment(client: OpenAIClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """What makes two results comparable: this machine, and what the server says it is."""
-    try:
-        from tokenrace.doctor import collect_environment, probe_server_environment
-    except ImportError:
-        return None, None
     assert client.session is not None
     try:
         env = collect_environment()
     except Exception as exc:  # noqa: BLE001 - the environment is context; it must never stop a run
         env = {"error": f"{type(exc).__name__}: {exc}"}
-    server = await probe_server_environment(client.session, client.base_url)
+    server = await probe_server_environment(client.session, client.base_url, HOSTED_HOSTS)
     return env, server
 
 
@@ -243,6 +295,7 @@ class BenchSession:
         self.built: Built | None = None
         self._written: set[int] = set()
         self.client_cpu_pct: float | None = None
+        self.energy: EnergyWindow | None = None
 
     async def run(self) -> Run:
         s = self.s
@@ -267,7 +320,7 @@ class BenchSession:
             self.tokenizer = inputs.tokenizer or await self._tokenizer(client)
             prompts = await build_prompts(s.prompts, self.tokenizer, s.load.seed, inputs.prompts, s.request.api)
             built = await build_workload(
-                s.workload, prompts, self.tokenizer, s.load.seed, s.load.requests or 64, inputs.files
+                s.workload, prompts, self.tokenizer, s.load.seed, s.load.requests or 64, inputs.files, _sends(s.load)
             )
             self.built = built
             directory = s.output or default_run_dir(s.label or client.model.split("/")[-1])
@@ -304,8 +357,6 @@ class BenchSession:
         )
         pool: Pool
         if spec.ray is not None:
-            from tokenrace.load.ray_workers import RayPool
-
             pool = RayPool(config, spec.count, spec.ray)
             reason = None
         else:
@@ -346,9 +397,12 @@ class BenchSession:
             manifest["monitor"] = {"interval_s": self.s.monitor_interval_s, "metrics_url": monitor.metrics_url}
             await monitor.start()
         engine = (manifest.get("server") or {}).get("engine")
-        metrics_before = await _scrape_metrics(client, self.endpoint.base_url) if engine in ENGINE_HISTOGRAMS else None
+        metrics_before = await _scrape_metrics(client, self._metrics_url()) if self._scrapes_engine(engine) else None
         interrupted = False
         warnings: list[RunWarning] = []
+        energy = self._energy_meter()
+        if energy is not None:
+            await energy.start()
         cpu = CpuMeter()
         try:
             await runner.run()
@@ -359,6 +413,7 @@ class BenchSession:
             warnings.append(RunWarning(code="workers.all_lost", message=str(exc)))
         finally:
             self.client_cpu_pct = cpu.pct()
+            self.energy = await self._stop_energy(energy)
             for rec in runner.records:
                 if rec.seq not in self._written:
                     self.store.append(rec)
@@ -383,14 +438,37 @@ class BenchSession:
         self, client: OpenAIClient, engine: str | None, before: str | None, monitor: MonitorSession | None
     ) -> EngineScrapes | None:
         """The engine's /metrics before and after the load: our own two scrapes, else the monitor's first and last."""
-        if engine is not None and before is not None:
-            after = await _scrape_metrics(client, self.endpoint.base_url)
-            return EngineScrapes(engine, before, after or "")
+        if before is not None:
+            after = await _scrape_metrics(client, self._metrics_url())
+            named = engine if engine in WITH_METRICS else _engine_of(before)
+            if named is not None:
+                return EngineScrapes(named, before, after or "")
         if monitor is not None:
             m_engine, first, last = monitor.server_metrics_texts()
             if m_engine is not None and first and last and first is not last:
                 return EngineScrapes(m_engine, first, last)
         return None
+
+    def _energy_meter(self) -> EnergyMeter | None:
+        """GPU energy over the load: the DCGM exporter given, else NVML when the server is on this machine."""
+        if self.s.dcgm_url is not None:
+            return EnergyMeter(DcgmEnergy(self.s.dcgm_url))
+        return EnergyMeter(NvmlEnergy()) if is_local_url(self.endpoint.base_url) else None
+
+    async def _stop_energy(self, meter: EnergyMeter | None) -> EnergyWindow | None:
+        if meter is None:
+            return None
+        window = await meter.stop()
+        if self.s.dcgm_url is None and window.reason is not None:
+            return None  # no NVML GPU here: nothing was asked for, nothing to report
+        return window
+
+    def _metrics_url(self) -> str:
+        return self.s.metrics_url or f"{server_root(self.endpoint.base_url)}/metrics"
+
+    def _scrapes_engine(self, engine: str | None) -> bool:
+        """Whether to read /metrics around the load: a known engine, a given URL, or a server on this machine."""
+        return engine in WITH_METRICS or self.s.metrics_url is not None or is_local_url(self.endpoint.base_url)
 
     def _context(
         self,
@@ -423,8 +501,10 @@ class BenchSession:
             server_cache=server_cache(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None,
             warnings=tuple(warnings or ()),
             client=ClientObservation(self.client_cpu_pct, calibrated_ceiling()),
+            response_schema=s.request.response_schema is not None,
             api=s.request.api,
             stream=s.request.stream,
+            energy=self.energy,
         )
 
     def _send_checked(self, inner: Send, client: OpenAIClient, models: list[str]) -> Any:

@@ -103,21 +103,3 @@ class RunStore:
         self._records.close()
         if self._error is not None:
             raise UsageError(f"cannot write {self.dir / RECORDS}: {self._error.strerror}")
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, one per line; a line cut by a crash is skipped, the rest kept."""
-    out = []
-    for line in Path(path).read_bytes().splitlines():
-        if line.strip():
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
-
-
-def load_records(directory: Path) -> list[dict[str, Any]]:
-    return read_jsonl(Path(directory) / RECORDS)

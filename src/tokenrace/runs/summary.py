@@ -15,16 +15,23 @@ from typing import Any
 from tokenrace.client.records import RequestRecord
 from tokenrace.figures.cache import cache_section, cache_warning
 from tokenrace.figures.client_load import ClientObservation, client_load, client_warning
+from tokenrace.figures.content import content_section, content_warning, samples_of
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.drift import drift, is_soak
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
+from tokenrace.figures.energy import energy_section
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
+from tokenrace.figures.images import image_figures
 from tokenrace.figures.pooling import not_measured, pooling_figures
+from tokenrace.figures.speculative import speculative_section
+from tokenrace.figures.structured import schema_figures, tool_figures
 from tokenrace.figures.summary import by_turn, summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
+from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import EngineClock, Metrics, RunWarning, ServerCache, Summary
 from tokenrace.monitor.advice import resource_warnings
+from tokenrace.monitor.energy import EnergyWindow
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,8 @@ class RunContext:
     server_cache: ServerCache | None = None  # the engine's prefix-cache counters over the run
     warnings: tuple[RunWarning, ...] = ()  # what the run itself observed (a worker that died, ...)
     client: ClientObservation | None = None  # this run's own client (None: imported from elsewhere)
+    response_schema: bool = False  # every answer was to be validated against a JSON Schema
+    energy: EnergyWindow | None = None  # the GPUs' energy over the load (NVML or a DCGM exporter)
     api: str = "chat"  # the API the run spoke
     stream: bool = True  # the answers were streamed
 
@@ -75,9 +84,14 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s.exceeded_max_error_rate = rate is not None and (rate > limit if limit is not None else rate >= 1.0)
     s.server_vs_client = _engine_clock(ok, ctx.scrapes, s.metrics)
     s.cache = cache_section(ok, ctx.cache_busted, ctx.server_cache)
+    scrapes = ctx.scrapes
+    s.speculative = speculative_section(scrapes.engine, scrapes.before, scrapes.after) if scrapes else None
+    s.content = content_section(samples_of(ok), _acceptance_by_kind(ok, s.speculative))
     s.by_turn = by_turn(ok) or None
+    s.energy = energy_section(ctx.energy, records)
     if ctx.efficiency is not None and s.requests.succeeded:
-        s.efficiency = efficiency_of(s, ctx.efficiency, ctx.concurrency)
+        per_joule = s.energy.output_tokens_per_joule if s.energy is not None else None
+        s.efficiency = efficiency_of(s, ctx.efficiency, ctx.concurrency, per_joule)
     s.cost = cost_of(s, ctx.provider, ctx.model, ctx.cost)
     resource = []
     if ctx.resources is not None:
@@ -88,9 +102,22 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     if ctx.client is not None:
         s.client_load = client_load(ok, s.throughput.window_s, s.max_in_flight or 0, ctx.client)
         s.client_bound = s.client_load.client_bound
-    found = (cache_warning(s.cache), client_warning(s.client_load))
-    s.warnings = [*resource, *(w for w in found if w is not None), *ctx.warnings]
+    s.images = image_figures(ok)
+    s.tools = tool_figures(ok)
+    s.structured_output = schema_figures(ok, ctx.response_schema)
+    s.schema_valid_rate = s.structured_output.valid_rate if s.structured_output is not None else None
+    found = (cache_warning(s.cache), client_warning(s.client_load), content_warning(s.content))
+    energy = ctx.energy.warnings if ctx.energy is not None else []
+    s.warnings = [*resource, *(w for w in found if w is not None), *ctx.warnings, *energy]
     return s
+
+
+def _acceptance_by_kind(ok: Sequence[RequestRecord], spec: Speculative | None) -> dict[str, float | None] | None:
+    """The engine's acceptance belongs to a kind of content only when the run asked for that kind alone."""
+    kinds = {r.content for r in ok}
+    if spec is None or len(kinds) != 1 or None in kinds:
+        return None
+    return {str(kinds.pop()): spec.acceptance_rate}
 
 
 def _engine_clock(ok: Sequence[RequestRecord], scrapes: EngineScrapes | None, metrics: Metrics) -> EngineClock | None:

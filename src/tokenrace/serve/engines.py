@@ -11,13 +11,10 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 
-from tokenrace.engines import ENGINES as CATALOG
-from tokenrace.engines import LAUNCHABLE, Launch
+from tokenrace.engines import ENGINES, LAUNCHABLE, Launch
 from tokenrace.errors import InvalidInput
 
-ENGINES = LAUNCHABLE
-
-INSTALL = {name: launch.install for name in LAUNCHABLE if (launch := CATALOG[name].launch) is not None}
+INSTALL = {name: launch.install for name in LAUNCHABLE if (launch := ENGINES[name].launch) is not None}
 
 
 @dataclass(slots=True)
@@ -37,8 +34,8 @@ class LaunchSpec:
     extra: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
-        if self.engine not in ENGINES:
-            raise InvalidInput("engine", f"must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.engine not in LAUNCHABLE:
+            raise InvalidInput("engine", f"must be one of {', '.join(LAUNCHABLE)}, got {self.engine!r}")
         if self.tensor_parallel_size < 1:
             raise InvalidInput("tensor_parallel_size", "must be at least 1")
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
@@ -46,7 +43,7 @@ class LaunchSpec:
 
     @property
     def flags(self) -> Launch:
-        launch = CATALOG[self.engine].launch
+        launch = ENGINES[self.engine].launch
         assert launch is not None, "validate() first"
         return launch
 
@@ -80,7 +77,7 @@ def build_command(spec: LaunchSpec, llama_server: str = "llama-server") -> list[
 
 
 def installed(engine: str, llama_server: str | None = None) -> bool:
-    launch = CATALOG[engine].launch if engine in CATALOG else None
+    launch = ENGINES[engine].launch if engine in ENGINES else None
     if launch is None:
         return False
     kind, name = launch.installed_as
@@ -93,4 +90,4 @@ def installed(engine: str, llama_server: str | None = None) -> bool:
 
 def default_port(engine: str) -> int:
     """The port the engine listens on unless told otherwise (what its provider preset points at)."""
-    return CATALOG[engine].default_port or 8000
+    return ENGINES[engine].default_port or 8000

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenrace import plan as planner
+from tokenrace.doctor import collect_environment
 from tokenrace.errors import TokenraceError, UsageError
+from tokenrace.plan.memory import DEFAULT_UTILIZATION
 from tokenrace.serve.engines import LaunchSpec
 
 # vLLM/SGLang --dtype and --quantization values -> the planner's precision names.
@@ -39,8 +42,6 @@ def precision_for(spec: LaunchSpec) -> str | None:
 def detect_gpu() -> tuple[str | None, int]:
     """(the first GPU's name, how many), from the doctor's cheap environment probe."""
     try:
-        from tokenrace.doctor import collect_environment
-
         env = collect_environment()
     except Exception:  # noqa: BLE001 - detection is best effort; --hardware names the device
         return None, 0
@@ -50,11 +51,6 @@ def detect_gpu() -> tuple[str | None, int]:
 
 
 def check(spec: LaunchSpec, hardware: str | None) -> FitCheck:
-    try:
-        from tokenrace import plan as planner
-        from tokenrace.plan.memory import DEFAULT_UTILIZATION
-    except ImportError:
-        return FitCheck(False, None, "the planner is not installed: fit not checked")
     gpu = hardware or detect_gpu()[0]
     if gpu is None:
         return FitCheck(False, None, "no GPU detected and no --hardware given: fit not checked")

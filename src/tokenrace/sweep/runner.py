@@ -8,6 +8,8 @@ Kinds (docs/sweep.md):
   fitted prefill rate.
 - goodput: the highest request rate whose run still meets the SLOs, by bracketing and bisection;
   every probe is a step.
+- content (`--content all`): natural, copy and random content, one step each at the same load;
+  TPOT per kind compared, with the engine's acceptance per kind where /metrics has it.
 
 sweep.json is rewritten after every step, so an interrupted sweep keeps what it measured.
 """
@@ -25,10 +27,13 @@ from typing import Any
 
 from tokenrace import __version__
 from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.figures.content import ContentSample, content_section
 from tokenrace.figures.cost import CostSpec
+from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
-from tokenrace.model.files import SCHEMA_VERSION, SWEEP
+from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SWEEP
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.records import RecordLine
 from tokenrace.model.run import Knee, StepRow, SweepFile
 from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
@@ -38,7 +43,7 @@ from tokenrace.runs.session import BenchSession, BenchSettings, Progress, Prompt
 from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.sweep import knee as kn
 
-KINDS = ("concurrency", "rate", "input_tokens", "goodput")
+KINDS = ("concurrency", "rate", "input_tokens", "goodput", "content")
 VALUES_PARAM = {
     "concurrency": "concurrencies",
     "rate": "rates",
@@ -67,7 +72,7 @@ class SweepPlan:
         if self.kind not in KINDS:
             raise UsageError(f"unknown sweep kind {self.kind!r}; expected one of {', '.join(KINDS)}")
         values = VALUES_PARAM.get(self.kind, "values")
-        if self.kind != "goodput" and not self.values:
+        if self.kind not in ("goodput", "content") and not self.values:
             raise InvalidInput(values, "the sweep has no steps")
         if any(v <= 0 or not math.isfinite(v) for v in self.values):
             raise InvalidInput(values, "sweep values must be positive numbers")
@@ -167,6 +172,8 @@ class Sweep:
             await self._ladder()
         elif kind == "input_tokens":
             await self._prompt_lengths()
+        elif kind == "content":
+            await self._contents()
         else:
             await self._goodput()
         file = self._write(finished=True)
@@ -225,6 +232,22 @@ class Sweep:
         rows = self.state.rows
         fit = kn.fit_prefill([r.prompt_tokens_mean for r in rows], [r.ttft_ms.p50 for r in rows])
         self.state.extra["prefill"] = {**fit.to_dict(), "x": "prompt_tokens mean", "y": "ttft_ms p50"}
+
+    async def _contents(self) -> None:
+        """Each kind of content alone at the same load (so the engine's counters belong to it), then compared."""
+        for kind in CONTENT_KINDS:
+            spec = dataclasses.replace(self.template.prompts, content=str(kind))
+            result = await self._step(str(kind), float(self.template.load.concurrency), spec)
+            if result.interrupted:
+                break
+        samples: list[ContentSample] = []
+        acceptance: dict[str, float | None] = {}
+        for name, result in self.state.steps:
+            samples += _content_samples(result.directory)
+            drafting = result.summary.speculative
+            acceptance[name] = drafting.acceptance_rate if drafting is not None else None
+        section = content_section(samples, acceptance)
+        self.state.extra["content"] = section
 
     async def _goodput(self) -> None:
         plan = self.plan
@@ -319,6 +342,16 @@ class Sweep:
 
 class _Interrupted(Exception):
     pass
+
+
+def _content_samples(directory: Path) -> list[ContentSample]:
+    """A step's succeeded measured requests, read back from its records.jsonl."""
+    out = []
+    for line in (directory / RECORDS).read_text(encoding="utf-8").splitlines():
+        r = RecordLine.model_validate_json(line)
+        if r.phase == "measure" and r.error_kind is None and r.content is not None:
+            out.append(ContentSample(r.content, r.tpot_ms, r.output_tokens, r.prompt_tokens))
+    return out
 
 
 def _point(row: StepRow) -> kn.Point:

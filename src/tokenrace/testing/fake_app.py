@@ -1,6 +1,6 @@
 """The aiohttp application of the fake OpenAI-compatible server.
 
-Routes: GET /v1/models, /health, /version, /metrics, /fake/log, /fake/stats;
+Routes: GET /v1/models, /health, /version, /metrics, /dcgm/metrics, /fake/log, /fake/stats;
 POST /v1/chat/completions, /v1/completions, /v1/responses (OpenAI Responses), /v1/messages
 (Anthropic Messages), /v1/embeddings, /v1/rerank (Cohere/Jina/vLLM shape), /rerank (TEI's shape),
 /tokenize, /fake/reset.
@@ -27,11 +27,14 @@ from pydantic import ValidationError
 from tokenrace import __version__
 from tokenrace.testing.fake_cache import PrefixCache
 from tokenrace.testing.fake_config import ApiKind, FakeConfig, as_config, merge_overrides
+from tokenrace.testing.fake_dcgm import dcgm_page
+from tokenrace.testing.fake_images import ImageError, received_images
 from tokenrace.testing.fake_log import RequestRecord, SendLog
 from tokenrace.testing.fake_openai import (
     Endpoint,
     Json,
     ResponseMeta,
+    chat_body,
     chat_prompt_text,
     chat_prompt_tokens,
     completion_prompt_text,
@@ -50,7 +53,9 @@ from tokenrace.testing.fake_plan import (
     token_groups,
 )
 from tokenrace.testing.fake_pooling import PoolingBadRequest, PoolingKind, pooling_answer, read_pooling
-from tokenrace.testing.fake_wire import wire_for
+from tokenrace.testing.fake_spec import SpecCounters
+from tokenrace.testing.fake_tools import offered_tool, responses_tool_items, tool_message
+from tokenrace.testing.fake_wire import responses_object, responses_usage, wire_for
 
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -62,6 +67,9 @@ class ServerState:
     log: SendLog
     # One simulated prefix cache per block geometry (size, unit, capacity).
     caches: dict[tuple[int, str, int | None], PrefixCache] = field(default_factory=dict)
+    spec: SpecCounters = field(default_factory=SpecCounters)
+    started_s: float = field(default_factory=time.perf_counter)
+    dcgm_scrapes: int = 0
 
     def cache_for(self, config: FakeConfig) -> PrefixCache:
         size, unit, capacity = config.cache_block_size, config.cache_block_unit, config.cache_capacity_blocks
@@ -99,6 +107,7 @@ def build_app(config: FakeConfig | Mapping[str, Any] | None = None) -> web.Appli
     app.router.add_get("/version", version)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/dcgm/metrics", dcgm_metrics)
     app.router.add_get("/fake/log", fake_log)
     app.router.add_post("/fake/reset", fake_reset)
     app.router.add_get("/fake/stats", fake_stats)
@@ -228,10 +237,28 @@ async def tokenize(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    path = request.app[STATE].config.metrics_text_path
-    if path is None:
+    state = request.app[STATE]
+    config = state.config
+    if config.metrics_text_path is None and config.spec_tokens == 0:
         return error_response(404, "No metrics configured.", "invalid_request_error", "not_found")
-    return web.Response(body=Path(path).read_bytes(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+    body = Path(config.metrics_text_path).read_bytes() if config.metrics_text_path else b""
+    if config.spec_tokens:
+        spec = state.spec.metrics_text(config.models[0], config.spec_tokens, config.spec_engines)
+        body += spec.encode()
+    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+
+async def dcgm_metrics(request: web.Request) -> web.Response:
+    """A DCGM exporter's page: the programmed GPUs' power, and their energy counters growing at it."""
+    state = request.app[STATE]
+    config = state.config
+    if not config.dcgm_power_w:
+        return error_response(404, "No DCGM exporter configured.", "invalid_request_error", "not_found")
+    state.dcgm_scrapes += 1
+    restarted = config.dcgm_restart_after is not None and state.dcgm_scrapes > config.dcgm_restart_after
+    elapsed = time.perf_counter() - state.started_s
+    text = dcgm_page(config.dcgm_power_w, elapsed, config.dcgm_energy, restarted)
+    return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 async def fake_log(request: web.Request) -> web.Response:
@@ -254,7 +281,10 @@ async def fake_reset(request: web.Request) -> web.Response:
 
 async def fake_stats(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    return json_response({**state.log.stats(), "cache_blocks": sum(len(c) for c in state.caches.values())})
+    drafts, draft_tokens, accepted = state.spec.totals(state.config.spec_engines)
+    spec = {"drafts": drafts, "draft_tokens": draft_tokens, "accepted_tokens": accepted}
+    blocks = sum(len(c) for c in state.caches.values())
+    return json_response({**state.log.stats(), "cache_blocks": blocks, "spec": spec})
 
 
 # --- generation ----------------------------------------------------------------------
@@ -335,6 +365,7 @@ async def _dispatch(
     config: FakeConfig,
     model: str,
 ) -> web.StreamResponse:
+    config = _content_config(config, endpoint, body)
     # One RNG per request, seeded by arrival order: the same draws whatever the interleaving.
     rng = random.Random(f"{config.seed}:{record.seq}")
     try:
@@ -346,6 +377,12 @@ async def _dispatch(
         lookup = request.app[STATE].cache_for(config).lookup_and_insert(_prompt_text(endpoint, body))
         req = dataclasses.replace(req, cached_tokens=lookup.cached_tokens)
     _fill_record(record, req)
+    if config.spec_tokens and req.fault is None:
+        spec_rng = random.Random(f"spec:{config.seed}:{record.seq}")  # its own draws: timing stays as it was
+        engine = record.seq % config.spec_engines
+        request.app[STATE].spec.generate(
+            req.output_tokens, config.spec_tokens, config.spec_acceptance, spec_rng, engine
+        )
     if req.fault in ("500", "429"):
         return await _send_now(request, record, _fault_error(req.fault))
     if req.fault == "refuse":
@@ -354,6 +391,20 @@ async def _dispatch(
     if record.stream:
         return await _stream(request, record, req, rng)
     return await _send_body(request, record, req, rng)
+
+
+def _content_config(config: FakeConfig, endpoint: Endpoint, body: Json) -> FakeConfig:
+    """`config` with the `when_prompt_contains` settings of every key the prompt contains."""
+    if not config.when_prompt_contains:
+        return config
+    try:
+        text = _prompt_text(endpoint, body)
+    except (KeyError, TypeError, AttributeError):
+        return config  # a malformed prompt is rejected later, with its own message
+    for key, settings in config.when_prompt_contains.items():
+        if key in text:
+            config = merge_overrides(config, settings)
+    return config
 
 
 def _bad_request(exc: BadRequest) -> web.Response:
@@ -426,14 +477,35 @@ def _gen_request(
 ) -> GenRequest:
     """Resolve sizes, fault and usage for one request. Raises BadRequest."""
     prompt_tokens = _prompt_tokens(endpoint, body)
+    images = _images(record, body, config)
     fault = _pick_fault(config, record.seq, rng)
-    output, finish = _output_length(config, _max_tokens(body), rng)
+    words = tuple(config.answer.split()) if config.answer is not None else None
+    output, finish = _output_length(config, _max_tokens(body), rng, words)
     if fault == "empty":
         output, finish = 0, "stop"
-    reasoning = min(config.reasoning_tokens, output) if endpoint != "completions" else 0
+    tool = offered_tool(body) if config.tool_calls and endpoint in ("chat", "responses") else None
+    reasoning = min(config.reasoning_tokens, output) if endpoint != "completions" and tool is None else 0
+    if tool is not None and finish == "stop":
+        finish = "tool_calls"
     meta = ResponseMeta(record.id, int(time.time()), model, endpoint)
     usage = _include_usage(config, body, endpoint)
-    return GenRequest(meta, config, prompt_tokens, output, reasoning, finish, usage, fault)
+    return GenRequest(
+        meta, config, prompt_tokens, output, reasoning, finish, usage, fault, images=images, tool_name=tool, words=words
+    )
+
+
+def _images(record: RequestRecord, body: Json, config: FakeConfig) -> int:
+    """Decode (and log) the request's images; BadRequest for one that is not an image, or for any
+    image when the server is set to refuse them."""
+    try:
+        images = received_images(body)
+    except ImageError as exc:
+        raise BadRequest(str(exc)) from None
+    if images:
+        record.images = [i.as_json() for i in images]
+    if images and config.refuse_images:
+        raise BadRequest("This model does not support image input.")
+    return len(images)
 
 
 def _prompt_tokens(endpoint: Endpoint, body: Json) -> int:
@@ -475,10 +547,12 @@ def _max_tokens(body: Json) -> int | None:
     return min(caps) if caps else None
 
 
-def _output_length(config: FakeConfig, cap: int | None, rng: random.Random) -> tuple[int, str]:
+def _output_length(
+    config: FakeConfig, cap: int | None, rng: random.Random, words: tuple[str, ...] | None = None
+) -> tuple[int, str]:
     """Tokens to generate and the finish reason ("length" when max_tokens cut it)."""
-    wanted = config.output_tokens
-    if config.output_tokens_std > 0:
+    wanted = config.output_tokens if words is None else len(words)
+    if words is None and config.output_tokens_std > 0:
         wanted = max(1, round(rng.gauss(config.output_tokens, config.output_tokens_std)))
     if cap is not None and wanted > cap:
         return cap, "length"
@@ -579,7 +653,7 @@ async def _stream(
     await resp.prepare(request)
     record.status = 200
     _flush_headers(resp)
-    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens)
+    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens, req.image_ms)
     spin_ns = ms_to_ns(req.config.spin_ms)
     for step in plan_stream(req):
         if step.kind == "abort":
@@ -611,7 +685,7 @@ async def _send_body(
 ) -> web.StreamResponse:
     """Non-streaming: wait until the last token would be ready, then send one body."""
     log = request.app[STATE].log
-    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens)
+    pacer = Pacer(record.arrival_ns, req.config, rng, record.in_flight_at_arrival, req.uncached_tokens, req.image_ms)
     spin_ns = ms_to_ns(req.config.spin_ms)
     if req.fault == "stall":
         pacer.shift(ms_to_ns(req.config.stall_s * 1000))
@@ -632,7 +706,19 @@ async def _send_body(
 def _full_body(req: GenRequest) -> Json:
     usage = req.usage() if req.include_usage else None
     reasoning, answer = req.texts()
-    body = wire_for(req.meta).body(req, reasoning, answer, usage)
+    body: Json
+    if req.tool_calls and req.meta.endpoint == "responses":
+        assert req.tool_name is not None
+        output = responses_tool_items(req.tool_name, req.output_tokens, req.tool_calls)
+        body = responses_object(req, "completed", output, responses_usage(req))
+    elif req.tool_calls:
+        assert req.tool_name is not None
+        body = chat_body(req.meta, "", "", req.finish_reason, usage)
+        body["choices"][0]["message"].update(
+            content=None, tool_calls=tool_message(req.tool_name, req.output_tokens, req.tool_calls)
+        )
+    else:
+        body = wire_for(req.meta).body(req, reasoning, answer, usage)
     timings = req.timings()
     if timings is not None:
         body["timings"] = timings

@@ -79,6 +79,16 @@ class FakeConfig(BaseModel):
     engine_timings: bool = False
     # The request header whose value the send log records as `session_id`.
     session_header: str = Field(default="X-Session-ID", min_length=1)
+    # Images (fake_images.py): each image a request carries is decoded and adds this much to TTFT,
+    # as a vision encoder would; `refuse_images` answers 400, as a text-only model's server does.
+    image_ms: float = Field(default=0.0, ge=0)
+    refuse_images: bool = False
+    # A request that offers `tools` is answered with this many tool calls (their arguments streamed
+    # one token per chunk, finish_reason "tool_calls") instead of text; 0 answers with text.
+    tool_calls: int = Field(default=0, ge=0)
+    # The answer's text instead of "w0 w1 ...", e.g. a JSON document: one token per
+    # whitespace-separated word, so output_tokens is its word count (max_tokens may cut it).
+    answer: str | None = None
     # Embeddings and rerank answer in one body, sent at arrival + ttft_ms (+ prefill_ms_per_token x
     # input tokens, + load) + this per input embedded / per document ranked.
     embedding_ms_per_input: float = Field(default=0.0, ge=0)
@@ -87,6 +97,31 @@ class FakeConfig(BaseModel):
     # The APIs this server answers; any other answers 404 as a server without that route does.
     # None: all of them.
     apis: list[ApiKind] | None = None
+    # Speculative decoding (fake_spec.py): each step drafts `spec_tokens` tokens (0: off), each
+    # accepted with probability `spec_acceptance` until the first rejection; /metrics then serves
+    # vLLM's spec-decode counters, split over `spec_engines` data-parallel engines.
+    spec_tokens: int = Field(default=0, ge=0)
+    spec_acceptance: float = Field(default=0.7, ge=0, le=1)
+    spec_engines: int = Field(default=1, ge=1)
+    # Settings for requests whose prompt contains a key, e.g. {"verbatim": {"itl_ms": 4,
+    # "spec_acceptance": 0.95}}: a server whose speed depends on what it is asked to write.
+    when_prompt_contains: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # A DCGM exporter page at /dcgm/metrics (fake_dcgm.py): one GPU per power, in W (empty: none).
+    # `dcgm_energy` False leaves the energy counter out; `dcgm_restart_after` scrapes, the counters
+    # begin again near 0, as after an exporter restart.
+    dcgm_power_w: list[float] = Field(default_factory=list)
+    dcgm_energy: bool = True
+    dcgm_restart_after: int | None = Field(default=None, ge=1)
+
+    @field_validator("when_prompt_contains")
+    @classmethod
+    def _known_settings(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        # A typo in a content rule would otherwise surface only when a prompt matched it.
+        for key, settings in value.items():
+            unknown = set(settings) - set(cls.model_fields) | ({"when_prompt_contains"} & set(settings))
+            if unknown:
+                raise ValueError(f"when_prompt_contains[{key!r}]: not settings of a request: {sorted(unknown)}")
+        return value
 
     @field_validator("fault", mode="before")
     @classmethod

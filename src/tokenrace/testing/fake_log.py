@@ -16,7 +16,7 @@ from typing import IO, Any, Literal, TypeAlias
 
 import orjson
 
-ChunkKind: TypeAlias = Literal["role", "content", "reasoning", "usage", "done", "malformed", "body"]
+ChunkKind: TypeAlias = Literal["role", "content", "reasoning", "tool", "usage", "done", "malformed", "body"]
 
 
 # A plain tuple, not a class: tuples of atomic values drop out of the garbage
@@ -56,6 +56,8 @@ class RequestRecord:
     # When the request's last bytes came off the socket (before aiohttp parsed them); arrival_ns is
     # when its handler began. None when the server could not stamp receives.
     received_ns: int | None = None
+    # The images the request carried, decoded (fake_images.ReceivedImage.as_json each); None: none.
+    images: list[dict[str, Any]] | None = None
     # Embeddings: the inputs embedded; rerank: the documents ranked. None for generation.
     inputs: int | None = None
     # The names (never the values) of the credential and version headers the request carried.

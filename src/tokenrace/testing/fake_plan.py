@@ -20,11 +20,14 @@ from tokenrace.testing.fake_openai import (
     MALFORMED_EVENT,
     Json,
     ResponseMeta,
+    delta_chunk,
     engine_timings,
+    sse,
     token_text,
     usage_block,
 )
-from tokenrace.testing.fake_wire import wire_for
+from tokenrace.testing.fake_tools import responses_tool_events, responses_tool_items, tool_deltas
+from tokenrace.testing.fake_wire import named_sse, responses_object, responses_usage, wire_for
 
 StepKind: TypeAlias = ChunkKind | Literal["stall", "abort"]
 
@@ -42,6 +45,25 @@ class GenRequest:
     include_usage: bool
     fault: str | None
     cached_tokens: int | None = None  # from the simulated prefix cache; None when it is off
+    images: int = 0  # images the request carried (each adds config.image_ms to TTFT)
+    tool_name: str | None = None  # answer with config.tool_calls calls of this function instead of text
+    words: tuple[str, ...] | None = None  # the answer's words (config.answer); else "w{i}"
+
+    @property
+    def tool_calls(self) -> int:
+        return self.config.tool_calls if self.tool_name is not None and self.output_tokens else 0
+
+    @property
+    def image_ms(self) -> float:
+        """What the request's images add to TTFT."""
+        return self.config.image_ms * self.images
+
+    def text(self, first: int, count: int) -> str:
+        """The text of generated tokens first .. first+count-1 (the answer's words after the reasoning)."""
+        if self.words is None:
+            return token_text(first, count)
+        skip = self.reasoning_tokens
+        return "".join(f"{self.words[i - skip]} " if i >= skip else f"w{i} " for i in range(first, first + count))
 
     @property
     def uncached_tokens(self) -> int:
@@ -51,14 +73,15 @@ class GenRequest:
     def texts(self) -> tuple[str, str]:
         """(reasoning, answer) text of the whole answer."""
         reasoning = token_text(0, self.reasoning_tokens)
-        return reasoning, token_text(self.reasoning_tokens, self.output_tokens - self.reasoning_tokens)
+        return reasoning, self.text(self.reasoning_tokens, self.output_tokens - self.reasoning_tokens)
 
     def usage(self) -> Json:
         return usage_block(self.prompt_tokens, self.output_tokens, self.reasoning_tokens, self.cached_tokens)
 
     def prompt_ms(self) -> float:
-        """The programmed prefill time (load excluded): ttft_ms + per-token cost of the uncached tokens."""
-        return self.config.ttft_ms + self.config.prefill_ms_per_token * self.uncached_tokens
+        """The programmed prefill time (load excluded): ttft_ms + per-token cost of the uncached tokens
+        + the images' time."""
+        return self.config.ttft_ms + self.config.prefill_ms_per_token * self.uncached_tokens + self.image_ms
 
     def timings(self) -> Json | None:
         """llama.cpp-style `timings`, when the config asks for them."""
@@ -93,6 +116,9 @@ def plan_stream(req: GenRequest) -> Iterator[Step]:
     wire = wire_for(req.meta)
     for kind, data in wire.opening(req):
         yield Step(kind, data)
+    if req.tool_calls:
+        yield from _tool_steps(req)
+        return
     groups = _groups(req)
     after = req.config.fault_after_chunks
     # Cutting before the last group guarantees the client never sees a finish_reason.
@@ -112,6 +138,24 @@ def plan_stream(req: GenRequest) -> Iterator[Step]:
         yield Step(kind, data)
 
 
+def _tool_steps(req: GenRequest) -> Iterator[Step]:
+    """A tool-calling answer: one chunk per argument token, then the API's closing events."""
+    assert req.tool_name is not None
+    if req.meta.endpoint == "responses":
+        for piece, token in responses_tool_events(req.tool_name, req.output_tokens, req.tool_calls):
+            yield Step("tool", b"".join(named_sse(e) for e in piece["events"]), 1, token)
+        output = responses_tool_items(req.tool_name, req.output_tokens, req.tool_calls)
+        final = responses_object(req, "completed", output, responses_usage(req))
+        yield Step("done", named_sse({"type": "response.completed", "response": final}))
+        return
+    last = req.output_tokens - 1
+    for delta, token in tool_deltas(req.tool_name, req.output_tokens, req.tool_calls):
+        chunk = delta_chunk(req.meta, delta, "tool_calls" if token == last else None)
+        yield Step("tool", sse(chunk), 1, token)
+    for kind, data in wire_for(req.meta).closing(req):
+        yield Step(kind, data)
+
+
 def _groups(req: GenRequest) -> list[tuple[ChunkKind, int, int]]:
     """(kind, first token, size) per token chunk; a chunk never mixes reasoning and answer."""
     per_chunk = req.config.tokens_per_chunk
@@ -125,7 +169,7 @@ def _groups(req: GenRequest) -> list[tuple[ChunkKind, int, int]]:
 
 def _token_step(req: GenRequest, group: tuple[ChunkKind, int, int], is_last: bool) -> Step:
     kind, first, size = group
-    data = wire_for(req.meta).token(req, kind, first, token_text(first, size), is_last)
+    data = wire_for(req.meta).token(req, kind, first, req.text(first, size), is_last)
     return Step(kind, data, size, first + max(size, 1) - 1)
 
 
@@ -148,11 +192,17 @@ class Pacer:
     """
 
     def __init__(
-        self, arrival_ns: int, config: FakeConfig, rng: random.Random, others: int, uncached_tokens: int = 0
+        self,
+        arrival_ns: int,
+        config: FakeConfig,
+        rng: random.Random,
+        others: int,
+        uncached_tokens: int = 0,
+        extra_ms: float = 0.0,
     ) -> None:
         self._config = config
         self._rng = rng
-        ttft = config.ttft_ms + config.prefill_ms_per_token * uncached_tokens + config.load_ttft_ms * others
+        ttft = config.ttft_ms + config.prefill_ms_per_token * uncached_tokens + config.load_ttft_ms * others + extra_ms
         self._grid_ns = arrival_ns + ms_to_ns(ttft)  # when token `_grid_token` is ready
         self._grid_token = 0
         self._last_deadline = arrival_ns

@@ -72,6 +72,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from tokenrace import aio
 from tokenrace.testing.fake_app import STATE, build_app
 from tokenrace.testing.fake_config import FAULT_KINDS, FakeConfig, as_config, merge_overrides
 from tokenrace.testing.fake_log import SendLog
@@ -198,15 +199,6 @@ def _stop_on_stdin_eof(stop: asyncio.Event) -> None:
     loop.add_reader(fd, on_readable)
 
 
-def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    """uvloop when installed (faster, steadier timing), else the stdlib loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    return uvloop.new_event_loop
-
-
 # --- shared accessors -----------------------------------------------------------------
 
 
@@ -224,7 +216,7 @@ class _FakeServerAccess:
         """Send-log entries; waits up to `wait_idle_s` for in-flight requests to end first."""
         return list(self._call("GET", f"/fake/log?wait_idle={wait_idle_s}"))
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         return dict(self._call("GET", "/fake/stats"))
 
     def reset(self) -> None:
@@ -280,7 +272,7 @@ class FakeServerThread(_FakeServerAccess):
         self.stop()
 
     def _run(self) -> None:
-        loop = _event_loop_factory()()
+        loop = aio.loop_factory()()
         self._loop = loop
         try:
             loop.run_until_complete(self._serve())
@@ -465,8 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as exc:  # pydantic's ValidationError is a ValueError
         print(f"fake_server: bad config: {exc}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
-        runner.run(_main_async(config, args))
+    aio.run(_main_async(config, args))
     return 0
 
 

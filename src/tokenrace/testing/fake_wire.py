@@ -84,7 +84,7 @@ class ChatWire(Wire):
 # --- OpenAI Responses API -----------------------------------------------------------------------
 
 
-def _response(req: GenRequest, status: str, output: list[Json], usage: Json | None) -> Json:
+def responses_object(req: GenRequest, status: str, output: list[Json], usage: Json | None) -> Json:
     incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
     return {
         "id": req.meta.id,
@@ -127,7 +127,7 @@ def _part(text: str) -> Json:
 
 class ResponsesWire(Wire):
     def opening(self, req: GenRequest) -> list[Piece]:
-        response = _response(req, "in_progress", [], None)
+        response = responses_object(req, "in_progress", [], None)
         created = named_sse({"type": "response.created", "response": response})
         return [("role", created + named_sse({"type": "response.in_progress", "response": response}))]
 
@@ -155,13 +155,13 @@ class ResponsesWire(Wire):
         status = "incomplete" if req.finish_reason == "length" else "completed"
         output = _responses_items(req, reasoning, answer)
         done = {"type": "response.output_text.done", "item_id": f"msg_{req.meta.id}", "text": answer}
-        final = _response(req, status, output, responses_usage(req))
+        final = responses_object(req, status, output, responses_usage(req))
         end = named_sse(done) + named_sse({"type": f"response.{status}", "response": final})
         return [("done", end)]
 
     def body(self, req: GenRequest, reasoning: str, answer: str, usage: Json | None) -> Json:
         status = "incomplete" if req.finish_reason == "length" else "completed"
-        return _response(req, status, _responses_items(req, reasoning, answer), responses_usage(req))
+        return responses_object(req, status, _responses_items(req, reasoning, answer), responses_usage(req))
 
 
 # --- Anthropic Messages API ---------------------------------------------------------------------
@@ -239,4 +239,4 @@ def wire_for(meta: ResponseMeta) -> Wire:
     return WIRES[meta.endpoint]
 
 
-__all__ = ["WIRES", "Wire", "named_sse", "wire_for"]
+__all__ = ["WIRES", "Wire", "named_sse", "responses_object", "responses_usage", "wire_for"]

@@ -3,11 +3,18 @@ the answer (a stream or one body)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import RequestSpec
 from tokenrace.client.stream import StreamReader
+
+
+@runtime_checkable
+class StructuredReader(Protocol):
+    """A stream reader that also keeps the answer's text apart and counts the tool calls."""
+
+    def structured(self) -> tuple[str, int]: ...
 
 
 class Api:
@@ -33,6 +40,14 @@ class Api:
 
     def stream_reader(self, rec: RequestRecord) -> StreamReader:
         raise NotImplementedError(f"the {self.name} API does not stream")
+
+    def structured_reader(self, rec: RequestRecord) -> StreamReader:
+        """The stream reader when tools or a response schema were asked for."""
+        raise NotImplementedError(f"the {self.name} API takes no tools and no response format")
+
+    def structured_body(self, obj: Any) -> tuple[str, int]:
+        """(the answer's text, the tool calls) of a whole body, for tools and schemas."""
+        raise NotImplementedError(f"the {self.name} API takes no tools and no response format")
 
     def read_body(self, rec: RequestRecord, obj: Any) -> None:
         """Fill `rec` from the answer's parsed JSON body (`rec.fail` when it is not what the API sends)."""

@@ -14,6 +14,7 @@ from tokenrace.client.apis.base import Api, body_object
 from tokenrace.client.records import RequestRecord, cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader, error_message_from_body
+from tokenrace.client.structured import response_format
 
 
 def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
@@ -38,11 +39,28 @@ class ChatApi(Api):
     path = "chat/completions"
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
-        b = {"model": spec.model, "stream": spec.options.stream, "messages": chat_messages(spec.prompt)}
+        o = spec.options
+        b = {"model": spec.model, "stream": o.stream, "messages": chat_messages(spec.prompt)}
+        if o.tools is not None:
+            b["tools"] = o.tools
+            if o.tool_choice is not None:
+                b["tool_choice"] = o.tool_choice
+        if o.response_schema is not None:
+            b["response_format"] = response_format(o.response_schema_name, o.response_schema)
         return _common(spec, b)
 
     def stream_reader(self, rec: RequestRecord) -> StreamReader:
         return ChatReader(rec, chat=True)
+
+    def structured_reader(self, rec: RequestRecord) -> StreamReader:
+        """The reader when tools or a schema were asked for: the plain one does no extra work per chunk."""
+        return StructuredChatReader(rec)
+
+    def structured_body(self, obj: Any) -> tuple[str, int]:
+        """(the answer's text, the tool calls) of a whole body."""
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        msg = (choices[0] if choices else {}).get("message") or {}
+        return str(msg.get("content") or ""), len(msg.get("tool_calls") or [])
 
     def read_body(self, rec: RequestRecord, obj: Any) -> None:
         read_choice_body(rec, obj)
@@ -61,6 +79,9 @@ class CompletionsApi(ChatApi):
 
     def stream_reader(self, rec: RequestRecord) -> StreamReader:
         return ChatReader(rec, chat=False)
+
+    def structured_reader(self, rec: RequestRecord) -> StreamReader:
+        raise NotImplementedError("the completions API takes no tools and no response format")
 
 
 class ChatReader(StreamReader):
@@ -121,6 +142,56 @@ class ChatReader(StreamReader):
             rec.finish_reason = reason
 
 
+class StructuredChatReader(ChatReader):
+    """A chat stream that may carry tool calls: their deltas (name, arguments) are output chunks and
+    tokens, stamped as the first tool delta; the answer's text is kept apart for schema validation."""
+
+    __slots__ = ("answer", "calls")
+
+    def __init__(self, rec: RequestRecord) -> None:
+        super().__init__(rec, chat=True)
+        self.answer: list[str] = []
+        self.calls: set[Any] = set()
+
+    def _on_choice(self, choice: dict[str, Any], t: int) -> None:
+        rec = self.rec
+        delta = choice.get("delta") or {}
+        answer = delta.get("content") or ""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        tool = self._tool_text(delta.get("tool_calls"))
+        if answer or reasoning or tool:
+            if rec.first_token_ns is None:
+                rec.first_token_ns = t
+            if answer and rec.first_answer_ns is None:
+                rec.first_answer_ns = t
+            if tool and rec.first_tool_ns is None:
+                rec.first_tool_ns = t
+            rec.chunk_ns.append(t)
+            rec.chunk_chars.append(len(answer) + len(reasoning) + len(tool))
+            self.pieces.append(reasoning + answer + tool)
+            self.answer.append(answer)
+            if reasoning and not answer and not tool:
+                rec.reasoning_chunks += 1
+        reason = choice.get("finish_reason")
+        if reason:
+            rec.finish_reason = reason
+
+    def _tool_text(self, calls: Any) -> str:
+        """The generated text of a delta's tool calls (function names and argument pieces)."""
+        if not calls:
+            return ""
+        text = ""
+        for call in calls:
+            self.calls.add(call.get("index", call.get("id", len(self.calls))))
+            fn = call.get("function") or {}
+            text += (fn.get("name") or "") + (fn.get("arguments") or "")
+        return text
+
+    def structured(self) -> tuple[str, int]:
+        """(the answer's text, the tool calls) read so far."""
+        return "".join(self.answer), len(self.calls)
+
+
 def _content_of(choice: dict[str, Any], chat: bool) -> tuple[str, str]:
     """(answer text, reasoning/tool text) carried by one streamed choice."""
     if not chat:
@@ -150,5 +221,7 @@ def read_choice_body(rec: RequestRecord, raw: Any) -> None:
     msg = choice.get("message") or {}
     answer = msg.get("content") or choice.get("text") or ""
     reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
-    rec.text = reasoning + answer
+    calls = msg.get("tool_calls") or []
+    tools = "".join(str((c.get("function") or {}).get("arguments") or "") for c in calls if isinstance(c, dict))
+    rec.text = reasoning + answer + tools
     rec.finish_reason = choice.get("finish_reason")

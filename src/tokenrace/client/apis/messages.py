@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenrace.client.apis.base import Api, body_object, count
+from tokenrace.client.images import anthropic_part
 from tokenrace.client.records import RequestRecord, cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader
@@ -27,9 +28,11 @@ DEFAULT_MAX_TOKENS = 4096
 
 
 def message_content(content: Any) -> Any:
-    """A chat message's content as a Messages content value (image parts will become `image`
-    blocks with a base64 source here). Text parts already have Anthropic's shape."""
-    return content
+    """A chat message's content as a Messages content value: image parts become `image` blocks with
+    a base64 source (a `url` source for an http URL). Text parts already have Anthropic's shape."""
+    if not isinstance(content, list):
+        return content
+    return [anthropic_part(p) if isinstance(p, dict) else p for p in content]
 
 
 def split_system(prompt: Prompt) -> tuple[str | None, list[dict[str, Any]]]:

@@ -13,22 +13,21 @@ from __future__ import annotations
 from typing import Any
 
 from tokenrace.client.apis.base import Api, body_object, count
+from tokenrace.client.images import responses_part
 from tokenrace.client.records import RequestRecord, cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader
+from tokenrace.client.structured import response_format
 
 END_EVENTS = ("response.completed", "response.incomplete")
 
 
 def content_parts(content: Any) -> Any:
-    """A chat message's content as Responses input: typed text parts become `input_text` (image
-    parts will become `input_image` here)."""
+    """A chat message's content as Responses input: typed text parts become `input_text`, image
+    parts `input_image` (the same data URL)."""
     if not isinstance(content, list):
         return content
-    return [
-        {"type": "input_text", "text": p.get("text", "")} if isinstance(p, dict) and p.get("type") == "text" else p
-        for p in content
-    ]
+    return [responses_part(p) if isinstance(p, dict) else p for p in content]
 
 
 def input_items(prompt: Prompt) -> list[dict[str, Any]]:
@@ -45,6 +44,13 @@ class ResponsesApi(Api):
         b: dict[str, Any] = {"model": spec.model, "input": input_items(spec.prompt), "stream": o.stream}
         if spec.max_tokens is not None:
             b["max_output_tokens"] = spec.max_tokens
+        if o.tools is not None:
+            b["tools"] = [responses_tool(t) for t in o.tools]
+            if o.tool_choice is not None:
+                b["tool_choice"] = responses_tool_choice(o.tool_choice)
+        if o.response_schema is not None:
+            fmt = response_format(o.response_schema_name, o.response_schema)["json_schema"]
+            b["text"] = {"format": {"type": "json_schema", **fmt}}
         # The Responses API takes no seed (OpenAI refuses unknown parameters); usage always comes.
         b.update(spec.sampling(seed=False))
         b.update(o.extra_body)
@@ -53,13 +59,23 @@ class ResponsesApi(Api):
     def stream_reader(self, rec: RequestRecord) -> StreamReader:
         return ResponsesReader(rec)
 
+    def structured_reader(self, rec: RequestRecord) -> StreamReader:
+        return StructuredResponsesReader(rec)
+
+    def structured_body(self, obj: Any) -> tuple[str, int]:
+        output = obj.get("output") if isinstance(obj, dict) else None
+        answer, _ = output_text(output)
+        calls = [i for i in output or [] if isinstance(i, dict) and i.get("type") == "function_call"]
+        return answer, len(calls)
+
     def read_body(self, rec: RequestRecord, raw: Any) -> None:
         obj = body_object(rec, raw)
         if obj is None:
             return
         rec.response_id = rec.response_id or obj.get("id")
         answer, reasoning = output_text(obj.get("output"))
-        rec.text = reasoning + answer
+        calls = [i for i in obj.get("output") or [] if isinstance(i, dict) and i.get("type") == "function_call"]
+        rec.text = reasoning + answer + "".join(str(c.get("arguments") or "") for c in calls)
         _finish(rec, obj)
 
 
@@ -94,6 +110,63 @@ class ResponsesReader(StreamReader):
             self.rec.fail("stream_error", f"response.failed: {error.get('message') or error or 'no message'}")
         elif kind == "error":
             self.rec.fail("stream_error", str(obj.get("message") or obj.get("error") or obj)[:300])
+
+
+class StructuredResponsesReader(ResponsesReader):
+    """A Responses stream that may carry function calls: each `function_call_arguments` delta is an
+    output chunk stamped as a tool delta (not reasoning); the answer's text is kept for validation."""
+
+    __slots__ = ("answer", "calls")
+
+    def __init__(self, rec: RequestRecord) -> None:
+        super().__init__(rec)
+        self.answer: list[str] = []
+        self.calls: set[Any] = set()
+
+    def on_event(self, data: str, t: int) -> None:
+        # The two delta kinds are handled here (parsed once); every other event as the plain reader does.
+        if '"response.function_call_arguments.delta"' not in data and '"response.output_text.delta"' not in data:
+            super().on_event(data, t)
+            return
+        obj = self.event_object(data)
+        if obj is None:
+            return
+        text = obj.get("delta") or ""
+        if not text:
+            return
+        if obj.get("type") == "response.output_text.delta":
+            self.answer.append(text)
+            self.content(text, "", t)
+        else:
+            self.calls.add(obj.get("item_id", obj.get("output_index")))
+            self._tool(text, t)
+
+    def _tool(self, text: str, t: int) -> None:
+        rec = self.rec
+        if rec.first_token_ns is None:
+            rec.first_token_ns = t
+        if rec.first_tool_ns is None:
+            rec.first_tool_ns = t
+        rec.chunk_ns.append(t)
+        rec.chunk_chars.append(len(text))
+        self.pieces.append(text)
+
+    def structured(self) -> tuple[str, int]:
+        return "".join(self.answer), len(self.calls)
+
+
+def responses_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat tool (`{"type": "function", "function": {...}}`) in the Responses API's flat
+    shape (`{"type": "function", "name", "description", "parameters"}`)."""
+    fn = tool.get("function")
+    return {"type": "function", **fn} if isinstance(fn, dict) else tool
+
+
+def responses_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    """`auto`, `none`, `required` as they are; a forced function as `{"type": "function", "name"}`."""
+    if isinstance(choice, dict):
+        return {"type": "function", "name": (choice.get("function") or {}).get("name")}
+    return choice
 
 
 def _finish(rec: RequestRecord, response: dict[str, Any]) -> None:

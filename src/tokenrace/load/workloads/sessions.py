@@ -11,24 +11,31 @@ Sources:
 - synthetic: `synthetic_conversations(count, turns, user_texts, think_time_s, seed)`, turns drawn
   per session from `N` or `MEAN,STD` (at least 1), think time exponential with the given mean;
 - `load_sharegpt(path)`: ShareGPT JSON, `[{"conversations": [{"from": "human"|"gpt", "value": ...}]}]`;
-- `load_messages_jsonl(path)`: one conversation per line, `{"messages": [{"role", "content"}]}`;
+  a ShareGPT-4V-style `"image"` (a path, or a list of paths, relative to the file's folder) is sent
+  with the first user turn, its `<image>` placeholders removed from the text;
+- `load_messages_jsonl(path)`: one conversation per line, `{"messages": [{"role", "content"}]}`; a
+  user content list with OpenAI `image_url` parts is sent as it is;
   then `with_think_times(...)` draws the pauses between their turns.
+
+A turn's images stay in the history of the turns after it, as a chat client re-sends them.
 
 Pure and deterministic given the seed; bad input raises UsageError naming the file and the entry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
+from tokenrace.client.images import Image, ImageTally
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.load.workloads.images import ImageBank, read_file, tally_messages
 
 DEFAULT_SESSION_HEADER = "X-Session-ID"
 
@@ -40,6 +47,16 @@ class Turn:
     user: str
     reference: str | None = None
     max_tokens: int | None = None
+    parts: tuple[dict[str, Any], ...] | None = None  # a file's own content parts (with images), sent as given
+    images: tuple[Image, ...] = ()  # images sent after the text (or the parts)
+    tally: ImageTally | None = None  # the images this turn carries, when it carries any
+
+    def content(self) -> str | list[dict[str, Any]]:
+        """The user message's content: the text, or parts when the turn carries images."""
+        if self.parts is None and not self.images:
+            return self.user
+        parts = list(self.parts) if self.parts is not None else [{"type": "text", "text": self.user}]
+        return parts + [i.chat_part() for i in self.images]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,10 +163,38 @@ def messages_for_turn(conversation: Conversation, turn: int, answers: Sequence[s
     if conversation.system is not None:
         messages.append({"role": "system", "content": conversation.system})
     for earlier, answer in zip(conversation.turns[: turn - 1], answers, strict=True):
-        messages.append({"role": "user", "content": earlier.user})
+        messages.append({"role": "user", "content": earlier.content()})
         messages.append({"role": "assistant", "content": answer})
-    messages.append({"role": "user", "content": conversation.turns[turn - 1].user})
+    messages.append({"role": "user", "content": conversation.turns[turn - 1].content()})
     return messages
+
+
+def images_up_to(conversation: Conversation, turn: int) -> ImageTally | None:
+    """The images a request for `turn` carries: its own and every earlier turn's (None: none)."""
+    tallies = [t.tally for t in conversation.turns[:turn] if t.tally is not None]
+    if not tallies:
+        return None
+    total = ImageTally()
+    for tally in tallies:
+        total = total.plus(tally)
+    return total
+
+
+def with_turn_images(conversations: Sequence[Conversation], bank: ImageBank) -> Iterator[Conversation]:
+    """The conversations with the bank's images added to their turns, one bank set per turn in order."""
+    index = 0
+    for c in conversations:
+        turns = []
+        for t in c.turns:
+            images = bank.for_request(index)
+            index += 1
+            turns.append(_with_images(t, images) if images else t)
+        yield replace(c, turns=tuple(turns))
+
+
+def _with_images(turn: Turn, images: tuple[Image, ...]) -> Turn:
+    tally = (turn.tally or ImageTally()).plus(ImageTally.of(images))
+    return replace(turn, images=turn.images + images, tally=tally)
 
 
 def session_prompt(
@@ -160,7 +205,9 @@ def session_prompt(
     messages = messages_for_turn(conversation, turn, answers)
     headers = {header: session_header_value(conversation.id)} if header else None
     max_tokens = conversation.turns[turn - 1].max_tokens
-    return Prompt(messages=messages, max_tokens=max_tokens, label=f"{conversation.id}#{turn}", headers=headers)
+    images = images_up_to(conversation, turn)
+    label = f"{conversation.id}#{turn}"
+    return Prompt(messages=messages, max_tokens=max_tokens, label=label, headers=headers, images=images)
 
 
 def session_header_value(conv_id: str) -> str:
@@ -243,12 +290,27 @@ def _sharegpt_entry(entry: Any, p: Path, index: int) -> Conversation:
     where = f"{p}: entry {index}"
     if not isinstance(entry, dict) or not isinstance(entry.get("conversations"), list):
         raise UsageError(f'{where}: expected an object with a "conversations" list')
-    messages = []
+    images = _sharegpt_images(entry.get("image"), p, where)
+    messages: list[tuple[str, str, list[dict[str, Any]] | None]] = []
     for j, message in enumerate(entry["conversations"]):
         if not isinstance(message, dict) or not isinstance(message.get("value"), str):
             raise UsageError(f'{where}, message {j}: expected {{"from": ..., "value": "text"}}')
-        messages.append((_sharegpt_role(message.get("from"), f"{where}, message {j}"), message["value"]))
-    return _conversation(_entry_id(entry, p, index), messages, where)
+        text = message["value"].replace("<image>\n", "").replace("<image>", "") if images else message["value"]
+        messages.append((_sharegpt_role(message.get("from"), f"{where}, message {j}"), text, None))
+    conversation = _conversation(_entry_id(entry, p, index), messages, where)
+    if not images:
+        return conversation
+    return replace(conversation, turns=(_with_images(conversation.turns[0], images), *conversation.turns[1:]))
+
+
+def _sharegpt_images(value: Any, p: Path, where: str) -> tuple[Image, ...]:
+    """A ShareGPT-4V `image` field: a path or a list of paths, relative to the file's folder."""
+    if value is None:
+        return ()
+    paths = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) and v for v in paths):
+        raise UsageError(f'{where}: "image" must be a file path or a list of paths')
+    return tuple(read_file(p.parent / v, "sessions") for v in paths)
 
 
 def _messages_line(line: str, p: Path, lineno: int) -> Conversation:
@@ -259,12 +321,19 @@ def _messages_line(line: str, p: Path, lineno: int) -> Conversation:
         raise UsageError(f"{where}: not JSON ({exc})") from None
     if not isinstance(entry, dict) or not isinstance(entry.get("messages"), list):
         raise UsageError(f'{where}: expected an object with a "messages" list')
-    messages = []
+    messages: list[tuple[str, str, list[dict[str, Any]] | None]] = []
     for j, message in enumerate(entry["messages"]):
         if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant"):
             raise UsageError(f'{where}, message {j}: expected a "role" of system, user or assistant')
-        messages.append((message["role"], _content_text(message.get("content"), f"{where}, message {j}")))
+        at = f"{where}, message {j}"
+        content = message.get("content")
+        parts = content if message["role"] == "user" and _has_images(content) else None
+        messages.append((message["role"], _content_text(content, at, parts is not None), parts))
     return _conversation(_entry_id(entry, p, lineno), messages, where)
+
+
+def _has_images(content: Any) -> bool:
+    return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "image_url" for p in content)
 
 
 def _read_json(p: Path) -> Any:
@@ -288,12 +357,27 @@ def _sharegpt_role(value: Any, where: str) -> str:
     raise UsageError(f'{where}: "from" is {value!r}, expected "human" or "gpt" (or "system")')
 
 
-def _content_text(content: Any, where: str) -> str:
+def _content_text(content: Any, where: str, images: bool = False) -> str:
+    kinds = ("text", "image_url") if images else ("text",)
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-        return "".join(str(p.get("text", "")) for p in content)
-    raise UsageError(f"{where}: content must be text (a string or a list of text parts)")
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") in kinds for p in content):
+        return "".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+    raise UsageError(
+        f"{where}: content must be text (a string or a list of text parts), or a user's text and image_url parts"
+    )
+
+
+def _user_turn(
+    pending: list[tuple[str, list[dict[str, Any]] | None]], where: str, reference: str | None = None
+) -> Turn:
+    """One turn from consecutive user messages; their image parts, when any, are kept as sent."""
+    text = "\n\n".join(t for t, _ in pending)
+    if all(parts is None for _, parts in pending):
+        return Turn(text, reference=reference)
+    merged = [p for t, parts in pending for p in (parts if parts is not None else [{"type": "text", "text": t}])]
+    tally = tally_messages([{"role": "user", "content": merged}], "sessions", where)
+    return Turn(text, reference=reference, parts=tuple(merged), tally=tally)
 
 
 def _entry_id(entry: dict[str, Any], p: Path, position: int) -> str:
@@ -301,21 +385,24 @@ def _entry_id(entry: dict[str, Any], p: Path, position: int) -> str:
     return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else f"{p.stem}-{position}"
 
 
-def _conversation(conv_id: str, messages: list[tuple[str, str]], where: str) -> Conversation:
-    """Turns from (role, text) pairs: one system message at most, first; user turns, each with the
-    assistant answer that follows it as its reference. Consecutive user messages are one turn."""
+def _conversation(
+    conv_id: str, messages: list[tuple[str, str, list[dict[str, Any]] | None]], where: str
+) -> Conversation:
+    """Turns from (role, text, image parts) triples: one system message at most, first; user turns,
+    each with the assistant answer that follows it as its reference. Consecutive user messages are
+    one turn."""
     system: str | None = None
     turns: list[Turn] = []
-    pending: list[str] = []
-    for i, (role, text) in enumerate(messages):
+    pending: list[tuple[str, list[dict[str, Any]] | None]] = []
+    for i, (role, text, parts) in enumerate(messages):
         if role == "system":
             if i != 0:
                 raise UsageError(f"{where}: a system message is only allowed first (message {i})")
             system = text
         elif role == "user":
-            pending.append(text)
+            pending.append((text, parts))
         elif pending:  # the assistant's answer to the user turn(s) before it
-            turns.append(Turn("\n\n".join(pending), reference=text))
+            turns.append(_user_turn(pending, where, reference=text))
             pending = []
         elif turns:
             raise UsageError(f"{where}: two assistant messages in a row (message {i})")
@@ -324,7 +411,7 @@ def _conversation(conv_id: str, messages: list[tuple[str, str]], where: str) -> 
                 f"{where}: the conversation must start with a user message (message {i} is the assistant's)"
             )
     if pending:
-        turns.append(Turn("\n\n".join(pending)))
+        turns.append(_user_turn(pending, where))
     if not turns:
         raise UsageError(f"{where}: no user turn")
     return Conversation(conv_id, tuple(turns), system)

@@ -1,45 +1,27 @@
-"""The gateway's configuration: a pydantic schema, read from YAML with line numbers kept.
+"""The gateway configuration's schema: pydantic models, one per section of the YAML file.
 
-`load_config(path)` returns a validated `GatewayConfig` or raises `ConfigError`, whose lines read
-like `gateway.yaml:12: routes[0].backends[1].weight: must be >= 0`. Secrets never live in the file:
-backends name the environment variable that holds their key (`api_key_env`), client and admin keys
-come from environment variables or are given as SHA-256 digests. `resolve_secrets` reads them.
+Reading a file (with line numbers in its errors) is `config.load`; the keys the file names by
+environment variable are read by `config.secrets`. This module imports nothing of the request path:
+the request path (routing, runtime) depends on the schema, never the other way round; only the pure
+header rules (`headers`) are shared, to check `forward_headers` entries.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import math
-import os
 import re
 import ssl
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path as FsPath
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tokenrace.errors import UsageError
-from tokenrace.gateway.routing import Policy
-from tokenrace.gateway.yamlpos import Path, YamlError, format_path, line_of, load_with_lines
-from tokenrace.redact import Redactor
+from tokenrace.gateway.headers import pattern_problem
 
 RetryKind = Literal["connect", "disconnect", "429", "5xx", "timeout"]
 DEFAULT_RETRY_ON: tuple[RetryKind, ...] = ("connect", "disconnect", "429", "5xx")
+Policy = Literal["least_in_flight", "least_queue", "prefix_affinity"]
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class ConfigError(UsageError):
-    """An invalid gateway configuration. `problems` holds one located line per problem."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        more = f" (and {len(problems) - 1} more; `tokenrace gateway check` lists them)" if len(problems) > 1 else ""
-        super().__init__(problems[0] + more)
 
 
 class _Model(BaseModel):
@@ -234,6 +216,26 @@ class RetryConfig(_Model):
     on: list[RetryKind] = Field(default_factory=lambda: list(DEFAULT_RETRY_ON))
 
 
+def _header_entry(entry: str) -> str:
+    problem = pattern_problem(entry)
+    if problem is not None:
+        raise ValueError(problem)
+    return entry
+
+
+HeaderEntry = Annotated[str, AfterValidator(_header_entry)]
+
+
+class ForwardHeadersConfig(_Model):
+    """Which client request headers go on to the route's backends (docs/gateway.md, "Headers").
+
+    By default every end-to-end header does; with `allow`, only those it names. `deny` names
+    headers that never do. An entry is a header name or a prefix ending in `*` (`openai-*`)."""
+
+    allow: list[HeaderEntry] | None = None
+    deny: list[HeaderEntry] = Field(default_factory=list)
+
+
 class RouteConfig(_Model):
     model: str = Field(min_length=1)
     backends: list[TargetConfig] = Field(min_length=1)
@@ -242,6 +244,7 @@ class RouteConfig(_Model):
     retry: RetryConfig | None = None
     canary: CanaryConfig | None = None
     shadow: ShadowConfig | None = None
+    forward_headers: ForwardHeadersConfig | None = None
 
     @field_validator("backends", mode="before")
     @classmethod
@@ -381,164 +384,6 @@ class GatewayConfig(_Model):
         return next((r for r in self.routes if r.model == model), None)
 
 
-# --- loading ----------------------------------------------------------------------------
-
-
-def load_config(path: str | FsPath, env: Mapping[str, str] | None = None, check_env: bool = True) -> GatewayConfig:
-    """Read, validate and cross-check a gateway YAML file. Raises ConfigError (located lines)."""
-    name = str(path)
-    try:
-        text = FsPath(path).read_text()
-    except OSError as exc:
-        raise ConfigError([f"{name}: cannot read: {exc.strerror or exc}"]) from None
-    return parse_config(text, name, os.environ if env is None else env, check_env)
-
-
-def parse_config(
-    text: str, name: str = "<config>", env: Mapping[str, str] | None = None, check_env: bool = True
-) -> GatewayConfig:
-    try:
-        data, lines = load_with_lines(text)
-    except YamlError as exc:
-        raise ConfigError([_located(name, exc.line, str(exc))]) from None
-    if not isinstance(data, dict):
-        raise ConfigError([f"{name}:1: the file must be a mapping with backends: and routes:"])
-    try:
-        config = GatewayConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_pydantic_problems(exc, name, lines)) from None
-    problems = [_located(name, line_of(p, lines), f"{format_path(p)}: {m}") for p, m in cross_check(config, data)]
-    if check_env:
-        problems += [
-            _located(name, line_of(p, lines), f"{format_path(p)}: {m}") for p, m in missing_env(config, env or {})
-        ]
-    if problems:
-        raise ConfigError(problems)
-    return config
-
-
-_SCRUB = Redactor()
-
-
-def _located(name: str, line: int | None, message: str) -> str:
-    # Values are echoed to help, but anything shaped like a key is masked.
-    message = _SCRUB(message)
-    return f"{name}:{line}: {message}" if line is not None else f"{name}: {message}"
-
-
-def _pydantic_problems(exc: ValidationError, name: str, lines: dict[Path, int]) -> list[str]:
-    out = []
-    for err in exc.errors():
-        path = _clean_loc(err["loc"])
-        where = format_path(path)
-        message = _friendly(err, path)
-        out.append(_located(name, line_of(path, lines), f"{where}: {message}" if where else message))
-    return out
-
-
-def _clean_loc(loc: tuple[Any, ...]) -> Path:
-    """pydantic adds union member names (`str`, `list[str]`) and validator tags to locations."""
-    out: list[str | int] = []
-    for part in loc:
-        if isinstance(part, int):
-            out.append(part)
-        elif isinstance(part, str) and not re.match(r"^(str|int|float|bool|list\[.*\]|dict\[.*\]|function-.*)$", part):
-            out.append(part)
-    return tuple(out)
-
-
-_MISSING_HINTS: dict[Path, str] = {
-    ("auth",): "required: list client keys (auth: {keys: [{name: app, key_env: APP_API_KEY}]}), "
-    "or write `auth: {required: false}` to serve without them",
-}
-
-
-def _friendly(err: Any, path: Path) -> str:
-    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
-    if kind == "missing":
-        return _MISSING_HINTS.get(path, "required")
-    if kind == "extra_forbidden":
-        options = _fields_at(path[:-1])
-        close = difflib.get_close_matches(str(path[-1]), options, n=1, cutoff=0.6) if options else []
-        hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(options)}"
-        return f"unknown key ({hint})"
-    bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
-    if kind in bounds:
-        limit = next(iter(ctx.values()))
-        return f"must be {bounds[kind]} {limit:g} (got {value!r})"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be an integer (got {value!r})"
-    if kind in ("float_type", "float_parsing"):
-        return f"must be a number (got {value!r})"
-    if kind in ("bool_type", "bool_parsing"):
-        return f"must be true or false (got {value!r})"
-    if kind == "string_type":
-        return f"must be text (got {value!r})"
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return f"must be a mapping (got {value!r})"
-    if kind == "list_type":
-        return f"must be a list (got {value!r})"
-    if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')} (got {value!r})"
-    if kind == "too_short":
-        return "must not be empty"
-    return str(err["msg"]).removeprefix("Value error, ")
-
-
-def cross_check(config: GatewayConfig, data: dict[str, Any]) -> list[tuple[Path, str]]:
-    """References between sections: every named backend exists, models are unique, and so on."""
-    problems: list[tuple[Path, str]] = []
-    known = set(config.backends)
-    models: dict[str, int] = {}
-    for i, route in enumerate(config.routes):
-        here: Path = ("routes", i)
-        if route.model in models:
-            problems.append((here + ("model",), f"{route.model!r} is already routed by routes[{models[route.model]}]"))
-        models.setdefault(route.model, i)
-        problems += _unknown_backends(route, here, known)
-        if route.canary is not None:
-            baseline = {n for t in route.backends for n in t.names}
-            overlap = sorted(baseline & set(route.canary.names))
-            if overlap:
-                problems.append(
-                    (here + ("canary", "backend"), f"{overlap[0]!r} is also a baseline backend of this route")
-                )
-    return problems
-
-
-def _unknown_backends(route: RouteConfig, here: Path, known: set[str]) -> list[tuple[Path, str]]:
-    refs: list[tuple[Path, str]] = []
-    for j, target in enumerate(route.backends):
-        if isinstance(target.backend, str):
-            refs.append((here + ("backends", j, "backend"), target.backend))
-        else:
-            refs += [(here + ("backends", j, "backend", k), n) for k, n in enumerate(target.backend)]
-    refs += [(here + ("fallback", k), n) for k, n in enumerate(route.fallback or [])]
-    if route.canary is not None:
-        names = route.canary.names
-        refs += [(here + ("canary", "backend") + ((k,) if len(names) > 1 else ()), n) for k, n in enumerate(names)]
-    if route.shadow is not None:
-        refs.append((here + ("shadow", "backend"), route.shadow.backend))
-    hint = ", ".join(sorted(known))
-    return [(p, f"unknown backend {n!r} (defined: {hint})") for p, n in refs if n not in known]
-
-
-def missing_env(config: GatewayConfig, env: Mapping[str, str]) -> list[tuple[Path, str]]:
-    """Environment variables the file names but the environment lacks (or holds empty)."""
-    wanted: list[tuple[Path, str]] = []
-    for name, backend in config.backends.items():
-        if backend.api_key_env:
-            wanted.append((("backends", name, "api_key_env"), backend.api_key_env))
-    for i, key in enumerate(config.auth.keys):
-        if key.key_env:
-            wanted.append((("auth", "keys", i, "key_env"), key.key_env))
-    if config.admin is not None and config.admin.key_env:
-        wanted.append((("admin", "key_env"), config.admin.key_env))
-    if config.state is not None:
-        wanted.append((("state", "redis_url_env"), config.state.redis_url_env))
-    return [(p, f"environment variable {v} is not set") for p, v in wanted if not env.get(v)]
-
-
 def _check_env_name(value: str | None) -> str | None:
     if value is not None and not _ENV_NAME.match(value):
         # The value is not echoed: it may be the key itself, pasted in the wrong place.
@@ -546,108 +391,3 @@ def _check_env_name(value: str | None) -> str | None:
             "must name an environment variable (letters, digits, _); put the key itself in the environment"
         )
     return value
-
-
-# --- secrets ----------------------------------------------------------------------------
-
-
-class Secret:
-    """A key that cannot leak by accident: repr/str show ***; `reveal()` is the only way in."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret(***)"
-
-    __str__ = __repr__
-
-
-def sha256_hex(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Secrets:
-    """Keys read from the environment: upstream keys by backend, client key digests by key name."""
-
-    upstream: dict[str, Secret] = field(default_factory=dict)
-    client_digests: dict[str, str] = field(default_factory=dict)  # digest -> key name
-    admin_digest: str | None = None
-    state_url: Secret | None = None  # the Redis URL: it may carry a password
-
-    def values(self) -> list[str]:
-        """Every secret value, for a Redactor."""
-        out = [s.reveal() for s in self.upstream.values()]
-        return out + ([self.state_url.reveal()] if self.state_url is not None else [])
-
-
-def resolve_secrets(config: GatewayConfig, env: Mapping[str, str]) -> Secrets:
-    """Read the keys the config names. Raises ConfigError if one is missing."""
-    missing = missing_env(config, env)
-    if missing:
-        raise ConfigError([f"{format_path(p)}: {m}" for p, m in missing])
-    upstream = {n: Secret(env[b.api_key_env]) for n, b in config.backends.items() if b.api_key_env}
-    digests = {_digest_of(k, env): k.name for k in config.auth.keys}
-    admin = _digest_of(config.admin, env) if config.admin is not None else None
-    return Secrets(upstream, digests, admin, _state_url(config, env))
-
-
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-def _state_url(config: GatewayConfig, env: Mapping[str, str]) -> Secret | None:
-    if config.state is None:
-        return None
-    name = config.state.redis_url_env
-    url = env[name]
-    if not url.startswith(REDIS_SCHEMES):
-        # The value is not echoed: it may hold a password.
-        raise ConfigError([f"state.redis_url_env: {name} must hold a redis://, rediss:// or unix:// URL"])
-    return Secret(url)
-
-
-def _digest_of(key: KeyConfig, env: Mapping[str, str]) -> str:
-    if key.key_sha256 is not None:
-        return key.key_sha256
-    assert key.key_env is not None
-    return sha256_hex(env[key.key_env])
-
-
-def _fields_at(path: Path) -> list[str]:
-    """The keys allowed at `path` of the schema (for "did you mean" hints)."""
-    node: Any = GatewayConfig
-    for part in path:
-        node = _step(node, part)
-        if node is None:
-            return []
-    model = _model_in(node)
-    return list(model.model_fields) if model is not None else []
-
-
-def _step(node: Any, part: str | int) -> Any:
-    model = _model_in(node)
-    if model is not None:
-        info = model.model_fields.get(part) if isinstance(part, str) else None
-        return info.annotation if info is not None else None
-    containers = [node, *get_args(node)]
-    for candidate in containers:
-        if get_origin(candidate) in (list, dict):
-            return get_args(candidate)[-1]
-    return None
-
-
-def _model_in(node: Any) -> type[BaseModel] | None:
-    if isinstance(node, type) and issubclass(node, BaseModel):
-        return node
-    if get_origin(node) not in (Union, UnionType):
-        return None
-    for arg in get_args(node):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return arg
-    return None
