@@ -37,6 +37,8 @@ def test_every_summary_metric_is_defined_in_metrics_md() -> None:
         assert key in text, key
     for key in type(s.throughput).model_fields:
         assert f"throughput.{key}" in text, key
+    for key in type(s).model_fields:  # every section of summary.json, a new one included
+        assert f"`{key}" in text, key
 
 
 def _human_documents() -> list[Path]:

@@ -103,7 +103,7 @@ def test_price_table_lookup_and_user_override(tokenrace_home: Path) -> None:
 
 def test_cost_of_prefers_flags_then_saved_then_table() -> None:
     groq = ("groq", "llama-3.1-8b-instant")
-    assert cost_of(summary(), *groq, None).price["input_per_m"] == 0.05
+    assert cost_of(summary(), *groq, None).price.input_per_m == 0.05
     assert cost_of(summary(), *groq, CostSpec(gpu=GpuCost(1.0))).basis == "gpu"
     saved = summary().model_copy(update={"cost": Cost(basis="api", usd_per_million_output_tokens=9.0)})
     assert cost_of(saved, *groq, None).usd_per_million_output_tokens == 9.0

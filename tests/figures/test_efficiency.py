@@ -29,9 +29,9 @@ def test_percent_of_bound_for_a_plausible_h100_run() -> None:
         EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"),
         1,
     )
-    assert eff is not None and not eff.get("error")
-    assert 150 < eff["decode_tokens_per_s_bound"] < 250
-    assert 50 < eff["decode_pct_of_bound"] < 100 and eff["warnings"] == []
+    assert eff is not None and not eff.error
+    assert 150 < eff.decode_tokens_per_s_bound < 250
+    assert 50 < eff.decode_pct_of_bound < 100 and eff.warnings == []
 
 
 def test_a_measurement_beating_the_bound_warns() -> None:
@@ -40,13 +40,13 @@ def test_a_measurement_beating_the_bound_warns() -> None:
         EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"),
         1,
     )
-    assert eff is not None and eff["decode_pct_of_bound"] > 100
-    assert any("beats the bound" in w for w in eff["warnings"])
+    assert eff is not None and eff.decode_pct_of_bound > 100
+    assert any("beats the bound" in w for w in eff.warnings)
 
 
 def test_unknown_names_give_an_error_entry_not_a_crash() -> None:
     eff = efficiency_of(_summary(10, 10, 5, 5, 5), EfficiencySpec("H100-SXM", "no-such-model-xyz"), 1)
-    assert eff is not None and "error" in eff
+    assert eff is not None and eff.error
 
 
 def test_bench_cli_reports_efficiency(tmp_path: Path) -> None:

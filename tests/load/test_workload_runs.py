@@ -61,7 +61,7 @@ def test_builtin_prompts_are_busted_by_default_and_repeat_hits_without(
 ) -> None:
     busted = run(cached, tmp_path / "busted", WorkloadSpec(), requests=24)
     cache = busted.summary.cache
-    assert busted.manifest["workload"]["cache_bust"] is True and cache.busted is True
+    assert busted.manifest.workload.cache_bust is True and cache.busted is True
     assert cache.source == "usage" and cache.requests_reporting == 24
     assert cache.hit_rate < 0.1
     # The same 12 prompts, not busted: from the second round on they hit the cache.
@@ -96,7 +96,7 @@ def test_sessions_carry_history_turns_and_header(cached: FakeServerThread, tmp_p
     turns = r.summary.by_turn
     assert [t.turn for t in turns] == [1, 2, 3] and all(t.requests == 4 for t in turns)
     assert turns[0].cache_hit_rate < 0.2 < turns[2].cache_hit_rate  # later turns reuse their own history
-    assert r.manifest["workload"]["kind"] == "sessions"
+    assert r.manifest.workload.kind == "sessions"
 
 
 def test_a_sessions_file_replays_its_user_turns(cached: FakeServerThread, tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_sessions_file_replays_its_user_turns(cached: FakeServerThread, tmp_pa
     doc = json.loads(path.read_text())
     user_turns = sum(1 for c in doc for m in c["conversations"] if m["from"] in ("human", "user"))
     assert r.summary.requests.total == user_turns
-    assert r.manifest["workload"]["cache_bust"] is False
+    assert r.manifest.workload.cache_bust is False
 
 
 def test_a_trace_is_replayed_at_its_times(tmp_path: Path) -> None:

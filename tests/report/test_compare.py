@@ -157,7 +157,7 @@ def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) 
         )
         t += e2e
     summary = Summary(throughput=Throughput(output_tokens_per_s=tokens * requests / (t / 1000)))
-    return Run(Path(f"synthetic-{seed}"), "run", summary, {}, [], _records=records)
+    return Run(Path(f"synthetic-{seed}"), "run", summary, _records=records)
 
 
 def throughput(a: Run, b: Run) -> Any:

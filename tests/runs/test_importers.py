@@ -60,8 +60,8 @@ def test_vllm_figures_match_vllms_own() -> None:
     # vLLM's TPOT counts the time after the last chunk; ours ends at the last content chunk.
     assert m.tpot_ms.mean < doc["mean_tpot_ms"]
     assert s.throughput.output_tokens_per_s == pytest.approx(doc["output_throughput"], rel=1e-4)
-    assert run.manifest["model"] == doc["model_id"] and run.manifest["settings"]["load"]["concurrency"] == 4
-    assert run.manifest["tool"] == "vllm bench serve" and run.manifest["started_at"] == "2025-03-12T14:15:03"
+    assert run.manifest.model == doc["model_id"] and run.manifest.settings["load"]["concurrency"] == 4
+    assert run.manifest.tool == "vllm bench serve" and run.manifest.started_at == "2025-03-12T14:15:03"
     failed = [r for r in run.records() if r["error_kind"]]
     assert (
         len(failed) == 1
@@ -110,8 +110,8 @@ def test_aiperf_records_and_config() -> None:
     assert s.metrics.ttft_ms.max == pytest.approx(agg["time_to_first_token"]["max"], abs=1e-3)
     failed = next(r for r in run.records() if r["error_kind"])
     assert failed["status"] == 500 and failed["error_message"].startswith("InternalServerError")
-    assert run.manifest["model"] == "Qwen/Qwen2.5-7B-Instruct" and run.manifest["settings"]["load"]["concurrency"] == 2
-    assert run.manifest["settings"]["request"]["stream"] is True and run.manifest["command"][0] == "aiperf"
+    assert run.manifest.model == "Qwen/Qwen2.5-7B-Instruct" and run.manifest.settings["load"]["concurrency"] == 2
+    assert run.manifest.settings["request"]["stream"] is True and run.manifest.command[0] == "aiperf"
     ok = run.measured_ok()[0]
     assert len(ok["chunk_offsets_ms"]) == 24 and ok["tpot_ms"] is not None
 
@@ -126,7 +126,7 @@ def test_aiperf_alone_and_in_seconds(tmp_path: Path) -> None:
     f = tmp_path / "profile_export.jsonl"
     f.write_text("".join(json.dumps(x) + "\n" for x in lines))
     run = import_file(f)
-    assert run.manifest["model"] is None  # no profile_export_aiperf.json beside it
+    assert run.manifest.model is None  # no profile_export_aiperf.json beside it
     assert run.summary.metrics.ttft_ms.p50 == pytest.approx(import_file(AIPERF).summary.metrics.ttft_ms.p50, abs=1e-3)
 
 

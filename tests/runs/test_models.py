@@ -101,7 +101,7 @@ def test_files_without_schema_version_are_still_read(tmp_path: Path) -> None:
         doc["metrics"].pop("cached_tokens", None) if name == "summary.json" else None
         path.write_text(json.dumps(doc))
     data = load_dir(run.directory)
-    assert data.summary.schema_version == 0 and data.manifest["schema_version"] == 0
+    assert data.summary.schema_version == 0 and data.manifest.schema_version == 0
     assert data.summary.cache is None and data.summary.warnings == []
     assert data.summary.metrics.cached_tokens.count == 0  # no data: count 0, stats null
     assert data.summary.metrics.cached_tokens.p50 is None

@@ -112,7 +112,7 @@ def test_prompt_length_sweep_fits_ttft(fake: Any, tmp_path: Path) -> None:
     rows = r.sweep.steps
     assert [x.step for x in rows] == ["in64", "in256"]
     assert rows[0].prompt_tokens_mean < rows[1].prompt_tokens_mean  # the fake counts the words
-    assert r.sweep.prefill["points"] == 2 and "slope_ms_per_token" in r.sweep.prefill
+    assert r.sweep.prefill.points == 2 and r.sweep.prefill.slope_ms_per_token is not None
     manifest = json.loads((tmp_path / "s" / "in256" / "manifest.json").read_text())
     assert manifest["prompts"]["name"].startswith("synthetic(input_tokens=256")
 
@@ -125,9 +125,9 @@ def test_max_goodput_records_every_probe(knee_server: Any, tmp_path: Path) -> No
     r = asyncio.run(run_sweep(s, plan))
     g = r.sweep.goodput_search
     rows = r.sweep.steps
-    assert len(rows) == g["probes"] and all(x.passed is not None for x in rows)
+    assert len(rows) == g.probes and all(x.passed is not None for x in rows)
     assert [x.rate for x in rows[:3]] == [8.0, 16.0, 32.0] or not rows[2].passed
-    assert g["best_rate"] is not None and 8 <= g["best_rate"] <= 128
+    assert g.best_rate is not None and 8 <= g.best_rate <= 128
     assert all((tmp_path / "g" / x.step / "records.jsonl").exists() for x in rows)
     assert rows[0].step == "p01-r8"
 
@@ -148,7 +148,7 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
     result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]
     prof = json.loads((tmp_path / "p" / "profile.json").read_text())
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
-    assert result.steps[1][1].manifest["engine"] == {"engine": "fake"}
+    assert result.steps[1][1].manifest.engine == {"engine": "fake"}
     data = load(tmp_path / "p")  # rendered later from the files, like a sweep
     assert data.kind == "profile" and [r.throughput_tokens_per_s is not None for r in data.sweep.steps] == [
         True,

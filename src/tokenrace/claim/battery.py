@@ -326,12 +326,12 @@ class Battery:
         self.notify("cold request, then warm requests one at a time...")
         load = Load(concurrency=1, requests=WARM_REQUESTS, cold=True, duration_s=self._slice("warm"))
         result = await self._step("warm", load, PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
-        self.claim.model = self.claim.model or result.manifest.get("model")
+        self.claim.model = self.claim.model or result.manifest.model
         self._add(self._cold_condition(result))
         self._add(self._condition("warm", 1, result))
         e2e = result.summary.metrics.e2e_ms.p50
         self.e2e_s = max(e2e / 1000, 0.01) if e2e else self.e2e_s
-        server = result.manifest.get("server") or {}
+        server = result.manifest.server or {}
         self.context = self.cs.context_tokens or server.get("max_model_len")
         return not result.interrupted
 

@@ -54,7 +54,7 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     index_quietly(result.directory)
     quality = None
     if samples and not result.interrupted:
-        base_url, model = settings.endpoint.base_url, str(result.manifest["model"])
+        base_url, model = settings.endpoint.base_url, str(result.manifest.model)
         quality = bench_quality.run_pass(settings, base_url, model, samples, result.directory, bool(o["as_json"]))
     report(result, bool(o["as_json"]), quality)
 
@@ -124,13 +124,13 @@ def report(result: Run, as_json: bool, quality: QualityResult | None = None) -> 
     if as_json:
         echo_json(_with_quality(result.summary.model_dump(mode="json"), quality))
     else:
-        print_summary(result.summary, title=f"{result.manifest['model']} @ {result.manifest['endpoint']}")
+        print_summary(result.summary, title=f"{result.manifest.model} @ {result.manifest.endpoint}")
         click.echo(f"run directory: {result.directory}")
         if quality is not None:
             bench_quality.print_pass(quality, result.directory)
-    workers = result.manifest.get("workers") or {}
-    if workers.get("reason"):
-        click.echo(f"--workers {workers['requested']}: {workers['count']} ({workers['reason']})", err=True)
+    workers = result.manifest.workers
+    if workers is not None and workers.reason:
+        click.echo(f"--workers {workers.requested}: {workers.count} ({workers.reason})", err=True)
     client = result.summary.client_load
     if client is not None and not client.calibrated:
         click.echo(HOW_TO_CALIBRATE, err=True)

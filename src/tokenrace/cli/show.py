@@ -10,6 +10,7 @@ from rich.console import Console
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.report.render import fmt, to_csv, to_markdown
 from tokenrace.report.tables import (
@@ -54,29 +55,26 @@ def show(data: Run, console: Console, cost: CostSpec | None = None) -> None:
         print_profile(data.data, console)
     else:
         m = data.manifest
-        print_summary(data.summary, console, title=f"{fmt(m.get('model'))} @ {fmt(m.get('endpoint'))}")
-        found = cost_of(data.summary, m.get("provider"), m.get("model"), cost)
+        print_summary(data.summary, console, title=f"{fmt(m.model)} @ {fmt(m.endpoint)}")
+        found = cost_of(data.summary, m.provider, m.model, cost)
         for line in manifest_lines(m) + cost_lines(found):
             console.print(line, highlight=False)
     console.print(f"from: {data.directory}", highlight=False)
 
 
-def manifest_lines(m: dict[str, Any]) -> list[str]:
-    s = m.get("settings") or {}
-    load, req = s.get("load") or {}, s.get("request") or {}
+def manifest_lines(m: Manifest) -> list[str]:
+    load, req = m.settings.get("load") or {}, m.settings.get("request") or {}
     shape = (
         f"rate {fmt(load.get('rate'), 2)} req/s"
         if load.get("rate") is not None
         else f"concurrency {load.get('concurrency')}"
     )
     lines = [
-        f"measured by {m.get('tool')} {m.get('version') or ''} from {m.get('started_at') or '?'} to {m.get('finished_at') or '?'}",
-        f"load: {shape}; prompts: {(m.get('prompts') or {}).get('name')}; max_tokens {req.get('max_tokens')}; "
-        f"stream {req.get('stream')}",
+        f"measured by {m.tool} {m.version or ''} from {m.started_at or '?'} to {m.finished_at or '?'}",
+        f"load: {shape}; prompts: {m.prompts.name}; max_tokens {req.get('max_tokens')}; stream {req.get('stream')}",
     ]
-    if m.get("command"):
-        lines.append("command: " + " ".join(str(a) for a in m["command"]))
-    source = (m.get("imported") or {}).get("source_file")
-    if source:
-        lines.append(f"imported from: {source}")
+    if m.command:
+        lines.append("command: " + " ".join(str(a) for a in m.command))
+    if m.imported is not None and m.imported.source_file:
+        lines.append(f"imported from: {m.imported.source_file}")
     return lines

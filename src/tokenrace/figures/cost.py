@@ -13,7 +13,7 @@ from typing import Any
 
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.model.stats import Stats
-from tokenrace.model.summary import Cost, Summary
+from tokenrace.model.summary import Cost, GpuBasis, PriceBasis, Summary
 from tokenrace.paths import home
 
 PRICE_FILE = "prices.toml"
@@ -118,7 +118,7 @@ def api_cost(summary: Summary, price: Price) -> Cost:
     usd = None if prompt is None or output is None else (prompt * price.input_per_m + output * price.output_per_m) / 1e6
     return Cost(
         basis="api",
-        price=asdict(price),
+        price=PriceBasis(**asdict(price)),
         usd_total=_round(usd),
         usd_per_million_output_tokens=_round(usd / output * 1e6 if usd is not None and output else None),
         usd_per_1k_requests=_round(usd / ok * 1000 if usd is not None and ok else None),
@@ -131,7 +131,7 @@ def gpu_cost(summary: Summary, gpu: GpuCost) -> Cost:
     req_s = summary.throughput.requests_per_s
     return Cost(
         basis="gpu",
-        gpu=asdict(gpu),
+        gpu=GpuBasis(**asdict(gpu)),
         usd_per_hour=_round(per_hour),
         usd_per_million_output_tokens=_round(per_hour / (tok_s * 3600) * 1e6 if tok_s else None),
         usd_per_1k_requests=_round(per_hour / (req_s * 3600) * 1000 if req_s else None),

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from tokenrace import plan as planner
 from tokenrace.errors import InvalidInput, TokenraceError
-from tokenrace.model.summary import Summary
+from tokenrace.model.summary import Efficiency, Summary
 
 
 @dataclass(slots=True)
@@ -45,8 +44,8 @@ def check_spec(spec: EfficiencySpec) -> None:
 
 def efficiency_of(
     summary: Summary, spec: EfficiencySpec, concurrency: int, tokens_per_joule: float | None = None
-) -> dict[str, Any] | None:
-    """The summary's `efficiency`; when the planner cannot say, a dict whose `error` says why.
+) -> Efficiency | None:
+    """The summary's `efficiency`; when the planner cannot say, one whose `error` says why.
     `tokens_per_joule`: the run's measured output tokens per joule (`energy`), set against the plan's at TDP."""
     m = summary.metrics
     prompt = m.prompt_tokens.mean
@@ -54,7 +53,7 @@ def efficiency_of(
     tpot = m.tpot_ms.p50
     ttft = m.ttft_ms.p50
     if prompt is None or output is None:
-        return {"error": "token counts unknown: no bound to compare with"}
+        return Efficiency(error="token counts unknown: no bound to compare with")
     try:
         hw = planner.load_hardware(spec.hardware)
         model = planner.load_model(spec.model)
@@ -75,7 +74,7 @@ def efficiency_of(
             measured_tokens_per_joule=tokens_per_joule,
         )
     except TokenraceError as exc:
-        return {"error": str(exc)}
-    eff["hardware_bandwidth_bytes_per_s"] = hw.bandwidth_bytes_per_s
-    eff["hardware_source"] = hw.source
-    return eff
+        return Efficiency(error=str(exc))
+    return Efficiency.model_validate(
+        {**eff, "hardware_bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s, "hardware_source": hw.source}
+    )

@@ -9,7 +9,7 @@ from pydantic import Field
 from tokenrace.model.base import JsonObject, _Model
 from tokenrace.model.sections import ContentSpeed
 from tokenrace.model.stats import Stats
-from tokenrace.model.summary import Cold, Cost, EngineClock, RequestCounts
+from tokenrace.model.summary import Cold, Cost, Efficiency, EngineClock, RequestCounts
 
 
 class Quantiles(_Model):
@@ -66,7 +66,7 @@ class StepRow(_Model):
     goodput_fraction: float | None = None
     goodput_requests_per_s: float | None = None
     server_vs_client: EngineClock | None = None
-    efficiency: JsonObject | None = None
+    efficiency: Efficiency | None = None
     cost: Cost | None = None
     content: str | None = None  # the kind of content the step asked for (--content)
     acceptance_rate: float | None = None  # the engine's speculative decoding over the step
@@ -79,6 +79,32 @@ class StepRow(_Model):
     passed: bool | None = None  # SLA and goodput searches: every objective held (this value's runs pooled)
     certain: bool | None = None  # ... and every objective's interval was clear of its limit
     checks: list[JsonObject] | None = None  # ... each objective: value, ci_low, ci_high, held, clear
+
+
+class PrefillFit(_Model):
+    """A prompt-length sweep's fit: ttft_ms = intercept_ms + slope_ms_per_token x prompt tokens."""
+
+    points: int | None = None
+    slope_ms_per_token: float | None = None
+    intercept_ms: float | None = None
+    r2: float | None = None
+    prefill_tokens_per_s: float | None = None
+    x: str | None = None  # what was fitted against what
+    y: str | None = None
+
+
+class GoodputSearch(_Model):
+    """A goodput sweep's search for the highest rate that met the SLO (sweep/knee.py)."""
+
+    best_rate: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    reason: str | None = None
+    probes: int | None = None
+    attainment: float | None = None
+    slo: dict[str, float] | None = None
+    best_step: str | None = None
+    goodput_requests_per_s: float | None = None
 
 
 class SweepFile(_Model):
@@ -101,8 +127,8 @@ class SweepFile(_Model):
     stop_reason: str | None = None
     knee: Knee | None = None
     steps: list[StepRow] = Field(default_factory=list)
-    prefill: JsonObject | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
-    goodput_search: JsonObject | None = None  # goodput sweeps: the highest rate that met the SLO
+    prefill: PrefillFit | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
+    goodput_search: GoodputSearch | None = None  # goodput sweeps: the highest rate that met the SLO
     sla: JsonObject | None = None  # SLA and goodput searches: objectives, boundary, steps
     content: ContentSpeed | None = None  # content sweeps: TPOT per kind of content, compared
 

@@ -107,14 +107,30 @@ class Cache(_Model):
     server: ServerCache | None = None
 
 
+class PriceBasis(_Model):
+    """A hosted API's price, US$ per million tokens (figures/cost.py's Price)."""
+
+    input_per_m: float | None = None
+    output_per_m: float | None = None
+    source: str | None = None
+    date: str | None = None
+
+
+class GpuBasis(_Model):
+    """GPU-hours at the measured throughput (figures/cost.py's GpuCost)."""
+
+    usd_per_gpu_hour: float | None = None
+    gpus: int | None = None
+
+
 class Cost(_Model):
     basis: Literal["api", "gpu"]
     usd_per_million_output_tokens: float | None = None
     usd_per_1k_requests: float | None = None
     usd_total: float | None = None
     usd_per_hour: float | None = None
-    price: JsonObject | None = None
-    gpu: JsonObject | None = None
+    price: PriceBasis | None = None
+    gpu: GpuBasis | None = None
 
 
 class TurnStats(_Model):
@@ -227,6 +243,33 @@ class PoolingFigures(_Model):
     embedding_dims: list[int] | None = None  # the lengths seen, when answers differed
 
 
+class Efficiency(_Model):
+    """Measured speed as a share of the planner's speed of light (plan.efficiency, then
+    figures/efficiency.py adds the hardware's bandwidth). `error` says why there is no bound;
+    `warnings` are the planner's own caveats about its bound (a measurement that beats it)."""
+
+    error: str | None = None
+    hardware: str | None = None
+    devices: int | None = None
+    model: str | None = None
+    precision: str | None = None
+    decode_tokens_per_s_bound: float | None = None
+    aggregate_tokens_per_s_bound: float | None = None
+    ttft_ms_bound: float | None = None
+    decode_pct_of_bound: float | None = None
+    aggregate_pct_of_bound: float | None = None
+    ttft_pct_of_bound: float | None = None
+    decode_bound_by: str | None = None
+    decode_communication_ms: float | None = None
+    tdp_w_per_device: float | None = None
+    decode_tokens_per_joule_at_tdp: float | None = None
+    tokens_per_joule_pct_of_tdp_reference: float | None = None
+    ttft_bound_memory_only: bool | None = None
+    hardware_bandwidth_bytes_per_s: float | None = None
+    hardware_source: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
 class RunWarning(BaseModel):
     """Something the reader of a run's numbers must know: what it is (`code`), the sentence shown to
     people (`message`), and the numbers behind it (`figures`), so a tool can act without parsing text.
@@ -269,7 +312,7 @@ class Summary(_Model):
     interrupted: bool = False
     max_error_rate: float | None = None
     exceeded_max_error_rate: bool = False
-    efficiency: JsonObject | None = None
+    efficiency: Efficiency | None = None
     cost: Cost | None = None
     resources: JsonObject | None = None
     drift: JsonObject | None = None

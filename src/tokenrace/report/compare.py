@@ -226,7 +226,7 @@ def efficiency_row(a: Run, b: Run) -> Row | None:
 
 def _efficiency(run: Run) -> float | None:
     e = run.summary.efficiency
-    return e.get("decode_pct_of_bound") if isinstance(e, dict) else None
+    return e.decode_pct_of_bound if e is not None else None
 
 
 def _verdict(ratio: float | None, significant: bool | None, lower_is_better: bool) -> str:
@@ -263,7 +263,7 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
 
 
 def _cost(run: Run, cost: CostSpec | None) -> dict[str, Any]:
-    found = cost_of(run.summary, run.manifest.get("provider"), run.manifest.get("model"), cost)
+    found = cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
     return found.model_dump() if found else {}
 
 
@@ -355,15 +355,15 @@ def compare_runs(a: Run, b: Run, step: str | None = None, extra: ExtraRows | Non
 
 
 def _setting(run: Run, *path: str) -> Any:
-    node: Any = run.manifest.get("settings") or {}
+    node: Any = run.manifest.settings
     for p in path:
         node = node.get(p) if isinstance(node, dict) else None
     return node
 
 
 CONDITIONS: tuple[tuple[str, Callable[[Run], Any]], ...] = (
-    ("model", lambda r: r.manifest.get("model")),
-    ("prompt set", lambda r: (r.manifest.get("prompts") or {}).get("name")),
+    ("model", lambda r: r.manifest.model),
+    ("prompt set", lambda r: r.manifest.prompts.name),
     ("input tokens setting", lambda r: _setting(r, "prompts", "input_tokens")),
     ("output tokens setting", lambda r: _setting(r, "prompts", "output_tokens")),
     ("max_tokens", lambda r: _setting(r, "request", "max_tokens")),
@@ -372,9 +372,9 @@ CONDITIONS: tuple[tuple[str, Callable[[Run], Any]], ...] = (
     ("streaming", lambda r: _setting(r, "request", "stream")),
     ("API", lambda r: _setting(r, "request", "api")),
     ("ignore_eos", lambda r: bool((_setting(r, "request", "extra_body") or {}).get("ignore_eos"))),
-    ("cache busting", lambda r: (r.manifest.get("workload") or {}).get("cache_bust")),
-    ("workload", lambda r: (r.manifest.get("workload") or {}).get("kind")),
-    ("tool version", lambda r: f"{r.manifest.get('tool')} {r.manifest.get('version')}"),
+    ("cache busting", lambda r: r.manifest.workload.cache_bust if r.manifest.workload else None),
+    ("workload", lambda r: r.manifest.workload.kind if r.manifest.workload else None),
+    ("tool version", lambda r: f"{r.manifest.tool} {r.manifest.version}"),
 )
 
 

@@ -24,7 +24,7 @@ from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
-from tokenrace.model.summary import Cost
+from tokenrace.model.summary import Cost, PriceBasis
 from tokenrace.plan import plan
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows
@@ -559,13 +559,13 @@ def _content_card(content: ContentSpeed | None) -> list[tuple[str, str, str | No
 def _basis(c: Cost) -> str:
     if c.basis == "gpu" and c.gpu is not None:
         g = c.gpu
-        return f"{g['gpus']} GPU × ${g['usd_per_gpu_hour']:.2f}/h"
-    p = c.price or {}
-    return f"${p['input_per_m']:g} in / ${p['output_per_m']:g} out per M tokens"
+        return f"{g.gpus} GPU × ${g.usd_per_gpu_hour or 0:.2f}/h"
+    p = c.price or PriceBasis()
+    return f"${p.input_per_m or 0:g} in / ${p.output_per_m or 0:g} out per M tokens"
 
 
 def _cost(run: Run, cost: CostSpec | None) -> Cost | None:
-    return cost_of(run.summary, run.manifest.get("provider"), run.manifest.get("model"), cost)
+    return cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
 
 
 def _text(value: object, missing: str = "—") -> str:
@@ -607,16 +607,16 @@ def manifest_html(runs: Sequence[tuple[str, Run]]) -> str:
     for name, run in runs:
         m = run.manifest
         facts = [
-            ("endpoint", m.get("endpoint")),
-            ("model", m.get("model")),
-            ("measured by", f"{_text(m.get('tool'))} {_text(m.get('version'), 'version unknown')}"),
-            ("started", m.get("started_at")),
-            ("finished", m.get("finished_at")),
-            ("prompts", (m.get("prompts") or {}).get("name")),
-            ("command", " ".join(map(str, m.get("command") or []))),
+            ("endpoint", m.endpoint),
+            ("model", m.model),
+            ("measured by", f"{_text(m.tool)} {_text(m.version, 'version unknown')}"),
+            ("started", m.started_at),
+            ("finished", m.finished_at),
+            ("prompts", m.prompts.name),
+            ("command", " ".join(map(str, m.command or []))),
         ]
         rows = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts if v)
-        dump = html.escape(json.dumps(m, indent=2, ensure_ascii=False, default=str))
+        dump = html.escape(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False))
         out.append(
             f"<h3>{html.escape(name)}</h3><table class='facts'>{rows}</table>"
             f"<details><summary>full manifest.json</summary><pre>{dump}</pre></details>"
@@ -643,7 +643,7 @@ def build(inputs: Sequence[Run], cost: CostSpec | None = None, sol: SpeedOfLight
 
 def _run_page(run: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
     m = run.manifest
-    page = Page(_where(m.get("model"), m.get("endpoint")), f"run {run.name} · {_when(m.get('started_at'))}")
+    page = Page(_where(m.model, m.endpoint), f"run {run.name} · {_when(m.started_at)}")
     bound = sol(run) if sol else None
     page.add("Key numbers", run_cards(run, _cost(run, cost), bound), to_html(summary_table(run.summary)))
     # The run's own findings first, then the monitor's advice (the order the page has always had).
@@ -695,9 +695,7 @@ def _sweep_page(sw: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Pag
     s = sw.sweep
     what = "embedded profile" if sw.kind == "profile" else f"{sw.sweep_kind or 'concurrency'} sweep"
     started = s.started_at if isinstance(s, SweepFile) else None
-    page = Page(
-        f"{what}: {_where(s.model, s.endpoint)}", f"{sw.name} · {_when(started or sw.manifest.get('started_at'))}"
-    )
+    page = Page(f"{what}: {_where(s.model, s.endpoint)}", f"{sw.name} · {_when(started or sw.manifest.started_at)}")
     table = steps_table(with_costs(sw, cost))
     page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), to_html(table, heading=False))
     if isinstance(s, SweepFile) and s.sla:
@@ -739,14 +737,14 @@ def _sweep_cards(s: SweepFile | ProfileFile, sw: Run, cost: CostSpec | None) -> 
         return items
     items += _content_card(s.content)
     if s.prefill:
-        items.append(("prefill", f"{_f(s.prefill['prefill_tokens_per_s'])} tok/s", f"R² {_f(s.prefill['r2'], 3)}"))
+        items.append(("prefill", f"{_f(s.prefill.prefill_tokens_per_s)} tok/s", f"R² {_f(s.prefill.r2, 3)}"))
     if s.goodput_search:
         g = s.goodput_search
         items.append(
             (
                 "max goodput rate",
-                f"{_f(g.get('best_rate'), 3)} req/s",
-                f"{_text(g.get('probes'))} probes, {_text(g.get('reason'), 'no reason recorded')}",
+                f"{_f(g.best_rate, 3)} req/s",
+                f"{_text(g.probes)} probes, {_text(g.reason, 'no reason recorded')}",
             )
         )
     return items
@@ -857,7 +855,7 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
         met = run.summary.metrics
         prompt = met.prompt_tokens.mean or 0
         output = met.output_tokens.mean or 0
-        conc = ((run.manifest.get("settings") or {}).get("load") or {}).get("concurrency") or 1
+        conc = (run.manifest.settings.get("load") or {}).get("concurrency") or 1
         try:
             r = plan(
                 name,
@@ -875,6 +873,6 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
 
 
 def _model_of(run: Run) -> str:
-    engine = run.manifest.get("engine") or {}
+    engine = run.manifest.engine or {}
     path = (engine.get("model_file") or {}).get("path")
-    return path or run.manifest.get("model") or ""
+    return path or run.manifest.model or ""

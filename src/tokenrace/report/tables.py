@@ -14,7 +14,7 @@ from rich.console import Console
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
-from tokenrace.model.summary import Cache, Cost, Summary, TurnStats
+from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary, TurnStats
 from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
@@ -72,13 +72,13 @@ def headline_lines(summary: Summary) -> list[str]:
     lines.extend(turn_lines(summary.by_turn))
     lines.extend(structured_lines(summary))
     eff = summary.efficiency
-    if eff and not eff.get("error"):
+    if eff is not None and not eff.error:
         lines.append(
-            f"speed of light ({eff['devices']} x {eff['hardware']}, {eff['model']} {eff['precision']}): decode {fmt(eff['decode_pct_of_bound'])} % "
-            f"of {fmt(eff['decode_tokens_per_s_bound'])} tok/s per stream, TTFT {fmt(eff['ttft_pct_of_bound'])} % of the "
-            f"{fmt(eff['ttft_ms_bound'], 2)} ms minimum, aggregate {fmt(eff['aggregate_pct_of_bound'])} %"
+            f"speed of light ({eff.devices} x {eff.hardware}, {eff.model} {eff.precision}): decode {fmt(eff.decode_pct_of_bound)} % "
+            f"of {fmt(eff.decode_tokens_per_s_bound)} tok/s per stream, TTFT {fmt(eff.ttft_pct_of_bound)} % of the "
+            f"{fmt(eff.ttft_ms_bound, 2)} ms minimum, aggregate {fmt(eff.aggregate_pct_of_bound)} %"
         )
-        lines.extend(f"warning: {w}" for w in eff.get("warnings", []))
+        lines.extend(f"warning: {w}" for w in eff.warnings)
     lines.extend(cost_lines(summary.cost))
     if summary.resources:
         from tokenrace.monitor.render import summary_lines  # noqa: PLC0415 - import cost: the monitor package only for a run with resource figures
@@ -380,15 +380,15 @@ def sweep_lines(s: SweepFile) -> list[str]:
     if s.prefill:
         p = s.prefill
         lines.append(
-            f"prefill fit: TTFT = {fmt(p['intercept_ms'])} ms + {fmt(p['slope_ms_per_token'], 4)} ms/token; "
-            f"{fmt(p['prefill_tokens_per_s'])} tok/s prefill, R² {fmt(p['r2'], 3)} ({p['points']} points)"
+            f"prefill fit: TTFT = {fmt(p.intercept_ms)} ms + {fmt(p.slope_ms_per_token, 4)} ms/token; "
+            f"{fmt(p.prefill_tokens_per_s)} tok/s prefill, R² {fmt(p.r2, 3)} ({p.points} points)"
         )
     g = s.goodput_search
     if g:
         lines.append(
-            f"max goodput rate: {fmt(g.get('best_rate'), 3)} req/s meeting {g.get('slo')} for "
-            f"≥{fmt((g.get('attainment') or 0) * 100, 0)} % of requests; bracket [{fmt(g.get('lower'), 3)}, "
-            f"{fmt(g.get('upper'), 3)}], {g.get('probes')} probes ({g.get('reason')})"
+            f"max goodput rate: {fmt(g.best_rate, 3)} req/s meeting {g.slo} for "
+            f"≥{fmt((g.attainment or 0) * 100, 0)} % of requests; bracket [{fmt(g.lower, 3)}, "
+            f"{fmt(g.upper, 3)}], {g.probes} probes ({g.reason})"
         )
     return lines
 
@@ -402,7 +402,7 @@ def run_table(run: Run, cost: CostSpec | None = None) -> Table:
     """The main table of a saved run: its summary, its sweep's steps (priced) or its profile's steps."""
     if run.kind == "run":
         m = run.manifest
-        return summary_table(run.summary, f"{fmt(m.get('model'))} @ {fmt(m.get('endpoint'))}")
+        return summary_table(run.summary, f"{fmt(m.model)} @ {fmt(m.endpoint)}")
     return steps_table(with_costs(run, cost))
 
 
@@ -413,7 +413,7 @@ def with_costs(run: Run, cost: CostSpec | None) -> SweepFile | ProfileFile:
     for row in data.steps:
         if row.step in steps:
             step = steps[row.step]
-            row.cost = cost_of(step.summary, step.manifest.get("provider"), step.manifest.get("model"), cost)
+            row.cost = cost_of(step.summary, step.manifest.provider, step.manifest.model, cost)
     return data
 
 
@@ -466,13 +466,13 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
         )
     for row in summary.steps:
         eff = row.efficiency
-        if eff and not eff.get("error"):
+        if eff is not None and not eff.error:
             console.print(
-                f"{row.step}: decode {fmt(eff['decode_pct_of_bound'])} % of the {fmt(eff['decode_tokens_per_s_bound'])} tok/s/stream bound "
-                f"({eff['hardware']}, {fmt(eff['hardware_bandwidth_bytes_per_s'] / 1e9)} GB/s), aggregate {fmt(eff['aggregate_pct_of_bound'])} %",
+                f"{row.step}: decode {fmt(eff.decode_pct_of_bound)} % of the {fmt(eff.decode_tokens_per_s_bound)} tok/s/stream bound "
+                f"({eff.hardware}, {fmt((eff.hardware_bandwidth_bytes_per_s or 0) / 1e9)} GB/s), aggregate {fmt(eff.aggregate_pct_of_bound)} %",
                 highlight=False,
             )
-            for w in eff.get("warnings", []):
+            for w in eff.warnings:
                 console.print(f"[yellow]warning[/yellow]: {w}")
         svc = row.server_vs_client
         if svc:
@@ -489,10 +489,10 @@ def cost_lines(c: Cost | None) -> list[str]:
     per_m, per_k = fmt(c.usd_per_million_output_tokens, 4), fmt(c.usd_per_1k_requests, 4)
     if c.basis == "gpu" and c.gpu is not None:
         g = c.gpu
-        basis = f"{g['gpus']} GPU(s) at ${fmt(g['usd_per_gpu_hour'], 2)}/GPU-hour at the measured throughput"
+        basis = f"{g.gpus} GPU(s) at ${fmt(g.usd_per_gpu_hour, 2)}/GPU-hour at the measured throughput"
     else:
-        p = c.price or {}
-        basis = f"${fmt(p['input_per_m'], 3)} in / ${fmt(p['output_per_m'], 3)} out per M tokens ({p['source']}" + (
-            f", {p['date']})" if p.get("date") else ")"
+        p = c.price or PriceBasis()
+        basis = f"${fmt(p.input_per_m, 3)} in / ${fmt(p.output_per_m, 3)} out per M tokens ({p.source}" + (
+            f", {p.date})" if p.date else ")"
         )
     return [f"cost: ${per_m} per million output tokens, ${per_k} per 1k requests; {basis}"]

@@ -73,13 +73,13 @@ def import_to_dir(path: Path, out: Path | None = None) -> Path:
     """Convert a result file into a new run directory under `out` (default runs/):
     records.jsonl, summary.json and manifest.json, like a run of our own."""
     data = import_file(path)
-    directory = default_run_dir(f"{data.manifest['tool'].split()[0]}-{Path(path).stem}", out or "runs")
+    directory = default_run_dir(f"{data.manifest.tool.split()[0]}-{Path(path).stem}", out or "runs")
     if (directory / RECORDS).exists():
         raise UsageError(f"{directory} already holds a run")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in data.records()))
     write_model(directory / SUMMARY, data.summary)
-    write_model(directory / MANIFEST, Manifest.model_validate(data.manifest))
+    write_model(directory / MANIFEST, data.manifest)
     return directory
 
 
@@ -127,8 +127,7 @@ def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: d
     summary = build_summary(records, RunContext(windows))
     summary.imported = Imported(tool=manifest["tool"], source_file=str(path))
     lines = [r.to_json(0) for r in records]
-    manifest = Manifest.model_validate(manifest).model_dump(mode="json")
-    return Run(path, "run", summary, manifest, _records=lines)
+    return Run(path, "run", summary, Manifest.model_validate(manifest), _records=lines)
 
 
 def _manifest(

@@ -35,8 +35,7 @@ def load(ref: str | Path) -> Run:
 def load_dir(path: Path) -> Run:
     kind = dir_kind(path)
     if kind == "run":
-        manifest = _read(path / MANIFEST, Manifest).model_dump(mode="json")
-        return Run(path, "run", _read(path / SUMMARY, Summary), manifest)
+        return Run(path, "run", _read(path / SUMMARY, Summary), _read(path / MANIFEST, Manifest))
     if kind is None:
         raise UsageError(
             f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"
@@ -45,12 +44,12 @@ def load_dir(path: Path) -> Run:
         _read(path / SWEEP, SweepFile) if kind == "sweep" else _read(path / PROFILE, ProfileFile)
     )
     steps = [(row.step, load_dir(path / row.step)) for row in file.steps if dir_kind(path / row.step) == "run"]
-    manifest = steps[0][1].manifest if steps else {}
+    manifest = steps[0][1].manifest if steps else Manifest()
     if isinstance(file, ProfileFile):
         file.steps = _profile_rows(steps)
         # Older profile.json files do not name the model and endpoint: the first step's manifest does.
-        file.model = file.model or manifest.get("model")
-        file.endpoint = file.endpoint or manifest.get("endpoint")
+        file.model = file.model or manifest.model
+        file.endpoint = file.endpoint or manifest.endpoint
     return Run(path, "sweep" if kind == "sweep" else "profile", file, manifest, steps)
 
 

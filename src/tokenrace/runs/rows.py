@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import Quantiles, StepRow
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Summary
@@ -27,9 +27,9 @@ def sweep_throughput(summary: Summary) -> float | None:
     return None if value is None else float(value)
 
 
-def step_row(name: str, directory: Path, s: Summary, manifest: dict[str, Any], cost: CostSpec | None = None) -> StepRow:
+def step_row(name: str, directory: Path, s: Summary, manifest: Manifest, cost: CostSpec | None = None) -> StepRow:
     """A step's key numbers (shared by sweeps, the embedded profile and saved profiles read back)."""
-    load = manifest["settings"]["load"]
+    load = manifest.settings["load"]
     m = s.metrics
     return StepRow(
         step=name,
@@ -54,8 +54,8 @@ def step_row(name: str, directory: Path, s: Summary, manifest: dict[str, Any], c
         goodput_requests_per_s=s.goodput.requests_per_s if s.goodput else None,
         server_vs_client=s.server_vs_client,
         efficiency=s.efficiency,
-        cost=cost_of(s, manifest.get("provider"), manifest.get("model"), cost),
-        content=(manifest["settings"].get("prompts") or {}).get("content"),
+        cost=cost_of(s, manifest.provider, manifest.model, cost),
+        content=(manifest.settings.get("prompts") or {}).get("content"),
         acceptance_rate=s.speculative.acceptance_rate if s.speculative else None,
         output_tokens_per_joule=s.energy.output_tokens_per_joule if s.energy else None,
         run_dir=str(directory),

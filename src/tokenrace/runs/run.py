@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import RECORDS, read_jsonl
+from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import Knee, ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
 from tokenrace.monitor import load_timeseries
@@ -24,7 +25,7 @@ class Run:
     directory: Path
     kind: Kind
     data: Summary | SweepFile | ProfileFile  # summary.json, or sweep.json / profile.json
-    manifest: dict[str, Any] = field(default_factory=dict)  # a sweep's or profile's: its first step's
+    manifest: Manifest = field(default_factory=Manifest)  # a sweep's or profile's: its first step's
     steps: list[tuple[str, Run]] = field(default_factory=list)
     interrupted: bool = False  # a fresh run stopped early (Ctrl-C, or every worker lost)
     _records: list[dict[str, Any]] | None = None
@@ -55,7 +56,7 @@ class Run:
 
     @property
     def name(self) -> str:
-        label = (self.manifest.get("settings") or {}).get("label")
+        label = self.manifest.settings.get("label")
         if not label and isinstance(self.data, SweepFile):
             label = self.data.label
         return label or self.directory.name

@@ -49,6 +49,7 @@ from tokenrace.load.workers import (
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
+from tokenrace.model.manifest import Manifest
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
@@ -337,7 +338,7 @@ class BenchSession:
             finally:
                 if pool is not None:
                     await pool.close()
-        return Run(directory, "run", summary, manifest, interrupted=summary.interrupted)
+        return Run(directory, "run", summary, Manifest.model_validate(manifest), interrupted=summary.interrupted)
 
     async def _start_workers(self, client: OpenAIClient) -> tuple[Pool | None, str | None]:
         """The pool of sending workers --workers/--ray ask for (None: this process sends)."""

@@ -11,6 +11,7 @@ from typing import Any
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.model.files import PROFILE, SCHEMA_VERSION
+from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, Warm
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.run import Run
@@ -79,20 +80,20 @@ async def _run_steps(
             break
     file = profile_summary(results, engine.record)
     write_model(parent / PROFILE, file)
-    manifest = results[0][1].manifest if results else {}
+    manifest = results[0][1].manifest if results else Manifest()
     return Run(parent, "profile", file, manifest, results)
 
 
 def profile_summary(results: list[tuple[str, Run]], engine: dict[str, Any]) -> ProfileFile:
     first = results[0][1].summary if results else None
-    manifest = results[0][1].manifest if results else {}
+    manifest = results[0][1].manifest if results else Manifest()
     return ProfileFile(
         schema_version=SCHEMA_VERSION,
-        model=manifest.get("model"),
-        endpoint=manifest.get("endpoint"),
+        model=manifest.model,
+        endpoint=manifest.endpoint,
         engine={k: engine.get(k) for k in ("engine", "version", "model_file", "threads", "parallel_slots")},
         cold=first.cold if first else None,
         warm=Warm(ttft_ms=first.metrics.ttft_ms, e2e_ms=first.metrics.e2e_ms) if first else Warm(),
         steps=[step_row(n, r.directory, r.summary, r.manifest) for n, r in results],
-        cache_bust=(manifest.get("workload") or {}).get("cache_bust") if results else None,
+        cache_bust=manifest.workload.cache_bust if results and manifest.workload else None,
     )

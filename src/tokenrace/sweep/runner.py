@@ -46,6 +46,7 @@ from tokenrace.figures.objectives import (
 from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SUMMARY, SWEEP
+from tokenrace.model.manifest import Manifest
 from tokenrace.model.records import RecordLine
 from tokenrace.model.run import Knee, StepRow, SweepFile
 from tokenrace.model.summary import Summary
@@ -217,7 +218,7 @@ class Sweep:
             await self._sla()
         file = self._write(finished=True)
         index_quietly(self.parent)
-        manifest = self.state.steps[0][1].manifest if self.state.steps else {}
+        manifest = self.state.steps[0][1].manifest if self.state.steps else Manifest()
         return Run(self.parent, "sweep", file, manifest, self.state.steps)
 
     # --- step plumbing
@@ -422,17 +423,17 @@ class Sweep:
         )
 
     def _write(self, finished: bool) -> SweepFile:
-        first = self.state.steps[0][1].manifest if self.state.steps else {}
+        first = self.state.steps[0][1].manifest if self.state.steps else Manifest()
         summary = {
             "schema_version": SCHEMA_VERSION,
             "kind": "sweep",
             "sweep": self.plan.kind,
             "tool": "tokenrace",
             "version": __version__,
-            "command": first.get("command"),
-            "endpoint": first.get("endpoint"),
-            "provider": first.get("provider"),
-            "model": first.get("model"),
+            "command": first.command,
+            "endpoint": first.endpoint,
+            "provider": first.provider,
+            "model": first.model,
             "label": self.template.label,
             "started_at": self.started,
             "finished_at": datetime.now(UTC).isoformat() if finished else None,
