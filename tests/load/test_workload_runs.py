@@ -198,8 +198,9 @@ def test_the_sweep_report_has_a_cached_column(cached: FakeServerThread, tmp_path
     assert rates[-1] is not None and rates[-1] > 0.3
     page = build([load(sweep.directory)])
     table = page[page.index("<table") : page.index("</table>")]
-    assert "cached %" in table
-    assert f"{rates[-1] * 100:,.1f}" in re.findall(r"<td class='num'>([^<]*)</td>", table)
+    # The HTML's step table is the terminal's: a "cached" column in whole per cent.
+    assert "<th class='num'>cached</th>" in table
+    assert f"{rates[-1] * 100:.0f} %" in re.findall(r"<td class='num'>([^<]*)</td>", table)
 
 
 def test_a_public_dump_with_bad_entries_stops_or_is_skipped_with_a_count(
