@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -65,6 +66,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -374,10 +376,6 @@ class Instrument:
 
 
 def instrument_process(args: argparse.Namespace) -> None:
-    import gc
-
-    import uvloop
-
     os.sched_setaffinity(0, {args.load_core})
     gc.collect()
     gc.freeze()
@@ -428,8 +426,6 @@ async def null_proxy_main(upstream_port: int) -> None:
 
 
 def null_proxy_process(upstream_port: int, core: int) -> None:
-    import uvloop
-
     os.sched_setaffinity(0, {core})
     uvloop.run(null_proxy_main(upstream_port))
 

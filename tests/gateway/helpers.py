@@ -15,12 +15,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import uvloop
 import yaml
 from aiohttp import web
 from tests.conftest import fake_key, parse_all
 
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
+from tokenrace.gateway.server import drain, start
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_KEY = "test-client-key-0123456789"
@@ -85,8 +87,6 @@ class GatewayThread:
         return out[0] if out else None
 
     def _run(self) -> None:
-        import uvloop
-
         loop = uvloop.new_event_loop()
         self._loop = loop
         try:
@@ -98,8 +98,6 @@ class GatewayThread:
             loop.close()
 
     async def _serve(self) -> None:
-        from tokenrace.gateway.server import drain, start
-
         self._stop = asyncio.Event()
         server, self.url = await start(self.gw, "127.0.0.1", 0)
         self._ready.set()

@@ -4,6 +4,7 @@ fallback order, breakers, mid-stream failures, model mapping, usage accounting."
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from typing import Any
@@ -431,8 +432,6 @@ def test_http_1_0_clients_get_a_stream_ended_by_close(
 def test_request_log_lines_when_asked(
     fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any, caplog: Any
 ) -> None:
-    import logging
-
     a, _ = fakes
     caplog.set_level(logging.INFO, logger="tokenrace.gateway")
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}], log={"requests": True})
