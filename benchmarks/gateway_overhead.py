@@ -368,7 +368,8 @@ class Instrument:
         cmd = {"url": url, "stream": stream, "rate": rate, "duration": duration, "concurrency": concurrency}
         self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
         self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
+        result: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return result
 
     def close(self) -> None:
         self.proc.kill()
@@ -695,7 +696,8 @@ def our_pids(inst: Instrument, targets: Targets) -> list[int]:
 
 
 def disturbance(row: dict[str, Any]) -> float:
-    return max(v["others_cores"] for v in row.values() if isinstance(v, dict))
+    worst: float = max(v["others_cores"] for v in row.values() if isinstance(v, dict))
+    return worst
 
 
 def show(row: dict[str, Any]) -> None:

@@ -35,7 +35,8 @@ AUTH = {"keys": [{"name": "tester", "key_env": "GW_CLIENT_KEY"}]}
 def config_text(backends: dict[str, Any], routes: list[dict[str, Any]], **extra: Any) -> str:
     doc: dict[str, Any] = {"backends": backends, "routes": routes, "auth": AUTH, "admin": {"key_env": "GW_ADMIN_KEY"}}
     doc.update(extra)
-    return yaml.safe_dump(doc, sort_keys=False)
+    text: str = yaml.safe_dump(doc, sort_keys=False)
+    return text
 
 
 class GatewayThread:
