@@ -74,7 +74,8 @@ def gateway_config(urls: list[str], policy: str, affinity: dict[str, Any] | None
         "routes": [{"model": "m", "backends": [target]}],
         "auth": {"required": False},
     }
-    return yaml.safe_dump(doc, sort_keys=False)
+    text: str = yaml.safe_dump(doc, sort_keys=False)
+    return text
 
 
 def spawn_gateway(config: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -65,6 +66,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -366,7 +368,8 @@ class Instrument:
         cmd = {"url": url, "stream": stream, "rate": rate, "duration": duration, "concurrency": concurrency}
         self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
         self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
+        result: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return result
 
     def close(self) -> None:
         self.proc.kill()
@@ -374,10 +377,6 @@ class Instrument:
 
 
 def instrument_process(args: argparse.Namespace) -> None:
-    import gc
-
-    import uvloop
-
     os.sched_setaffinity(0, {args.load_core})
     gc.collect()
     gc.freeze()
@@ -428,8 +427,6 @@ async def null_proxy_main(upstream_port: int) -> None:
 
 
 def null_proxy_process(upstream_port: int, core: int) -> None:
-    import uvloop
-
     os.sched_setaffinity(0, {core})
     uvloop.run(null_proxy_main(upstream_port))
 
@@ -699,7 +696,8 @@ def our_pids(inst: Instrument, targets: Targets) -> list[int]:
 
 
 def disturbance(row: dict[str, Any]) -> float:
-    return max(v["others_cores"] for v in row.values() if isinstance(v, dict))
+    worst: float = max(v["others_cores"] for v in row.values() if isinstance(v, dict))
+    return worst
 
 
 def show(row: dict[str, Any]) -> None:

@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import uvloop
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gateway_overhead as bench
@@ -56,7 +58,7 @@ class Bare(asyncio.Protocol):
 async def serve(kind: str) -> None:
     loop = asyncio.get_running_loop()
     if kind == "aiohttp":
-        from aiohttp import web
+        from aiohttp import web  # noqa: PLC0415 - measured apart: each server process loads only its own stack, so the others run without it in their heap
 
         async def handler(request: web.Request) -> web.Response:
             await request.read()
@@ -69,7 +71,7 @@ async def serve(kind: str) -> None:
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         port = runner.addresses[0][1]
     elif kind == "aiohttp-lowlevel":  # aiohttp's protocol and request objects, no Application, router or middlewares
-        from aiohttp import web
+        from aiohttp import web  # noqa: PLC0415 - measured apart: each server process loads only its own stack, so the others run without it in their heap
 
         async def handle(request: web.BaseRequest) -> web.Response:
             await request.read()
@@ -78,7 +80,7 @@ async def serve(kind: str) -> None:
         server = await loop.create_server(web.Server(handle, access_log=None), "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
     elif kind == "tokenrace":  # the gateway's own server side (gateway/http.py), a task per request
-        from tokenrace.gateway.http import Reply, Request, Server
+        from tokenrace.gateway.http import Reply, Request, Server  # noqa: PLC0415 - measured apart: only this server process loads the gateway (pydantic, aiohttp, the client through it)
 
         class Limits:
             max_body_bytes, client_idle_s, client_body_s = 1 << 20, 75.0, 30.0
@@ -106,8 +108,6 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2, help="how many times each server is measured")
     args = p.parse_args()
     if args.serve:
-        import uvloop
-
         os.sched_setaffinity(0, {bench.GATEWAY_CORE})
         uvloop.run(serve(args.serve))
         return

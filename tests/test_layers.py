@@ -46,7 +46,8 @@ INSIDE: dict[str, list[set[str]]] = {
         {"admission"},  # the checks before a request is taken
         {"admin"},
         {"app"},
-        {"server"},
+        {"server", "workers"},  # one process's loop; a worker of `--workers N` (its own loop, the shared port)
+        {"supervisor"},  # starts and watches the workers
     ],
     "doctor": [
         {"commands", "knowledge", "parse", "result", "model_size"},

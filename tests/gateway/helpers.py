@@ -15,12 +15,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import uvloop
 import yaml
 from aiohttp import web
 from tests.conftest import fake_key, parse_all
 
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
+from tokenrace.gateway.server import drain, start
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_KEY = "test-client-key-0123456789"
@@ -33,7 +35,8 @@ AUTH = {"keys": [{"name": "tester", "key_env": "GW_CLIENT_KEY"}]}
 def config_text(backends: dict[str, Any], routes: list[dict[str, Any]], **extra: Any) -> str:
     doc: dict[str, Any] = {"backends": backends, "routes": routes, "auth": AUTH, "admin": {"key_env": "GW_ADMIN_KEY"}}
     doc.update(extra)
-    return yaml.safe_dump(doc, sort_keys=False)
+    text: str = yaml.safe_dump(doc, sort_keys=False)
+    return text
 
 
 class GatewayThread:
@@ -85,8 +88,6 @@ class GatewayThread:
         return out[0] if out else None
 
     def _run(self) -> None:
-        import uvloop
-
         loop = uvloop.new_event_loop()
         self._loop = loop
         try:
@@ -98,8 +99,6 @@ class GatewayThread:
             loop.close()
 
     async def _serve(self) -> None:
-        from tokenrace.gateway.server import drain, start
-
         self._stop = asyncio.Event()
         server, self.url = await start(self.gw, "127.0.0.1", 0)
         self._ready.set()

@@ -71,7 +71,8 @@ class Traffic:
 def canary_state(gw: GatewayThread) -> dict[str, Any]:
     status, _, raw = http("GET", gw.url + "/admin/state", key=ADMIN_KEY)
     assert status == 200
-    return json.loads(raw)["routes"]["m"]["canary"]
+    canary: dict[str, Any] = json.loads(raw)["routes"]["m"]["canary"]
+    return canary
 
 
 def wait_for(gw: GatewayThread, predicate: Any, timeout: float = 15.0) -> dict[str, Any]:

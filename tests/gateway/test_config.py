@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -135,8 +136,6 @@ def test_secrets_are_read_from_the_environment_and_hidden() -> None:
 
 
 def test_key_digest_instead_of_env() -> None:
-    import hashlib
-
     digest = hashlib.sha256(b"client-key-123456").hexdigest()
     text = GOOD.replace("key_env: APP_KEY", f"key_sha256: {digest}")
     secrets = resolve_secrets(parse_config(text, "g", ENV), ENV)

@@ -4,6 +4,7 @@ fallback order, breakers, mid-stream failures, model mapping, usage accounting."
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from typing import Any
@@ -41,7 +42,8 @@ def metric(gw: GatewayThread, name: str, **labels: str) -> float:
 def state(gw: GatewayThread) -> dict[str, Any]:
     status, _, raw = http("GET", gw.url + "/admin/state", key=ADMIN_KEY)
     assert status == 200, raw
-    return json.loads(raw)
+    answer: dict[str, Any] = json.loads(raw)
+    return answer
 
 
 def backend(fake: FakeServerThread, **extra: Any) -> dict[str, Any]:
@@ -286,7 +288,7 @@ def test_half_open_probe_success_closes_the_breaker(
 def assert_error_end(raw: bytes, code: str, tokens: int) -> dict[str, Any]:
     events = sse_events(raw)
     assert events[-1] == "[DONE]"
-    last = orjson.loads(events[-2])
+    last: dict[str, Any] = orjson.loads(events[-2])
     assert last["choices"][0]["finish_reason"] == "error" and last["error"]["code"] == code
     assert last["usage"]["completion_tokens"] == tokens
     assert last["error"]["type"] == "upstream_error" and "failed mid-stream" in last["error"]["message"]
@@ -431,8 +433,6 @@ def test_http_1_0_clients_get_a_stream_ended_by_close(
 def test_request_log_lines_when_asked(
     fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any, caplog: Any
 ) -> None:
-    import logging
-
     a, _ = fakes
     caplog.set_level(logging.INFO, logger="tokenrace.gateway")
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}], log={"requests": True})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -19,6 +19,10 @@ from tokenrace.gateway.upstream import UpstreamError
 from .helpers import CLIENT_KEY, ENV, config_text
 from .memory import Answer, MemoryTransport, MemoryUpstream, client_request
 
+if TYPE_CHECKING:
+    from tokenrace.gateway.shared import SharedState
+    from tokenrace.gateway.telemetry import Tracing
+
 SSE = {"content-type": "text/event-stream"}
 FAST_RETRY = {"attempts": 2, "backoff_ms": 1, "max_backoff_ms": 2}
 
@@ -30,8 +34,8 @@ class Context:
         self.metrics = GatewayMetrics()
         self.runtime = runtime
         self.active: set[asyncio.Task[Any]] = set()
-        self.shared = None
-        self.tracing = None
+        self.shared: SharedState | None = None
+        self.tracing: Tracing | None = None
         self.draining = False
         self.breaker_events: list[Any] = []
         self.events: list[tuple[str, dict[str, Any]]] = []

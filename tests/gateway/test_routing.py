@@ -133,12 +133,12 @@ def test_a_pool_sends_to_the_least_busy_instance_and_retries_elsewhere() -> None
     assert target.pick(set(), 0.0)[0] is c  # a saturated instance is skipped
     for backend in (a, b, c):
         backend.breaker.force("open", "test", 0.0)
-    backend, why = target.pick(set(), 1.0)
-    assert backend is None and why in ("breaker_open", "saturated")
+    picked, why = target.pick(set(), 1.0)
+    assert picked is None and why in ("breaker_open", "saturated")
 
 
 def test_equal_instances_share_evenly() -> None:
     rt = runtime([{"model": "m", "backends": [{"backend": ["a", "b"]}]}])
     target = rt.routes["m"].targets[0]
-    counts = Counter(target.pick(set(), 0.0)[0].name for _ in range(2000))  # type: ignore[union-attr]
+    counts = Counter(target.pick(set(), 0.0)[0].name for _ in range(2000))
     assert within_sigmas(counts["a"], 2000, 0.5)

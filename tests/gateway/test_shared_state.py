@@ -318,7 +318,11 @@ def test_traffic_goes_on_when_redis_stops_and_sharing_resumes_when_it_returns(
     statuses = [ask(url)[0] for _ in range(10) for url in (a, b)]
     assert statuses == [200] * 20
     for url in (a, b):
-        wait_for(lambda u=url: metric(u, "tokenrace_gateway_state_backend_up") == 0, 5, "backend_up should drop")
+
+        def down(u: str = url) -> bool:
+            return metric(u, "tokenrace_gateway_state_backend_up") == 0
+
+        wait_for(down, 5, "backend_up should drop")
         assert metric(url, "tokenrace_gateway_state_fallbacks_total") == 1
         state = admin_state(url)["state"]
         assert state["up"] is False and state["canary_leader"] is False and state["last_error"]
@@ -326,7 +330,11 @@ def test_traffic_goes_on_when_redis_stops_and_sharing_resumes_when_it_returns(
 
     redis_server.start()  # same port, empty
     for url in (a, b):
-        wait_for(lambda u=url: metric(u, "tokenrace_gateway_state_backend_up") == 1, 10, "should reconnect")
+
+        def up(u: str = url) -> bool:
+            return metric(u, "tokenrace_gateway_state_backend_up") == 1
+
+        wait_for(up, 10, "should reconnect")
     prefix = admin_state(a)["state"]["key_prefix"]
     assert ask(a)[0] == 200 and ask(b)[0] == 200
     assert redis_server.client().exists(f"{prefix}:rate:tester") == 1  # the shared bucket is back in use
@@ -441,7 +449,7 @@ def test_a_canary_write_needs_the_lease_and_the_version_it_read(redis_server: Re
         await one.sync(rt_one, lambda *a: None)  # takes the lease, writes the ramp (version 1)
         await two.sync(rt_two, lambda *a: None)  # follows it
         decision = route_one.canary.admin("pause", time.monotonic())
-        out = {
+        out: dict[str, Any] = {
             "leaders": (one.leader, two.leader),
             "versions": (route_one.canary.shared_version, route_two.canary.shared_version),
             "forged": await two._write_canary(route_two, route_two.canary, [decision], "someone/1", 1),

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import parse_all
 
-from tokenrace.gateway.stream import DONE, StreamTap, error_event
+from tokenrace.gateway.stream import DONE, Endpoint, StreamTap, error_event
 from tokenrace.testing.fake_openai import (
     ResponseMeta,
     delta_chunk,
@@ -179,7 +179,8 @@ texts = st.lists(st.sampled_from(PIECES), max_size=8).map("".join)
     st.booleans(),
 )
 def test_skimmed_events_count_exactly_as_parsed_ones(deltas: list[tuple[str, str]], chat: bool) -> None:
-    meta = ResponseMeta("id-1", 1, "m", "chat" if chat else "completions")
+    endpoint: Endpoint = "chat" if chat else "completions"
+    meta = ResponseMeta("id-1", 1, "m", endpoint)
     events = [sse(role_chunk(meta))] if chat else []
     for field, text in deltas:
         if not chat:
@@ -197,7 +198,7 @@ def test_skimmed_events_count_exactly_as_parsed_ones(deltas: list[tuple[str, str
         else:
             events.append(sse(delta_chunk(meta, {field: text}, None)))
     events.append(DONE)
-    fast, slow = StreamTap(meta.endpoint), StreamTap(meta.endpoint, keep_text=True)  # keep_text forces the full parse
+    fast, slow = StreamTap(endpoint), StreamTap(endpoint, keep_text=True)  # keep_text forces the full parse
     for i, event in enumerate(events):
         assert fast.feed(event, i) == slow.feed(event, i) == event
     assert (fast.content_chunks, fast.first_token_ns, fast.last_token_ns, fast.finish_reason) == (

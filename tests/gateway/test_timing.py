@@ -70,7 +70,7 @@ def ttft_paths(url: str, fake_log: object) -> list[float]:
             rid = buf.split(b'"id":"', 1)[1].split(b'"', 1)[0].decode()
             stamps.append((start, first, rid))
             time.sleep(0.002)
-    log = {e["id"]: e for e in fake_log()}  # type: ignore[operator]
+    log = {e["id"]: e for e in fake_log()}
     out = []
     for start, first, rid in stamps[10:]:  # the first few warm caches and pools
         entry = log[rid]

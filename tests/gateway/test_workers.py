@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tokenrace.errors import InvalidInput
@@ -189,8 +190,6 @@ def test_sighup_reloads_every_worker(fake: FakeServerThread, two_workers: Worker
 
 async def steady_load(url: str, stop_at: asyncio.Event, records: list[tuple[float, float, bool]]) -> None:
     """Four clients, each sending one stream after another on a new connection until `stop_at`."""
-    import aiohttp
-
     body = {
         "model": "m",
         "messages": [{"role": "user", "content": "hi"}],

@@ -33,10 +33,10 @@ from tokenrace.gateway.config import (
 from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Route, Runtime
+from tokenrace.gateway.scrape import Scraper
 from tokenrace.redact import Redactor
 
 if TYPE_CHECKING:
-    from tokenrace.gateway.scrape import Scraper
     from tokenrace.gateway.shared import SharedState
     from tokenrace.gateway.telemetry import Tracing
 from tokenrace.gateway.stream import Endpoint
@@ -87,7 +87,7 @@ class Gateway:
             state, url = self.local_state
         if state is not None and url is not None:
             # Imported only with `state:`: the redis package imports OpenTelemetry when it is installed.
-            from tokenrace.gateway.shared import SharedState
+            from tokenrace.gateway.shared import SharedState  # noqa: PLC0415 - optional dependency: redis (and OTel through it) only with `state:`
 
             self.shared = SharedState(state, url, self.warn, self.event, self.metrics.state_fallbacks.inc)
             await self.shared.sync(self.runtime, self.on_breaker_adopted)  # follow the others from the start
@@ -117,8 +117,6 @@ class Gateway:
     def _follow_scrapes(self) -> None:
         """Read the /metrics of the backends the current runtime's least_queue pools need."""
         if self.scraper is None and self.runtime.scraped:
-            from tokenrace.gateway.scrape import Scraper
-
             self.scraper = Scraper()
         if self.scraper is not None:
             self.scraper.follow(self.runtime.scraped)
@@ -127,7 +125,7 @@ class Gateway:
         """Start or stop the request spans as `telemetry.otel` says."""
         wanted = self.runtime.config.telemetry.otel
         if wanted and self.tracing is None:
-            from tokenrace.gateway.telemetry import Tracing
+            from tokenrace.gateway.telemetry import Tracing  # noqa: PLC0415 - optional dependency: OpenTelemetry only with `telemetry.otel`
 
             self.tracing = Tracing()  # OTEL_* come from the process environment, as exporters read them
         elif not wanted and self.tracing is not None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from tokenrace.gateway.config import CanaryConfig
+from tokenrace.stats import describe
 
 Arm: TypeAlias = Literal["canary", "baseline"]
 CanaryState: TypeAlias = Literal["running", "paused", "rolled_back", "promoted"]
@@ -102,8 +103,6 @@ def arm_stats(samples: list[Sample]) -> dict[str, Any]:
         "error_rate": round(errors / n, 4) if n else None,
         "error_rate_low95": _round(wilson_lower(errors, n)),
     }
-    from tokenrace.stats import describe  # numpy loads on the first evaluation, not at start-up
-
     for name in ("ttft", "tpot", "e2e"):
         values = [v * 1000 for s in good if (v := getattr(s, f"{name}_s")) is not None]
         out[f"{name}_samples"] = len(values)

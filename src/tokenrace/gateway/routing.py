@@ -42,6 +42,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tokenrace.engines import ENGINES
 from tokenrace.stats import wilson
 
@@ -110,8 +112,6 @@ def parse_load(text: str, at: float, in_flight_at: int) -> Load:
 
     A text that does not parse, or has no queue gauge, is a Load with `error`/no `waiting`.
     """
-    from prometheus_client.parser import text_string_to_metric_families
-
     waiting: dict[str, float] = {}
     kv: list[float] = []
     try:

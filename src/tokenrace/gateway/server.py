@@ -108,7 +108,7 @@ def quiet_gc() -> None:
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     """uvloop when installed (lower per-request overhead), else the stdlib loop."""
     try:
-        import uvloop
+        import uvloop  # noqa: PLC0415 - optional dependency: not installed on Windows (platform marker)
     except ImportError:
         return asyncio.new_event_loop
     return uvloop.new_event_loop

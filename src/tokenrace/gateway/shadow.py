@@ -17,6 +17,7 @@ import orjson
 
 from tokenrace.gateway.stream import StreamTap, response_text
 from tokenrace.gateway.upstream import UpstreamError, UpstreamResponse
+from tokenrace.stats import describe
 from tokenrace.text_agreement import agreement, exact_match
 
 if TYPE_CHECKING:
@@ -122,8 +123,6 @@ def _text(body: bytes, call: Call) -> str | None:
 
 def summary(shadow: Shadow) -> dict[str, Any]:
     """Recent shadow results for /admin/state: counts, p50/p95 latency, mean agreement."""
-    from tokenrace.stats import describe
-
     recent = list(shadow.recent)
     ttft = [r["ttft_s"] * 1000 for r in recent if r["ttft_s"] is not None]
     dur = [r["duration_s"] * 1000 for r in recent if r["duration_s"] is not None]
