@@ -34,6 +34,24 @@ def test_percent_of_bound_for_a_plausible_h100_run() -> None:
     assert 50 < eff.decode_pct_of_bound < 100 and eff.warnings == []
 
 
+def test_the_nearest_published_point_is_named_beside_the_bound() -> None:
+    # Llama 3.1 8B has published per-user speeds (Groq's, vLLM's on H200): one of them is named with
+    # its source and its own share of its bound, which is at most 100 % for a non-speculative point.
+    eff = efficiency_of(
+        _summary(512, 256, tpot_ms=7.0, ttft_ms=40.0, tok_s=140.0),
+        EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"),
+        1,
+    )
+    assert eff is not None and eff.nearest_published is not None
+    assert "Llama" in eff.nearest_published and "[" in eff.nearest_published  # the label and [source]
+    assert eff.nearest_published_pct_of_bound is not None and 0 < eff.nearest_published_pct_of_bound <= 100
+    # A model no published row covers has no point, and says nothing rather than something wrong.
+    other = efficiency_of(
+        _summary(64, 64, tpot_ms=5.0, ttft_ms=20.0, tok_s=100.0), EfficiencySpec("H100-SXM", "qwen2.5-7b", "bf16"), 1
+    )
+    assert other is not None and not other.error and other.nearest_published is None
+
+
 def test_a_measurement_beating_the_bound_warns() -> None:
     eff = efficiency_of(
         _summary(512, 256, tpot_ms=1.0, ttft_ms=40.0, tok_s=1000.0),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from tests.sweep.helpers import bench
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import CostSpec, GpuCost
+from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.load.runner import Load
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.report.html import build, planner_bound, resource_series, write
@@ -215,3 +217,19 @@ def test_terminal_and_html_show_the_same_summary_and_step_rows(made: dict[str, P
     assert re.findall(r"<tr class='(?:knee)?'><td class=''>([^<]+)</td>", sweep_page) == steps
     assert re.findall(r"^│ (c\S+) +│", sweep_text, re.M) == steps
     assert "TPOT p50" in sweep_page and "err %" in sweep_page and "cached" in sweep_text
+
+
+def test_a_run_with_a_bound_shows_the_nearest_published_point(made: dict[str, Path]) -> None:
+    run = load(made["run"])
+    plain = build([run])
+    assert "Speed of light and published points" not in plain  # no --hardware: no bound, no section
+    summary = run.summary.model_copy(deep=True)
+    summary.metrics.prompt_tokens.mean = 512
+    summary.metrics.output_tokens.mean = 256
+    summary.metrics.tpot_ms.p50 = 7.0
+    summary.efficiency = efficiency_of(summary, EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"), 1)
+    page = build([replace(run, data=summary)])
+    section = page.split("Speed of light and published points", 1)[1].split("</section>", 1)[0]
+    assert "of its bound of" in section and "H100" in section
+    assert summary.efficiency is not None and summary.efficiency.nearest_published is not None
+    assert html.escape(summary.efficiency.nearest_published) in section

@@ -73,8 +73,17 @@ def efficiency_of(
             measured_aggregate_tok_s=summary.throughput.output_tokens_per_s,
             measured_tokens_per_joule=tokens_per_joule,
         )
+        nearest = planner.nearest_published(model, hw, result.devices)
     except TokenraceError as exc:
         return Efficiency(error=str(exc))
     return Efficiency.model_validate(
-        {**eff, "hardware_bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s, "hardware_source": hw.source}
+        {
+            **eff,
+            "hardware_bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s,
+            "hardware_source": hw.source,
+            # What others measured on the nearest configuration, against its own bound: the run's
+            # share of its bound next to a published one tells whether it is far from what is reachable.
+            "nearest_published": nearest.line() if nearest else None,
+            "nearest_published_pct_of_bound": nearest.share_pct if nearest else None,
+        }
     )

@@ -267,6 +267,8 @@ class Efficiency(_Model):
     ttft_bound_memory_only: bool | None = None
     hardware_bandwidth_bytes_per_s: float | None = None
     hardware_source: str | None = None
+    nearest_published: str | None = None  # the published point nearest this configuration, with its source
+    nearest_published_pct_of_bound: float | None = None  # that point's speed as a % of its own bound
     warnings: list[str] = Field(default_factory=list)
 
 

@@ -653,9 +653,28 @@ def _run_page(run: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page
     if findings:
         items = "".join(f"<li>{html.escape(w.message)}</li>" for w in findings)
         page.add("What a sceptic would ask", f"<ul class='warnings'>{items}</ul>")
+    _speed_of_light_section(page, run)
     _quality_section(page, run)
     _run_charts(page, [(run.name, run)])
     return page
+
+
+def _speed_of_light_section(page: Page, run: Run) -> None:
+    """The run against the planner's bound, beside the nearest published point against its own."""
+    eff = run.summary.efficiency
+    if eff is None or eff.decode_tokens_per_s_bound is None:
+        return
+    lines = [
+        f"This run: decode at {num(eff.decode_pct_of_bound).text} % of its bound of "
+        f"{num(eff.decode_tokens_per_s_bound).text} tokens/s per user on {eff.devices} × {eff.hardware} "
+        f"({eff.precision}; bound by {eff.decode_bound_by})."
+    ]
+    if eff.nearest_published:
+        lines.append(f"Nearest published point: {eff.nearest_published}.")
+    else:
+        lines.append("No published point for this model is in the planner's table.")
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    page.add("Speed of light and published points", f"<ul>{items}</ul>")
 
 
 def _quality_section(page: Page, run: Run) -> None:
