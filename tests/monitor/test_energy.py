@@ -66,7 +66,8 @@ def test_energy_is_power_times_window_from_the_dcgm_counter(tmp_path: Path) -> N
     assert e["joules_per_output_token"] == pytest.approx(e["joules"] / (24 * 16))
     assert e["output_tokens_per_joule"] == pytest.approx(24 * 16 / e["joules"])
     assert e["mean_power_w"] == pytest.approx(sum(POWERS), rel=0.02)
-    assert r.summary.warnings == []
+    # client.bound may be true here: the fake server shares this process's CPU.
+    assert [w.code for w in r.summary.warnings if w.code != "client.bound"] == []
 
 
 def test_without_the_counter_sampled_power_is_integrated_and_said_so(tmp_path: Path) -> None:
