@@ -53,24 +53,24 @@ def test_index_list_filter_resolve(fake: Any, tmp_path: Path) -> None:
         ids = h.import_tree(tmp_path / "runs")
         assert sorted(ids) == sorted([run_id(a.directory), run_id(b.directory)])
         rows = h.list()
-        assert [r["label"] for r in rows] == ["beta", "alpha"]  # newest first
-        ra = next(r for r in rows if r["label"] == "alpha")
-        assert ra["model"] == "fake-model" and ra["concurrency"] == 2 and ra["requests"] == 8
-        assert ra["ttft_p50_ms"] == a.summary.metrics.ttft_ms.p50
-        assert [r["label"] for r in h.list(Filters(label="alp"))] == ["alpha"]
+        assert [r.label for r in rows] == ["beta", "alpha"]  # newest first
+        ra = next(r for r in rows if r.label == "alpha")
+        assert ra.model == "fake-model" and ra.concurrency == 2 and ra.requests == 8
+        assert ra.ttft_p50_ms == a.summary.metrics.ttft_ms.p50
+        assert [r.label for r in h.list(Filters(label="alp"))] == ["alpha"]
         assert len(h.list(Filters(model="fake", endpoint="127.0.0.1"))) == 2
         assert h.list(Filters(model="llama")) == []
-        today = ra["started_at"][:10]
+        today = ra.started_at[:10]
         assert len(h.list(Filters(since=today, until=today))) == 2
         assert h.list(Filters(until="2000-01-01")) == []
-        assert h.resolve(ra["id"][:6]) == a.directory.resolve()
+        assert h.resolve(ra.id[:6]) == a.directory.resolve()
         assert h.resolve("b") == b.directory.resolve()
         # A directory named like another run's id prefix: the exact name wins (the id is a hash of
         # the path, so before this rule "b" above failed whenever run a's id happened to start with b).
-        c = bench(fake.base_url, tmp_path / "runs" / ra["id"][:3], label="gamma")
+        c = bench(fake.base_url, tmp_path / "runs" / ra.id[:3], label="gamma")
         h.import_tree(tmp_path / "runs")
-        assert h.resolve(ra["id"][:3]) == c.directory.resolve()
-        assert h.resolve(ra["id"]) == a.directory.resolve()
+        assert h.resolve(ra.id[:3]) == c.directory.resolve()
+        assert h.resolve(ra.id) == a.directory.resolve()
         with pytest.raises(UsageError, match="no run directory"):
             h.resolve("nothing-like-this")
         with pytest.raises(UsageError, match="--since"):
@@ -85,7 +85,7 @@ def test_reindex_forgets_deleted_directories(fake: Any, tmp_path: Path) -> None:
         h.index(b.directory)
         shutil.rmtree(b.directory)
         assert h.reindex() == (1, 1)
-        assert [r["path"] for r in h.list()] == [str(a.directory.resolve())]
+        assert [r.path for r in h.list()] == [str(a.directory.resolve())]
 
 
 def test_not_a_run_directory_is_a_clear_error(tmp_path: Path) -> None:

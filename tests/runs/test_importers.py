@@ -60,16 +60,20 @@ def test_vllm_figures_match_vllms_own() -> None:
     # vLLM's TPOT counts the time after the last chunk; ours ends at the last content chunk.
     assert m.tpot_ms.mean < doc["mean_tpot_ms"]
     assert s.throughput.output_tokens_per_s == pytest.approx(doc["output_throughput"], rel=1e-4)
-    assert run.manifest.model == doc["model_id"] and run.manifest.settings["load"]["concurrency"] == 4
+    assert (
+        run.manifest.model == doc["model_id"]
+        and run.manifest.settings.load is not None
+        and run.manifest.settings.load.concurrency == 4
+    )
     assert run.manifest.tool == "vllm bench serve" and run.manifest.started_at == "2025-03-12T14:15:03"
-    failed = [r for r in run.records() if r["error_kind"]]
+    failed = [r for r in run.records() if r.error_kind]
     assert (
         len(failed) == 1
-        and failed[0]["error_kind"] == "imported"
-        and "ServerDisconnectedError" in failed[0]["error_message"]
+        and failed[0].error_kind == "imported"
+        and "ServerDisconnectedError" in (failed[0].error_message or "")
     )
     first = run.measured_ok()[0]
-    assert len(first["chunk_offsets_ms"]) == 32 and first["output_tokens_source"] == "vllm"
+    assert len(first.chunk_offsets_ms) == 32 and first.output_tokens_source == "vllm"
 
 
 def test_older_vllm_results_without_start_times(tmp_path: Path) -> None:
@@ -105,15 +109,16 @@ def test_aiperf_records_and_config() -> None:
         "failed": 1,
         "cancelled": 0,
     }  # the warm-up request is kept but not measured
-    assert [r["phase"] for r in run.records()].count("warmup") == 1
+    assert [r.phase for r in run.records()].count("warmup") == 1
     assert s.metrics.ttft_ms.p50 == pytest.approx(agg["time_to_first_token"]["p50"], abs=1e-3)
     assert s.metrics.ttft_ms.max == pytest.approx(agg["time_to_first_token"]["max"], abs=1e-3)
-    failed = next(r for r in run.records() if r["error_kind"])
-    assert failed["status"] == 500 and failed["error_message"].startswith("InternalServerError")
-    assert run.manifest.model == "Qwen/Qwen2.5-7B-Instruct" and run.manifest.settings["load"]["concurrency"] == 2
-    assert run.manifest.settings["request"]["stream"] is True and run.manifest.command[0] == "aiperf"
+    failed = next(r for r in run.records() if r.error_kind)
+    assert failed.status == 500 and (failed.error_message or "").startswith("InternalServerError")
+    settings = run.manifest.settings
+    assert run.manifest.model == "Qwen/Qwen2.5-7B-Instruct" and settings.load and settings.load.concurrency == 2
+    assert settings.request and settings.request.stream is True and run.manifest.command[0] == "aiperf"
     ok = run.measured_ok()[0]
-    assert len(ok["chunk_offsets_ms"]) == 24 and ok["tpot_ms"] is not None
+    assert len(ok.chunk_offsets_ms) == 24 and ok.tpot_ms is not None
 
 
 def test_aiperf_alone_and_in_seconds(tmp_path: Path) -> None:
@@ -138,7 +143,7 @@ def test_imported_runs_go_into_the_history_and_compare_with_warnings(tmp_path: P
     with History.open() as h:
         h.index(d)
         row = h.list(Filters(model="Llama-3.1"))[0]
-    assert row["source"] == "vllm bench serve" and row["requests"] == 10
+    assert row.source == "vllm bench serve" and row.requests == 10
     report = compare([load(d), load(AIPERF)])
     text = " ".join(report.warnings)
     assert "model differs" in text and "tool version differs" in text and "concurrency differs: 4 (A) vs 2 (B)" in text

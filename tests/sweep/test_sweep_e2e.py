@@ -18,6 +18,7 @@ from tests.conftest import line_count, sigint_default, wait_until
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
+from tokenrace.model.engine import EngineRecord
 from tokenrace.report.html import build
 from tokenrace.runs.history import Filters, History
 from tokenrace.runs.reader import load
@@ -83,7 +84,7 @@ def test_concurrency_sweep_finds_the_knee_and_stops(knee_server: Any, tmp_path: 
     assert "◀ knee" in p.stdout and f"knee: {knee['step']}" in p.stdout
     with History.open() as h:  # the sweep and each step are in the history
         rows = h.list(Filters(label="knee-test", steps=True))
-    assert {r["kind"] for r in rows} == {"sweep", "run"} and len(rows) == len(steps) + 1
+    assert {r.kind for r in rows} == {"sweep", "run"} and len(rows) == len(steps) + 1
 
 
 def test_first_step_is_cold_and_the_rest_warm(fake: Any, tmp_path: Path) -> None:
@@ -148,7 +149,7 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
     result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]
     prof = json.loads((tmp_path / "p" / "profile.json").read_text())
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
-    assert result.steps[1][1].manifest.engine == {"engine": "fake"}
+    assert result.steps[1][1].manifest.engine == EngineRecord(engine="fake")
     data = load(tmp_path / "p")  # rendered later from the files, like a sweep
     assert data.kind == "profile" and [r.throughput_tokens_per_s is not None for r in data.sweep.steps] == [
         True,

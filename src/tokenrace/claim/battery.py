@@ -331,8 +331,8 @@ class Battery:
         self._add(self._condition("warm", 1, result))
         e2e = result.summary.metrics.e2e_ms.p50
         self.e2e_s = max(e2e / 1000, 0.01) if e2e else self.e2e_s
-        server = result.manifest.server or {}
-        self.context = self.cs.context_tokens or server.get("max_model_len")
+        server = result.manifest.server
+        self.context = self.cs.context_tokens or (server.max_model_len if server else None)
         return not result.interrupted
 
     def _cold_condition(self, result: Run) -> Condition:
@@ -406,7 +406,6 @@ class Battery:
         return max(1, min(planned, room // (4 * SEARCH_STEPS)))
 
     def _search_conditions(self, sweep: SweepFile) -> None:
-        sla = sweep.sla or {}
         rows = [r for r in sweep.steps if r.checks is not None and r.value is not None]
         for value in sorted({r.value for r in rows if r.value is not None}):
             last = [r for r in rows if r.value == value][-1]  # the pooled verdict at that value
@@ -416,15 +415,17 @@ class Battery:
                     value=int(value),
                     held=bool(last.passed),
                     figures=_row_figures(last),
-                    checks=last.checks or [],
+                    checks=[c.model_dump(mode="json") for c in last.checks or []],
                     run_dir=f"concurrency/{last.step}",
                     note=None if last.certain else "unclear: an interval reaches over a limit",
                 )
             )
-        best, worst = sla.get("highest_passing"), sla.get("lowest_failing")
-        self.claim.limits.concurrency = int(best["concurrency"]) if best else None
-        self.claim.limits.concurrency_certain = bool(best["certain"]) if best else None
-        self.claim.limits.concurrency_failing = int(worst["concurrency"]) if worst else None
+        best = sweep.sla.highest_passing if sweep.sla else None
+        worst = sweep.sla.lowest_failing if sweep.sla else None
+        best_at, worst_at = best.concurrency if best else None, worst.concurrency if worst else None
+        self.claim.limits.concurrency = int(best_at) if best_at is not None else None
+        self.claim.limits.concurrency_certain = best.certain if best else None
+        self.claim.limits.concurrency_failing = int(worst_at) if worst_at is not None else None
         self._write()
 
     async def _prompt_lengths(self) -> bool:

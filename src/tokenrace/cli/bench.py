@@ -16,6 +16,7 @@ from tokenrace.client.request import GENERATING_APIS
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
+from tokenrace.model.engine import EngineRecord
 from tokenrace.model.run import ProfileFile
 from tokenrace.report.tables import print_profile, print_summary
 from tokenrace.runs.history import index_quietly
@@ -91,7 +92,13 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         # Inside the profile, so that the pass asks the engine that was measured before it stops.
         async def after(engine: RunningEngine, directory: Path) -> QualityResult:
             return await bench_quality.quality_pass(
-                settings, engine.base_url, engine.model, samples, directory, bool(o["as_json"]), engine.record
+                settings,
+                engine.base_url,
+                engine.model,
+                samples,
+                directory,
+                bool(o["as_json"]),
+                EngineRecord.model_validate(engine.record),
             )
 
     result, quality = aio.run(

@@ -18,6 +18,7 @@ from rich.console import Console
 from tokenrace.cli.quality import print_result
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.model.engine import EngineRecord
 from tokenrace.quality.models import QualityResult
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import resolve_suites
@@ -69,13 +70,14 @@ async def quality_pass(
     samples: int,
     run_dir: Path,
     quiet: bool,
-    engine: dict[str, Any] | None = None,
+    engine: EngineRecord | None = None,
 ) -> QualityResult:
     items = resolve_suites([], samples, settings.load.seed or 0)
     if not quiet:
         click.echo(f"quality pass: {len(items)} items on the same endpoint...", err=True)
     s = quality_settings(settings, base_url, model, samples)
-    return await run_quality(items, s, run_dir / QUALITY_SUBDIR, engine)
+    described = engine.model_dump(mode="json") if engine is not None else None  # quality.json's `engine`
+    return await run_quality(items, s, run_dir / QUALITY_SUBDIR, described)
 
 
 def run_pass(settings: BenchSettings, base_url: str, model: str, samples: int, run_dir: Path, quiet: bool) -> Any:

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import click
+from pydantic import JsonValue
 
 from tokenrace.errors import UsageError
 
@@ -50,7 +51,7 @@ def parse_mean_std(text: str | None, flag: str) -> tuple[int, float] | None:
     return mean, std
 
 
-def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
+def parse_json_object(text: str | None, flag: str) -> dict[str, JsonValue]:
     if not text:
         return {}
     try:

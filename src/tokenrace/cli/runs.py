@@ -10,6 +10,7 @@ import orjson
 from rich.table import Table
 
 from tokenrace.cli.common import echo_json
+from tokenrace.model.history import HistoryRow
 from tokenrace.report.render import fmt
 from tokenrace.report.tables import wide_console
 from tokenrace.runs.history import Filters, History
@@ -54,7 +55,7 @@ def command(
             click.echo(f"reindexed {updated} entries, removed {removed} whose directory is gone", err=True)
         rows = h.list(Filters(limit=limit, steps=steps, **f))
     if as_json:
-        echo_json(rows)
+        echo_json([r.model_dump() for r in rows])
         return
     wide_console().print(runs_table(rows))
     click.echo(f"{len(rows)} shown; history: {h.path}", err=True)
@@ -72,33 +73,33 @@ def _import(h: History, path: Path, import_to: Path | None) -> None:
     click.echo(f"indexed {len(ids)} entries from {path}", err=True)
 
 
-def runs_table(rows: list[dict[str, Any]]) -> Table:
+def runs_table(rows: list[HistoryRow]) -> Table:
     t = Table(header_style="bold")
     for c in ("id", "kind", "started (UTC)", "name", "model", "endpoint", "load", "err %", "TTFT p50", "tok/s", "knee"):
         t.add_column(c, justify="right" if c in ("err %", "TTFT p50", "tok/s") else "left")
     for r in rows:
         t.add_row(
-            r["id"],
-            r["kind"] if not r["parent_id"] else f"  {r['kind']}",
-            (r["started_at"] or "")[:16].replace("T", " "),
-            r["label"] or r["name"],
-            r["model"] or "—",
-            r["endpoint"] or "—",
+            r.id,
+            r.kind if not r.parent_id else f"  {r.kind}",
+            (r.started_at or "")[:16].replace("T", " "),
+            r.label or r.name,
+            r.model or "—",
+            r.endpoint or "—",
             _load(r),
-            fmt(None if r["error_rate"] is None else r["error_rate"] * 100),
-            fmt(r["ttft_p50_ms"]),
-            fmt(r["output_tokens_per_s"]),
-            _knee(r["knee"]),
+            fmt(None if r.error_rate is None else r.error_rate * 100),
+            fmt(r.ttft_p50_ms),
+            fmt(r.output_tokens_per_s),
+            _knee(r.knee),
         )
     return t
 
 
-def _load(r: dict[str, Any]) -> str:
-    if r["kind"] != "run":
-        return f"{r['steps']} steps"
-    if r["rate"] is not None:
-        return f"{fmt(r['rate'], 2)} req/s"
-    return f"c={int(r['concurrency'])}" if r["concurrency"] is not None else "—"
+def _load(r: HistoryRow) -> str:
+    if r.kind != "run":
+        return f"{r.steps} steps"
+    if r.rate is not None:
+        return f"{fmt(r.rate, 2)} req/s"
+    return f"c={int(r.concurrency)}" if r.concurrency is not None else "—"
 
 
 def _knee(text: str | None) -> str:

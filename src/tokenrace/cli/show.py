@@ -12,6 +12,7 @@ from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.report.render import fmt, to_csv, to_markdown
 from tokenrace.report.tables import (
     cost_lines,
@@ -63,15 +64,11 @@ def show(data: Run, console: Console, cost: CostSpec | None = None) -> None:
 
 
 def manifest_lines(m: Manifest) -> list[str]:
-    load, req = m.settings.get("load") or {}, m.settings.get("request") or {}
-    shape = (
-        f"rate {fmt(load.get('rate'), 2)} req/s"
-        if load.get("rate") is not None
-        else f"concurrency {load.get('concurrency')}"
-    )
+    load, req = m.settings.load or LoadSettings(), m.settings.request or RequestSettings()
+    shape = f"rate {fmt(load.rate, 2)} req/s" if load.rate is not None else f"concurrency {load.concurrency}"
     lines = [
         f"measured by {m.tool} {m.version or ''} from {m.started_at or '?'} to {m.finished_at or '?'}",
-        f"load: {shape}; prompts: {m.prompts.name}; max_tokens {req.get('max_tokens')}; stream {req.get('stream')}",
+        f"load: {shape}; prompts: {m.prompts.name}; max_tokens {req.max_tokens}; stream {req.stream}",
     ]
     if m.command:
         lines.append("command: " + " ".join(str(a) for a in m.command))

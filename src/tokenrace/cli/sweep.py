@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
 from tokenrace import aio
-from tokenrace.cli.common import echo_json
+from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, cost_options, embedded_serves, settings_from_options, spec_from_options
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
@@ -27,11 +29,38 @@ from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
 from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, run_sweep
+from tokenrace.sweep.sla import SearchKind
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 MAX_EMBEDDED_SLOTS = 32
 EMBEDDED_SLA_SLOTS = 8
 CTX_PER_SLOT = 512  # tokens of context each parallel slot gets (llama-server splits -c between slots)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOptions:
+    """The sweep's own options, as click parsed them (the run's are read by settings_from_options)."""
+
+    concurrencies: str | None = None
+    rates: str | None = None
+    input_lengths: str | None = None
+    max_goodput: bool = False
+    sla: str | None = None
+    content: str | None = None
+    gain_threshold: float = 0.10
+    patience: int = 1
+    no_stop: bool = False
+    attainment: float = 0.95
+    start_rate: float = 1.0
+    tolerance: float = 0.10
+    max_probes: int = 12
+    search: SearchKind = "concurrency"  # a click.Choice
+    repeats: int = 2
+    max_value: float | None = None
+
+    @classmethod
+    def of(cls, o: Options) -> SweepOptions:
+        return cls(**{f.name: o[f.name] for f in dataclasses.fields(cls) if f.name in o})
 
 
 def _cost_options_unless_shared(fn: Any) -> Any:
@@ -108,46 +137,48 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     def explicit(name: str) -> bool:
         return ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
 
-    plan = plan_from_options(o, settings, explicit("requests") or explicit("duration"))
+    plan = plan_from_options(SweepOptions.of(o), settings, explicit("requests") or explicit("duration"))
     cost = spec_from_options(o)
+    quiet = bool(o["as_json"])
     if settings.endpoint is None:
-        result = _embedded(settings, plan, o, explicit, cost)
+        model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
+        result = _embedded(settings, plan, model, quiet, explicit, cost)
     else:
-        result = aio.run(run_sweep(settings, plan, _progress_for(o), sys.argv, cost))
+        result = aio.run(run_sweep(settings, plan, _progress_for(quiet), sys.argv, cost))
     _report(result, bool(o["as_json"]))
 
 
-def plan_from_options(o: dict[str, Any], settings: BenchSettings, explicit_count: bool) -> SweepPlan:
+def plan_from_options(o: SweepOptions, settings: BenchSettings, explicit_count: bool) -> SweepPlan:
     kinds = {
-        "concurrency": o["concurrencies"],
-        "rate": o["rates"],
-        "input_tokens": o["input_lengths"],
-        "goodput": o["max_goodput"] or None,
-        "sla": o["sla"],
+        "concurrency": o.concurrencies,
+        "rate": o.rates,
+        "input_tokens": o.input_lengths,
+        "goodput": "yes" if o.max_goodput else None,
+        "sla": o.sla,
     }
     chosen = [k for k, v in kinds.items() if v]
     if len(chosen) > 1:
         raise UsageError("choose one sweep: --concurrencies, --rates, --input-lengths, --sla or --max-goodput")
     # --content all alone: the three kinds, one step each, compared (with another sweep, each step mixes them).
-    kind = chosen[0] if chosen else "content" if o.get("content") == "all" else "concurrency"
+    kind = chosen[0] if chosen else "content" if o.content == "all" else "concurrency"
     flag = {"concurrency": "--concurrencies", "rate": "--rates", "input_tokens": "--input-lengths"}.get(kind)
     values = parse_values(kinds[kind], flag) if flag and kinds[kind] else None
     return SweepPlan(
         kind=kind,
         values=values or (DEFAULT_CONCURRENCIES if kind == "concurrency" else ()),
-        gain_threshold=o["gain_threshold"],
-        patience=o["patience"],
+        gain_threshold=o.gain_threshold,
+        patience=o.patience,
         max_error_rate=settings.max_error_rate if settings.max_error_rate is not None else DEFAULT_MAX_ERROR_RATE,
-        stop_early=not o["no_stop"],
+        stop_early=not o.no_stop,
         requests_per_worker=None if explicit_count else 4,
-        attainment=o["attainment"],
-        start_rate=o["start_rate"],
-        tolerance=o["tolerance"],
-        max_probes=o["max_probes"],
-        objectives=parse_objectives(o["sla"], "sla") if o["sla"] else (),
-        search=o["search"],
-        repeats=o["repeats"],
-        max_value=o["max_value"],
+        attainment=o.attainment,
+        start_rate=o.start_rate,
+        tolerance=o.tolerance,
+        max_probes=o.max_probes,
+        objectives=parse_objectives(o.sla, "sla") if o.sla else (),
+        search=o.search,
+        repeats=o.repeats,
+        max_value=o.max_value,
     )
 
 
@@ -164,15 +195,20 @@ def parse_values(text: str | None, flag: str) -> tuple[float, ...] | None:
     return values
 
 
-def _progress_for(o: dict[str, Any]) -> Any:
+def _progress_for(quiet: bool) -> Any:
     def make(name: str, load: Load) -> LiveProgress:
-        return LiveProgress(load.requests, enabled=not o["as_json"])
+        return LiveProgress(load.requests, enabled=not quiet)
 
     return make
 
 
 def _embedded(
-    settings: BenchSettings, plan: SweepPlan, o: dict[str, Any], explicit: Callable[[str], bool], cost: CostSpec | None
+    settings: BenchSettings,
+    plan: SweepPlan,
+    model: str | None,
+    quiet: bool,
+    explicit: Callable[[str], bool],
+    cost: CostSpec | None,
 ) -> Run:
     embeddings = embedded_serves(settings.request.api)
     if plan.kind == "concurrency" and not explicit("concurrencies"):
@@ -181,7 +217,6 @@ def _embedded(
         settings.request.max_tokens = 64  # small steps on a small CPU
     if not (explicit("requests") or explicit("duration")):
         settings.load.requests = 8
-    model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
     settings.model = None
     # One slot per request in flight: past its slots llama-server queues (and, busy, may reset connections).
     slots = int(min(max(plan.values or (4.0,)), MAX_EMBEDDED_SLOTS))
@@ -201,7 +236,7 @@ def _embedded(
         )
         engine = await start_embedded(opts)
         try:
-            return await run_sweep(embedded_settings(engine, settings), plan, _progress_for(o), sys.argv, cost)
+            return await run_sweep(embedded_settings(engine, settings), plan, _progress_for(quiet), sys.argv, cost)
         finally:
             engine.stop()
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
-from tokenrace.redact import HIDDEN, redact_fields, redact_headers
+from tokenrace.model.engine import EngineRecord
+from tokenrace.model.server import ServerProbe
+from tokenrace.model.settings import RunSettings
+from tokenrace.redact import HIDDEN
 
 
 class PromptsInfo(_Model):
@@ -77,22 +80,22 @@ class Manifest(_Model):
     tool: str = "tokenrace"
     version: str | None = None
     command: list[str] | None = None
-    settings: JsonObject = Field(default_factory=dict)
+    settings: RunSettings = Field(default_factory=RunSettings)  # secret values hidden (RequestSettings)
     endpoint: str | None = None
     provider: str | None = None
     model: str | None = None
-    models_answer: Any = None
+    models_answer: JsonValue = None  # the server's /v1/models answer, as it came
     server_headers: dict[str, str] | None = None
     prompts: PromptsInfo = Field(default_factory=PromptsInfo)
     tokenizer: str | None = None
     arrival_clock: Literal["socket", "reader"] | None = None
-    engine: JsonObject | None = None
+    engine: EngineRecord | None = None
     started_at: str | None = None
     t0_perf_counter_ns: int | None = None
     finished_at: str | None = None
     interrupted: bool | None = None
     environment: JsonObject | None = None
-    server: JsonObject | None = None
+    server: ServerProbe | None = None
     monitor: JsonObject | None = None
     imported: ImportedFrom | None = None
     workload: Workload | None = None
@@ -107,21 +110,6 @@ class Manifest(_Model):
         moved = {k: data[k] for k in _IMPORT_KEYS if k in data}
         rest = {k: v for k, v in data.items() if k not in _IMPORT_KEYS}
         return {**rest, "imported": {**(rest.get("imported") or {}), **moved}}
-
-    # Whoever builds a manifest, the values of secret-looking headers and body fields never reach
-    # the file (the run also scrubs every value it knows is secret: see BenchSettings.secrets).
-    @field_validator("settings")
-    @classmethod
-    def _hide_request_secrets(cls, settings: JsonObject) -> JsonObject:
-        request = settings.get("request")
-        if not isinstance(request, dict):
-            return settings
-        hidden = dict(request)
-        if isinstance(request.get("extra_headers"), dict):
-            hidden["extra_headers"] = redact_headers(request["extra_headers"])
-        if request.get("extra_body") is not None:
-            hidden["extra_body"] = redact_fields(request["extra_body"])
-        return {**settings, "request": hidden}
 
     @field_validator("server_headers")
     @classmethod

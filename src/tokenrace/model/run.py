@@ -6,8 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.base import _Model
+from tokenrace.model.engine import ProfileEngine
 from tokenrace.model.sections import ContentSpeed
+from tokenrace.model.sla import ObjectiveCheck, SlaSection, SweepPlanSection
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Cold, Cost, Efficiency, EngineClock, RequestCounts
 
@@ -78,7 +80,7 @@ class StepRow(_Model):
     knee: bool | None = None
     passed: bool | None = None  # SLA and goodput searches: every objective held (this value's runs pooled)
     certain: bool | None = None  # ... and every objective's interval was clear of its limit
-    checks: list[JsonObject] | None = None  # ... each objective: value, ci_low, ci_high, held, clear
+    checks: list[ObjectiveCheck] | None = None  # ... each objective: value, ci_low, ci_high, held, clear
 
 
 class PrefillFit(_Model):
@@ -122,14 +124,14 @@ class SweepFile(_Model):
     label: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
-    plan: JsonObject | None = None
+    plan: SweepPlanSection | None = None
     rule: dict[str, str] | None = None
     stop_reason: str | None = None
     knee: Knee | None = None
     steps: list[StepRow] = Field(default_factory=list)
     prefill: PrefillFit | None = None  # prompt-length sweeps: TTFT against prompt tokens, fitted
     goodput_search: GoodputSearch | None = None  # goodput sweeps: the highest rate that met the SLO
-    sla: JsonObject | None = None  # SLA and goodput searches: objectives, boundary, steps
+    sla: SlaSection | None = None  # SLA and goodput searches: objectives, boundary, steps
     content: ContentSpeed | None = None  # content sweeps: TPOT per kind of content, compared
 
 
@@ -138,7 +140,7 @@ class ProfileFile(_Model):
 
     schema_version: int = 0
     kind: Literal["embedded-profile"] = "embedded-profile"
-    engine: JsonObject | None = None
+    engine: ProfileEngine | None = None
     model: str | None = None
     endpoint: str | None = None
     cold: Cold | None = None

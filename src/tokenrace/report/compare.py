@@ -10,11 +10,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from tokenrace import stats as bs
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
+from tokenrace.model.records import RecordLine
 from tokenrace.model.run import StepRow
 from tokenrace.report import render
 from tokenrace.report.quality import VERDICT_TONE, QualitySection, overall_accuracy, quality_markdown, quality_section
@@ -90,16 +92,17 @@ class Report:
 
 
 def values(run: Run, metric: str) -> list[float]:
-    return [r[metric] for r in run.measured_ok() if r.get(metric) is not None]
+    found = (getattr(r, metric) for r in run.measured_ok())
+    return [v for v in found if v is not None]
 
 
 def gaps(run: Run) -> list[np.ndarray]:
     """Chunk gaps of each succeeded request (ITL), kept per request for the grouped bootstrap."""
-    return [np.diff(np.asarray(r.get("chunk_offsets_ms") or [], dtype=float)) for r in run.measured_ok()]
+    return [np.diff(np.asarray(r.chunk_offsets_ms, dtype=float)) for r in run.measured_ok()]
 
 
 def failures(run: Run) -> list[float]:
-    return [0.0 if r.get("error_kind") is None else 1.0 for r in run.measured()]
+    return [0.0 if r.error_kind is None else 1.0 for r in run.measured()]
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -157,11 +160,11 @@ def token_blocks(run: Run) -> np.ndarray | None:
     than MIN_BLOCKS such slices fit: the run is too short for an interval.
     """
     measured, ok = run.measured(), run.measured_ok()
-    timed = [r for r in measured if r.get("start_ms") is not None and r.get("e2e_ms") is not None]
-    e2e = [r["e2e_ms"] for r in ok if r.get("e2e_ms") is not None]
+    timed = [(r.start_ms, r.e2e_ms) for r in measured if r.start_ms is not None and r.e2e_ms is not None]
+    e2e = [r.e2e_ms for r in ok if r.e2e_ms is not None]
     if not timed or not e2e or np.median(e2e) <= 0:
         return None
-    t0, t1 = min(r["start_ms"] for r in timed), max(r["start_ms"] + r["e2e_ms"] for r in timed)
+    t0, t1 = min(start for start, _ in timed), max(start + took for start, took in timed)
     n = min(MAX_BLOCKS, int((t1 - t0) / (BLOCK_E2E * float(np.median(e2e)))))
     if n < MIN_BLOCKS:
         return None
@@ -170,17 +173,17 @@ def token_blocks(run: Run) -> np.ndarray | None:
     return np.asarray(counts / ((t1 - t0) / n / 1000), dtype=float)
 
 
-def _token_arrivals(ok: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+def _token_arrivals(ok: list[RecordLine]) -> tuple[list[float], list[float]]:
     """(ms, tokens) of every chunk of the succeeded requests; a non-streamed answer counts at its end."""
     times: list[float] = []
     tokens: list[float] = []
     for r in ok:
-        count = r.get("output_tokens")
-        if not count:
+        count = r.output_tokens
+        offsets = r.chunk_offsets_ms or ([r.e2e_ms] if r.e2e_ms is not None else [])
+        if not count or r.start_ms is None or not offsets:
             continue
-        offsets = r.get("chunk_offsets_ms") or [r["e2e_ms"]]
-        times += [r["start_ms"] + o for o in offsets]
-        tokens += tokens_per_chunk(r.get("chunk_tokens"), count, len(offsets))
+        times += [r.start_ms + o for o in offsets]
+        tokens += tokens_per_chunk(r.chunk_tokens, count, len(offsets))
     return times, tokens
 
 
@@ -357,7 +360,7 @@ def compare_runs(a: Run, b: Run, step: str | None = None, extra: ExtraRows | Non
 def _setting(run: Run, *path: str) -> Any:
     node: Any = run.manifest.settings
     for p in path:
-        node = node.get(p) if isinstance(node, dict) else None
+        node = getattr(node, p, None) if isinstance(node, BaseModel) else None
     return node
 
 

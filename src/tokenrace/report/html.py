@@ -22,6 +22,7 @@ import numpy as np
 from tokenrace import __version__
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.records import RecordLine
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cost, PriceBasis
@@ -84,7 +85,8 @@ class Page:
 
 
 def _vals(run: Run, key: str) -> np.ndarray:
-    return np.sort(np.array([r[key] for r in run.measured_ok() if r.get(key) is not None], dtype=float))
+    found = (getattr(r, key) for r in run.measured_ok())
+    return np.sort(np.array([v for v in found if v is not None], dtype=float))
 
 
 def _cdf_y(n: int) -> np.ndarray:
@@ -130,13 +132,13 @@ def cdf_figure(runs: Sequence[tuple[str, Run]]) -> Any:
 
 def timeline_figure(run: Run) -> tuple[Any, str | None]:
     go = plotly()
-    recs = sorted(run.measured(), key=lambda r: r.get("start_ms") or 0.0)
+    recs = sorted(run.measured(), key=lambda r: r.start_ms or 0.0)
     note = None
     if len(recs) > MAX_TIMELINE:
         idx = np.linspace(0, len(recs) - 1, MAX_TIMELINE).astype(int)
         note = f"{MAX_TIMELINE} of {len(recs)} requests shown, evenly spaced"
         recs = [recs[i] for i in idx]
-    t0 = min((r.get("start_ms") or 0.0) for r in recs) if recs else 0.0
+    t0 = min((r.start_ms or 0.0) for r in recs) if recs else 0.0
     rows = [_timeline_row(r, t0) for r in recs]
     fig = go.Figure()
     for kind, color, label in (
@@ -173,18 +175,17 @@ def timeline_figure(run: Run) -> tuple[Any, str | None]:
     return fig, note
 
 
-def _timeline_row(r: dict[str, Any], t0: float) -> dict[str, Any]:
-    start = ((r.get("start_ms") or 0.0) - t0) / 1000
-    e2e, ttft = r.get("e2e_ms"), r.get("ttft_ms")
+def _timeline_row(r: RecordLine, t0: float) -> dict[str, Any]:
+    start = ((r.start_ms or 0.0) - t0) / 1000
+    e2e, ttft = r.e2e_ms, r.ttft_ms
     end = start + (e2e or 0.0) / 1000
     first = start + ttft / 1000 if ttft is not None else None
-    failed = r.get("error_kind") is not None
-    info = (
-        f"#{r.get('seq')}: start {start:.3f} s, TTFT {_f(ttft)} ms, E2E {_f(e2e)} ms, "
-        f"{r.get('output_tokens') or 0} tokens" + (f", {r['error_kind']}" if failed else "")
+    failed = r.error_kind is not None
+    info = f"#{r.seq}: start {start:.3f} s, TTFT {_f(ttft)} ms, E2E {_f(e2e)} ms, {r.output_tokens or 0} tokens" + (
+        f", {r.error_kind}" if failed else ""
     )
     return {
-        "seq": f"#{r.get('seq')}",
+        "seq": f"#{r.seq}",
         "info": info,
         "wait": None if failed else (start, first if first is not None else end),
         "stream": None if failed or first is None else (first, end),
@@ -200,7 +201,7 @@ def chunk_figure(runs: Sequence[tuple[str, Run]]) -> tuple[Any | None, str]:
     """Tokens per content chunk; per-request averages when exact per-chunk counts are unknown."""
     go = plotly()
     fig = go.Figure()
-    exact = all(any(r.get("chunk_tokens") for r in run.measured_ok()) for _, run in runs)
+    exact = all(any(r.chunk_tokens for r in run.measured_ok()) for _, run in runs)
     for i, (name, run) in enumerate(runs):
         sizes = _chunk_sizes(run, exact)
         if sizes:
@@ -235,12 +236,8 @@ def chunk_figure(runs: Sequence[tuple[str, Run]]) -> tuple[Any | None, str]:
 def _chunk_sizes(run: Run, exact: bool) -> list[float]:
     recs = run.measured_ok()
     if exact:
-        return [k for r in recs for k in (r.get("chunk_tokens") or [])]
-    return [
-        r["output_tokens"] / len(r["chunk_offsets_ms"])
-        for r in recs
-        if r.get("output_tokens") and r.get("chunk_offsets_ms")
-    ]
+        return [k for r in recs for k in (r.chunk_tokens or [])]
+    return [r.output_tokens / len(r.chunk_offsets_ms) for r in recs if r.output_tokens and r.chunk_offsets_ms]
 
 
 def _load_of(row: StepRow, kind: str) -> float | None:
@@ -318,7 +315,7 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
 def _sla_search(sw: Run) -> str | None:
     """What an SLA search varied (concurrency or rate); None for any other sweep."""
     s = sw.sweep
-    return str(s.sla["search"]) if isinstance(s, SweepFile) and s.sla else None
+    return s.sla.search if isinstance(s, SweepFile) and s.sla else None
 
 
 def _mark_sla(fig: Any, sw: Run, x: list[float | None], color: str) -> None:
@@ -330,22 +327,22 @@ def _mark_sla(fig: Any, sw: Run, x: list[float | None], color: str) -> None:
         return
     go = plotly()
     xs = [v for v in x if v is not None]
-    for o in sla["objectives"]:
-        col = {"ttft": 1, "tpot": 2}.get(o["figure"])
+    for o in sla.objectives:
+        col = {"ttft": 1, "tpot": 2}.get(o.figure)
         if col is None or not xs:
             continue
         fig.add_trace(
             go.Scatter(
                 x=[min(xs), max(xs)],
-                y=[o["limit"], o["limit"]],
+                y=[o.limit, o.limit],
                 mode="lines",
                 line={"color": "#dc2626", "dash": "dash", "width": 1},
-                name=f"limit {o['text']}",
+                name=f"limit {o.text}",
             ),
             row=1,
             col=col,
         )
-    best = (sla.get("highest_passing") or {}).get(sla["search"])
+    best = sla.highest_passing.load(sla.search) if sla.highest_passing else None
     if best is None:
         return
     for col in (1, 2, 3):
@@ -771,7 +768,7 @@ def _sweep_cards(s: SweepFile | ProfileFile, sw: Run, cost: CostSpec | None) -> 
 
 def _stopped(s: SweepFile | ProfileFile) -> str:
     if isinstance(s, ProfileFile):
-        engine = (s.engine or {}).get("engine")
+        engine = s.engine.engine if s.engine else None
         return f"the fixed profile: cold, warm and concurrency steps{f' on {engine}' if engine else ''}"
     return f"stopped: {_text(s.stop_reason, 'no reason recorded (an older sweep.json)')}"
 
@@ -874,7 +871,8 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
         met = run.summary.metrics
         prompt = met.prompt_tokens.mean or 0
         output = met.output_tokens.mean or 0
-        conc = (run.manifest.settings.get("load") or {}).get("concurrency") or 1
+        load = run.manifest.settings.load
+        conc = (load.concurrency if load else None) or 1
         try:
             r = plan(
                 name,
@@ -892,6 +890,6 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
 
 
 def _model_of(run: Run) -> str:
-    engine = run.manifest.engine or {}
-    path = (engine.get("model_file") or {}).get("path")
+    engine = run.manifest.engine
+    path = engine.model_file.path if engine and engine.model_file else None
     return path or run.manifest.model or ""

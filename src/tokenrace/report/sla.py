@@ -6,22 +6,24 @@ Declared once here; the terminal (rich), Markdown and the HTML report draw the s
 from __future__ import annotations
 
 import html
-from typing import Any
 
 from rich.table import Table
 
 from tokenrace.model.run import StepRow, SweepFile
+from tokenrace.model.sla import ObjectiveCheck, SlaPoint
 from tokenrace.report.render import fmt
 
 
 def sla_rows(s: SweepFile) -> tuple[list[str], list[list[str]], list[str]]:
     """(header, rows, marks): one row per step, one column per objective (value [95 % CI]); each
     row's mark says whether every objective held, whether that was clear, and where the boundary is."""
-    sla = s.sla or {}
-    kind = sla["search"]
-    header = ["step", kind, *(o["text"] for o in sla["objectives"]), "verdict"]
-    best = (sla.get("highest_passing") or {}).get(kind)
-    worst = (sla.get("lowest_failing") or {}).get(kind)
+    if s.sla is None:
+        return ["step", "verdict"], [], []
+    sla = s.sla
+    kind = sla.search
+    header = ["step", kind, *(o.text for o in sla.objectives), "verdict"]
+    best = sla.highest_passing.load(kind) if sla.highest_passing else None
+    worst = sla.lowest_failing.load(kind) if sla.lowest_failing else None
     rows, marks = [], []
     for row in s.steps:
         if row.checks is None:
@@ -43,16 +45,15 @@ def _last_at(steps: list[StepRow], value: float | None) -> StepRow | None:
     return at[-1] if at else None
 
 
-def _check_cell(c: dict[str, Any]) -> str:
-    value = c.get("value")
-    if value is None:
+def _check_cell(c: ObjectiveCheck) -> str:
+    if c.value is None:
         return "—"
-    share = c["name"] in ("error_rate", "goodput")
+    share = c.name in ("error_rate", "goodput")
     digits = 3 if share else 1
     ci = ""
-    if c.get("ci_low") is not None and c.get("ci_high") is not None:
-        ci = f" [{fmt(c['ci_low'], digits)}, {fmt(c['ci_high'], digits)}]"
-    return f"{'✓' if c['held'] else '✗'} {fmt(value, digits)}{ci}"
+    if c.ci_low is not None and c.ci_high is not None:
+        ci = f" [{fmt(c.ci_low, digits)}, {fmt(c.ci_high, digits)}]"
+    return f"{'✓' if c.held else '✗'} {fmt(c.value, digits)}{ci}"
 
 
 def sla_table(s: SweepFile) -> Table:
@@ -70,20 +71,19 @@ def sla_lines(s: SweepFile) -> list[str]:
     sla = s.sla
     if not sla:
         return []
-    kind = sla["search"]
+    kind = sla.search
     unit = "" if kind == "concurrency" else " req/s"
-    best, worst = sla.get("highest_passing"), sla.get("lowest_failing")
 
-    def point(p: dict[str, Any] | None, missing: str) -> str:
+    def point(p: SlaPoint | None, missing: str) -> str:
         if p is None:
             return missing
-        sure = "certain" if p["certain"] else f"uncertain after {p['runs']} runs"
-        return f"{fmt(p[kind], 0 if kind == 'concurrency' else 3)}{unit} ({sure})"
+        sure = "certain" if p.certain else f"uncertain after {p.runs} runs"
+        return f"{fmt(p.load(kind), 0 if kind == 'concurrency' else 3)}{unit} ({sure})"
 
-    objectives = ", ".join(o["text"] for o in sla["objectives"])
+    objectives = ", ".join(o.text for o in sla.objectives)
     return [
-        f"SLA ({objectives}): highest passing {kind} {point(best, 'none')}; "
-        f"lowest failing {point(worst, 'none reached')}; {sla['reason']}"
+        f"SLA ({objectives}): highest passing {kind} {point(sla.highest_passing, 'none')}; "
+        f"lowest failing {point(sla.lowest_failing, 'none reached')}; {sla.reason}"
     ]
 
 

@@ -15,15 +15,18 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import orjson
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import MANIFEST, PROFILE, SUMMARY, SWEEP
 from tokenrace.model.history import HistoryRow
+from tokenrace.model.manifest import Manifest
+from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.model.settings import LoadSettings
+from tokenrace.model.summary import Summary
 from tokenrace.paths import home
-from tokenrace.runs.store import read_json
+from tokenrace.runs.store import read_model
 
 SCHEMA_VERSION = 2  # 2: cache_hit_rate
 DB_NAME = "history.sqlite"
@@ -121,15 +124,15 @@ class History:
         if kind is None:
             raise UsageError(f"{directory} is not a run, sweep or profile directory (no summary.json/sweep.json)")
         row = _row_for(d, kind, parent_id)
-        ids = [row["id"]]
+        ids = [row.id]
         with self.conn:
             self.conn.execute(
                 f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                [row[c] for c in COLUMNS],
+                [getattr(row, c) for c in COLUMNS],
             )
         if kind != "run":
             for child in sorted(p for p in d.iterdir() if p.is_dir() and dir_kind(p) == "run"):
-                ids += self.index(child, row["id"])
+                ids += self.index(child, row.id)
         return ids
 
     def import_tree(self, root: Path) -> list[str]:
@@ -161,14 +164,14 @@ class History:
 
     # --- reading
 
-    def list(self, f: Filters = Filters()) -> list[dict[str, Any]]:
+    def list(self, f: Filters = Filters()) -> list[HistoryRow]:
         where, args = _where(f)
         sql = f"SELECT * FROM runs {where} ORDER BY started_at DESC, path LIMIT ?"
-        return [dict(r) for r in self.conn.execute(sql, [*args, f.limit])]
+        return [HistoryRow.model_validate(dict(r)) for r in self.conn.execute(sql, [*args, f.limit])]
 
-    def get(self, rid: str) -> dict[str, Any] | None:
+    def get(self, rid: str) -> HistoryRow | None:
         row = self.conn.execute("SELECT * FROM runs WHERE id = ?", (rid,)).fetchone()
-        return dict(row) if row else None
+        return HistoryRow.model_validate(dict(row)) if row else None
 
     def resolve(self, ref: str) -> Path:
         """An id, a directory name (the newest with that name), or a unique id prefix, in that order:
@@ -219,9 +222,9 @@ def _walk(root: Path) -> Iterator[Path]:
             yield d
 
 
-def _where(f: Filters) -> tuple[str, list[Any]]:
+def _where(f: Filters) -> tuple[str, list[str]]:
     clauses: list[str] = []
-    args: list[Any] = []
+    args: list[str] = []
     for col, value in (("endpoint", f.endpoint), ("model", f.model), ("label", f.label)):
         if value:
             clauses.append(f"{col} LIKE ?")
@@ -260,77 +263,78 @@ def _until(text: str) -> str:
 # --- rows from the files --------------------------------------------------------------------------
 
 
-def _row_for(d: Path, kind: str, parent_id: str | None) -> dict[str, Any]:
-    base: dict[str, Any] = {c: None for c in COLUMNS}
-    base.update(
-        id=run_id(d),
-        path=str(d),
-        kind=kind,
-        parent_id=parent_id,
-        name=d.name,
-        indexed_at=datetime.now(UTC).isoformat(),
+def _row_for(d: Path, kind: str, parent_id: str | None) -> HistoryRow:
+    who = HistoryRow.model_validate(
+        {
+            "id": run_id(d),
+            "path": str(d),
+            "kind": kind,
+            "parent_id": parent_id,
+            "name": d.name,
+            "indexed_at": datetime.now(UTC).isoformat(),
+        }
     )
     if kind == "run":
-        base.update(_run_fields(d))
+        row = _run_row(who, d)
     elif kind == "sweep":
-        base.update(_sweep_fields(read_json(d / SWEEP)))
+        row = _sweep_row(who, read_model(d / SWEEP, SweepFile))
     else:
-        base.update(_profile_fields(d, read_json(d / PROFILE)))
-    return HistoryRow.model_validate(base).model_dump()
+        row = _profile_row(who, d, read_model(d / PROFILE, ProfileFile))
+    return HistoryRow.model_validate(row.model_dump())  # each value in its column's type
 
 
-def _run_fields(d: Path) -> dict[str, Any]:
-    m, s = read_json(d / MANIFEST), read_json(d / SUMMARY)
-    load = (m.get("settings") or {}).get("load") or {}
-    met = s.get("metrics") or {}
-
-    def g(name: str, q: str) -> Any:
-        return (met.get(name) or {}).get(q)
-
-    return {
-        "label": (m.get("settings") or {}).get("label"),
-        "endpoint": m.get("endpoint"),
-        "provider": m.get("provider"),
-        "model": m.get("model"),
-        "source": m.get("tool"),
-        "version": m.get("version"),
-        "started_at": _utc(m.get("started_at")),
-        "finished_at": m.get("finished_at"),
-        "concurrency": load.get("concurrency"),
-        "rate": load.get("rate"),
-        "requests": (s.get("requests") or {}).get("total"),
-        "error_rate": s.get("error_rate"),
-        "ttft_p50_ms": g("ttft_ms", "p50"),
-        "ttft_p95_ms": g("ttft_ms", "p95"),
-        "tpot_p50_ms": g("tpot_ms", "p50"),
-        "e2e_p95_ms": g("e2e_ms", "p95"),
-        "output_tokens_per_s": (s.get("throughput") or {}).get("output_tokens_per_s"),
-        "cache_hit_rate": (s.get("cache") or {}).get("hit_rate"),
-    }
+def _run_row(who: HistoryRow, d: Path) -> HistoryRow:
+    m, s = read_model(d / MANIFEST, Manifest), read_model(d / SUMMARY, Summary)
+    load = m.settings.load or LoadSettings()
+    met = s.metrics
+    return who.model_copy(
+        update={
+            "label": m.settings.label,
+            "endpoint": m.endpoint,
+            "provider": m.provider,
+            "model": m.model,
+            "source": m.tool,
+            "version": m.version,
+            "started_at": _utc(m.started_at),
+            "finished_at": m.finished_at,
+            "concurrency": load.concurrency,
+            "rate": load.rate,
+            "requests": s.requests.total,
+            "error_rate": s.error_rate,
+            "ttft_p50_ms": met.ttft_ms.p50,
+            "ttft_p95_ms": met.ttft_ms.p95,
+            "tpot_p50_ms": met.tpot_ms.p50,
+            "e2e_p95_ms": met.e2e_ms.p95,
+            "output_tokens_per_s": s.throughput.output_tokens_per_s,
+            "cache_hit_rate": s.cache.hit_rate if s.cache else None,
+        }
+    )
 
 
-def _sweep_fields(s: dict[str, Any]) -> dict[str, Any]:
-    knee = s.get("knee")
-    return {
-        "label": s.get("label"),
-        "endpoint": s.get("endpoint"),
-        "provider": s.get("provider"),
-        "model": s.get("model"),
-        "source": s.get("tool"),
-        "version": s.get("version"),
-        "started_at": _utc(s.get("started_at")),
-        "finished_at": s.get("finished_at"),
-        "steps": len(s.get("steps") or []),
-        "knee": orjson.dumps(knee).decode() if knee else None,
-    }
+def _sweep_row(who: HistoryRow, s: SweepFile) -> HistoryRow:
+    # The knee as sweep.json holds it (its keys as written).
+    knee = orjson.dumps(s.knee.model_dump(mode="json", exclude_unset=True)).decode() if s.knee else None
+    return who.model_copy(
+        update={
+            "label": s.label,
+            "endpoint": s.endpoint,
+            "provider": s.provider,
+            "model": s.model,
+            "source": s.tool,
+            "version": s.version,
+            "started_at": _utc(s.started_at),
+            "finished_at": s.finished_at,
+            "steps": len(s.steps),
+            "knee": knee,
+        }
+    )
 
 
-def _profile_fields(d: Path, p: dict[str, Any]) -> dict[str, Any]:
-    steps = p.get("steps") or []
-    first = next((d / s["step"] for s in steps if (d / s["step"] / MANIFEST).is_file()), None)
-    fields = _run_fields(first) if first else {}
+def _profile_row(who: HistoryRow, d: Path, p: ProfileFile) -> HistoryRow:
+    first = next((d / s.step for s in p.steps if (d / s.step / MANIFEST).is_file()), None)
+    run = _run_row(who, first) if first else who
     keep = ("label", "endpoint", "provider", "model", "source", "version", "started_at")
-    return {**{k: fields.get(k) for k in keep}, "steps": len(steps)}
+    return who.model_copy(update={**{k: getattr(run, k) for k in keep}, "steps": len(p.steps)})
 
 
 def _utc(text: str | None) -> str | None:

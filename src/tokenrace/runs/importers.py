@@ -20,6 +20,7 @@ from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY, read_jsonl
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.records import RecordLine
 from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import Imported, Summary
 from tokenrace.runs.run import Run
@@ -77,7 +78,7 @@ def import_to_dir(path: Path, out: Path | None = None) -> Path:
     if (directory / RECORDS).exists():
         raise UsageError(f"{directory} already holds a run")
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in data.records()))
+    (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r.model_dump(mode="json")) + b"\n" for r in data.records()))
     write_model(directory / SUMMARY, data.summary)
     write_model(directory / MANIFEST, data.manifest)
     return directory
@@ -126,7 +127,7 @@ def _record(
 def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> Run:
     summary = build_summary(records, RunContext(windows))
     summary.imported = Imported(tool=manifest["tool"], source_file=str(path))
-    lines = [r.to_json(0) for r in records]
+    lines = [RecordLine.model_validate(r.to_json(0)) for r in records]
     return Run(path, "run", summary, Manifest.model_validate(manifest), _records=lines)
 
 

@@ -6,9 +6,6 @@ Everything downstream (show, compare, report) renders from these files and never
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
-
-from pydantic import BaseModel, ValidationError
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import MANIFEST, PROFILE, SUMMARY, SWEEP
@@ -19,9 +16,7 @@ from tokenrace.runs.history import dir_kind, resolve_run
 from tokenrace.runs.importers import import_file
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.run import Run
-from tokenrace.runs.store import read_json
-
-M = TypeVar("M", bound=BaseModel)
+from tokenrace.runs.store import read_model
 
 
 def load(ref: str | Path) -> Run:
@@ -35,13 +30,13 @@ def load(ref: str | Path) -> Run:
 def load_dir(path: Path) -> Run:
     kind = dir_kind(path)
     if kind == "run":
-        return Run(path, "run", _read(path / SUMMARY, Summary), _read(path / MANIFEST, Manifest))
+        return Run(path, "run", read_model(path / SUMMARY, Summary), read_model(path / MANIFEST, Manifest))
     if kind is None:
         raise UsageError(
             f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"
         )
     file: SweepFile | ProfileFile = (
-        _read(path / SWEEP, SweepFile) if kind == "sweep" else _read(path / PROFILE, ProfileFile)
+        read_model(path / SWEEP, SweepFile) if kind == "sweep" else read_model(path / PROFILE, ProfileFile)
     )
     steps = [(row.step, load_dir(path / row.step)) for row in file.steps if dir_kind(path / row.step) == "run"]
     manifest = steps[0][1].manifest if steps else Manifest()
@@ -51,16 +46,6 @@ def load_dir(path: Path) -> Run:
         file.model = file.model or manifest.model
         file.endpoint = file.endpoint or manifest.endpoint
     return Run(path, "sweep" if kind == "sweep" else "profile", file, manifest, steps)
-
-
-def _read(path: Path, model: type[M]) -> M:
-    """A saved file through its model: files older than `schema_version` gain its fields as null."""
-    try:
-        return model.model_validate(read_json(path))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"{path}: not a tokenrace {path.name} ({where}: {first['msg']})") from None
 
 
 def _profile_rows(steps: list[tuple[str, Run]]) -> list[StepRow]:

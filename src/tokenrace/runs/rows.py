@@ -7,6 +7,7 @@ from pathlib import Path
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import Quantiles, StepRow
+from tokenrace.model.settings import LoadSettings
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Summary
 
@@ -29,13 +30,13 @@ def sweep_throughput(summary: Summary) -> float | None:
 
 def step_row(name: str, directory: Path, s: Summary, manifest: Manifest, cost: CostSpec | None = None) -> StepRow:
     """A step's key numbers (shared by sweeps, the embedded profile and saved profiles read back)."""
-    load = manifest.settings["load"]
+    load = manifest.settings.load or LoadSettings()
     m = s.metrics
     return StepRow(
         step=name,
         api=s.api,
-        concurrency=load["concurrency"],
-        rate=load.get("rate"),
+        concurrency=load.concurrency,
+        rate=load.rate,
         requests=s.requests,
         ttft_ms=_pick(m.ttft_ms),
         tpot_ms=_pick(m.tpot_ms),
@@ -55,7 +56,7 @@ def step_row(name: str, directory: Path, s: Summary, manifest: Manifest, cost: C
         server_vs_client=s.server_vs_client,
         efficiency=s.efficiency,
         cost=cost_of(s, manifest.provider, manifest.model, cost),
-        content=(manifest.settings.get("prompts") or {}).get("content"),
+        content=manifest.settings.prompts.content if manifest.settings.prompts else None,
         acceptance_rate=s.speculative.acceptance_rate if s.speculative else None,
         output_tokens_per_joule=s.energy.output_tokens_per_joule if s.energy else None,
         run_dir=str(directory),

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from tokenrace.errors import UsageError
 from tokenrace.model.files import RECORDS, read_jsonl
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.records import RecordLine
 from tokenrace.model.run import Knee, ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
 from tokenrace.monitor import load_timeseries
@@ -28,7 +31,7 @@ class Run:
     manifest: Manifest = field(default_factory=Manifest)  # a sweep's or profile's: its first step's
     steps: list[tuple[str, Run]] = field(default_factory=list)
     interrupted: bool = False  # a fresh run stopped early (Ctrl-C, or every worker lost)
-    _records: list[dict[str, Any]] | None = None
+    _records: list[RecordLine] | None = None
 
     @property
     def summary(self) -> Summary:
@@ -56,7 +59,7 @@ class Run:
 
     @property
     def name(self) -> str:
-        label = self.manifest.settings.get("label")
+        label = self.manifest.settings.label
         if not label and isinstance(self.data, SweepFile):
             label = self.data.label
         return label or self.directory.name
@@ -71,19 +74,27 @@ class Run:
         """This run or one of its steps stopped early."""
         return self.interrupted or any(r.interrupted for _, r in self.steps)
 
-    def records(self) -> list[dict[str, Any]]:
-        """records.jsonl lines (every phase)."""
+    def records(self) -> list[RecordLine]:
+        """records.jsonl lines (every phase); a line that is not a record (cut by a crash) is skipped."""
         if self._records is None:
             path = self.directory / RECORDS
-            self._records = read_jsonl(path) if path.is_file() else []
+            lines = (_record_line(line) for line in read_jsonl(path)) if path.is_file() else ()
+            self._records = [r for r in lines if r is not None]
         return self._records
 
-    def measured_ok(self) -> list[dict[str, Any]]:
-        return [r for r in self.records() if r.get("phase") == "measure" and r.get("error_kind") is None]
+    def measured_ok(self) -> list[RecordLine]:
+        return [r for r in self.records() if r.phase == "measure" and r.error_kind is None]
 
-    def measured(self) -> list[dict[str, Any]]:
-        return [r for r in self.records() if r.get("phase") == "measure" and r.get("error_kind") != "cancelled"]
+    def measured(self) -> list[RecordLine]:
+        return [r for r in self.records() if r.phase == "measure" and r.error_kind != "cancelled"]
 
     def timeseries(self) -> list[dict[str, Any]]:
         """Monitor samples (timeseries.jsonl), when the run has them."""
         return load_timeseries(self.directory)
+
+
+def _record_line(line: object) -> RecordLine | None:
+    try:
+        return RecordLine.model_validate(line)
+    except ValidationError:
+        return None

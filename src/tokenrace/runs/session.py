@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from tokenrace import __version__
 from tokenrace.client.images import IMAGE_APIS
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -48,8 +50,11 @@ from tokenrace.load.workers import (
     resolve_count,
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
+from tokenrace.model.engine import EngineRecord
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
-from tokenrace.model.manifest import Manifest
+from tokenrace.model.manifest import Manifest, PromptsInfo, WorkersInfo, Workload
+from tokenrace.model.server import ServerProbe
+from tokenrace.model.settings import RunSettings
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
@@ -88,7 +93,7 @@ class BenchSettings:
     output: Path | None = None
     label: str | None = None
     max_error_rate: float | None = None  # None: fail only when every request failed
-    engine: dict[str, Any] | None = None  # what launched the server, when tokenrace did
+    engine: EngineRecord | None = None  # what launched the server, when tokenrace did
     efficiency: EfficiencySpec | None = None  # hardware + model: report % of the speed of light
     cost: CostSpec | None = None  # --price or --gpu-hour-cost: cost beside speed
     monitor: bool = False  # sample GPU/system/server metrics into timeseries.jsonl
@@ -108,7 +113,7 @@ class BenchSettings:
 Progress = Callable[[RequestRecord], None]
 
 
-def _settings_for_manifest(s: BenchSettings) -> dict[str, Any]:
+def _settings_for_manifest(s: BenchSettings) -> RunSettings:
     d = asdict(s)
     e = s.endpoint
     d["endpoint"] = {
@@ -119,7 +124,7 @@ def _settings_for_manifest(s: BenchSettings) -> dict[str, Any]:
     d["output"] = str(s.output) if s.output else None
     d["request"]["extra_headers"] = redact_headers(s.request.extra_headers, frozenset(s.secret_headers))
     d["request"]["extra_body"] = redact_fields(s.request.extra_body)
-    return d
+    return RunSettings.model_validate(d)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,15 +274,18 @@ def _engine_of(text: str) -> str | None:
         return None
 
 
-async def _environment(client: OpenAIClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+async def _environment(client: OpenAIClient, manifest: Manifest) -> None:
     """What makes two results comparable: this machine, and what the server says it is."""
     assert client.session is not None
     try:
-        env = collect_environment()
+        manifest.environment = collect_environment()
     except Exception as exc:  # noqa: BLE001 - the environment is context; it must never stop a run
-        env = {"error": f"{type(exc).__name__}: {exc}"}
+        manifest.environment = {"error": f"{type(exc).__name__}: {exc}"}
     server = await probe_server_environment(client.session, client.base_url, HOSTED_HOSTS)
-    return env, server
+    try:
+        manifest.server = ServerProbe.model_validate(server)
+    except ValidationError:  # a server that describes itself strangely is unknown, not a failed run
+        manifest.server = None
 
 
 class BenchSession:
@@ -326,19 +334,19 @@ class BenchSession:
             directory = s.output or default_run_dir(s.label or client.model.split("/")[-1])
             self.store = RunStore(directory, t0, tuple(s.secrets()))
             manifest = self._manifest(client, info, prompts, built, started, t0)
-            manifest["environment"], manifest["server"] = await _environment(client)
+            await _environment(client, manifest)
             self.store.write_manifest(manifest)
             pool, reason = await self._start_workers(client)
             try:
                 dispatcher = Dispatcher(pool) if pool is not None else None
-                manifest["workers"] = self._workers_section(reason, pool, dispatcher)
+                manifest.workers = self._workers_section(reason, pool, dispatcher)
                 self.store.write_manifest(manifest)
                 runner = self._runner(client, info.models, built, dispatcher)
                 summary = await self._measure(client, runner, manifest, t0, dispatcher, reason)
             finally:
                 if pool is not None:
                     await pool.close()
-        return Run(directory, "run", summary, Manifest.model_validate(manifest), interrupted=summary.interrupted)
+        return Run(directory, "run", summary, manifest, interrupted=summary.interrupted)
 
     async def _start_workers(self, client: OpenAIClient) -> tuple[Pool | None, str | None]:
         """The pool of sending workers --workers/--ray ask for (None: this process sends)."""
@@ -367,11 +375,15 @@ class BenchSession:
         await pool.start()
         return pool, reason
 
-    def _workers_section(self, reason: str | None, pool: Pool | None, dispatcher: Dispatcher | None) -> Any:
+    def _workers_section(
+        self, reason: str | None, pool: Pool | None, dispatcher: Dispatcher | None
+    ) -> WorkersInfo | None:
         spec = self.s.workers
         if spec is None:
             return None
-        return manifest_section("auto" if spec.auto else str(spec.count), reason, pool, dispatcher)
+        return WorkersInfo.model_validate(
+            manifest_section("auto" if spec.auto else str(spec.count), reason, pool, dispatcher)
+        )
 
     def _runner(self, client: OpenAIClient, models: list[str], built: Built, dispatcher: Dispatcher | None) -> Runner:
         if dispatcher is None:
@@ -385,7 +397,7 @@ class BenchSession:
         self,
         client: OpenAIClient,
         runner: Runner,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         t0: int,
         dispatcher: Dispatcher | None = None,
         reason: str | None = None,
@@ -394,9 +406,9 @@ class BenchSession:
         assert self.store is not None
         monitor = _monitor(self.s, self.store.dir, self.endpoint, t0)
         if monitor is not None:
-            manifest["monitor"] = {"interval_s": self.s.monitor_interval_s, "metrics_url": monitor.metrics_url}
+            manifest.monitor = {"interval_s": self.s.monitor_interval_s, "metrics_url": monitor.metrics_url}
             await monitor.start()
-        engine = (manifest.get("server") or {}).get("engine")
+        engine = manifest.server.engine if manifest.server else None
         metrics_before = await _scrape_metrics(client, self._metrics_url()) if self._scrapes_engine(engine) else None
         interrupted = False
         warnings: list[RunWarning] = []
@@ -422,13 +434,13 @@ class BenchSession:
                 # their time on a worker; the records' own stamps say what was in flight.
                 runner.windows.max_in_flight = peak_in_flight(runner.records)
                 warnings = fault_warnings(dispatcher) + warnings
-                manifest["workers"] = self._workers_section(reason, dispatcher.pool, dispatcher)
+                manifest.workers = self._workers_section(reason, dispatcher.pool, dispatcher)
             resources = await monitor.stop() if monitor is not None else None
             scrapes = await self._scrapes(client, engine, metrics_before, monitor)
             ctx = self._context(runner, interrupted, resources, monitor, scrapes, t0, client.model, warnings)
             summary = build_summary(runner.records, ctx)
-            manifest["finished_at"] = datetime.now(UTC).isoformat()
-            manifest["interrupted"] = interrupted
+            manifest.finished_at = datetime.now(UTC).isoformat()
+            manifest.interrupted = interrupted
             self.store.write_manifest(manifest)
             self.store.write_summary(summary)
             self.store.close()
@@ -539,35 +551,32 @@ class BenchSession:
 
     def _manifest(
         self, client: OpenAIClient, info: Any, prompts: PromptSet, built: Built, started: str, t0: int
-    ) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "tool": "tokenrace",
-            "version": __version__,
-            "command": self.argv,
-            "settings": _settings_for_manifest(self.s),
-            "endpoint": self.endpoint.base_url,
-            "provider": self.endpoint.provider,
-            "model": client.model,
-            "models_answer": info.models_answer,
-            "server_headers": info.headers,
-            "prompts": {
-                "name": prompts.name,
-                "count": len(prompts.prompts),
-                "sizing": built.sizing,
-                "cache_bust": built.busted,
-            },
-            "workload": {
-                "kind": built.kind,
-                "source": built.source,
-                "cache_bust": built.busted,
-                "nonce": built.nonce,
-                "notes": list(built.notes),
-            },
-            "tokenizer": self.tokenizer.name if self.tokenizer else None,
-            "arrival_clock": "socket" if client.stamping else "reader",
-            "engine": self.s.engine,
-            "started_at": started,
-            "t0_perf_counter_ns": t0,
-            "finished_at": None,
-        }
+    ) -> Manifest:
+        return Manifest(
+            schema_version=SCHEMA_VERSION,
+            version=__version__,
+            command=self.argv,
+            settings=_settings_for_manifest(self.s),
+            endpoint=self.endpoint.base_url,
+            provider=self.endpoint.provider,
+            model=client.model,
+            models_answer=info.models_answer,
+            server_headers=info.headers,
+            prompts=PromptsInfo(
+                name=prompts.name, count=len(prompts.prompts), sizing=built.sizing, cache_bust=built.busted
+            ),
+            workload=Workload.model_validate(
+                {
+                    "kind": built.kind,
+                    "source": built.source,
+                    "cache_bust": built.busted,
+                    "nonce": built.nonce,
+                    "notes": list(built.notes),
+                }
+            ),
+            tokenizer=self.tokenizer.name if self.tokenizer else None,
+            arrival_clock="socket" if client.stamping else "reader",
+            engine=self.s.engine,
+            started_at=started,
+            t0_perf_counter_ns=t0,
+        )

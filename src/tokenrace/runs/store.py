@@ -15,10 +15,10 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, UsageError
@@ -48,6 +48,19 @@ def write_json(path: Path, obj: Any, scrub: Callable[[bytes], bytes] | None = No
 
 def read_json(path: Path) -> Any:
     return orjson.loads(path.read_bytes())
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[M]) -> M:
+    """A saved file through its model: files older than `schema_version` gain its fields as null."""
+    try:
+        return model.model_validate(read_json(path))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"{path}: not a tokenrace {path.name} ({where}: {first['msg']})") from None
 
 
 class RunStore:
@@ -85,8 +98,8 @@ class RunStore:
             except OSError as exc:
                 self._error = exc
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_model(self.dir / MANIFEST, Manifest.model_validate(manifest), self._scrub)
+    def write_manifest(self, manifest: Manifest) -> None:
+        write_model(self.dir / MANIFEST, manifest, self._scrub)
 
     def write_summary(self, summary: Summary) -> None:
         write_model(self.dir / SUMMARY, summary, self._scrub)

@@ -10,6 +10,7 @@ from typing import Any
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
+from tokenrace.model.engine import EngineRecord, ProfileEngine
 from tokenrace.model.files import PROFILE, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, Warm
@@ -58,7 +59,12 @@ async def run_profile(
 def embedded_settings(engine: RunningEngine, template: BenchSettings) -> BenchSettings:
     """The template pointed at a running embedded engine, with the engine in every manifest."""
     endpoint = ResolvedEndpoint(engine.base_url, None, None, "llamacpp")
-    return dataclasses.replace(template, endpoint=endpoint, model=engine.model, engine=engine.record)
+    return dataclasses.replace(template, endpoint=endpoint, model=engine.model, engine=_record(engine))
+
+
+def _record(engine: RunningEngine) -> EngineRecord:
+    """The engine's description, read into its model where the launcher hands it over."""
+    return EngineRecord.model_validate(engine.record)
 
 
 async def _run_steps(
@@ -78,20 +84,20 @@ async def _run_steps(
         results.append((name, result))
         if result.interrupted:
             break
-    file = profile_summary(results, engine.record)
+    file = profile_summary(results, _record(engine))
     write_model(parent / PROFILE, file)
     manifest = results[0][1].manifest if results else Manifest()
     return Run(parent, "profile", file, manifest, results)
 
 
-def profile_summary(results: list[tuple[str, Run]], engine: dict[str, Any]) -> ProfileFile:
+def profile_summary(results: list[tuple[str, Run]], engine: EngineRecord) -> ProfileFile:
     first = results[0][1].summary if results else None
     manifest = results[0][1].manifest if results else Manifest()
     return ProfileFile(
         schema_version=SCHEMA_VERSION,
         model=manifest.model,
         endpoint=manifest.endpoint,
-        engine={k: engine.get(k) for k in ("engine", "version", "model_file", "threads", "parallel_slots")},
+        engine=ProfileEngine.of(engine),
         cold=first.cold if first else None,
         warm=Warm(ttft_ms=first.metrics.ttft_ms, e2e_ms=first.metrics.e2e_ms) if first else Warm(),
         steps=[step_row(n, r.directory, r.summary, r.manifest) for n, r in results],

@@ -48,7 +48,9 @@ from tokenrace.load.runner import Load
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SUMMARY, SWEEP
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.records import RecordLine
-from tokenrace.model.run import Knee, StepRow, SweepFile
+from tokenrace.model.run import GoodputSearch, Knee, PrefillFit, StepRow, SweepFile
+from tokenrace.model.sections import ContentSpeed
+from tokenrace.model.sla import ObjectiveCheck, SlaObjective, SlaPoint, SlaSection, SlaStep, SweepPlanSection
 from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.reader import load_dir
@@ -175,9 +177,12 @@ def _entered(progress: Progress | None) -> AbstractContextManager[Any]:
 class _State:
     steps: list[tuple[str, Run]] = field(default_factory=list)
     rows: list[StepRow] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "completed"
     knee: Knee | None = None
+    prefill: PrefillFit | None = None  # prompt-length sweeps
+    content: ContentSpeed | None = None  # content sweeps
+    sla: SlaSection | None = None  # SLA and goodput searches
+    goodput_search: GoodputSearch | None = None  # goodput searches
 
 
 class Sweep:
@@ -268,7 +273,7 @@ class Sweep:
                 break
         rows = self.state.rows
         fit = kn.fit_prefill([r.prompt_tokens_mean for r in rows], [r.ttft_ms.p50 for r in rows])
-        self.state.extra["prefill"] = {**fit.to_dict(), "x": "prompt_tokens mean", "y": "ttft_ms p50"}
+        self.state.prefill = PrefillFit.model_validate({**fit.to_dict(), "x": "prompt_tokens mean", "y": "ttft_ms p50"})
 
     async def _contents(self) -> None:
         """Each kind of content alone at the same load (so the engine's counters belong to it), then compared."""
@@ -283,8 +288,7 @@ class Sweep:
             samples += _content_samples(result.directory)
             drafting = result.summary.speculative
             acceptance[name] = drafting.acceptance_rate if drafting is not None else None
-        section = content_section(samples, acceptance)
-        self.state.extra["content"] = section
+        self.state.content = content_section(samples, acceptance)
 
     async def _sla(self) -> None:
         """The SLA search (sweep/sla.py); every run is a step, repeats included."""
@@ -302,10 +306,10 @@ class Sweep:
             boundary = await sla.search(self._measure, rule)
         except _Interrupted:
             boundary = None
-        self.state.extra["sla"] = self._sla_section(boundary)
+        self.state.sla = self._sla_section(boundary)
         self.state.stop_reason = boundary.reason if boundary is not None else "interrupted"
         if plan.kind == "goodput":
-            self.state.extra["goodput_search"] = self._goodput_view(boundary)
+            self.state.goodput_search = self._goodput_view(boundary)
 
     def _search_kind(self) -> sla.SearchKind:
         return "rate" if self.plan.kind == "goodput" else self.plan.search
@@ -329,8 +333,9 @@ class Sweep:
         checks = judge_all(self.objectives, self.samples[value])
         verdict = sla.Verdict(all_held(checks), all_clear(checks))
         row = self.state.rows[-1]
-        row.passed, row.certain, row.checks = verdict.passed, verdict.certain, [c.to_dict() for c in checks]
-        self.state.extra["sla"] = self._sla_section(None)
+        row.passed, row.certain = verdict.passed, verdict.certain
+        row.checks = [ObjectiveCheck.model_validate(c.to_dict()) for c in checks]
+        self.state.sla = self._sla_section(None)
         self._write(finished=False)
         return verdict
 
@@ -341,40 +346,42 @@ class Sweep:
             n += 1  # an interrupted step's directory from before a resume
         return f"{lead}{n:02d}-{prefix}{_num(value)}"
 
-    def _sla_section(self, boundary: sla.Boundary | None) -> dict[str, Any]:
+    def _sla_section(self, boundary: sla.Boundary | None) -> SlaSection:
         rows = self.state.rows
         kind = self._search_kind()
 
-        def point(value: float | None) -> dict[str, Any] | None:
+        def point(value: float | None) -> SlaPoint | None:
             if value is None:
                 return None
             last = [r for r in rows if r.value == value][-1]
-            return {kind: value, "certain": bool(last.certain), "runs": sum(r.value == value for r in rows)}
+            return SlaPoint.model_validate(
+                {kind: value, "certain": bool(last.certain), "runs": sum(r.value == value for r in rows)}
+            )
 
-        return {
-            "objectives": [o.to_dict() for o in self.objectives],
-            "search": kind,
-            "highest_passing": point(boundary.highest_passing) if boundary else None,
-            "lowest_failing": point(boundary.lowest_failing) if boundary else None,
-            "reason": boundary.reason if boundary else ("running" if not rows else "interrupted"),
-            "steps": [{"step": r.step, "value": r.value, "passed": r.passed, "certain": r.certain} for r in rows],
-        }
+        return SlaSection(
+            objectives=[SlaObjective.model_validate(o.to_dict()) for o in self.objectives],
+            search=kind,
+            highest_passing=point(boundary.highest_passing) if boundary else None,
+            lowest_failing=point(boundary.lowest_failing) if boundary else None,
+            reason=boundary.reason if boundary else ("running" if not rows else "interrupted"),
+            steps=[SlaStep(step=r.step, value=r.value, passed=r.passed, certain=r.certain) for r in rows],
+        )
 
-    def _goodput_view(self, boundary: sla.Boundary | None) -> dict[str, Any]:
+    def _goodput_view(self, boundary: sla.Boundary | None) -> GoodputSearch:
         """`--max-goodput`'s summary, read off the same search."""
         best = boundary.highest_passing if boundary else None
         row = next((r for r in reversed(self.state.rows) if r.value == best), None)
-        return {
-            "best_rate": best,
-            "lower": best,
-            "upper": boundary.lowest_failing if boundary else None,
-            "reason": boundary.reason if boundary else "interrupted",
-            "probes": len(self.state.rows),
-            "attainment": self.plan.attainment,
-            "slo": self.template.slo,
-            "best_step": row.step if row else None,
-            "goodput_requests_per_s": row.goodput_requests_per_s if row else None,
-        }
+        return GoodputSearch(
+            best_rate=best,
+            lower=best,
+            upper=boundary.lowest_failing if boundary else None,
+            reason=boundary.reason if boundary else "interrupted",
+            probes=len(self.state.rows),
+            attainment=self.plan.attainment,
+            slo=self.template.slo,
+            best_step=row.step if row else None,
+            goodput_requests_per_s=row.goodput_requests_per_s if row else None,
+        )
 
     def _resumable(self) -> list[tuple[float, StepRow]]:
         """The finished steps of the SLA search saved in this directory, when it is the same search."""
@@ -383,8 +390,8 @@ class Sweep:
             self.plan.kind in ("sla", "goodput")
             and saved.sweep == self.plan.kind
             and saved.sla is not None
-            and [o["text"] for o in saved.sla["objectives"]] == [o.text for o in self.objectives]
-            and saved.sla["search"] == self._search_kind()
+            and [o.text for o in saved.sla.objectives] == [o.text for o in self.objectives]
+            and saved.sla.search == self._search_kind()
         )
         if not same:
             raise InvalidInput("output", f"{self.parent} already holds another sweep; choose another directory")
@@ -424,27 +431,28 @@ class Sweep:
 
     def _write(self, finished: bool) -> SweepFile:
         first = self.state.steps[0][1].manifest if self.state.steps else Manifest()
-        summary = {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "sweep",
-            "sweep": self.plan.kind,
-            "tool": "tokenrace",
-            "version": __version__,
-            "command": first.command,
-            "endpoint": first.endpoint,
-            "provider": first.provider,
-            "model": first.model,
-            "label": self.template.label,
-            "started_at": self.started,
-            "finished_at": datetime.now(UTC).isoformat() if finished else None,
-            "plan": dataclasses.asdict(self.plan),
-            "rule": {"throughput": "steady output tokens/s (else over the window)", "latency": "e2e_ms p95"},
-            "stop_reason": self.state.stop_reason if finished else "running",
-            "knee": self.state.knee,
-            "steps": self.state.rows,
-            **self.state.extra,
-        }
-        file = SweepFile.model_validate(summary)
+        state = self.state
+        file = SweepFile(
+            schema_version=SCHEMA_VERSION,
+            sweep=self.plan.kind,
+            version=__version__,
+            command=first.command,
+            endpoint=first.endpoint,
+            provider=first.provider,
+            model=first.model,
+            label=self.template.label,
+            started_at=self.started,
+            finished_at=datetime.now(UTC).isoformat() if finished else None,
+            plan=SweepPlanSection.model_validate(dataclasses.asdict(self.plan)),
+            rule={"throughput": "steady output tokens/s (else over the window)", "latency": "e2e_ms p95"},
+            stop_reason=state.stop_reason if finished else "running",
+            knee=state.knee,
+            steps=state.rows,
+            prefill=state.prefill,
+            goodput_search=state.goodput_search,
+            sla=state.sla,
+            content=state.content,
+        )
         write_model(self.parent / SWEEP, file)
         return file
 
