@@ -155,3 +155,11 @@ def test_load_timeseries_skips_a_line_cut_by_a_crash(tmp_path: Path) -> None:
     (tmp_path / TIMESERIES).write_text(json.dumps({"t_ms": 1}) + "\n" + '{"t_ms": 2, "gp')
     assert [s.model_dump(exclude_unset=True) for s in load_timeseries(tmp_path)] == [{"t_ms": 1}]
     assert load_timeseries(tmp_path / "missing") == []
+
+
+def test_load_timeseries_skips_a_line_that_is_not_a_sample(tmp_path: Path) -> None:
+    lines = [{"t_ms": 1.0, "gpu": [{"index": 0, "util_pct": 50.0}]}, {"t_ms": 2.0, "gpu": "lost"}, {"t_ms": 3.0}]
+    (tmp_path / TIMESERIES).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    samples = load_timeseries(tmp_path)
+    assert [s.t_ms for s in samples] == [1.0, 3.0]
+    assert samples[0].gpu is not None and samples[0].gpu[0].util_pct == 50.0 and samples[0].gpu[0].temp_c is None
