@@ -15,6 +15,7 @@ from tests.fixtures.nvml.fake_pynvml import FakeNvml
 from tokenrace.model.files import TIMESERIES
 from tokenrace.model.monitor import Resources, TimeseriesLine
 from tokenrace.monitor import MonitorSession, load_timeseries
+from tokenrace.monitor.aggregate import Aggregator
 
 GPU_FIELDS = {
     "index",
@@ -163,3 +164,20 @@ def test_load_timeseries_skips_a_line_that_is_not_a_sample(tmp_path: Path) -> No
     samples = load_timeseries(tmp_path)
     assert [s.t_ms for s in samples] == [1.0, 3.0]
     assert samples[0].gpu is not None and samples[0].gpu[0].util_pct == 50.0 and samples[0].gpu[0].temp_c is None
+
+
+def test_a_summary_that_fails_still_gives_a_bare_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: Aggregator) -> None:
+        raise RuntimeError("aggregator bug")
+
+    monkeypatch.setattr(Aggregator, "gpu", broken)
+
+    async def go() -> Resources:
+        m = MonitorSession(tmp_path, 0.05, gpu=False)
+        await m.start()
+        await wait_until_async(lambda: m.samples >= 1, what="a sample")
+        return await m.stop()
+
+    r = asyncio.run(go())
+    assert r.errors == 1 and r.samples >= 1 and r.samplers["system"].status == "ok" and r.system is None
+    assert r.interval_s == 0.05 and any("summary failed (RuntimeError: aggregator bug)" in n for n in r.notices)

@@ -170,7 +170,13 @@ class MonitorSession:
         except Exception as exc:  # noqa: BLE001 - a bare summary rather than an exception
             self.notices.append(f"monitor: summary failed ({_reason(exc)})")
             self.result = Resources(
-                samples=self._agg.samples, samplers=self.samplers, errors=1, notices=list(self.notices)
+                interval_s=self.interval_s,
+                samples=self._agg.samples,
+                timeseries=TIMESERIES,
+                local_server=self.local_server,
+                samplers=self.samplers,
+                errors=1,
+                notices=list(self.notices),
             )
         return self.result
 
