@@ -102,8 +102,9 @@ def test_a_slow_driver_never_blocks_the_event_loop(tmp_path: Path) -> None:
 
     worst, r = asyncio.run(go())
     assert r["samples"] >= 2 and r["samplers"]["gpu"]["status"] == "ok"
-    # Each sample takes 300 ms in the worker thread; the loop's own hiccups stay far below that.
-    assert worst < 0.1, worst
+    # Each sample takes 300 ms in the worker thread: a blocked loop would stall 0.3 s at least. Its own
+    # hiccups stay below that even on a loaded 2-core machine (103 ms was seen once at load 9.5).
+    assert worst < 0.25, worst
     # Overran ticks are skipped, not bunched: about one sample per 300 ms, not one per 50 ms.
     assert r["samples"] <= 5
 
