@@ -17,7 +17,7 @@ from tests.integration.conftest import embedded_engine, require_embedded
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.model.engine import EngineRecord
+from tokenrace.model.engine import EngineInfo
 from tokenrace.runs.session import BenchSession, BenchSettings, PromptSpec
 from tokenrace.serve.launch import RunningEngine
 
@@ -41,7 +41,7 @@ def _bench(engine: RunningEngine, out: Path, **load: Any) -> Any:
         load=Load(**load),
         prompts=PromptSpec(text=LONG_PROMPT),
         output=out,
-        engine=EngineRecord.model_validate(engine.record),
+        engine=EngineInfo.model_validate(engine.record),
     )
     return asyncio.run(BenchSession(settings, argv=["test"]).run())
 

@@ -18,7 +18,7 @@ from tests.conftest import line_count, sigint_default, wait_until
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.model.engine import EngineRecord
+from tokenrace.model.engine import EngineInfo
 from tokenrace.report.html import build
 from tokenrace.runs.history import Filters, History
 from tokenrace.runs.reader import load
@@ -149,7 +149,7 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
     result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]
     prof = json.loads((tmp_path / "p" / "profile.json").read_text())
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
-    assert result.steps[1][1].manifest.engine == EngineRecord(engine="fake")
+    assert result.steps[1][1].manifest.engine == EngineInfo(engine="fake")
     data = load(tmp_path / "p")  # rendered later from the files, like a sweep
     assert data.kind == "profile" and [r.throughput_tokens_per_s is not None for r in data.sweep.steps] == [
         True,

@@ -16,7 +16,7 @@ from tokenrace.client.request import GENERATING_APIS
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
-from tokenrace.model.engine import EngineRecord
+from tokenrace.model.engine import EngineInfo
 from tokenrace.model.run import ProfileFile
 from tokenrace.report.tables import print_profile, print_summary
 from tokenrace.runs.history import index_quietly
@@ -98,7 +98,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
                 samples,
                 directory,
                 bool(o["as_json"]),
-                EngineRecord.model_validate(engine.record),
+                EngineInfo.model_validate(engine.record),
             )
 
     result, quality = aio.run(

@@ -18,7 +18,7 @@ from rich.console import Console
 from tokenrace.cli.quality import print_result
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import InvalidInput, UsageError
-from tokenrace.model.engine import EngineRecord
+from tokenrace.model.engine import EngineInfo
 from tokenrace.quality.models import QualityResult
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import resolve_suites
@@ -57,7 +57,8 @@ def quality_settings(settings: BenchSettings, base_url: str, model: str, samples
         temperature=settings.request.temperature if settings.request.temperature is not None else 0.0,
         api=settings.request.api,
         timeouts=settings.timeouts,
-        extra={"samples": samples, "after": "bench"},
+        samples=samples,
+        after="bench",
         extra_body={k: v for k, v in settings.request.extra_body.items() if k not in NOT_FORWARDED},
         extra_headers=dict(settings.request.extra_headers),
     )
@@ -70,14 +71,13 @@ async def quality_pass(
     samples: int,
     run_dir: Path,
     quiet: bool,
-    engine: EngineRecord | None = None,
+    engine: EngineInfo | None = None,
 ) -> QualityResult:
     items = resolve_suites([], samples, settings.load.seed or 0)
     if not quiet:
         click.echo(f"quality pass: {len(items)} items on the same endpoint...", err=True)
     s = quality_settings(settings, base_url, model, samples)
-    described = engine.model_dump(mode="json") if engine is not None else None  # quality.json's `engine`
-    return await run_quality(items, s, run_dir / QUALITY_SUBDIR, described)
+    return await run_quality(items, s, run_dir / QUALITY_SUBDIR, engine)
 
 
 def run_pass(settings: BenchSettings, base_url: str, model: str, samples: int, run_dir: Path, quiet: bool) -> Any:

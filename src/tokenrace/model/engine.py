@@ -23,8 +23,9 @@ class Readiness(_Model):
     ready_s: float | None = None
 
 
-class EngineRecord(_Model):
-    """What launched the server, when tokenrace did (serve/launch.py): manifest.json's `engine`."""
+class EngineInfo(_Model):
+    """What launched the server, when tokenrace did (serve/launch.py): manifest.json's `engine`, and
+    quality.json's when a quality pass asked the embedded engine."""
 
     engine: str | None = None
     version: str | None = None
@@ -48,7 +49,7 @@ class ProfileEngine(_Model):
     parallel_slots: int | None = None
 
     @classmethod
-    def of(cls, record: EngineRecord) -> ProfileEngine:
+    def of(cls, record: EngineInfo) -> ProfileEngine:
         return cls(
             engine=record.engine,
             version=record.version,

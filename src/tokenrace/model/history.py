@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import ConfigDict
 
 from tokenrace.model.base import _Model
+from tokenrace.model.claim import Verdict
 
 
 class HistoryRow(_Model):
@@ -16,7 +17,7 @@ class HistoryRow(_Model):
 
     id: str
     path: str
-    kind: Literal["run", "sweep", "profile"]
+    kind: Literal["run", "sweep", "profile", "claim"]
     parent_id: str | None = None
     name: str | None = None
     label: str | None = None
@@ -39,4 +40,5 @@ class HistoryRow(_Model):
     cache_hit_rate: float | None = None
     steps: int | None = None
     knee: str | None = None
+    verdict: Verdict | None = None  # a claim's: holds, holds_only_under, fails
     indexed_at: str

@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import Field, JsonValue, field_validator, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
-from tokenrace.model.engine import EngineRecord
+from tokenrace.model.engine import EngineInfo
+from tokenrace.model.monitor import MonitorSettings
 from tokenrace.model.server import ServerProbe
 from tokenrace.model.settings import RunSettings
 from tokenrace.redact import HIDDEN
@@ -89,14 +90,14 @@ class Manifest(_Model):
     prompts: PromptsInfo = Field(default_factory=PromptsInfo)
     tokenizer: str | None = None
     arrival_clock: Literal["socket", "reader"] | None = None
-    engine: EngineRecord | None = None
+    engine: EngineInfo | None = None
     started_at: str | None = None
     t0_perf_counter_ns: int | None = None
     finished_at: str | None = None
     interrupted: bool | None = None
     environment: JsonObject | None = None
     server: ServerProbe | None = None
-    monitor: JsonObject | None = None
+    monitor: MonitorSettings | None = None
     imported: ImportedFrom | None = None
     workload: Workload | None = None
     workers: WorkersInfo | None = None

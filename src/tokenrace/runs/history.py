@@ -1,4 +1,4 @@
-"""The history: an SQLite index of every run, sweep and profile directory.
+"""The history: an SQLite index of every run, sweep, profile and claim directory.
 
 The files in a run directory are the record; this index only finds them again. It can be rebuilt
 from the directories at any time (`tokenrace runs --import DIR`, `--reindex`), so losing it loses
@@ -19,6 +19,7 @@ from types import TracebackType
 import orjson
 
 from tokenrace.errors import UsageError
+from tokenrace.model.claim import CLAIM_FILE, ClaimFile
 from tokenrace.model.files import MANIFEST, PROFILE, SUMMARY, SWEEP
 from tokenrace.model.history import HistoryRow
 from tokenrace.model.manifest import Manifest
@@ -28,7 +29,7 @@ from tokenrace.model.summary import Summary
 from tokenrace.paths import home
 from tokenrace.runs.store import read_model
 
-SCHEMA_VERSION = 2  # 2: cache_hit_rate
+SCHEMA_VERSION = 3  # 2: cache_hit_rate; 3: verdict (claims)
 DB_NAME = "history.sqlite"
 
 COLUMNS = tuple(HistoryRow.model_fields)
@@ -39,7 +40,7 @@ CREATE TABLE IF NOT EXISTS runs (
     label TEXT, endpoint TEXT, provider TEXT, model TEXT, source TEXT, version TEXT,
     started_at TEXT, finished_at TEXT, concurrency REAL, rate REAL, requests INTEGER, error_rate REAL,
     ttft_p50_ms REAL, ttft_p95_ms REAL, tpot_p50_ms REAL, e2e_p95_ms REAL, output_tokens_per_s REAL,
-    cache_hit_rate REAL, steps INTEGER, knee TEXT, indexed_at TEXT NOT NULL
+    cache_hit_rate REAL, steps INTEGER, knee TEXT, verdict TEXT, indexed_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at);
 CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_id);
@@ -58,6 +59,8 @@ def run_id(directory: Path) -> str:
 
 def dir_kind(directory: Path) -> str | None:
     d = Path(directory)
+    if (d / CLAIM_FILE).is_file():
+        return "claim"
     if (d / SWEEP).is_file():
         return "sweep"
     if (d / PROFILE).is_file():
@@ -102,6 +105,8 @@ class History:
         with conn:
             if version == 1:  # the index is a cache of the run directories: add the new column, reindex later
                 conn.execute("ALTER TABLE runs ADD COLUMN cache_hit_rate REAL")
+            if version in (1, 2):
+                conn.execute("ALTER TABLE runs ADD COLUMN verdict TEXT")
             conn.executescript(_SCHEMA)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return cls(conn, path)
@@ -118,7 +123,8 @@ class History:
     # --- writing
 
     def index(self, directory: Path, parent_id: str | None = None) -> list[str]:
-        """Index a run, sweep or profile directory (with its steps). Returns the ids written."""
+        """Index a run, sweep, profile or claim directory (with its steps, or a claim's runs and
+        search). Returns the ids written."""
         d = Path(directory).resolve()
         kind = dir_kind(d)
         if kind is None:
@@ -131,7 +137,8 @@ class History:
                 [getattr(row, c) for c in COLUMNS],
             )
         if kind != "run":
-            for child in sorted(p for p in d.iterdir() if p.is_dir() and dir_kind(p) == "run"):
+            inside = ("run", "sweep", "profile") if kind == "claim" else ("run",)
+            for child in sorted(p for p in d.iterdir() if p.is_dir() and dir_kind(p) in inside):
                 ids += self.index(child, row.id)
         return ids
 
@@ -278,6 +285,8 @@ def _row_for(d: Path, kind: str, parent_id: str | None) -> HistoryRow:
         row = _run_row(who, d)
     elif kind == "sweep":
         row = _sweep_row(who, read_model(d / SWEEP, SweepFile))
+    elif kind == "claim":
+        row = _claim_row(who, read_model(d / CLAIM_FILE, ClaimFile))
     else:
         row = _profile_row(who, d, read_model(d / PROFILE, ProfileFile))
     return HistoryRow.model_validate(row.model_dump())  # each value in its column's type
@@ -326,6 +335,28 @@ def _sweep_row(who: HistoryRow, s: SweepFile) -> HistoryRow:
             "finished_at": s.finished_at,
             "steps": len(s.steps),
             "knee": knee,
+        }
+    )
+
+
+def _claim_row(who: HistoryRow, claim: ClaimFile) -> HistoryRow:
+    """A claim's row: its verdict, and the baseline's (one warm request at a time) error rate and TTFT."""
+    warm = next((c for c in claim.conditions if c.dimension == "warm" and c.held is not None), None)
+    baseline = warm.figures if warm is not None else None
+    return who.model_copy(
+        update={
+            "endpoint": claim.endpoint,
+            "provider": claim.provider,
+            "model": claim.model,
+            "source": claim.tool,
+            "version": claim.version,
+            "started_at": _utc(claim.started_at),
+            "finished_at": claim.finished_at,
+            "requests": claim.requests_sent,
+            "error_rate": baseline.get("error_rate") if baseline else None,
+            "ttft_p50_ms": baseline.get("ttft_ms_p50") if baseline else None,
+            "steps": sum(1 for c in claim.conditions if c.held is not None),
+            "verdict": claim.verdict,
         }
     )
 

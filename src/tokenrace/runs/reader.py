@@ -31,6 +31,8 @@ def load_dir(path: Path) -> Run:
     kind = dir_kind(path)
     if kind == "run":
         return Run(path, "run", read_model(path / SUMMARY, Summary), read_model(path / MANIFEST, Manifest))
+    if kind == "claim":
+        raise UsageError(f"{path} holds a claim (claim.json), not a run: `tokenrace show {path}` prints it")
     if kind is None:
         raise UsageError(
             f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"

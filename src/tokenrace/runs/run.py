@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import ValidationError
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import RECORDS, read_jsonl
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.records import RecordLine
 from tokenrace.model.run import Knee, ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
@@ -88,7 +89,7 @@ class Run:
     def measured(self) -> list[RecordLine]:
         return [r for r in self.records() if r.phase == "measure" and r.error_kind != "cancelled"]
 
-    def timeseries(self) -> list[dict[str, Any]]:
+    def timeseries(self) -> list[TimeseriesLine]:
         """Monitor samples (timeseries.jsonl), when the run has them."""
         return load_timeseries(self.directory)
 

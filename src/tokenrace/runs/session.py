@@ -50,9 +50,10 @@ from tokenrace.load.workers import (
     resolve_count,
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
-from tokenrace.model.engine import EngineRecord
+from tokenrace.model.engine import EngineInfo
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest, PromptsInfo, WorkersInfo, Workload
+from tokenrace.model.monitor import MonitorSettings, Resources
 from tokenrace.model.server import ServerProbe
 from tokenrace.model.settings import RunSettings
 from tokenrace.model.summary import RunWarning, Summary
@@ -93,7 +94,7 @@ class BenchSettings:
     output: Path | None = None
     label: str | None = None
     max_error_rate: float | None = None  # None: fail only when every request failed
-    engine: EngineRecord | None = None  # what launched the server, when tokenrace did
+    engine: EngineInfo | None = None  # what launched the server, when tokenrace did
     efficiency: EfficiencySpec | None = None  # hardware + model: report % of the speed of light
     cost: CostSpec | None = None  # --price or --gpu-hour-cost: cost beside speed
     monitor: bool = False  # sample GPU/system/server metrics into timeseries.jsonl
@@ -406,7 +407,7 @@ class BenchSession:
         assert self.store is not None
         monitor = _monitor(self.s, self.store.dir, self.endpoint, t0)
         if monitor is not None:
-            manifest.monitor = {"interval_s": self.s.monitor_interval_s, "metrics_url": monitor.metrics_url}
+            manifest.monitor = MonitorSettings(interval_s=self.s.monitor_interval_s, metrics_url=monitor.metrics_url)
             await monitor.start()
         engine = manifest.server.engine if manifest.server else None
         metrics_before = await _scrape_metrics(client, self._metrics_url()) if self._scrapes_engine(engine) else None
@@ -486,7 +487,7 @@ class BenchSession:
         self,
         runner: Runner,
         interrupted: bool,
-        resources: dict[str, Any] | None,
+        resources: Resources | None,
         monitor: MonitorSession | None,
         scrapes: EngineScrapes | None,
         t0: int,

@@ -10,7 +10,7 @@ from typing import Any
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.model.engine import EngineRecord, ProfileEngine
+from tokenrace.model.engine import EngineInfo, ProfileEngine
 from tokenrace.model.files import PROFILE, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, Warm
@@ -62,9 +62,9 @@ def embedded_settings(engine: RunningEngine, template: BenchSettings) -> BenchSe
     return dataclasses.replace(template, endpoint=endpoint, model=engine.model, engine=_record(engine))
 
 
-def _record(engine: RunningEngine) -> EngineRecord:
+def _record(engine: RunningEngine) -> EngineInfo:
     """The engine's description, read into its model where the launcher hands it over."""
-    return EngineRecord.model_validate(engine.record)
+    return EngineInfo.model_validate(engine.record)
 
 
 async def _run_steps(
@@ -90,7 +90,7 @@ async def _run_steps(
     return Run(parent, "profile", file, manifest, results)
 
 
-def profile_summary(results: list[tuple[str, Run]], engine: EngineRecord) -> ProfileFile:
+def profile_summary(results: list[tuple[str, Run]], engine: EngineInfo) -> ProfileFile:
     first = results[0][1].summary if results else None
     manifest = results[0][1].manifest if results else Manifest()
     return ProfileFile(
