@@ -92,8 +92,8 @@ def test_the_quality_pass_is_reported_beside_the_verdict(tmp_path: Path) -> None
     with History.open() as h:
         (row,) = h.list(Filters(kind="claim"))
         runs = h.list(Filters(kind="run", steps=True, limit=100))
-    assert row["verdict"] == "holds" and row["path"] == str((tmp_path / "c").resolve())
-    assert runs and {r["parent_id"] for r in runs if r["name"] == "warm"} == {row["id"]}
+    assert row.verdict == "holds" and row.path == str((tmp_path / "c").resolve())
+    assert runs and {r.parent_id for r in runs if r.name == "warm"} == {row.id}
 
 
 def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> None:

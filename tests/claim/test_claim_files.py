@@ -222,7 +222,7 @@ def test_runs_lists_a_claim_with_its_verdict_and_its_runs_beneath(
     assert row["ttft_p50_ms"] == 45.123456 and row["error_rate"] == 0.0  # the baseline's
     with History.open() as h:
         (child,) = h.list(Filters(steps=True, kind="run"))
-    assert child["parent_id"] == row["id"] and child["label"] == "the baseline"
+    assert child.parent_id == row["id"] and child.label == "the baseline"
     p = tokenrace("show", row["id"], home=tokenrace_home)
     assert p.returncode == 0 and "HOLDS ONLY UNDER" in p.stdout, p.stderr
     p = tokenrace("compare", str(d), str(d / "warm"), home=tokenrace_home)
@@ -256,6 +256,6 @@ def test_a_history_of_the_previous_schema_gains_the_verdict_column(tmp_path: Pat
     with History.open() as h:
         (rid,) = h.index(write_claim(tmp_path / "c"))
         row = h.get(rid)
-        assert row is not None and row["verdict"] == "holds_only_under"
+        assert row is not None and row.verdict == "holds_only_under"
         assert h.get("abc") is not None  # the rows already there stay
     assert sqlite3.connect(history_path()).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

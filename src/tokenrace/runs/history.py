@@ -299,13 +299,7 @@ def _run_row(who: HistoryRow, d: Path) -> HistoryRow:
     return who.model_copy(
         update={
             "label": m.settings.label,
-            "endpoint": m.endpoint,
-            "provider": m.provider,
-            "model": m.model,
-            "source": m.tool,
-            "version": m.version,
-            "started_at": _utc(m.started_at),
-            "finished_at": m.finished_at,
+            **_origin(m),
             "concurrency": load.concurrency,
             "rate": load.rate,
             "requests": s.requests.total,
@@ -326,13 +320,7 @@ def _sweep_row(who: HistoryRow, s: SweepFile) -> HistoryRow:
     return who.model_copy(
         update={
             "label": s.label,
-            "endpoint": s.endpoint,
-            "provider": s.provider,
-            "model": s.model,
-            "source": s.tool,
-            "version": s.version,
-            "started_at": _utc(s.started_at),
-            "finished_at": s.finished_at,
+            **_origin(s),
             "steps": len(s.steps),
             "knee": knee,
         }
@@ -345,13 +333,7 @@ def _claim_row(who: HistoryRow, claim: ClaimFile) -> HistoryRow:
     baseline = warm.figures if warm is not None else None
     return who.model_copy(
         update={
-            "endpoint": claim.endpoint,
-            "provider": claim.provider,
-            "model": claim.model,
-            "source": claim.tool,
-            "version": claim.version,
-            "started_at": _utc(claim.started_at),
-            "finished_at": claim.finished_at,
+            **_origin(claim),
             "requests": claim.requests_sent,
             "error_rate": baseline.get("error_rate") if baseline else None,
             "ttft_p50_ms": baseline.get("ttft_ms_p50") if baseline else None,
@@ -366,6 +348,19 @@ def _profile_row(who: HistoryRow, d: Path, p: ProfileFile) -> HistoryRow:
     run = _run_row(who, first) if first else who
     keep = ("label", "endpoint", "provider", "model", "source", "version", "started_at")
     return who.model_copy(update={**{k: getattr(run, k) for k in keep}, "steps": len(p.steps)})
+
+
+def _origin(f: Manifest | SweepFile | ClaimFile) -> dict[str, str | None]:
+    """Where and when a file's measurements were made, and by what."""
+    return {
+        "endpoint": f.endpoint,
+        "provider": f.provider,
+        "model": f.model,
+        "source": f.tool,
+        "version": f.version,
+        "started_at": _utc(f.started_at),
+        "finished_at": f.finished_at,
+    }
 
 
 def _utc(text: str | None) -> str | None:
