@@ -36,10 +36,10 @@ class RecordLine(_Model):
     reasoning_chunks: int = 0
     prompt_tokens: int | None = None
     prompt_tokens_source: str | None = None
-    output_tokens: int | None = None
-    output_tokens_source: str | None = None
     cached_tokens: int | None = None
     cached_tokens_source: Literal["usage", "engine"] | None = None
+    output_tokens: int | None = None
+    output_tokens_source: str | None = None
     output_chars: int | None = None
     max_tokens: int | None = None
     content: str | None = None  # --content: natural, copy or random

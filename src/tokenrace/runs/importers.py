@@ -18,13 +18,14 @@ from tokenrace import __version__
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
+from tokenrace.model.base import checked_for_writing
 from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY, read_jsonl
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.records import RecordLine
 from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import Imported, Summary
 from tokenrace.runs.run import Run
-from tokenrace.runs.store import default_run_dir, write_model
+from tokenrace.runs.store import default_run_dir, write_json, write_model
 from tokenrace.runs.summary import RunContext, build_summary
 
 NS = 1_000_000_000
@@ -80,7 +81,10 @@ def import_to_dir(path: Path, out: Path | None = None) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RECORDS).write_bytes(b"".join(orjson.dumps(r.model_dump(mode="json")) + b"\n" for r in data.records()))
     write_model(directory / SUMMARY, data.summary)
-    write_model(directory / MANIFEST, data.manifest)
+    manifest = checked_for_writing(data.manifest).model_dump(mode="json")
+    # The other tool states only part of the settings: they are kept as it stated them.
+    manifest["settings"] = data.manifest.settings.model_dump(mode="json", exclude_unset=True)
+    write_json(directory / MANIFEST, manifest)
     return directory
 
 
