@@ -4,12 +4,14 @@ them, and files written before `schema_version` are still read."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import orjson
 import pytest
 from tests.sweep.helpers import bench
 
@@ -50,6 +52,27 @@ def test_the_record_writer_and_its_model_agree() -> None:
     assert line["schema_version"] == SCHEMA_VERSION
     assert set(line) <= set(RecordLine.model_fields), set(line) - set(RecordLine.model_fields)
     assert RecordLine.model_validate(line).model_dump(mode="json", include=set(line)) == line
+
+
+def test_a_record_line_read_into_its_model_is_written_again_byte_for_byte() -> None:
+    """An imported run's records.jsonl is written from RecordLine models: the same keys, in the same order."""
+    rec = RequestRecord(seq=3, start_ns=10, first_token_ns=20, end_ns=40, chunk_ns=[20, 30], output_tokens=2)
+    rec.cached_tokens, rec.cached_tokens_source = 1, "usage"
+    line = orjson.dumps(rec.to_json(0))
+    assert orjson.dumps(RecordLine.model_validate_json(line).model_dump(mode="json")) == line
+
+
+def test_records_skip_a_line_that_is_not_a_record(tmp_path: Path) -> None:
+    """Run.records(): a line cut by a crash or not a record at all is left out, the others are read."""
+    d = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "runs" / "schema-v1", d)
+    whole = (d / "records.jsonl").read_bytes()
+    (d / "records.jsonl").write_bytes(whole + b'{"not": "a record"}\n' + whole.splitlines()[0][:40])
+    records = load_dir(d).records()
+    assert [r.seq for r in records] == [
+        r.seq for r in load_dir(ROOT / "tests" / "fixtures" / "runs" / "schema-v1").records()
+    ]
+    assert len(records) == len(whole.splitlines()) and all(isinstance(r, RecordLine) for r in records)
 
 
 def _errors(v: jsonschema.protocols.Validator, doc: Any) -> list[str]:

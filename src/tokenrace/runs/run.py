@@ -6,11 +6,12 @@ Everything downstream (show, compare, report) renders from this one type and nev
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import RECORDS, read_jsonl
@@ -79,8 +80,7 @@ class Run:
         """records.jsonl lines (every phase); a line that is not a record (cut by a crash) is skipped."""
         if self._records is None:
             path = self.directory / RECORDS
-            lines = (_record_line(line) for line in read_jsonl(path)) if path.is_file() else ()
-            self._records = [r for r in lines if r is not None]
+            self._records = _record_lines(read_jsonl(path)) if path.is_file() else []
         return self._records
 
     def measured_ok(self) -> list[RecordLine]:
@@ -92,6 +92,18 @@ class Run:
     def timeseries(self) -> list[TimeseriesLine]:
         """Monitor samples (timeseries.jsonl), when the run has them."""
         return load_timeseries(self.directory)
+
+
+_RECORD_LINES = TypeAdapter(list[RecordLine])
+
+
+def _record_lines(lines: Sequence[object]) -> list[RecordLine]:
+    """Every line as a record, validated at once (twice as fast as line by line); when one is not a
+    record, line by line without it."""
+    try:
+        return _RECORD_LINES.validate_python(lines)
+    except ValidationError:
+        return [r for r in map(_record_line, lines) if r is not None]
 
 
 def _record_line(line: object) -> RecordLine | None:
