@@ -51,6 +51,7 @@ from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_wo
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.summary import RunWarning, Summary
+from tokenrace.model.timeseries import TimeseriesSample
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
 from tokenrace.monitor.session import MonitorSession, load_timeseries
@@ -247,6 +248,11 @@ def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: 
     if not s.monitor:
         return None
     return monitor_for_bench(directory, endpoint.base_url, endpoint.provider, t0, s.monitor_interval_s, s.metrics_url)
+
+
+def _samples(directory: Path) -> list[TimeseriesSample]:
+    """The monitor's samples (timeseries.jsonl), read into their model where the file is read."""
+    return [TimeseriesSample.model_validate(line) for line in load_timeseries(directory)]
 
 
 async def _scrape_metrics(client: OpenAIClient, url: str) -> str | None:
@@ -493,7 +499,7 @@ class BenchSession:
             provider=self.endpoint.provider,
             model=model,
             resources=resources,
-            timeseries=load_timeseries(monitor.directory) if monitor is not None else None,
+            timeseries=_samples(monitor.directory) if monitor is not None else None,
             t0_ns=t0,
             duration_s=s.load.duration_s,
             scrapes=scrapes,

@@ -30,6 +30,7 @@ from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
 from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import EngineClock, Metrics, RunWarning, ServerCache, Summary
+from tokenrace.model.timeseries import TimeseriesSample
 from tokenrace.monitor.advice import resource_warnings
 from tokenrace.monitor.energy import EnergyWindow
 
@@ -57,7 +58,7 @@ class RunContext:
     provider: str | None = None
     model: str | None = None
     resources: dict[str, Any] | None = None  # the monitor's summary, when it ran
-    timeseries: Sequence[dict[str, Any]] | None = None  # the monitor's samples, for soak drift
+    timeseries: Sequence[TimeseriesSample] | None = None  # the monitor's samples, for soak drift
     t0_ns: int | None = None
     duration_s: float | None = None
     scrapes: EngineScrapes | None = None
