@@ -226,7 +226,7 @@ class Battery:
             budget_s=self.cs.budget_s,
             max_requests=self.cs.max_requests,
             max_cost_usd=self.cs.max_cost_usd,
-            expectations=[o.to_dict() for o in self.cs.expectations],
+            expectations=[o.saved() for o in self.cs.expectations],
             plan=steps,
             conditions=skipped,
         )
@@ -307,7 +307,7 @@ class Battery:
             # A run cut short by Ctrl-C is kept, but judges nothing.
             held=None if result.interrupted else all_held(checks) if sample.measured else False,
             figures=figures_of(result.summary),
-            checks=[c.to_dict() for c in checks],
+            checks=[c.saved() for c in checks],
             run_dir=str(result.directory.relative_to(self.directory)),
             skipped="interrupted before it finished" if result.interrupted else None,
         )
@@ -352,7 +352,7 @@ class Battery:
                 "e2e_ms": cold.e2e_ms,
                 "error_kind": cold.error_kind,
             },
-            checks=[c.to_dict() for c in checks],
+            checks=[c.saved() for c in checks],
             run_dir="warm",
         )
 

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tokenrace.model.objectives import SavedCheck, SavedObjective
+
 CLAIM_FILE = "claim.json"
 Verdict = Literal["holds", "holds_only_under", "fails"]
 
@@ -22,7 +24,7 @@ class Condition(_Model):
     value: Any = None
     held: bool | None = None
     figures: dict[str, Any] = Field(default_factory=dict)
-    checks: list[dict[str, Any]] = Field(default_factory=list)
+    checks: list[SavedCheck] = Field(default_factory=list)
     run_dir: str | None = None
     skipped: str | None = None
     note: str | None = None
@@ -58,7 +60,7 @@ class ClaimFile(_Model):
     budget_s: float
     max_requests: int | None = None
     max_cost_usd: float | None = None
-    expectations: list[dict[str, Any]]
+    expectations: list[SavedObjective]
     plan: list[PlannedStep] = Field(default_factory=list)
     verdict: Verdict | None = None
     sentence: str | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenrace.claim.models import ClaimFile, Condition
-from tokenrace.figures.objectives import describe_check_dict
+from tokenrace.figures.objectives import describe_saved_check
 
 FAILING_ERROR_RATE = 0.5  # the baseline's error rate at which the claim fails for errors alone
 
@@ -102,10 +102,10 @@ def _where(c: Condition) -> str:
 
 
 def _why(c: Condition, where: str) -> str:
-    missed = [k for k in c.checks if k.get("held") is False]
+    missed = [k for k in c.checks if k.held is False]
     if not missed:
         return f"{where}, a figure was undefined (no request succeeded)"
-    return f"{where}, " + ", ".join(describe_check_dict(k) for k in missed)
+    return f"{where}, " + ", ".join(describe_saved_check(k) for k in missed)
 
 
 def _reach(claim: ClaimFile) -> str:
