@@ -6,7 +6,6 @@ import asyncio
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from tests.conftest import wait_until_async
@@ -14,8 +13,8 @@ from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.figures.drift import default_window_s, drift, is_soak
+from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.records import RecordLine
-from tokenrace.model.timeseries import TimeseriesSample
 from tokenrace.monitor import MonitorSession, load_timeseries
 
 MS = 1_000_000
@@ -101,7 +100,7 @@ def test_even_errors_are_not_bursts() -> None:
 
 def test_memory_trend_per_minute_from_the_timeseries() -> None:
     ts = [
-        TimeseriesSample.model_validate(
+        TimeseriesLine.model_validate(
             {
                 "t_ms": k * 1000.0,
                 "gpu": [{"mem_used_bytes": 70e9 + k * 5e6}],
@@ -125,7 +124,7 @@ def test_record_objects_and_the_monitors_own_timeseries(tmp_path: Path) -> None:
     run's t0 shared, and RequestRecord objects whose latency grows as the clock falls."""
     t0 = 10**15
 
-    async def sample() -> list[dict[str, Any]]:
+    async def sample() -> list[TimeseriesLine]:
         m = MonitorSession(tmp_path, 0.05, nvml=FakeNvml.from_fixture("h100_pcie_thermal.json"), t0_ns=None)
         await m.start()
         await wait_until_async(lambda: m.samples >= 8, what="8 samples")
@@ -134,7 +133,7 @@ def test_record_objects_and_the_monitors_own_timeseries(tmp_path: Path) -> None:
 
     ts = asyncio.run(sample())
     # Spread the samples over a 10-minute run: one every 75 s, as a 1 Hz monitor would show a trend.
-    spaced = [TimeseriesSample.model_validate({**s, "t_ms": i * 75_000.0}) for i, s in enumerate(ts[:8])]
+    spaced = [s.model_copy(update={"t_ms": i * 75_000.0}) for i, s in enumerate(ts[:8])]
     recs = []
     for i in range(400):
         start = t0 + int(i * 1.5e9)

@@ -23,14 +23,13 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
 from tokenrace.model.drift import Drift, DriftWindow, ErrorBurst, Percentiles, Trend, TrendFit
+from tokenrace.model.monitor import GpuSample, Number, TimeseriesLine
 from tokenrace.model.records import RecordLine
-from tokenrace.model.timeseries import GpuSample, SystemSample, TimeseriesSample
 from tokenrace.stats import describe
 
 SOAK_MIN_DURATION_S = 300.0
@@ -73,7 +72,7 @@ class _Window:
     start_s: float
     end_s: float
     reqs: list[_Req] = field(default_factory=list)
-    samples: list[TimeseriesSample] = field(default_factory=list)
+    samples: list[TimeseriesLine] = field(default_factory=list)
 
     @property
     def mid_min(self) -> float:
@@ -119,7 +118,7 @@ def _from_lines(lines: list[RecordLine]) -> list[_Req]:
 
 def drift(
     records: Sequence[RequestRecord] | Sequence[RecordLine],
-    timeseries: Sequence[TimeseriesSample] | None = None,
+    timeseries: Sequence[TimeseriesLine] | None = None,
     window_s: float | None = None,
     t0_ns: int | None = None,
 ) -> Drift:
@@ -149,7 +148,7 @@ def drift(
 
 
 def _windows(
-    reqs: list[_Req], timeseries: Sequence[TimeseriesSample], origin: float, span: float, w: float
+    reqs: list[_Req], timeseries: Sequence[TimeseriesLine], origin: float, span: float, w: float
 ) -> list[_Window]:
     n = max(1, math.ceil(span / w))
     if span > 0 and span % w == 0:
@@ -200,53 +199,45 @@ def _row(win: _Window) -> DriftWindow:
     )
 
 
-def _gpu_values(s: TimeseriesSample, read: Callable[[GpuSample], float | None]) -> list[float]:
-    return [v for g in s.gpu or () if (v := read(g)) is not None]
+def _gpu_values(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> list[float]:
+    return [float(v) for g in s.gpu or () if (v := read(g)) is not None]
 
 
-def _gpu_sum(s: TimeseriesSample, read: Callable[[GpuSample], float | None]) -> float | None:
+def _gpu_sum(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
     vals = _gpu_values(s, read)
     return float(sum(vals)) if vals else None
 
 
-def _gpu_mean(s: TimeseriesSample, read: Callable[[GpuSample], float | None]) -> float | None:
+def _gpu_mean(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
     vals = _gpu_values(s, read)
     return float(sum(vals) / len(vals)) if vals else None
 
 
-def _gpu_max(s: TimeseriesSample, read: Callable[[GpuSample], float | None]) -> float | None:
+def _gpu_max(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
     vals = _gpu_values(s, read)
     return float(max(vals)) if vals else None
 
 
-def _system(s: TimeseriesSample, read: Callable[[SystemSample], float | None]) -> float | None:
-    v = read(s.system) if s.system is not None else None
-    return None if v is None else float(v)
-
-
-def _server(s: TimeseriesSample, name: Literal["kv_cache_usage", "waiting"]) -> float | None:
-    if s.server is None:
-        return None
-    v = s.server.kv_cache_usage if name == "kv_cache_usage" else s.server.waiting
+def _float(v: Number | None) -> float | None:
     return None if v is None else float(v)
 
 
 # Timeseries figures per window: (name, how to read one sample, mean or max over the window's samples).
-Reader = Callable[[TimeseriesSample], "float | None"]
+Reader = Callable[[TimeseriesLine], "float | None"]
 SERIES: tuple[tuple[str, Reader, str], ...] = (
     ("gpu_mem_used_bytes", lambda s: _gpu_sum(s, lambda g: g.mem_used_bytes), "mean"),  # all GPUs together
     ("gpu_util_pct", lambda s: _gpu_mean(s, lambda g: g.util_pct), "mean"),
     ("gpu_temp_c", lambda s: _gpu_max(s, lambda g: g.temp_c), "max"),
     ("sm_clock_mhz", lambda s: _gpu_mean(s, lambda g: g.sm_clock_mhz), "mean"),
-    ("sys_mem_used_bytes", lambda s: _system(s, lambda m: m.mem_used_bytes), "mean"),
-    ("proc_rss_bytes", lambda s: _system(s, lambda m: m.proc_rss_bytes), "mean"),
-    ("kv_cache_usage", lambda s: _server(s, "kv_cache_usage"), "mean"),
-    ("waiting", lambda s: _server(s, "waiting"), "max"),
+    ("sys_mem_used_bytes", lambda s: _float(s.system.mem_used_bytes) if s.system else None, "mean"),
+    ("proc_rss_bytes", lambda s: _float(s.system.proc_rss_bytes) if s.system else None, "mean"),
+    ("kv_cache_usage", lambda s: _float(s.server.kv_cache_usage) if s.server else None, "mean"),
+    ("waiting", lambda s: _float(s.server.waiting) if s.server else None, "max"),
 )
 READERS: dict[str, tuple[Reader, str]] = {name: (read, how) for name, read, how in SERIES}
 
 
-def _over_window(samples: list[TimeseriesSample], name: str) -> float | None:
+def _over_window(samples: list[TimeseriesLine], name: str) -> float | None:
     """One series over a window's samples: their mean, or their max (None when no sample had it)."""
     read, how = READERS[name]
     vals = [v for v in (read(s) for s in samples) if v is not None]

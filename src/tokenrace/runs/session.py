@@ -50,8 +50,8 @@ from tokenrace.load.workers import (
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.monitor import MonitorSettings, Resources
 from tokenrace.model.summary import RunWarning, Summary
-from tokenrace.model.timeseries import TimeseriesSample
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
 from tokenrace.monitor.session import MonitorSession, load_timeseries
@@ -250,11 +250,6 @@ def _monitor(s: BenchSettings, directory: Path, endpoint: ResolvedEndpoint, t0: 
     return monitor_for_bench(directory, endpoint.base_url, endpoint.provider, t0, s.monitor_interval_s, s.metrics_url)
 
 
-def _samples(directory: Path) -> list[TimeseriesSample]:
-    """The monitor's samples (timeseries.jsonl), read into their model where the file is read."""
-    return [TimeseriesSample.model_validate(line) for line in load_timeseries(directory)]
-
-
 async def _scrape_metrics(client: OpenAIClient, url: str) -> str | None:
     """The server's Prometheus text, or None (a missing /metrics never stops a run). The API key
     goes only to the endpoint's own host, never to another `--metrics-url` host."""
@@ -400,7 +395,7 @@ class BenchSession:
         assert self.store is not None
         monitor = _monitor(self.s, self.store.dir, self.endpoint, t0)
         if monitor is not None:
-            manifest["monitor"] = {"interval_s": self.s.monitor_interval_s, "metrics_url": monitor.metrics_url}
+            manifest["monitor"] = MonitorSettings(interval_s=self.s.monitor_interval_s, metrics_url=monitor.metrics_url)
             await monitor.start()
         engine = (manifest.get("server") or {}).get("engine")
         metrics_before = await _scrape_metrics(client, self._metrics_url()) if self._scrapes_engine(engine) else None
@@ -480,7 +475,7 @@ class BenchSession:
         self,
         runner: Runner,
         interrupted: bool,
-        resources: dict[str, Any] | None,
+        resources: Resources | None,
         monitor: MonitorSession | None,
         scrapes: EngineScrapes | None,
         t0: int,
@@ -499,7 +494,7 @@ class BenchSession:
             provider=self.endpoint.provider,
             model=model,
             resources=resources,
-            timeseries=_samples(monitor.directory) if monitor is not None else None,
+            timeseries=load_timeseries(monitor.directory) if monitor is not None else None,
             t0_ns=t0,
             duration_s=s.load.duration_s,
             scrapes=scrapes,
