@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.environment import Environment
 from tokenrace.redact import HIDDEN, redact_fields, redact_headers
 
 
@@ -91,7 +92,7 @@ class Manifest(_Model):
     t0_perf_counter_ns: int | None = None
     finished_at: str | None = None
     interrupted: bool | None = None
-    environment: JsonObject | None = None
+    environment: Environment | None = None
     server: JsonObject | None = None
     monitor: JsonObject | None = None
     imported: ImportedFrom | None = None
