@@ -12,7 +12,7 @@ from aiohttp import web
 from tokenrace import __version__
 from tokenrace.doctor.environment import collect_environment, probe_server_environment
 from tokenrace.doctor.probe import RecordedProbe
-from tokenrace.model.environment import ServerEnvironment
+from tokenrace.model.server import ServerProbe
 
 from .scenarios import FIXTURES
 
@@ -69,7 +69,7 @@ def json_route(body: Any, headers: dict[str, str] | None = None) -> Handler:
     return handler
 
 
-async def probe_app(routes: dict[str, Handler], base_path: str = "/v1") -> ServerEnvironment:
+async def probe_app(routes: dict[str, Handler], base_path: str = "/v1") -> ServerProbe:
     app = web.Application()
     for path, handler in routes.items():
         app.router.add_get(path, handler)
@@ -166,7 +166,7 @@ def test_errors_give_none_and_never_raise() -> None:
     assert (env.engine, env.engine_version, env.models, env.max_model_len) == (None, None, [], None)
     assert env.endpoints.model_dump() == {"models": 500, "version": 200}
 
-    async def unreachable() -> ServerEnvironment:
+    async def unreachable() -> ServerProbe:
         async with aiohttp.ClientSession() as session:
             return await probe_server_environment(session, "http://127.0.0.1:9/v1")
 

@@ -26,7 +26,8 @@ from tokenrace.doctor.commands import COMMANDS
 from tokenrace.doctor.probe import Probe, SystemProbe
 from tokenrace.engines import ENGINES
 from tokenrace.engines import engine as catalog_engine
-from tokenrace.model.environment import EndpointStatus, Environment, GpuInfo, ServedModel, ServerEnvironment, TorchInfo
+from tokenrace.model.environment import Environment, GpuInfo, TorchInfo
+from tokenrace.model.server import ProbedEndpoints, ServedModel, ServerProbe
 
 if TYPE_CHECKING:
     import aiohttp
@@ -195,7 +196,7 @@ KEPT_HEADERS = ("server", "openai-version", "openai-organization", "x-groq-regio
 
 async def probe_server_environment(
     session: aiohttp.ClientSession, base_url: str, hosted: Mapping[str, str] | None = None
-) -> ServerEnvironment:
+) -> ServerProbe:
     """Which engine serves `base_url` and its version, from /v1/models, /version and headers.
 
     `base_url` is the OpenAI-style base (`http://host:8000/v1` or `http://host:8000`). `hosted` maps
@@ -209,13 +210,13 @@ async def probe_server_environment(
     entries = [_served_model(m) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
     engine = _guess_engine(base_url, entries, models.headers, hosted or {})
     engine_version = await _engine_version(session, root, engine, version)
-    return ServerEnvironment(
+    return ServerProbe(
         engine=engine,
         engine_version=engine_version,
         models=entries,
         max_model_len=next((m.max_model_len for m in entries if m.max_model_len), None),
         headers={k: v for k, v in models.headers.items() if k in KEPT_HEADERS or k.startswith("x-groq")},
-        endpoints=EndpointStatus(models=models.status, version=version.status),
+        endpoints=ProbedEndpoints(models=models.status, version=version.status),
     )
 
 

@@ -1,14 +1,13 @@
-"""manifest.json's `environment` and `server`: the machine a run ran on, and what the server says it is.
+"""manifest.json's `environment`: the machine a run ran on (doctor's `collect_environment`).
 
-Both are made by doctor (`collect_environment`, `probe_server_environment`). What could not be
-learnt is None. A key the collector did not look for is left out of the file, not written as null:
-the slow probes (`nvcc`, `torch`, `engines`) appear only when they ran, and an environment that
-could not be collected holds only its `error`.
+What could not be learnt is None. A key the collector did not look for is left out of the file, not
+written as null: the slow probes (`nvcc`, `torch`, `engines`) appear only when they ran, and an
+environment that could not be collected holds only its `error`.
 """
 
 from __future__ import annotations
 
-from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from tokenrace.model.base import _Model
 
@@ -69,30 +68,3 @@ class Environment(_Facts):
     nvcc: str | None = None
     torch: TorchInfo | None = None
     engines: dict[str, str | None] | None = None  # package -> installed version
-
-
-class ServedModel(_Model):
-    """One entry of the server's /v1/models, as far as it says."""
-
-    id: str | None = None
-    owned_by: str | None = None
-    max_model_len: int | None = None  # max_model_len, else context_window
-    meta: dict[str, JsonValue] | None = None  # llama.cpp's model facts, copied as the server gave them
-
-
-class EndpointStatus(_Model):
-    """The HTTP status of each endpoint asked; None when it did not answer."""
-
-    models: int | None = None
-    version: int | None = None
-
-
-class ServerEnvironment(_Model):
-    """Which engine serves the endpoint and its version, from /v1/models, /version and the headers."""
-
-    engine: str | None = None  # vllm, sglang, llama.cpp, ollama, openai, groq, or a hosted provider
-    engine_version: str | None = None
-    models: list[ServedModel] = Field(default_factory=list)
-    max_model_len: int | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    endpoints: EndpointStatus = Field(default_factory=EndpointStatus)

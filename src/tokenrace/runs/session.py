@@ -48,9 +48,10 @@ from tokenrace.load.workers import (
     resolve_count,
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
-from tokenrace.model.environment import Environment, ServerEnvironment
+from tokenrace.model.environment import Environment
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.server import ServerProbe
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
@@ -270,7 +271,7 @@ def _engine_of(text: str) -> str | None:
         return None
 
 
-async def _environment(client: OpenAIClient) -> tuple[Environment, ServerEnvironment]:
+async def _environment(client: OpenAIClient) -> tuple[Environment, ServerProbe]:
     """What makes two results comparable: this machine, and what the server says it is."""
     assert client.session is not None
     try:
