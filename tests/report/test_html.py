@@ -23,6 +23,7 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import CostSpec, GpuCost
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.load.runner import Load
+from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.report.html import build, planner_bound, resource_series, write
 from tokenrace.report.tables import print_profile, print_summary, print_sweep
@@ -87,7 +88,7 @@ def test_resource_series_flattens_monitor_samples() -> None:
         {**SAMPLE, "t_ms": 0.0},
         {**SAMPLE, "t_ms": 500.0, "system": {"cpu_pct": 50.0, "mem_used_bytes": 4.0e10}},
     ]
-    series = resource_series(samples)
+    series = resource_series([TimeseriesLine.model_validate(s) for s in samples])
     assert series == {"system.cpu_pct": ([0.0, 0.5], [30.0, 50.0])}  # constant series are left out
     assert resource_series([]) == {}
 

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
 from tokenrace.model.environment import Environment
+from tokenrace.model.monitor import MonitorSettings
 from tokenrace.redact import HIDDEN, redact_fields, redact_headers
 
 
@@ -94,7 +95,7 @@ class Manifest(_Model):
     interrupted: bool | None = None
     environment: Environment | None = None
     server: JsonObject | None = None
-    monitor: JsonObject | None = None
+    monitor: MonitorSettings | None = None
     imported: ImportedFrom | None = None
     workload: Workload | None = None
     workers: WorkersInfo | None = None

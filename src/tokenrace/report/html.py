@@ -22,6 +22,7 @@ import numpy as np
 from tokenrace import __version__
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cost, PriceBasis
@@ -404,7 +405,7 @@ def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[Any], sol: S
         )
 
 
-def resource_figure(samples: list[dict[str, Any]]) -> Any | None:
+def resource_figure(samples: Sequence[TimeseriesLine]) -> Any | None:
     series = resource_series(samples)
     if not series:
         return None
@@ -427,12 +428,13 @@ def resource_figure(samples: list[dict[str, Any]]) -> Any | None:
     return fig
 
 
-def resource_series(samples: list[dict[str, Any]]) -> dict[str, tuple[list[float], list[float | None]]]:
+def resource_series(samples: Sequence[TimeseriesLine]) -> dict[str, tuple[list[float], list[float | None]]]:
     """Flatten each sample to numeric leaves ('gpu0.util_pct', 'system.cpu_pct', ...) against seconds.
     Series that never change (totals, limits) are left out."""
     flat: dict[str, dict[int, float]] = {}
     times: list[float] = []
-    for s in samples:
+    for sample in samples:
+        s = sample.model_dump()  # with any keys a newer monitor added
         t = s.get("t_ms", None)
         t = t / 1000 if isinstance(t, (int, float)) else s.get("t")
         if not isinstance(t, (int, float)):
