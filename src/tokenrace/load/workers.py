@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from tokenrace import aio
 from tokenrace.client.openai import Prompt
@@ -43,6 +43,7 @@ from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.calibration import calibrated_ceiling
 from tokenrace.load.clocks import ClockOffset, probe, to_parent_clock, to_worker_clock
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
+from tokenrace.model.manifest import WorkerInfo, WorkersInfo
 from tokenrace.model.summary import RunWarning
 
 perf_ns = time.perf_counter_ns
@@ -85,8 +86,18 @@ class Link(Protocol):
     def cancel(self, job_id: int) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class PoolSetup:
+    """What the manifest says of how a pool was set up: its processes' start method, or the Ray
+    cluster it runs on."""
+
+    start_method: str | None = None
+    ray_address: str | None = None
+
+
 class Pool(Protocol):
-    kind: str  # "processes" | "ray"
+    @property
+    def kind(self) -> Literal["processes", "ray"]: ...
 
     @property
     def links(self) -> Sequence[Link]: ...
@@ -95,7 +106,7 @@ class Pool(Protocol):
 
     async def close(self) -> None: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> PoolSetup: ...
 
 
 # --- the parent's send ------------------------------------------------------------------------------
@@ -387,7 +398,7 @@ def start_method() -> str:
 class ProcessPool:
     """`count` worker processes on this machine, each with its own event loop and connection pool."""
 
-    kind = "processes"
+    kind: Final = "processes"
 
     def __init__(self, config: WorkerConfig, count: int) -> None:
         if count < 1:
@@ -457,8 +468,8 @@ class ProcessPool:
         if self._dir is not None:
             self._dir.cleanup()
 
-    def describe(self) -> dict[str, Any]:
-        return {"start_method": self.method}
+    def describe(self) -> PoolSetup:
+        return PoolSetup(start_method=self.method)
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,38 +515,40 @@ def resolve_count(spec: WorkersSpec, streams: int) -> tuple[int, str | None]:
 
 def manifest_section(
     requested: str, reason: str | None, pool: Pool | None = None, dispatcher: Dispatcher | None = None
-) -> dict[str, Any]:
-    """The manifest's `workers` (model.manifest.WorkersInfo)."""
+) -> WorkersInfo:
+    """The manifest's `workers`."""
     if pool is None or dispatcher is None:
-        return {"kind": "process", "count": 1, "requested": requested, "reason": reason}
+        return WorkersInfo(kind="process", count=1, requested=requested, reason=reason)
     rows = []
     for link in pool.links:
         clock, who = link.clock, link.identity
         rows.append(
-            {
-                "index": link.index,
-                "pid": who.pid if who else None,
-                "host": who.host if who else None,
-                "node": getattr(link, "node", None),
-                "clock_offset_ns": clock.offset_ns if clock else None,
-                "clock_rtt_ns": clock.rtt_ns if clock else None,
-                "clock_error_ns": clock.error_ns if clock else None,
-                "clock_shared": clock.shared if clock else None,
-                "clock_applied_ns": clock.applied_ns if clock else None,
-                "requests": dispatcher.sent[link.index],
-                "died": link.death,
-            }
+            WorkerInfo(
+                index=link.index,
+                pid=who.pid if who else None,
+                host=who.host if who else None,
+                node=getattr(link, "node", None),
+                clock_offset_ns=clock.offset_ns if clock else None,
+                clock_rtt_ns=clock.rtt_ns if clock else None,
+                clock_error_ns=clock.error_ns if clock else None,
+                clock_shared=clock.shared if clock else None,
+                clock_applied_ns=clock.applied_ns if clock else None,
+                requests=dispatcher.sent[link.index],
+                died=link.death,
+            )
         )
-    return {
-        "kind": pool.kind,
-        "count": len(pool.links),
-        "requested": requested,
-        "reason": reason,
-        "lead_ms": dispatcher.lead_ns / 1e6,
-        "lost_requests": dispatcher.lost_requests,
-        "workers": rows,
-        **pool.describe(),
-    }
+    setup = pool.describe()
+    return WorkersInfo(
+        kind=pool.kind,
+        count=len(pool.links),
+        requested=requested,
+        reason=reason,
+        lead_ms=dispatcher.lead_ns / 1e6,
+        start_method=setup.start_method,
+        ray_address=setup.ray_address,
+        lost_requests=dispatcher.lost_requests,
+        workers=rows,
+    )
 
 
 def fault_warnings(dispatcher: Dispatcher) -> list[RunWarning]:
