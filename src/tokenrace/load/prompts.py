@@ -88,7 +88,7 @@ def _parse_line(line: str, path: Path, lineno: int) -> Prompt:
         try:
             messages = chat_messages(obj["messages"])
         except ValueError as exc:
-            raise InvalidInput("prompts", f"{where}, {exc}") from None
+            raise InvalidInput("prompts", f"{where}: {exc}") from None
         images = tally_messages(messages, "prompts", where)
         prompt = Prompt(messages=messages, max_tokens=max_tokens, images=images)
     elif isinstance(obj.get("prompt", obj.get("text")), str):
