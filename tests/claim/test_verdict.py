@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenrace.claim.models import ClaimFile, Condition, Limits
+from tokenrace.claim.models import ClaimFile, Condition, Expectation, Limits
 from tokenrace.claim.verdict import decide
-from tokenrace.figures.objectives import parse_objective
 
 
 def check(held: bool, value: float = 100.0) -> dict[str, Any]:
@@ -27,9 +26,7 @@ def condition(dimension: str, value: Any, held: bool | None, ttft: float = 100.0
 
 
 def claim(*conditions: Condition, limits: Limits | None = None) -> ClaimFile:
-    c = ClaimFile(
-        budget_s=60, expectations=[parse_objective("ttft_p50<=200ms", "expect").saved()], conditions=list(conditions)
-    )
+    c = ClaimFile(budget_s=60, expectations=[Expectation(text="ttft_p50<=200ms")], conditions=list(conditions))
     c.limits = limits or Limits()
     decide(c)
     return c

@@ -1,4 +1,4 @@
-"""`tokenrace runs`: the run history (an SQLite index of run and sweep directories)."""
+"""`tokenrace runs`: the run history (an SQLite index of run, sweep, profile and claim directories)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import orjson
 from rich.table import Table
 
 from tokenrace.cli.common import echo_json
+from tokenrace.model.claim import Verdict
+from tokenrace.report.claim import VERDICT_WORDS
 from tokenrace.report.render import fmt
 from tokenrace.report.tables import wide_console
 from tokenrace.runs.history import Filters, History
@@ -19,7 +21,7 @@ from tokenrace.runs.history import Filters, History
 @click.option("--endpoint", help="Only runs whose endpoint URL contains this.")
 @click.option("--model", help="Only runs whose model name contains this.")
 @click.option("--label", help="Only runs whose label contains this.")
-@click.option("--kind", type=click.Choice(["run", "sweep", "profile"]), help="Only this kind.")
+@click.option("--kind", type=click.Choice(["run", "sweep", "profile", "claim"]), help="Only this kind.")
 @click.option("--since", help="Started on or after this date (2025-01-31) or time (UTC unless it says).")
 @click.option("--until", help="Started before the end of this date, or before this time.")
 @click.option("--steps", is_flag=True, help="Also list the steps of sweeps and profiles.")
@@ -41,7 +43,7 @@ from tokenrace.runs.history import Filters, History
 def command(
     imports: tuple[Path, ...], import_to: Path | None, reindex: bool, as_json: bool, limit: int, steps: bool, **f: Any
 ) -> None:
-    """List past runs and sweeps, newest first, from the history index.
+    """List past runs, sweeps, profiles and claims (with their verdict), newest first, from the history index.
 
     The index lives in $TOKENRACE_HOME (else the platform's data directory). It points at run
     directories and can always be rebuilt from them with --import and --reindex.
@@ -74,7 +76,9 @@ def _import(h: History, path: Path, import_to: Path | None) -> None:
 
 def runs_table(rows: list[dict[str, Any]]) -> Table:
     t = Table(header_style="bold")
-    for c in ("id", "kind", "started (UTC)", "name", "model", "endpoint", "load", "err %", "TTFT p50", "tok/s", "knee"):
+    claims = any(r["kind"] == "claim" for r in rows)
+    columns = ("id", "kind", "started (UTC)", "name", "model", "endpoint", "load", "err %", "TTFT p50", "tok/s", "knee")
+    for c in (*columns, *(("verdict",) if claims else ())):
         t.add_column(c, justify="right" if c in ("err %", "TTFT p50", "tok/s") else "left")
     for r in rows:
         t.add_row(
@@ -89,16 +93,23 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
             fmt(r["ttft_p50_ms"]),
             fmt(r["output_tokens_per_s"]),
             _knee(r["knee"]),
+            *((_verdict(r["kind"], r["verdict"]),) if claims else ()),
         )
     return t
 
 
 def _load(r: dict[str, Any]) -> str:
+    if r["kind"] == "claim":
+        return f"{r['steps']} conditions"
     if r["kind"] != "run":
         return f"{r['steps']} steps"
     if r["rate"] is not None:
         return f"{fmt(r['rate'], 2)} req/s"
     return f"c={int(r['concurrency'])}" if r["concurrency"] is not None else "—"
+
+
+def _verdict(kind: str, verdict: Verdict | None) -> str:
+    return VERDICT_WORDS[verdict] if kind == "claim" else ""
 
 
 def _knee(text: str | None) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tokenrace.errors import InvalidInput
-from tokenrace.model.objectives import SavedCheck, SavedObjective
+from tokenrace.model.claim import ConditionCheck, Expectation
 from tokenrace.stats import statistic_ci, wilson
 
 Kind = Literal["time", "speed", "rate", "share"]
@@ -86,9 +86,9 @@ class Objective:
     def holds(self, value: float) -> bool:
         return OPS[self.op](value, self.limit)
 
-    def saved(self) -> SavedObjective:
-        """As sweep.json and claim.json keep it."""
-        return SavedObjective(
+    def saved(self) -> Expectation:
+        """As claim.json (`expectations`) and sweep.json (`sla.objectives`) keep it."""
+        return Expectation(
             figure=self.figure, stat=self.stat, op=self.op, limit=self.limit, text=self.text, guard=self.guard
         )
 
@@ -205,9 +205,9 @@ class Check:
     held: bool | None  # None: the figure is undefined (no succeeded request)
     clear: bool
 
-    def saved(self) -> SavedCheck:
-        """As sweep.json and claim.json keep it."""
-        return SavedCheck(
+    def saved(self) -> ConditionCheck:
+        """As claim.json (`conditions[].checks`) and sweep.json (`steps[].checks`) keep it."""
+        return ConditionCheck(
             objective=self.objective.text,
             name=self.objective.name,
             value=_r(self.value),
@@ -315,7 +315,7 @@ def _fmt(v: float | None) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
 
 
-def describe_saved_check(c: SavedCheck) -> str:
+def describe_saved_check(c: ConditionCheck) -> str:
     """`describe_check` of a check as saved (`Check.saved()`)."""
     o = parse_objective(c.objective, "expect")
     return describe_check(Check(o, c.value, c.ci_low, c.ci_high, bool(c.held), False))

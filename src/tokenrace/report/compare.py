@@ -82,7 +82,7 @@ class Report:
             "warnings": self.warnings,
             "knees": self.knees,
             "comparisons": [c.to_dict() for c in self.comparisons],
-            "quality": [q.to_dict() for q in self.quality],
+            "quality": [q.model_dump(mode="json") for q in self.quality],
         }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
-from tokenrace.model.objectives import SavedCheck
+from tokenrace.model.claim import ConditionCheck
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.report.render import fmt
 
@@ -44,7 +44,7 @@ def _last_at(steps: list[StepRow], value: float | None) -> StepRow | None:
     return at[-1] if at else None
 
 
-def _check_cell(c: SavedCheck) -> str:
+def _check_cell(c: ConditionCheck) -> str:
     if c.value is None:
         return "—"
     share = c.name in ("error_rate", "goodput")
