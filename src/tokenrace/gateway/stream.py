@@ -15,8 +15,7 @@ event (see `error_event`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Literal, TypeAlias, TypedDict
+from typing import Literal, NamedTuple, TypeAlias, TypedDict
 
 import orjson
 from orjson import JSONDecodeError, loads
@@ -28,9 +27,9 @@ DONE = b"data: [DONE]\n\n"
 _TEXT_KEYS = tuple((k, len(k)) for k in (b'"content":"', b'"reasoning_content":"', b'"reasoning":"', b'"text":"'))
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """The token counts of a backend's `usage` object (None: a count it did not give as an integer)."""
+class Usage(NamedTuple):
+    """The token counts of a backend's `usage` object (None: a count it did not give as an integer).
+    A named tuple: one is made per response, on the request path."""
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -47,9 +46,9 @@ class Usage:
             usage.get("total_tokens"),
         )
         return cls(
-            int(prompt) if isinstance(prompt, int) else None,
-            int(completion) if isinstance(completion, int) else None,
-            int(total) if isinstance(total, int) else None,
+            prompt if isinstance(prompt, int) else None,
+            completion if isinstance(completion, int) else None,
+            total if isinstance(total, int) else None,
         )
 
 
