@@ -20,7 +20,6 @@ import orjson
 
 from tokenrace.gateway import admin, admission
 from tokenrace.gateway.breaker import STATE_CODES, Transition
-from tokenrace.gateway.canary import Decision
 from tokenrace.gateway.config import (
     ConfigError,
     GatewayConfig,
@@ -34,6 +33,7 @@ from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Route, Runtime
 from tokenrace.gateway.scrape import Scraper
+from tokenrace.gateway.views import Decision
 from tokenrace.redact import Redactor
 
 if TYPE_CHECKING:

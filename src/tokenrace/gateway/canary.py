@@ -45,7 +45,6 @@ MAX_SAMPLES = 200_000
 MAX_DECISIONS = 100
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "e2e")
 NO_NUMBERS = NoNumbers()
-__all__ = ["Action", "Arm", "Canary", "CanaryState", "Decision", "Sample", "arm_stats", "wilson_lower"]
 
 
 @dataclass(frozen=True, slots=True)

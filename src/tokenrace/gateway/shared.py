@@ -37,9 +37,9 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from tokenrace.gateway.breaker import Transition
-from tokenrace.gateway.canary import Canary, Decision, Sample
+from tokenrace.gateway.canary import Canary, Sample
 from tokenrace.gateway.config import RouteConfig, Secret, StateConfig
-from tokenrace.gateway.views import BreakerRecord, CanaryRecord, SharedView
+from tokenrace.gateway.views import BreakerRecord, CanaryRecord, Decision, SharedView
 
 if TYPE_CHECKING:
     from tokenrace.gateway.runtime import Backend, Route, Runtime
