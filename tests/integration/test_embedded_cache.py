@@ -18,7 +18,6 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.load.workload import WorkloadSpec
-from tokenrace.model.engine import EngineInfo
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings
 from tokenrace.serve.launch import RunningEngine
@@ -41,7 +40,7 @@ def bench(
         load=Load(**{"cold": False, **load}),
         workload=workload,
         output=out,
-        engine=EngineInfo.model_validate(engine.record),
+        engine=engine.info,
     )
     return asyncio.run(BenchSession(settings, argv=["test"]).run())
 

@@ -18,7 +18,7 @@ from tests.conftest import line_count, sigint_default, wait_until
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.model.engine import EngineInfo
+from tokenrace.model.engine import EngineRecord
 from tokenrace.report.html import build
 from tokenrace.runs.history import Filters, History
 from tokenrace.runs.reader import load
@@ -143,13 +143,13 @@ def test_bad_sweep_flags_are_one_line(fake: Any, tmp_path: Path, tokenrace_home:
 
 
 def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Path) -> None:
-    engine = SimpleNamespace(base_url=fake.base_url, model="fake-model", record={"engine": "fake"})
+    engine = SimpleNamespace(base_url=fake.base_url, model="fake-model", info=EngineRecord(engine="fake"))
     template = BenchSettings(endpoint=None, load=Load(requests=4), output=tmp_path / "p")
     steps = (("c1", Load(concurrency=1, requests=3, cold=True)), ("c2", Load(concurrency=2, requests=4, cold=False)))
     result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]
     prof = json.loads((tmp_path / "p" / "profile.json").read_text())
     assert [s["step"] for s in prof["steps"]] == ["c1", "c2"] and prof["cold"]["ttft_ms"] is not None
-    assert result.steps[1][1].manifest.engine == EngineInfo(engine="fake")
+    assert result.steps[1][1].manifest.engine == EngineRecord(engine="fake")
     data = load(tmp_path / "p")  # rendered later from the files, like a sweep
     assert data.kind == "profile" and [r.throughput_tokens_per_s is not None for r in data.sweep.steps] == [
         True,

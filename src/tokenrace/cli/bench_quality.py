@@ -18,7 +18,7 @@ from rich.console import Console
 from tokenrace.cli.quality import print_result
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import InvalidInput, UsageError
-from tokenrace.model.engine import EngineInfo
+from tokenrace.model.engine import EngineRecord
 from tokenrace.quality.models import QualityResult
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import resolve_suites
@@ -71,7 +71,7 @@ async def quality_pass(
     samples: int,
     run_dir: Path,
     quiet: bool,
-    engine: EngineInfo | None = None,
+    engine: EngineRecord | None = None,
 ) -> QualityResult:
     items = resolve_suites([], samples, settings.load.seed or 0)
     if not quiet:

@@ -10,7 +10,6 @@ from typing_extensions import TypedDict
 
 from tokenrace.model.base import _Model
 from tokenrace.model.quality import Accuracy, Score
-from tokenrace.model.sla import ObjectiveCheck
 
 CLAIM_FILE = "claim.json"
 CLAIM_SCHEMA_VERSION = 1
@@ -29,10 +28,17 @@ class Expectation(_Model):
     guard: bool = False  # the error rate added to every condition: it decides, it is never unclear
 
 
-class ConditionCheck(ObjectiveCheck):
+class ConditionCheck(_Model):
     """One expectation judged on one condition's requests: the figure, its 95 % interval, whether it
-    held (None: undefined, no request succeeded) and whether the interval lies on one side of the
-    limit; the same fields as an SLA search step's check."""
+    held (None: undefined, no request succeeded) and whether the interval lies on one side of the limit."""
+
+    objective: str
+    name: str
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    held: bool | None = None
+    clear: bool = False
 
 
 class DriftRatios(_Model):

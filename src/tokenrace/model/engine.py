@@ -23,9 +23,8 @@ class Readiness(_Model):
     ready_s: float | None = None
 
 
-class EngineInfo(_Model):
-    """What launched the server, when tokenrace did (serve/launch.py): manifest.json's `engine`, and
-    quality.json's when a quality pass asked the embedded engine."""
+class EngineRecord(_Model):
+    """What launched the server, when tokenrace did (serve/launch.py): manifest.json's `engine`."""
 
     engine: str | None = None
     version: str | None = None
@@ -49,7 +48,7 @@ class ProfileEngine(_Model):
     parallel_slots: int | None = None
 
     @classmethod
-    def of(cls, record: EngineInfo) -> ProfileEngine:
+    def of(cls, record: EngineRecord) -> ProfileEngine:
         return cls(
             engine=record.engine,
             version=record.version,

@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
-from tokenrace.model.base import JsonObject, _Model
-from tokenrace.model.engine import EngineInfo
+from tokenrace.model.base import _Model
+from tokenrace.model.engine import EngineRecord
+from tokenrace.model.environment import Environment
 from tokenrace.model.monitor import MonitorSettings
 from tokenrace.model.server import ServerProbe
 from tokenrace.model.settings import RunSettings
@@ -90,12 +91,12 @@ class Manifest(_Model):
     prompts: PromptsInfo = Field(default_factory=PromptsInfo)
     tokenizer: str | None = None
     arrival_clock: Literal["socket", "reader"] | None = None
-    engine: EngineInfo | None = None
+    engine: EngineRecord | None = None
     started_at: str | None = None
     t0_perf_counter_ns: int | None = None
     finished_at: str | None = None
     interrupted: bool | None = None
-    environment: JsonObject | None = None
+    environment: Environment | None = None
     server: ServerProbe | None = None
     monitor: MonitorSettings | None = None
     imported: ImportedFrom | None = None

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, JsonValue, with_config
 from typing_extensions import TypedDict
 
-from tokenrace.model.engine import EngineInfo
+from tokenrace.model.engine import EngineRecord
 
 QUALITY_SCHEMA_VERSION = 1
 
@@ -72,5 +72,5 @@ class QualityResult(BaseModel):
     suites: dict[str, Score]
     overall: Score
     speed: Speed
-    engine: EngineInfo | None = None
+    engine: EngineRecord | None = None  # the embedded engine the pass asked, as serve describes it
     interrupted: bool = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import JsonValue, field_validator
 
 from tokenrace.model.base import _Model
-from tokenrace.model.engine import EngineInfo
+from tokenrace.model.engine import EngineRecord
 from tokenrace.redact import redact_fields, redact_headers
 
 Number = float | int  # as the user gave it
@@ -171,7 +171,7 @@ class RunSettings(_Model):
     output: str | None = None
     label: str | None = None
     max_error_rate: Number | None = None
-    engine: EngineInfo | None = None
+    engine: EngineRecord | None = None
     efficiency: EfficiencySettings | None = None
     cost: CostSettings | None = None
     monitor: bool | None = None

@@ -1,5 +1,6 @@
-"""sweep.json's SLA and goodput search: the objectives, the boundary found, each step's verdict and
-each objective's check, and the plan the sweep ran (docs/sweep.md, "SLA search").
+"""sweep.json's SLA and goodput search: the objectives, the boundary found and each step's verdict,
+and the plan the sweep ran (docs/sweep.md, "SLA search"). An objective and a step's check of it are
+claim.json's models (`Expectation`, `ConditionCheck`): the same shapes in both files.
 
 Numbers the sweep was given keep the JSON type they were given in (`Number`): a concurrency ramp's
 values 1, 2, 4 are written as integers, a rate of 2.5 as a float, exactly as before these models.
@@ -12,32 +13,10 @@ from typing import Literal
 from pydantic import Field
 
 from tokenrace.model.base import _Model
+from tokenrace.model.claim import Expectation
 
 Number = float | int  # as the user or the sweep gave it (a whole concurrency stays an integer)
 SearchKind = Literal["concurrency", "rate"]
-
-
-class SlaObjective(_Model):
-    """One objective as parsed (figures/objectives.py): figure, statistic, comparison and limit."""
-
-    figure: str
-    stat: str | None = None  # None for a share or a whole-run rate
-    op: Literal["<=", "<", ">=", ">"]
-    limit: float  # in the figure's base unit (ms, tok/s, req/s, a share in [0, 1])
-    text: str  # as the user wrote it
-    guard: bool = False  # decides pass or fail but never makes a verdict unclear (the error rate)
-
-
-class ObjectiveCheck(_Model):
-    """One objective judged on one value's pooled runs: the figure, its 95 % interval, the verdict."""
-
-    objective: str  # the objective as written
-    name: str  # figure_stat, e.g. ttft_p99
-    value: float | None = None  # None: the figure is undefined (no succeeded request)
-    ci_low: float | None = None
-    ci_high: float | None = None
-    held: bool | None = None
-    clear: bool = False  # the whole interval lies on the value's side of the limit
 
 
 class SlaPoint(_Model):
@@ -65,7 +44,7 @@ class SlaStep(_Model):
 class SlaSection(_Model):
     """sweep.json's `sla`: what the search judged and where the boundary lies."""
 
-    objectives: list[SlaObjective] = Field(default_factory=list)
+    objectives: list[Expectation] = Field(default_factory=list)
     search: SearchKind = "concurrency"
     highest_passing: SlaPoint | None = None
     lowest_failing: SlaPoint | None = None
@@ -89,7 +68,7 @@ class SweepPlanSection(_Model):
     start_rate: Number | None = None
     tolerance: Number | None = None
     max_probes: int | None = None
-    objectives: list[SlaObjective] | None = None
+    objectives: list[Expectation] | None = None
     search: str | None = None
     repeats: int | None = None
     max_value: Number | None = None

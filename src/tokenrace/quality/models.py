@@ -10,7 +10,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from tokenrace.errors import UsageError
-from tokenrace.model.engine import EngineInfo
+from tokenrace.model.engine import EngineRecord as EngineInfo
 from tokenrace.model.files import ITEMS, QUALITY, QUALITY_SCHEMA_VERSION
 from tokenrace.model.quality import Accuracy, QualityResult, QualityRunSettings, Score, Speed
 

@@ -329,7 +329,7 @@ def _mark_sla(fig: Any, sw: Run, x: list[float | None], color: str) -> None:
     go = plotly()
     xs = [v for v in x if v is not None]
     for o in sla.objectives:
-        col = {"ttft": 1, "tpot": 2}.get(o.figure)
+        col = {"ttft": 1, "tpot": 2}.get(o.figure or "")
         if col is None or not xs:
             continue
         fig.add_trace(

@@ -9,8 +9,9 @@ import html
 
 from rich.table import Table
 
+from tokenrace.model.claim import ConditionCheck
 from tokenrace.model.run import StepRow, SweepFile
-from tokenrace.model.sla import ObjectiveCheck, SlaPoint
+from tokenrace.model.sla import SlaPoint
 from tokenrace.report.render import fmt
 
 
@@ -45,7 +46,7 @@ def _last_at(steps: list[StepRow], value: float | None) -> StepRow | None:
     return at[-1] if at else None
 
 
-def _check_cell(c: ObjectiveCheck) -> str:
+def _check_cell(c: ConditionCheck) -> str:
     if c.value is None:
         return "—"
     share = c.name in ("error_rate", "goodput")

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
 from tokenrace import __version__
 from tokenrace.client.images import IMAGE_APIS
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -50,11 +48,11 @@ from tokenrace.load.workers import (
     resolve_count,
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
-from tokenrace.model.engine import EngineInfo
+from tokenrace.model.engine import EngineRecord
+from tokenrace.model.environment import Environment
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest, PromptsInfo, WorkersInfo, Workload
 from tokenrace.model.monitor import MonitorSettings, Resources
-from tokenrace.model.server import ServerProbe
 from tokenrace.model.settings import RunSettings
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
@@ -94,7 +92,7 @@ class BenchSettings:
     output: Path | None = None
     label: str | None = None
     max_error_rate: float | None = None  # None: fail only when every request failed
-    engine: EngineInfo | None = None  # what launched the server, when tokenrace did
+    engine: EngineRecord | None = None  # what launched the server, when tokenrace did
     efficiency: EfficiencySpec | None = None  # hardware + model: report % of the speed of light
     cost: CostSpec | None = None  # --price or --gpu-hour-cost: cost beside speed
     monitor: bool = False  # sample GPU/system/server metrics into timeseries.jsonl
@@ -281,12 +279,8 @@ async def _environment(client: OpenAIClient, manifest: Manifest) -> None:
     try:
         manifest.environment = collect_environment()
     except Exception as exc:  # noqa: BLE001 - the environment is context; it must never stop a run
-        manifest.environment = {"error": f"{type(exc).__name__}: {exc}"}
-    server = await probe_server_environment(client.session, client.base_url, HOSTED_HOSTS)
-    try:
-        manifest.server = ServerProbe.model_validate(server)
-    except ValidationError:  # a server that describes itself strangely is unknown, not a failed run
-        manifest.server = None
+        manifest.environment = Environment(error=f"{type(exc).__name__}: {exc}")
+    manifest.server = await probe_server_environment(client.session, client.base_url, HOSTED_HOSTS)
 
 
 class BenchSession:

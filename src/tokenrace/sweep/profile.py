@@ -10,7 +10,7 @@ from typing import Any
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.model.engine import EngineInfo, ProfileEngine
+from tokenrace.model.engine import EngineRecord, ProfileEngine
 from tokenrace.model.files import PROFILE, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, Warm
@@ -59,12 +59,7 @@ async def run_profile(
 def embedded_settings(engine: RunningEngine, template: BenchSettings) -> BenchSettings:
     """The template pointed at a running embedded engine, with the engine in every manifest."""
     endpoint = ResolvedEndpoint(engine.base_url, None, None, "llamacpp")
-    return dataclasses.replace(template, endpoint=endpoint, model=engine.model, engine=_record(engine))
-
-
-def _record(engine: RunningEngine) -> EngineInfo:
-    """The engine's description, read into its model where the launcher hands it over."""
-    return EngineInfo.model_validate(engine.record)
+    return dataclasses.replace(template, endpoint=endpoint, model=engine.model, engine=engine.info)
 
 
 async def _run_steps(
@@ -84,13 +79,13 @@ async def _run_steps(
         results.append((name, result))
         if result.interrupted:
             break
-    file = profile_summary(results, _record(engine))
+    file = profile_summary(results, engine.info)
     write_model(parent / PROFILE, file)
     manifest = results[0][1].manifest if results else Manifest()
     return Run(parent, "profile", file, manifest, results)
 
 
-def profile_summary(results: list[tuple[str, Run]], engine: EngineInfo) -> ProfileFile:
+def profile_summary(results: list[tuple[str, Run]], engine: EngineRecord) -> ProfileFile:
     first = results[0][1].summary if results else None
     manifest = results[0][1].manifest if results else Manifest()
     return ProfileFile(

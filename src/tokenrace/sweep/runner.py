@@ -50,7 +50,7 @@ from tokenrace.model.manifest import Manifest
 from tokenrace.model.records import RecordLine
 from tokenrace.model.run import GoodputSearch, Knee, PrefillFit, StepRow, SweepFile
 from tokenrace.model.sections import ContentSpeed
-from tokenrace.model.sla import ObjectiveCheck, SlaObjective, SlaPoint, SlaSection, SlaStep, SweepPlanSection
+from tokenrace.model.sla import SlaPoint, SlaSection, SlaStep, SweepPlanSection
 from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.reader import load_dir
@@ -333,8 +333,7 @@ class Sweep:
         checks = judge_all(self.objectives, self.samples[value])
         verdict = sla.Verdict(all_held(checks), all_clear(checks))
         row = self.state.rows[-1]
-        row.passed, row.certain = verdict.passed, verdict.certain
-        row.checks = [ObjectiveCheck.model_validate(c.to_dict()) for c in checks]
+        row.passed, row.certain, row.checks = verdict.passed, verdict.certain, [c.saved() for c in checks]
         self.state.sla = self._sla_section(None)
         self._write(finished=False)
         return verdict
@@ -359,7 +358,7 @@ class Sweep:
             )
 
         return SlaSection(
-            objectives=[SlaObjective.model_validate(o.to_dict()) for o in self.objectives],
+            objectives=[o.saved() for o in self.objectives],
             search=kind,
             highest_passing=point(boundary.highest_passing) if boundary else None,
             lowest_failing=point(boundary.lowest_failing) if boundary else None,
