@@ -10,11 +10,10 @@ from rich.console import Console
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.figures.cost import CostSpec, cost_of
-from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, SweepFile
-from tokenrace.report.render import fmt, to_csv, to_markdown
+from tokenrace.report.render import fmt, to_csv, to_markdown, to_rich
 from tokenrace.report.tables import (
-    cost_lines,
+    manifest_table,
     print_profile,
     print_summary,
     print_sweep,
@@ -55,26 +54,7 @@ def show(data: Run, console: Console, cost: CostSpec | None = None) -> None:
         print_profile(data.data, console)
     else:
         m = data.manifest
-        print_summary(data.summary, console, title=f"{fmt(m.model)} @ {fmt(m.endpoint)}")
         found = cost_of(data.summary, m.provider, m.model, cost)
-        for line in manifest_lines(m) + cost_lines(found):
-            console.print(line, highlight=False)
+        print_summary(data.summary, console, title=f"{fmt(m.model)} @ {fmt(m.endpoint)}", cost=found)
+        console.print(to_rich(manifest_table(m)))
     console.print(f"from: {data.directory}", highlight=False)
-
-
-def manifest_lines(m: Manifest) -> list[str]:
-    load, req = m.settings.get("load") or {}, m.settings.get("request") or {}
-    shape = (
-        f"rate {fmt(load.get('rate'), 2)} req/s"
-        if load.get("rate") is not None
-        else f"concurrency {load.get('concurrency')}"
-    )
-    lines = [
-        f"measured by {m.tool} {m.version or ''} from {m.started_at or '?'} to {m.finished_at or '?'}",
-        f"load: {shape}; prompts: {m.prompts.name}; max_tokens {req.get('max_tokens')}; stream {req.get('stream')}",
-    ]
-    if m.command:
-        lines.append("command: " + " ".join(str(a) for a in m.command))
-    if m.imported is not None and m.imported.source_file:
-        lines.append(f"imported from: {m.imported.source_file}")
-    return lines

@@ -6,16 +6,19 @@ accuracies sit beside the speed (report/quality.py). Rendered as a terminal tabl
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, JsonValue, field_serializer
 
 from tokenrace import stats as bs
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
-from tokenrace.model.run import StepRow
+from tokenrace.model.records import RecordLine
+from tokenrace.model.run import Knee, StepRow
+from tokenrace.model.summary import Cost
 from tokenrace.report import render
 from tokenrace.report.quality import VERDICT_TONE, QualitySection, overall_accuracy, quality_markdown, quality_section
 from tokenrace.report.render import Cell, Column, Table, num, pct, text
@@ -60,30 +63,50 @@ class Comparison:
     warnings: list[str]
     step: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "rows": [asdict(r) for r in self.rows]}
-
 
 @dataclass(slots=True)
 class Report:
     comparisons: list[Comparison]
     warnings: list[str] = field(default_factory=list)  # run-level (conditions, knees)
-    knees: dict[str, Any] | None = None
+    knees: dict[str, Knee | None] | None = None  # sweeps: each input's knee, by its name
     quality: list[QualitySection] = field(default_factory=list)  # one per B with a quality pass on either side
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": {
-                "ci": "percentile bootstrap of the ratio B/A over requests (throughput: over time slices)",
-                "resamples": bs.RESAMPLES,
-                "confidence": bs.CONFIDENCE,
-                "seed": bs.SEED,
-            },
-            "warnings": self.warnings,
-            "knees": self.knees,
-            "comparisons": [c.to_dict() for c in self.comparisons],
-            "quality": [q.to_dict() for q in self.quality],
-        }
+    def json_model(self) -> ReportJson:
+        """The comparison as `compare --json` prints it."""
+        return ReportJson(
+            method=CompareMethod(
+                ci="percentile bootstrap of the ratio B/A over requests (throughput: over time slices)",
+                resamples=bs.RESAMPLES,
+                confidence=bs.CONFIDENCE,
+                seed=bs.SEED,
+            ),
+            warnings=self.warnings,
+            knees=self.knees,
+            comparisons=self.comparisons,
+            quality=self.quality,
+        )
+
+
+class CompareMethod(BaseModel):
+    ci: str
+    resamples: int
+    confidence: float
+    seed: int
+
+
+class ReportJson(BaseModel):
+    """`compare --json`: the method, the warnings, the sweeps' knees, every comparison's rows and the
+    quality sections."""
+
+    method: CompareMethod
+    warnings: list[str]
+    knees: dict[str, Knee | None] | None
+    comparisons: list[Comparison]
+    quality: list[QualitySection]
+
+    @field_serializer("quality")
+    def _quality(self, quality: list[QualitySection]) -> list[JsonValue]:
+        return [q.to_dict() for q in quality]
 
 
 # --- per-request values ------------------------------------------------------------------------
@@ -156,12 +179,13 @@ def token_blocks(run: Run) -> np.ndarray | None:
     few requests and can be resampled as roughly independent (a block bootstrap). None when fewer
     than MIN_BLOCKS such slices fit: the run is too short for an interval.
     """
-    measured, ok = run.measured(), run.measured_ok()
-    timed = [r for r in measured if r.get("start_ms") is not None and r.get("e2e_ms") is not None]
-    e2e = [r["e2e_ms"] for r in ok if r.get("e2e_ms") is not None]
+    measured = [RecordLine.model_validate(r) for r in run.measured()]
+    ok = [r for r in measured if r.error_kind is None]
+    timed = [(r.start_ms, r.start_ms + r.e2e_ms) for r in measured if r.start_ms is not None and r.e2e_ms is not None]
+    e2e = [r.e2e_ms for r in ok if r.e2e_ms is not None]
     if not timed or not e2e or np.median(e2e) <= 0:
         return None
-    t0, t1 = min(r["start_ms"] for r in timed), max(r["start_ms"] + r["e2e_ms"] for r in timed)
+    t0, t1 = min(start for start, _ in timed), max(end for _, end in timed)
     n = min(MAX_BLOCKS, int((t1 - t0) / (BLOCK_E2E * float(np.median(e2e)))))
     if n < MIN_BLOCKS:
         return None
@@ -170,17 +194,17 @@ def token_blocks(run: Run) -> np.ndarray | None:
     return np.asarray(counts / ((t1 - t0) / n / 1000), dtype=float)
 
 
-def _token_arrivals(ok: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+def _token_arrivals(ok: list[RecordLine]) -> tuple[list[float], list[float]]:
     """(ms, tokens) of every chunk of the succeeded requests; a non-streamed answer counts at its end."""
     times: list[float] = []
     tokens: list[float] = []
     for r in ok:
-        count = r.get("output_tokens")
-        if not count:
+        count = r.output_tokens
+        if not count or r.start_ms is None or r.e2e_ms is None:
             continue
-        offsets = r.get("chunk_offsets_ms") or [r["e2e_ms"]]
-        times += [r["start_ms"] + o for o in offsets]
-        tokens += tokens_per_chunk(r.get("chunk_tokens"), count, len(offsets))
+        offsets = r.chunk_offsets_ms or [r.e2e_ms]
+        times += [r.start_ms + o for o in offsets]
+        tokens += tokens_per_chunk(r.chunk_tokens, count, len(offsets))
     return times, tokens
 
 
@@ -252,7 +276,7 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
             ("usd_per_million_output_tokens", "$ / M output tok"),
             ("usd_per_1k_requests", "$ / 1k requests"),
         ):
-            va, vb = ca.get(key), cb.get(key)
+            va, vb = (None if c is None else getattr(c, key) for c in (ca, cb))
             if va is None and vb is None:
                 continue
             ratio = vb / va if va and vb is not None else None
@@ -262,9 +286,8 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
     return rows
 
 
-def _cost(run: Run, cost: CostSpec | None) -> dict[str, Any]:
-    found = cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
-    return found.model_dump() if found else {}
+def _cost(run: Run, cost: CostSpec | None) -> Cost | None:
+    return cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
 
 
 def cache_row(a: Run, b: Run) -> Row | None:
@@ -440,7 +463,7 @@ def compare(runs: list[Run], extra: ExtraRows | None = None) -> Report:
             report.comparisons += comps
             report.warnings += _lift(comps, prefix(other)) + [prefix(other) + n for n in notes]
             _add_quality(report, base, other, prefix(other))
-        report.knees = {r.name: r.knee.model_dump(mode="json") if r.knee else None for r in runs}
+        report.knees = {r.name: r.knee for r in runs}
         return report
     raise UsageError("compare runs with runs, or sweeps with sweeps (compare one step of a sweep by its directory)")
 
