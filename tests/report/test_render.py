@@ -72,7 +72,8 @@ def test_show_prints_a_runs_and_a_sweeps_table_as_markdown_and_csv(
     assert rows["TTFT"]["count"] == "6" and float(rows["TTFT"]["p50"]) > 0 and rows["E2E"]["unit"] == "ms"
     code, printed, err = in_process(capsys, "show", str(run))
     assert code == 0, err
-    summary_part, manifest_part = re.split(r"^manifest *$", printed, maxsplit=1, flags=re.M)  # the manifest's table follows the summary's
+    # The manifest's table follows the summary's.
+    summary_part, manifest_part = re.split(r"^manifest *$", printed, maxsplit=1, flags=re.M)
     assert re.findall(r"^│ (\S[^│]*?) +│", summary_part, re.M) == list(rows)  # the terminal's rows, in order
     assert re.findall(r"^│ (\S[^│]*?) +│", manifest_part, re.M)[:3] == ["endpoint", "model", "measured by"]
 
