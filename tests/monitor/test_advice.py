@@ -9,6 +9,7 @@ from typing import Any
 from tests.conftest import wait_until_async
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
+from tokenrace.model.monitor import Resources
 from tokenrace.model.summary import Summary
 from tokenrace.monitor import MonitorSession
 from tokenrace.monitor import resource_warnings as typed_warnings
@@ -16,7 +17,7 @@ from tokenrace.monitor import resource_warnings as typed_warnings
 
 def resource_warnings(resources: dict[str, Any], run: Summary | None) -> list[str]:
     """The warnings' sentences (each also carries its code and figures: see the test below)."""
-    return [w.message for w in typed_warnings(resources, run)]
+    return [w.message for w in typed_warnings(Resources.model_validate(resources), run)]
 
 
 def run_summary(p50: float = 1000.0, p95: float = 1200.0, tokens_per_s: float | None = 950.0) -> Summary:
@@ -70,7 +71,9 @@ def test_a_queue_with_an_idle_gpu_points_at_the_servers_limit() -> None:
 
 
 def test_each_warning_has_a_code_and_the_figures_that_raised_it() -> None:
-    (w,) = typed_warnings(resources(server={"waiting_max": 3, "running_max": 2}), run_summary())
+    (w,) = typed_warnings(
+        Resources.model_validate(resources(server={"waiting_max": 3, "running_max": 2})), run_summary()
+    )
     assert w.code == "resources.server_queue"
     assert w.figures == {"server_waiting_max": 3, "server_running_max": 2, "gpu_util_pct_mean": 60.0}
 
@@ -128,7 +131,7 @@ def test_from_a_real_session_with_a_saturated_fake_gpu(tmp_path: Path) -> None:
         m = MonitorSession(tmp_path, 0.05, nvml=nvml)
         await m.start()
         await wait_until_async(lambda: m.samples >= 5, what="5 samples")
-        return await m.stop()
+        return (await m.stop()).model_dump()
 
     w = resource_warnings(asyncio.run(go()), run_summary(p50=800.0, p95=1900.0))
     assert w[0].startswith("GPU at 99 % (mean) while p95 E2E was 2.4× p50: the backend is saturated")

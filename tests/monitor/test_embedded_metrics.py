@@ -40,12 +40,12 @@ def test_llama_server_metrics_for_real(engine: RunningEngine, tmp_path: Path) ->
             await resp.read()
         before = m.samples  # the next sample may have begun during the request: the one after it did not
         await wait_until_async(lambda: m.samples >= before + 2, what="2 scrapes after the request")
-        return await m.stop()
+        return (await m.stop()).model_dump()
 
     r = asyncio.run(go())
     assert r["samplers"]["server"] == {"status": "ok", "reason": None, "errors": 0}
     assert r["server"]["engine"] == "llamacpp"
-    samples = [s["server"] for s in load_timeseries(tmp_path) if s["server"]]
+    samples = [s.server.model_dump() for s in load_timeseries(tmp_path) if s.server]
     assert samples and all(isinstance(s["running"], int) and isinstance(s["waiting"], int) for s in samples)
     # The request's generated tokens show up as a rate between two scrapes.
     assert any((s["generation_tokens_per_s"] or 0) > 0 for s in samples), samples

@@ -19,10 +19,10 @@ def test_samples_two_h100s_in_nvml_units_converted() -> None:
     nvml = FakeNvml.from_fixture("h100x2_vllm_load.json")
     gpu = GpuSampler(nvml)
     gpu.open()
-    idle = gpu.sample()
+    idle = [g.model_dump() for g in gpu.sample()]
     for _ in range(3):
         gpu.sample()
-    busy = gpu.sample()  # the fifth reading: full load at the power cap
+    busy = [g.model_dump() for g in gpu.sample()]  # the fifth reading: full load at the power cap
     gpu.close()
     assert [g["index"] for g in idle] == [0, 1]
     assert idle[0] == {
@@ -46,7 +46,7 @@ def test_samples_two_h100s_in_nvml_units_converted() -> None:
 def test_thermal_slowdown_bits_are_named() -> None:
     gpu = GpuSampler(FakeNvml.from_fixture("h100_pcie_thermal.json"))
     gpu.open()
-    samples = [gpu.sample()[0] for _ in range(8)]
+    samples = [gpu.sample()[0].model_dump() for _ in range(8)]
     assert samples[3]["throttle"] == ["sw_thermal"]
     assert samples[-1]["throttle"] == ["sw_thermal", "hw_thermal"]
     assert samples[-1]["sm_clock_mhz"] == 1290.0 and samples[-1]["temp_c"] == 90.0
@@ -56,7 +56,7 @@ def test_a_field_the_board_does_not_support_is_none_and_not_asked_again() -> Non
     nvml = FakeNvml.from_fixture("h100x2_vllm_load.json", unsupported={"nvmlDeviceGetPowerUsage"})
     gpu = GpuSampler(nvml)
     gpu.open()
-    first = gpu.sample()
+    first = [g.model_dump() for g in gpu.sample()]
     for _ in range(4):
         gpu.sample()
     assert first[0]["power_w"] is None and first[0]["util_pct"] == 0.0
@@ -85,7 +85,7 @@ def test_real_nvml_on_this_machine() -> None:
         assert "NVML" in str(exc) or "NVIDIA" in str(exc)
         return
     try:
-        g = gpu.sample()[0]
+        g = gpu.sample()[0].model_dump()
         assert g["mem_total_bytes"] > 2**30 and 0 <= (g["util_pct"] or 0) <= 100
     finally:
         gpu.close()
@@ -98,7 +98,7 @@ def test_session_without_gpu_says_so_once_and_keeps_sampling(tmp_path: Path) -> 
         m = MonitorSession(tmp_path, 0.05, nvml=nvml)
         await m.start()
         await wait_until_async(lambda: m.samples >= 3, what="3 samples")
-        return await m.stop()
+        return (await m.stop()).model_dump()
 
     r = asyncio.run(go())
     assert r["samplers"]["gpu"]["status"] == "unavailable"
@@ -117,7 +117,7 @@ def test_a_lost_gpu_disables_the_sampler_not_the_monitor(tmp_path: Path) -> None
         m = MonitorSession(tmp_path, 0.05, nvml=nvml)
         await m.start()
         await wait_until_async(lambda: m.samples >= 6, what="6 samples")
-        return await m.stop()
+        return (await m.stop()).model_dump()
 
     r = asyncio.run(go())
     gpu = r["samplers"]["gpu"]

@@ -43,7 +43,7 @@ async def scrape(url: str, times: int = 1, between: object = None) -> list[dict[
             if i and callable(between):
                 between(i)
             text, at, ms = await s.fetch()
-            out.append(s.parse(text, at, ms))
+            out.append(s.parse(text, at, ms).model_dump())
     finally:
         await s.close()
     return out
@@ -148,7 +148,7 @@ def test_data_parallel_gauges_add_up_and_the_fullest_cache_counts() -> None:
         if line.startswith(("vllm:num_requests_running{", "vllm:kv_cache_usage_perc{"))
     ).replace("0.4127604166666667", "0.9")
     s = parse_metrics(text + extra + "\n", 0.0)
-    out = normalize(detect_engine(s) or "", s, None)
+    out = normalize(detect_engine(s) or "", s, None).model_dump()
     assert out["running"] == 24 and out["kv_cache_usage"] == 0.9
 
 
@@ -166,7 +166,7 @@ def test_monitor_session_scrapes_and_sums_up_the_server(served: tuple[FakeServer
         path.write_text(bump(t, "vllm:num_requests_waiting", 9))
         before = m.samples  # the next sample may have begun before the write: the one after it did not
         await wait_until_async(lambda: m.samples >= before + 2, what="2 scrapes after the change")
-        return await m.stop(), m.server_metrics_texts()
+        return (await m.stop()).model_dump(), m.server_metrics_texts()
 
     r, (engine, first, last) = asyncio.run(go())
     assert r["samplers"]["server"] == {"status": "ok", "reason": None, "errors": 0}
@@ -182,7 +182,7 @@ def test_session_disables_a_404_scraper_at_once(fake: FakeServerThread, tmp_path
         m = MonitorSession(tmp_path, 0.05, f"{fake.url}/metrics", gpu=False)
         await m.start()
         await wait_until_async(lambda: m.samples >= 2, what="2 samples")  # the scraper gives up on the first
-        return await m.stop()
+        return (await m.stop()).model_dump()
 
     r = asyncio.run(go())
     s = r["samplers"]["server"]
@@ -198,9 +198,9 @@ def test_session_gives_up_on_an_unreachable_server_after_three_tries(tmp_path: P
         async def go() -> dict[str, Any]:
             m = MonitorSession(tmp_path, 0.05, f"http://127.0.0.1:{port}/metrics", gpu=False)
             await m.start()
-            await wait_until_async(lambda: m.samplers["server"]["status"] != "ok", what="the scraper to give up")
+            await wait_until_async(lambda: m.samplers["server"].status != "ok", what="the scraper to give up")
             await wait_until_async(lambda: m.samples >= 5, what="5 samples")  # and not try again
-            return await m.stop()
+            return (await m.stop()).model_dump()
 
         r = asyncio.run(go())
     s = r["samplers"]["server"]

@@ -13,7 +13,9 @@ from tests.conftest import line_count, wait_until_async
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
 from tokenrace.model.files import TIMESERIES
+from tokenrace.model.monitor import Resources, TimeseriesLine
 from tokenrace.monitor import MonitorSession, load_timeseries
+from tokenrace.monitor.aggregate import Aggregator
 
 GPU_FIELDS = {
     "index",
@@ -36,9 +38,9 @@ def monitor(tmp_path: Path, samples: int, **kw: Any) -> tuple[dict[str, Any], li
         m = MonitorSession(tmp_path, **kw)
         await m.start()
         await wait_until_async(lambda: m.samples >= samples, what=f"{samples} samples")
-        return await m.stop()
+        return (await m.stop()).model_dump()
 
-    return asyncio.run(go()), load_timeseries(tmp_path)
+    return asyncio.run(go()), [s.model_dump() for s in load_timeseries(tmp_path)]
 
 
 def test_one_line_per_sample_with_the_documented_shape(tmp_path: Path) -> None:
@@ -96,18 +98,19 @@ def test_a_slow_driver_never_blocks_the_event_loop(tmp_path: Path) -> None:
             t = time.monotonic()
             await asyncio.sleep(0.005)
             worst = max(worst, time.monotonic() - t - 0.005)
-        return worst, await m.stop()
+        return worst, (await m.stop()).model_dump()
 
     worst, r = asyncio.run(go())
     assert r["samples"] >= 2 and r["samplers"]["gpu"]["status"] == "ok"
-    # Each sample takes 300 ms in the worker thread; the loop's own hiccups stay far below that.
-    assert worst < 0.1, worst
+    # Each sample takes 300 ms in the worker thread: a blocked loop would stall 0.3 s at least. Its own
+    # hiccups stay below that even on a loaded 2-core machine (103 ms was seen once at load 9.5).
+    assert worst < 0.25, worst
     # Overran ticks are skipped, not bunched: about one sample per 300 ms, not one per 50 ms.
     assert r["samples"] <= 5
 
 
 def test_a_failing_display_callback_does_not_stop_sampling(tmp_path: Path) -> None:
-    def boom(sample: dict[str, Any]) -> None:
+    def boom(sample: TimeseriesLine) -> None:
         raise RuntimeError("terminal went away")
 
     r, lines = monitor(tmp_path, 4, interval_s=0.05, gpu=False, on_sample=boom)
@@ -123,7 +126,7 @@ def test_an_unwritable_directory_is_contained(tmp_path: Path) -> None:
 
 
 def test_stop_is_idempotent_and_works_without_start(tmp_path: Path) -> None:
-    async def go() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    async def go() -> tuple[Resources, Resources, Resources]:
         never = MonitorSession(tmp_path / "a", gpu=False)
         m = MonitorSession(tmp_path / "b", 0.05, gpu=False)
         await m.start()
@@ -131,7 +134,7 @@ def test_stop_is_idempotent_and_works_without_start(tmp_path: Path) -> None:
         return await never.stop(), await m.stop(), await m.stop()
 
     never, once, twice = asyncio.run(go())
-    assert never["samples"] == 0 and never["duration_s"] is None and never["system"] is None
+    assert never.samples == 0 and never.duration_s is None and never.system is None
     assert once is twice
 
 
@@ -142,7 +145,7 @@ def test_context_manager_keeps_the_result(tmp_path: Path) -> None:
         return m
 
     m = asyncio.run(go())
-    assert m.result is not None and m.result["samples"] >= 1
+    assert m.result is not None and m.result.samples >= 1
 
 
 def test_a_bad_interval_is_a_programming_error(tmp_path: Path) -> None:
@@ -152,5 +155,30 @@ def test_a_bad_interval_is_a_programming_error(tmp_path: Path) -> None:
 
 def test_load_timeseries_skips_a_line_cut_by_a_crash(tmp_path: Path) -> None:
     (tmp_path / TIMESERIES).write_text(json.dumps({"t_ms": 1}) + "\n" + '{"t_ms": 2, "gp')
-    assert load_timeseries(tmp_path) == [{"t_ms": 1}]
+    assert [s.model_dump(exclude_unset=True) for s in load_timeseries(tmp_path)] == [{"t_ms": 1}]
     assert load_timeseries(tmp_path / "missing") == []
+
+
+def test_load_timeseries_skips_a_line_that_is_not_a_sample(tmp_path: Path) -> None:
+    lines = [{"t_ms": 1.0, "gpu": [{"index": 0, "util_pct": 50.0}]}, {"t_ms": 2.0, "gpu": "lost"}, {"t_ms": 3.0}]
+    (tmp_path / TIMESERIES).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    samples = load_timeseries(tmp_path)
+    assert [s.t_ms for s in samples] == [1.0, 3.0]
+    assert samples[0].gpu is not None and samples[0].gpu[0].util_pct == 50.0 and samples[0].gpu[0].temp_c is None
+
+
+def test_a_summary_that_fails_still_gives_a_bare_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: Aggregator) -> None:
+        raise RuntimeError("aggregator bug")
+
+    monkeypatch.setattr(Aggregator, "gpu", broken)
+
+    async def go() -> Resources:
+        m = MonitorSession(tmp_path, 0.05, gpu=False)
+        await m.start()
+        await wait_until_async(lambda: m.samples >= 1, what="a sample")
+        return await m.stop()
+
+    r = asyncio.run(go())
+    assert r.errors == 1 and r.samples >= 1 and r.samplers["system"].status == "ok" and r.system is None
+    assert r.interval_s == 0.05 and any("summary failed (RuntimeError: aggregator bug)" in n for n in r.notices)

@@ -14,6 +14,7 @@ from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.figures.drift import default_window_s, drift, is_soak
+from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.monitor import MonitorSession, load_timeseries
 
 MS = 1_000_000
@@ -105,7 +106,7 @@ def test_memory_trend_per_minute_from_the_timeseries() -> None:
         }
         for k in range(300)
     ]
-    d = drift(records(), ts)
+    d = drift(records(), [TimeseriesLine.model_validate(s) for s in ts])
     assert d["trend"]["gpu_mem_used_bytes_per_min"] == pytest.approx(300e6)  # 5 MB/s
     assert d["trend"]["proc_rss_bytes_per_min"] == pytest.approx(60e6)
     assert d["trend"]["sys_mem_used_bytes_per_min"] == pytest.approx(0.0, abs=1e-3)
@@ -122,7 +123,7 @@ def test_record_objects_and_the_monitors_own_timeseries(tmp_path: Path) -> None:
     run's t0 shared, and RequestRecord objects whose latency grows as the clock falls."""
     t0 = 10**15
 
-    async def sample() -> list[dict[str, Any]]:
+    async def sample() -> list[TimeseriesLine]:
         m = MonitorSession(tmp_path, 0.05, nvml=FakeNvml.from_fixture("h100_pcie_thermal.json"), t0_ns=None)
         await m.start()
         await wait_until_async(lambda: m.samples >= 8, what="8 samples")
@@ -131,7 +132,7 @@ def test_record_objects_and_the_monitors_own_timeseries(tmp_path: Path) -> None:
 
     ts = asyncio.run(sample())
     # Spread the samples over a 10-minute run: one every 75 s, as a 1 Hz monitor would show a trend.
-    spaced = [{**s, "t_ms": i * 75_000.0} for i, s in enumerate(ts[:8])]
+    spaced = [s.model_copy(update={"t_ms": i * 75_000.0}) for i, s in enumerate(ts[:8])]
     recs = []
     for i in range(400):
         start = t0 + int(i * 1.5e9)

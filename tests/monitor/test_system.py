@@ -26,7 +26,7 @@ def test_a_real_sample_has_every_field_in_range() -> None:
     s = SystemSampler()
     s.open()
     time.sleep(0.2)
-    x = s.sample()
+    x = s.sample().model_dump()
     assert set(x) == FIELDS
     assert x["mem_total_bytes"] == psutil.virtual_memory().total
     assert 0 < x["mem_used_bytes"] < x["mem_total_bytes"]
@@ -42,7 +42,7 @@ def test_the_client_process_cpu_shows_a_busy_loop() -> None:
     end = time.process_time() + 0.4  # 0.4 s of this process's own CPU, however busy the machine is
     while time.process_time() < end:
         pass
-    x = s.sample()
+    x = s.sample().model_dump()
     # CPU time over wall time: a loaded 2-core machine may stretch the wall time, hence the low bar.
     assert x["proc_cpu_pct"] >= 10.0, x
 
@@ -71,7 +71,7 @@ def test_loopback_traffic_is_counted_apart_from_the_wire() -> None:
             c.sendall(payload)
     reader.join(10)
     server.close()
-    x = s.sample()
+    x = s.sample().model_dump()
     elapsed = time.monotonic() - t0
     assert received == 32 * len(payload)
     # Other processes may use loopback too, so this is a lower bound (10 % slack for timing).
@@ -84,10 +84,10 @@ def test_a_counter_that_went_backwards_is_unknown_not_zero() -> None:
     assert s._last_net is not None
     t, rx, tx, lo = s._last_net
     s._last_net = (t - 1.0, rx + 10**12, tx, lo)  # as if the interface had been reset since
-    x = s.sample()
+    x = s.sample().model_dump()
     assert x["net_rx_bytes_per_s"] is None and x["net_tx_bytes_per_s"] is not None
 
 
 def test_before_open_there_is_no_rate() -> None:
-    x = SystemSampler().sample()
+    x = SystemSampler().sample().model_dump()
     assert x["net_rx_bytes_per_s"] is None and x["net_loopback_bytes_per_s"] is None

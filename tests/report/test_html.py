@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from pydantic import JsonValue
 from rich.console import Console
 from tests.report.cdp import load_page
 from tests.sweep.helpers import bench
@@ -25,6 +24,7 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import CostSpec, GpuCost
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.load.runner import Load
+from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.sections import ContentKind, ContentSpeed, Energy, GpuEnergy, Speculative
 from tokenrace.model.summary import Cache, Cost, GpuBasis, ServerCache, Summary
@@ -46,7 +46,7 @@ from tokenrace.testing.fake_server import FakeServerThread
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-SAMPLE: dict[str, JsonValue] = {  # one line of timeseries.jsonl, in the layout of docs/monitor.md
+SAMPLE = {  # one line of timeseries.jsonl, in the layout of docs/monitor.md
     "wall": "2025-01-01T12:00:01+00:00",
     "gpu": [
         {
@@ -94,11 +94,11 @@ def figures(text: str) -> int:
 
 
 def test_resource_series_flattens_monitor_samples() -> None:
-    samples: list[dict[str, JsonValue]] = [
+    samples = [
         {**SAMPLE, "t_ms": 0.0},
         {**SAMPLE, "t_ms": 500.0, "system": {"cpu_pct": 50.0, "mem_used_bytes": 4.0e10}},
     ]
-    series = resource_series(samples)
+    series = resource_series([TimeseriesLine.model_validate(s) for s in samples])
     assert series == {"system.cpu_pct": ([0.0, 0.5], [30.0, 50.0])}  # constant series are left out
     assert resource_series([]) == {}
 

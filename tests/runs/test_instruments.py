@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,15 @@ import pytest
 from tests.conftest import wait_until_async
 from tests.monitor.test_server_metrics import FIXTURES, bump
 
+from tokenrace.client.openai import RequestOptions
+from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
+from tokenrace.load.runner import Load
 from tokenrace.load.windows import Windows
+from tokenrace.model.monitor import MonitorSettings, Resources, TimeseriesLine
 from tokenrace.runs.instruments import discover_metrics_url, monitor_for_bench
+from tokenrace.runs.reader import load
+from tokenrace.runs.session import BenchSession, BenchSettings
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 from tokenrace.testing.fake_server import FakeServerThread
 
@@ -52,7 +59,7 @@ def test_a_monitored_run_gains_resources_warnings_and_the_engines_clock(tmp_path
     path.write_text(text)
     with FakeServerThread({"metrics_text_path": str(path)}) as srv:
 
-        async def go() -> tuple[dict[str, Any], Any, int]:
+        async def go() -> tuple[Resources, Any, int]:
             t0 = time.perf_counter_ns()
             m = monitor_for_bench(tmp_path / "run", srv.base_url, None, t0, 0.1)
             await m.start()
@@ -92,3 +99,34 @@ def test_a_soak_run_gains_drift_even_without_the_monitor() -> None:
     d = summary["drift"]
     assert d["window_s"] == 30.0 and len(d["windows"]) == 12 and d["requests"] == 700
     assert d["findings"] == ["no drift: latency and errors (no timeseries) held steady over 12 windows of 30 s"]
+
+
+def test_a_monitored_bench_saves_its_resources_and_monitor_in_the_documented_shape(tmp_path: Path) -> None:
+    """bench --monitor end to end: summary.json `resources`, manifest.json `monitor` and timeseries.jsonl
+    hold exactly their models' keys, and read back as those models."""
+    with FakeServerThread(
+        {"ttft_ms": 40, "itl_ms": 2, "output_tokens": 8, "metrics_text_path": str(FIXTURES / "vllm.txt")}
+    ) as srv:
+        settings = BenchSettings(
+            endpoint=ResolvedEndpoint(srv.base_url, None, None, "fake"),
+            request=RequestOptions(max_tokens=8),
+            load=Load(requests=8),
+            output=tmp_path / "run",
+            monitor=True,
+            monitor_interval_s=0.05,
+        )
+        run = asyncio.run(BenchSession(settings, argv=["tokenrace", "bench", "test"]).run())
+    saved = json.loads((run.directory / "summary.json").read_text())["resources"]
+    assert list(saved) == list(Resources.model_fields)
+    assert saved["samples"] >= 1 and saved["timeseries"] == "timeseries.jsonl" and saved["local_server"] is True
+    assert saved["server"]["engine"] == "vllm" and saved["samplers"]["system"]["status"] == "ok"
+    assert Resources.model_validate(saved).model_dump(mode="json") == saved  # nothing but the model's keys
+    manifest = json.loads((run.directory / "manifest.json").read_text())
+    assert manifest["monitor"] == {"interval_s": 0.05, "metrics_url": f"{srv.url}/metrics"}
+    loaded = load(run.directory)
+    assert isinstance(loaded.summary.resources, Resources) and loaded.summary.resources.samples == saved["samples"]
+    assert isinstance(loaded.manifest.monitor, MonitorSettings) and loaded.manifest.monitor.interval_s == 0.05
+    lines = (run.directory / "timeseries.jsonl").read_text().splitlines()
+    assert len(loaded.timeseries()) == len(lines) == saved["samples"]
+    assert list(json.loads(lines[0])) == ["t_ms", "wall", "gpu", "system", "server"]
+    assert isinstance(loaded.timeseries()[0], TimeseriesLine)

@@ -6,16 +6,17 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import click
 
 from tokenrace.cli.common import echo_json, parse_duration_s
 from tokenrace.errors import UsageError
+from tokenrace.model.files import TIMESERIES
+from tokenrace.model.monitor import ResourcesFile, TimeseriesLine
 from tokenrace.monitor import MonitorSession, is_local_url, resource_warnings
 from tokenrace.monitor.render import live_line, summary_lines
-from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.runs.store import default_run_dir, write_model
 
 RESOURCES = "resources.json"
 
@@ -49,7 +50,7 @@ def command(interval: str, duration: str, metrics_url: str | None, output: Path 
     directory = output or default_run_dir("monitor")
     result = asyncio.run(_run(directory, interval_s, duration_s, url, live=not as_json))
     if as_json:
-        echo_json(result)
+        echo_json(result.model_dump(mode="json"))
         return
     _print_summary(result, directory)
 
@@ -61,10 +62,10 @@ def _metrics_url(text: str) -> str:
     return text.strip() if parts.path.strip("/") else f"{parts.scheme}://{parts.netloc}/metrics"
 
 
-async def _run(directory: Path, interval_s: float, duration_s: float, url: str | None, live: bool) -> dict[str, Any]:
+async def _run(directory: Path, interval_s: float, duration_s: float, url: str | None, live: bool) -> ResourcesFile:
     tty = sys.stderr.isatty()
 
-    def show(sample: dict[str, Any]) -> None:
+    def show(sample: TimeseriesLine) -> None:
         line = live_line(sample)
         # On a terminal the line is rewritten in place; in a log, one line per sample.
         click.echo(f"\r{line}\x1b[K" if tty else line, err=True, nl=not tty)
@@ -86,17 +87,20 @@ async def _run(directory: Path, interval_s: float, duration_s: float, url: str |
         resources = await session.stop()
     if live and tty:
         click.echo("", err=True)
-    resources["metrics_url"] = url
-    resources["interrupted"] = interrupted
-    resources["warnings"] = [w.message for w in resource_warnings(resources)]
+    result = ResourcesFile(
+        **dict(resources),
+        metrics_url=url,
+        interrupted=interrupted,
+        warnings=[w.message for w in resource_warnings(resources)],
+    )
     try:
-        write_json(directory / RESOURCES, resources)
+        write_model(directory / RESOURCES, result)
     except OSError as exc:
         click.echo(f"cannot write {directory / RESOURCES}: {exc.strerror}", err=True)
-    return resources
+    return result
 
 
-async def _last_sample(session: Any, duration_s: float, interval_s: float) -> None:
+async def _last_sample(session: MonitorSession, duration_s: float, interval_s: float) -> None:
     """Wait (briefly) for the sample due at exactly `duration`: 5 s at 1 s gives 5 samples, not 4
     or 5 depending on which timer fires first. At least half a second, so that a short interval on a
     busy machine (a tick's system reads delayed) still gets its last sample."""
@@ -106,12 +110,12 @@ async def _last_sample(session: Any, duration_s: float, interval_s: float) -> No
         await asyncio.sleep(0.01)
 
 
-def _print_summary(r: dict[str, Any], directory: Path) -> None:
+def _print_summary(r: ResourcesFile, directory: Path) -> None:
     for line in summary_lines(r):
         click.echo(line)
-    for notice in r.get("notices") or []:
+    for notice in r.notices:
         if "unavailable" not in notice:  # those were said when sampling began
             click.echo(notice)
-    for w in r.get("warnings") or []:
+    for w in r.warnings:
         click.echo(f"warning: {w}")
-    click.echo(f"timeseries: {directory / r['timeseries']}")
+    click.echo(f"timeseries: {directory / (r.timeseries or TIMESERIES)}")

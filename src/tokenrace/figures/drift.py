@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+from tokenrace.model.monitor import GpuSample, Number, TimeseriesLine
 from tokenrace.stats import describe
 
 SOAK_MIN_DURATION_S = 300.0
@@ -70,7 +71,7 @@ class _Window:
     start_s: float
     end_s: float
     reqs: list[_Req] = field(default_factory=list)
-    samples: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[TimeseriesLine] = field(default_factory=list)
 
     @property
     def mid_min(self) -> float:
@@ -118,7 +119,7 @@ def _from_records(records: Sequence[RequestRecord] | Sequence[dict[str, Any]], t
 
 def drift(
     records: Sequence[RequestRecord] | Sequence[dict[str, Any]],
-    timeseries: Sequence[dict[str, Any]] | None = None,
+    timeseries: Sequence[TimeseriesLine] | None = None,
     window_s: float | None = None,
     t0_ns: int | None = None,
 ) -> dict[str, Any]:
@@ -161,7 +162,7 @@ def _empty(window_s: float | None) -> dict[str, Any]:
 
 
 def _windows(
-    reqs: list[_Req], timeseries: Sequence[dict[str, Any]], origin: float, span: float, w: float
+    reqs: list[_Req], timeseries: Sequence[TimeseriesLine], origin: float, span: float, w: float
 ) -> list[_Window]:
     n = max(1, math.ceil(span / w))
     if span > 0 and span % w == 0:
@@ -170,7 +171,7 @@ def _windows(
     for r in reqs:
         wins[min(int((r.start_s - origin) // w), n - 1)].reqs.append(r)
     for s in timeseries:
-        t = s.get("t_ms")
+        t = s.t_ms
         if t is None:
             continue
         k = (t / 1000.0 - origin) // w
@@ -203,46 +204,44 @@ def _row(win: _Window) -> dict[str, Any]:
     }
 
 
-def _gpu_sum(s: dict[str, Any], key: str) -> float | None:
-    vals = [g.get(key) for g in s.get("gpu") or () if g.get(key) is not None]
+def _gpus(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> list[float]:
+    return [float(v) for g in s.gpu or () if (v := read(g)) is not None]
+
+
+def _gpu_sum(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
+    vals = _gpus(s, read)
     return float(sum(vals)) if vals else None
 
 
-def _gpu_mean(s: dict[str, Any], key: str) -> float | None:
-    vals = [g.get(key) for g in s.get("gpu") or () if g.get(key) is not None]
+def _gpu_mean(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
+    vals = _gpus(s, read)
     return float(sum(vals) / len(vals)) if vals else None
 
 
-def _gpu_max(s: dict[str, Any], key: str) -> float | None:
-    vals = [g.get(key) for g in s.get("gpu") or () if g.get(key) is not None]
+def _gpu_max(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
+    vals = _gpus(s, read)
     return float(max(vals)) if vals else None
 
 
-def _sys(s: dict[str, Any], key: str) -> float | None:
-    v = (s.get("system") or {}).get(key)
-    return None if v is None else float(v)
-
-
-def _srv(s: dict[str, Any], key: str) -> float | None:
-    v = (s.get("server") or {}).get(key)
+def _float(v: Number | None) -> float | None:
     return None if v is None else float(v)
 
 
 # Timeseries figures per window: (name, how to read one sample, mean or max over the window's samples).
-Reader = Callable[[dict[str, Any]], "float | None"]
+Reader = Callable[[TimeseriesLine], "float | None"]
 SERIES: tuple[tuple[str, Reader, str], ...] = (
-    ("gpu_mem_used_bytes", lambda s: _gpu_sum(s, "mem_used_bytes"), "mean"),  # all GPUs together
-    ("gpu_util_pct", lambda s: _gpu_mean(s, "util_pct"), "mean"),
-    ("gpu_temp_c", lambda s: _gpu_max(s, "temp_c"), "max"),
-    ("sm_clock_mhz", lambda s: _gpu_mean(s, "sm_clock_mhz"), "mean"),
-    ("sys_mem_used_bytes", lambda s: _sys(s, "mem_used_bytes"), "mean"),
-    ("proc_rss_bytes", lambda s: _sys(s, "proc_rss_bytes"), "mean"),
-    ("kv_cache_usage", lambda s: _srv(s, "kv_cache_usage"), "mean"),
-    ("waiting", lambda s: _srv(s, "waiting"), "max"),
+    ("gpu_mem_used_bytes", lambda s: _gpu_sum(s, lambda g: g.mem_used_bytes), "mean"),  # all GPUs together
+    ("gpu_util_pct", lambda s: _gpu_mean(s, lambda g: g.util_pct), "mean"),
+    ("gpu_temp_c", lambda s: _gpu_max(s, lambda g: g.temp_c), "max"),
+    ("sm_clock_mhz", lambda s: _gpu_mean(s, lambda g: g.sm_clock_mhz), "mean"),
+    ("sys_mem_used_bytes", lambda s: _float(s.system.mem_used_bytes) if s.system else None, "mean"),
+    ("proc_rss_bytes", lambda s: _float(s.system.proc_rss_bytes) if s.system else None, "mean"),
+    ("kv_cache_usage", lambda s: _float(s.server.kv_cache_usage) if s.server else None, "mean"),
+    ("waiting", lambda s: _float(s.server.waiting) if s.server else None, "max"),
 )
 
 
-def _resources(samples: list[dict[str, Any]]) -> dict[str, Any]:
+def _resources(samples: list[TimeseriesLine]) -> dict[str, Any]:
     out: dict[str, Any] = {"samples": len(samples)}
     for name, read, how in SERIES:
         vals = [v for v in (read(s) for s in samples) if v is not None]
@@ -252,9 +251,7 @@ def _resources(samples: list[dict[str, Any]]) -> dict[str, Any]:
             out[name] = max(vals)
         else:
             out[name] = round(sum(vals) / len(vals), 3)
-    out["thermal_samples"] = sum(
-        1 for s in samples if any(r in THERMAL for g in s.get("gpu") or () for r in g.get("throttle") or ())
-    )
+    out["thermal_samples"] = sum(1 for s in samples if any(r in THERMAL for g in s.gpu or () for r in g.throttle or ()))
     return out
 
 
@@ -307,7 +304,7 @@ def _trends(windows: list[_Window], rows: list[dict[str, Any]]) -> tuple[dict[st
     samples = [s for w in windows for s in w.samples]
     for key, name in SAMPLE_TRENDS:
         read = next(fn for n, fn, _ in SERIES if n == name)
-        pts = [(s["t_ms"] / 60000.0, v) for s in samples if (v := read(s)) is not None]
+        pts = [(s.t_ms / 60000.0, v) for s in samples if s.t_ms is not None and (v := read(s)) is not None]
         f = _fit([p[0] for p in pts], [p[1] for p in pts])
         trend[key] = None if f is None else round(f["slope"], 4)
         if f:

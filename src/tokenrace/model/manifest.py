@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.monitor import MonitorSettings
 from tokenrace.redact import HIDDEN, redact_fields, redact_headers
 
 
@@ -93,7 +94,7 @@ class Manifest(_Model):
     interrupted: bool | None = None
     environment: JsonObject | None = None
     server: JsonObject | None = None
-    monitor: JsonObject | None = None
+    monitor: MonitorSettings | None = None
     imported: ImportedFrom | None = None
     workload: Workload | None = None
     workers: WorkersInfo | None = None

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.monitor import Resources
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.stats import Stats
 
@@ -316,7 +317,7 @@ class Summary(_Model):
     exceeded_max_error_rate: bool = False
     efficiency: Efficiency | None = None
     cost: Cost | None = None
-    resources: JsonObject | None = None
+    resources: Resources | None = None  # what the monitor saw over the run (--monitor)
     drift: JsonObject | None = None
     imported: Imported | None = None  # read from another tool's result file
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown

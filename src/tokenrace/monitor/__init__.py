@@ -12,7 +12,7 @@ metrics_headers=None, t0_ns=None, on_sample=None, local_server=None)``
 - ``await start()``: opens the samplers and samples in a background asyncio task. NVML/psutil
   calls, JSON encoding and file writes run in one dedicated worker thread; /metrics is fetched
   with aiohttp (its own one-connection pool) and parsed in that thread. Never raises.
-- ``await stop() -> dict``: the resource summary (below). Never raises; idempotent.
+- ``await stop() -> Resources``: the resource summary (below). Never raises; idempotent.
 - ``notices``: one line per sampler that is unavailable here or failed (e.g.
   ``monitor: gpu sampler unavailable: no NVIDIA GPU / NVML unavailable (...)``), said once.
 - ``server_metrics_texts() -> (engine, first_text, last_text)``: the first and last /metrics
@@ -20,12 +20,13 @@ metrics_headers=None, t0_ns=None, on_sample=None, local_server=None)``
 - ``nvml``: the NVML module to use (default: ``import pynvml``); tests pass a fake module.
 - ``t0_ns``: a ``time.perf_counter_ns()`` origin for ``t_ms``; pass the bench run's t0 so that
   samples line up with ``records.jsonl``'s ``start_ms``. Default: the moment ``start()`` ran.
-- ``on_sample(sample)``: called on the event loop after each sample is written (live display).
+- ``on_sample(sample: TimeseriesLine)``: called on the event loop after each sample is written (live display).
 - ``local_server``: False when the server runs on another machine; the GPU figures then describe
   this machine, and the GPU-based warnings are left out. ``is_local_url(url)`` decides it.
 - An async context manager too (``async with MonitorSession(...) as m:``; ``m.result`` after).
 
-One line of ``timeseries.jsonl`` per sample (every figure None when its sampler is off or failed)::
+One line of ``timeseries.jsonl`` per sample, a ``TimeseriesLine`` (every figure None when its
+sampler is off or failed); the models are in ``tokenrace.model.monitor``::
 
     {"t_ms": 1000.4, "wall": "2025-01-01T12:00:01.000+00:00",
      "gpu": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "util_pct": 97.0,
@@ -43,7 +44,7 @@ One line of ``timeseries.jsonl`` per sample (every figure None when its sampler 
 (``metrics.e2e_ms``, ``throughput``), e.g. "GPU at 98 %
 (mean) while p95 E2E was 2.3× p50: the backend is saturated; more concurrency only adds queueing".
 
-``load_timeseries(directory) -> list[dict]``; ``metrics_url_for(base_url)``:
+``load_timeseries(directory) -> list[TimeseriesLine]``; ``metrics_url_for(base_url)``:
 ``http://h:p/v1`` -> ``http://h:p/metrics``; ``is_local_url(url)``.
 
 A bench run wires the monitor in through ``tokenrace.runs.instruments.monitor_for_bench``; the

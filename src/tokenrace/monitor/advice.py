@@ -1,6 +1,6 @@
 """Resource warnings: what the resource figures say about where the bottleneck was.
 
-`resource_warnings(resources, run_summary)` reads the monitor's summary (MonitorSession.stop()) and,
+`resource_warnings(resources, run_summary)` reads the monitor's `Resources` (MonitorSession.stop()) and,
 when given, the bench summary (`metrics.e2e_ms`, `throughput`). Each warning is a `RunWarning`
 (code `resources.*`): one plain sentence, and the numbers that triggered it as its figures.
 Thresholds are constants here and listed in docs/monitor.md.
@@ -8,9 +8,9 @@ Thresholds are constants here and listed in docs/monitor.md.
 
 from __future__ import annotations
 
-from typing import Any
-
+from tokenrace.model.monitor import GpuResources, Resources, SamplerStatus, ServerResources, SystemResources
 from tokenrace.model.summary import RunWarning, Summary
+from tokenrace.monitor.gpu import THERMAL_REASONS
 
 GPU_BUSY_PCT = 90.0  # mean GPU utilisation at which the GPU is the bottleneck
 GPU_IDLE_PCT = 30.0  # mean GPU utilisation under which the GPU is not the bottleneck
@@ -22,18 +22,18 @@ KV_FULL_FRACTION = 0.95
 GPU_HOT_C = 85.0
 
 
-def resource_warnings(resources: dict[str, Any] | None, run_summary: Summary | None = None) -> list[RunWarning]:
-    if not resources:
+def resource_warnings(resources: Resources | None, run_summary: Summary | None = None) -> list[RunWarning]:
+    if resources is None:
         return []
     run = run_summary or Summary()
-    gpu = resources.get("gpu") if resources.get("local_server") is not False else None
+    gpu = resources.gpu if resources.local_server is not False else None
     out: list[RunWarning] = []
     for check in (_saturated, _server_queue, _gpu_idle, _kv_full, _preempted, _hot):
-        found = check(gpu, resources.get("server"), run)
+        found = check(gpu, resources.server, run)
         if found:
             out.append(found)
-    out += _client(resources.get("system"))
-    out += _sampler_failures(resources.get("samplers") or {})
+    out += _client(resources.system)
+    out += _sampler_failures(resources.samplers)
     return out
 
 
@@ -46,16 +46,20 @@ def _spread(run: Summary) -> float | None:
     return p95 / p50 if p50 and p95 is not None else None
 
 
-def _busy(gpu: dict[str, Any] | None) -> bool:
-    return bool(gpu) and (gpu.get("util_pct_mean") or 0.0) >= GPU_BUSY_PCT  # type: ignore[union-attr]
+def _util(gpu: GpuResources | None) -> float | None:
+    return gpu.util_pct_mean if gpu is not None else None
 
 
-def _saturated(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
-    if not _busy(gpu):
+def _busy(gpu: GpuResources | None) -> bool:
+    return (_util(gpu) or 0.0) >= GPU_BUSY_PCT
+
+
+def _saturated(gpu: GpuResources | None, server: ServerResources | None, run: Summary) -> RunWarning | None:
+    mean = _util(gpu)
+    if mean is None or mean < GPU_BUSY_PCT:
         return None
-    assert gpu is not None
     spread = _spread(run)
-    queued = (server or {}).get("waiting_max") or 0
+    queued = (server.waiting_max if server is not None else None) or 0
     if not queued and (spread is None or spread < LATENCY_SPREAD):
         return None
     why = []
@@ -65,46 +69,47 @@ def _saturated(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: S
         why.append(f"the server queued up to {queued:g} requests")
     return _warning(
         "gpu_saturated",
-        f"GPU at {gpu['util_pct_mean']:.0f} % (mean) while {' and '.join(why)}: the backend is saturated; "
+        f"GPU at {mean:.0f} % (mean) while {' and '.join(why)}: the backend is saturated; "
         "more concurrency only adds queueing",
-        gpu_util_pct_mean=gpu["util_pct_mean"],
+        gpu_util_pct_mean=mean,
         e2e_p95_over_p50=None if spread is None else round(spread, 4),
         server_waiting_max=queued or None,
     )
 
 
-def _server_queue(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
-    if not server or not server.get("waiting_max") or _busy(gpu):
+def _server_queue(gpu: GpuResources | None, server: ServerResources | None, run: Summary) -> RunWarning | None:
+    if server is None or not server.waiting_max or _busy(gpu):
         return None
-    running = server.get("running_max")
+    running = server.running_max
     cap = f" while running at most {running:g}" if running is not None else ""
-    gpu_note = f" with the GPU at {gpu['util_pct_mean']:.0f} %" if gpu and gpu.get("util_pct_mean") is not None else ""
+    mean = _util(gpu)
+    gpu_note = f" with the GPU at {mean:.0f} %" if mean is not None else ""
     return _warning(
         "server_queue",
-        f"the server queued up to {server['waiting_max']:g} requests{cap}{gpu_note}: its batch or slot limit "
+        f"the server queued up to {server.waiting_max:g} requests{cap}{gpu_note}: its batch or slot limit "
         "caps concurrency; requests beyond it only wait (latency includes time in the server's queue)",
-        server_waiting_max=server["waiting_max"],
+        server_waiting_max=server.waiting_max,
         server_running_max=running,
-        gpu_util_pct_mean=(gpu or {}).get("util_pct_mean"),
+        gpu_util_pct_mean=mean,
     )
 
 
-def _gpu_idle(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
-    mean = (gpu or {}).get("util_pct_mean")
-    if mean is None or mean >= GPU_IDLE_PCT or not run.throughput.output_tokens_per_s:
+def _gpu_idle(gpu: GpuResources | None, server: ServerResources | None, run: Summary) -> RunWarning | None:
+    mean = _util(gpu)
+    if gpu is None or mean is None or mean >= GPU_IDLE_PCT or not run.throughput.output_tokens_per_s:
         return None
-    top = (gpu or {}).get("util_pct_max")
+    top = gpu.util_pct_max
     return _warning(
         "gpu_idle",
-        f"GPU utilisation averaged {mean:.0f} % (max {top:.0f} %): the GPU was not the bottleneck; "
+        f"GPU utilisation averaged {mean:.0f} % (max {_pct(top)} %): the GPU was not the bottleneck; "
         "look at the client, the network, or raise concurrency",
         gpu_util_pct_mean=mean,
         gpu_util_pct_max=top,
     )
 
 
-def _kv_full(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
-    kv = (server or {}).get("kv_cache_usage_max")
+def _kv_full(gpu: GpuResources | None, server: ServerResources | None, run: Summary) -> RunWarning | None:
+    kv = server.kv_cache_usage_max if server is not None else None
     if kv is None or kv < KV_FULL_FRACTION:
         return None
     return _warning(
@@ -114,8 +119,8 @@ def _kv_full(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Sum
     )
 
 
-def _preempted(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
-    n = (server or {}).get("preemptions")
+def _preempted(gpu: GpuResources | None, server: ServerResources | None, run: Summary) -> RunWarning | None:
+    n = server.preemptions if server is not None else None
     if not n:
         return None
     return _warning(
@@ -126,11 +131,11 @@ def _preempted(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: S
     )
 
 
-def _hot(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary) -> RunWarning | None:
-    if not gpu:
+def _hot(gpu: GpuResources | None, server: ServerResources | None, run: Summary) -> RunWarning | None:
+    if gpu is None:
         return None
-    thermal = sum(n for r, n in (gpu.get("throttle_samples") or {}).items() if r in ("sw_thermal", "hw_thermal"))
-    temp = gpu.get("temp_c_max")
+    thermal = sum(n for r, n in gpu.throttle_samples.items() if r in THERMAL_REASONS)
+    temp = gpu.temp_c_max
     if not thermal and (temp is None or temp < GPU_HOT_C):
         return None
     seen = f" with thermal slowdown in {thermal} GPU samples" if thermal else ""
@@ -143,22 +148,22 @@ def _hot(gpu: dict[str, Any] | None, server: dict[str, Any] | None, run: Summary
     )
 
 
-def _client(system: dict[str, Any] | None) -> list[RunWarning]:
-    if not system:
+def _client(system: SystemResources | None) -> list[RunWarning]:
+    if system is None:
         return []
     out = []
-    proc = system.get("proc_cpu_pct_mean")
+    proc = system.proc_cpu_pct_mean
     if proc is not None and proc >= CLIENT_CPU_PCT:
         out.append(
             _warning(
                 "client_cpu",
-                f"the client's CPU was at {proc:.0f} % of a core (mean; max {system['proc_cpu_pct_max']:.0f} %): "
+                f"the client's CPU was at {proc:.0f} % of a core (mean; max {_pct(system.proc_cpu_pct_max)} %): "
                 "the numbers may be bounded by the client",
                 proc_cpu_pct_mean=proc,
-                proc_cpu_pct_max=system["proc_cpu_pct_max"],
+                proc_cpu_pct_max=system.proc_cpu_pct_max,
             )
         )
-    cpu = system.get("cpu_pct_mean")
+    cpu = system.cpu_pct_mean
     if cpu is not None and cpu >= SYSTEM_CPU_PCT:
         out.append(
             _warning(
@@ -168,7 +173,7 @@ def _client(system: dict[str, Any] | None) -> list[RunWarning]:
                 cpu_pct_mean=cpu,
             )
         )
-    used, total = system.get("peak_mem_used_bytes"), system.get("mem_total_bytes")
+    used, total = system.peak_mem_used_bytes, system.mem_total_bytes
     if used and total and used / total >= SYSTEM_MEM_FRACTION:
         out.append(
             _warning(
@@ -182,15 +187,18 @@ def _client(system: dict[str, Any] | None) -> list[RunWarning]:
     return out
 
 
-def _sampler_failures(samplers: dict[str, Any]) -> list[RunWarning]:
+def _sampler_failures(samplers: dict[str, SamplerStatus]) -> list[RunWarning]:
     return [
         _warning(
             "sampler_failed",
-            f"monitor: the {name} sampler stopped after {s.get('errors', 0)} errors ({s.get('reason')}); "
-            "its figures end there",
+            f"monitor: the {name} sampler stopped after {s.errors} errors ({s.reason}); its figures end there",
             sampler=name,
-            errors=s.get("errors", 0),
+            errors=s.errors,
         )
         for name, s in samplers.items()
-        if s.get("status") == "failed"
+        if s.status == "failed"
     ]
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:.0f}"

@@ -14,6 +14,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from tokenrace.model.monitor import GpuSample
+
 MIB = 2**20
 
 # NVML clock-event ("throttle") reasons worth telling a user about, by bit. Idle, application-clock
@@ -41,7 +43,7 @@ def _text(value: Any) -> str:
 
 
 class GpuSampler:
-    """One sample: a list of per-GPU dicts (see `sample`)."""
+    """One sample: a `GpuSample` per device (see `sample`)."""
 
     name = "gpu"
 
@@ -77,7 +79,7 @@ class GpuSampler:
             self.close()
             raise SamplerUnavailable("no NVIDIA GPU (NVML found 0 devices)")
 
-    def sample(self) -> list[dict[str, Any]]:
+    def sample(self) -> list[GpuSample]:
         return [self._device(i, h) for i, h in enumerate(self._handles)]
 
     def close(self) -> None:
@@ -86,7 +88,7 @@ class GpuSampler:
                 self._nvml.nvmlShutdown()
         self._opened = False
 
-    def _device(self, index: int, handle: Any) -> dict[str, Any]:
+    def _device(self, index: int, handle: Any) -> GpuSample:
         nvml = self._nvml
         assert nvml is not None, "open() first"
         util = self._read(index, "util", nvml.nvmlDeviceGetUtilizationRates, handle)
@@ -97,18 +99,18 @@ class GpuSampler:
         power_mw = self._read(index, "power", nvml.nvmlDeviceGetPowerUsage, handle)
         limit_mw = self._read(index, "power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
         clock = self._read(index, "sm_clock", nvml.nvmlDeviceGetClockInfo, handle, getattr(nvml, "NVML_CLOCK_SM", 1))
-        return {
-            "index": index,
-            "name": self._names[index],
-            "util_pct": None if util is None else float(util.gpu),
-            "mem_used_bytes": None if mem is None else int(mem.used),
-            "mem_total_bytes": None if mem is None else int(mem.total),
-            "temp_c": None if temp is None else float(temp),
-            "power_w": None if power_mw is None else round(power_mw / 1000.0, 3),  # NVML reports mW
-            "power_limit_w": None if limit_mw is None else round(limit_mw / 1000.0, 3),
-            "sm_clock_mhz": None if clock is None else float(clock),
-            "throttle": self._throttle(index, handle),
-        }
+        return GpuSample(
+            index=index,
+            name=self._names[index],
+            util_pct=None if util is None else float(util.gpu),
+            mem_used_bytes=None if mem is None else int(mem.used),
+            mem_total_bytes=None if mem is None else int(mem.total),
+            temp_c=None if temp is None else float(temp),
+            power_w=None if power_mw is None else round(power_mw / 1000.0, 3),  # NVML reports mW
+            power_limit_w=None if limit_mw is None else round(limit_mw / 1000.0, 3),
+            sm_clock_mhz=None if clock is None else float(clock),
+            throttle=self._throttle(index, handle),
+        )
 
     def _throttle(self, index: int, handle: Any) -> list[str] | None:
         """Names of the active slow-down reasons; [] when none, None when NVML cannot tell."""

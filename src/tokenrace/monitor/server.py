@@ -23,13 +23,13 @@ import ipaddress
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import psutil
 
 from tokenrace.engines import WITH_METRICS, server_root
+from tokenrace.model.monitor import Number, ServerSample
 from tokenrace.monitor.gpu import SamplerUnavailable
 
 MAX_BODY_BYTES = 16 * 2**20  # a real vLLM /metrics is ~100 KB; anything this big is not one
@@ -80,24 +80,31 @@ def detect_engine(scrape: Scrape) -> str | None:
     return None
 
 
-def normalize(engine: str, now: Scrape, before: Scrape | None) -> dict[str, Any]:
+def normalize(engine: str, now: Scrape, before: Scrape | None) -> ServerSample:
     """The timeseries `server` object (without `scrape_ms`) from this scrape and the one before."""
     names = WITH_METRICS[engine]
-    out: dict[str, Any] = {"engine": engine}
-    for name, candidates in names.gauges.items():
-        out[name] = _gauge(now, candidates, name in MAX_GAUGES)
+    gauges = {name: _gauge(now, candidates, name in MAX_GAUGES) for name, candidates in names.gauges.items()}
     dt = now.at_s - before.at_s if before is not None else 0.0
-    for stem in ("prompt_tokens", "generation_tokens"):
+
+    def per_s(stem: str) -> float | None:
         counter = names.counters.get(stem)
-        out[f"{stem}_per_s"] = _rate(now, before, counter, dt) if counter else None
+        return _rate(now, before, counter, dt) if counter else None
+
     preempt = names.counters.get("preemptions")
-    out["preemptions_total"] = _count(now.total(preempt)) if preempt else None
-    out["ttft_mean_ms"] = _hist_mean_ms(now, before, names.histograms.get("ttft_s"))
-    out["tpot_mean_ms"] = _hist_mean_ms(now, before, names.histograms.get("tpot_s"))
-    return out
+    return ServerSample(
+        engine=engine,
+        running=gauges.get("running"),
+        waiting=gauges.get("waiting"),
+        kv_cache_usage=gauges.get("kv_cache_usage"),
+        prompt_tokens_per_s=per_s("prompt_tokens"),
+        generation_tokens_per_s=per_s("generation_tokens"),
+        preemptions_total=_count(now.total(preempt)) if preempt else None,
+        ttft_mean_ms=_hist_mean_ms(now, before, names.histograms.get("ttft_s")),
+        tpot_mean_ms=_hist_mean_ms(now, before, names.histograms.get("tpot_s")),
+    )
 
 
-def _gauge(s: Scrape, candidates: tuple[str, ...], use_max: bool) -> float | int | None:
+def _gauge(s: Scrape, candidates: tuple[str, ...], use_max: bool) -> Number | None:
     for name in candidates:
         v = s.values.get(name)
         if v:
@@ -105,7 +112,7 @@ def _gauge(s: Scrape, candidates: tuple[str, ...], use_max: bool) -> float | int
     return None
 
 
-def _count(v: float | None) -> float | int | None:
+def _count(v: float | None) -> Number | None:
     if v is None:
         return None
     return int(v) if float(v).is_integer() else round(v, 6)
@@ -139,7 +146,7 @@ class ScrapeFailed(Exception):
 
 
 class MetricsScraper:
-    """GETs `url` and turns the answer into the `server` object. Fetch on the event loop; parse
+    """GETs `url` and turns the answer into the `server` part of a sample (`ServerSample`). Fetch on the event loop; parse
     with `parse()` in a worker thread, since a large /metrics text takes milliseconds to parse."""
 
     name = "server"
@@ -176,7 +183,7 @@ class MetricsScraper:
         t1 = time.monotonic()
         return body.decode("utf-8", errors="replace"), t1, round((t1 - t0) * 1000.0, 3)
 
-    def parse(self, text: str, at_s: float, scrape_ms: float) -> dict[str, Any]:
+    def parse(self, text: str, at_s: float, scrape_ms: float) -> ServerSample:
         try:
             now = parse_metrics(text, at_s)
         except ValueError as exc:
@@ -188,7 +195,7 @@ class MetricsScraper:
             self.first_text = text
         self.last_text = text
         out = normalize(self.engine, now, self._before)
-        out["scrape_ms"] = scrape_ms
+        out.scrape_ms = scrape_ms
         self._before = now
         return out
 

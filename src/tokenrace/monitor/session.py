@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import orjson
+from pydantic import ValidationError
 
 from tokenrace.engines import WITH_METRICS
 from tokenrace.model.files import TIMESERIES, read_jsonl
+from tokenrace.model.monitor import GpuSample, Resources, SamplerStatus, ServerSample, SystemSample, TimeseriesLine
 from tokenrace.monitor.aggregate import Aggregator
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
 from tokenrace.monitor.server import MetricsScraper, ScrapeFailed, histogram_mean_delta
@@ -36,7 +38,7 @@ from tokenrace.monitor.system import SystemSampler
 SERVER_MAX_CONSECUTIVE = 3
 CLOSE_TIMEOUT_S = 5.0
 T = TypeVar("T")
-SampleCallback = Callable[[dict[str, Any]], None]
+SampleCallback = Callable[[TimeseriesLine], None]
 
 
 @dataclass(slots=True)
@@ -53,8 +55,8 @@ class SamplerState:
     def active(self) -> bool:
         return self.status == "ok"
 
-    def as_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "errors": self.errors}
+    def as_status(self) -> SamplerStatus:
+        return SamplerStatus(status=self.status, reason=self.reason, errors=self.errors)
 
 
 def _reason(exc: BaseException) -> str:
@@ -86,7 +88,7 @@ class MonitorSession:
         self.on_sample = on_sample
         self.local_server = local_server
         self.notices: list[str] = []  # one line per sampler that is unavailable or failed
-        self.result: dict[str, Any] | None = None
+        self.result: Resources | None = None
         self._gpu = GpuSampler(nvml) if gpu else None
         self._system = SystemSampler() if system else None
         self._scraper = (
@@ -116,8 +118,8 @@ class MonitorSession:
         return self._agg.samples
 
     @property
-    def samplers(self) -> dict[str, dict[str, Any]]:
-        return {name: s.as_json() for name, s in self._states.items()}
+    def samplers(self) -> dict[str, SamplerStatus]:
+        return {name: s.as_status() for name, s in self._states.items()}
 
     async def __aenter__(self) -> MonitorSession:
         await self.start()
@@ -150,7 +152,7 @@ class MonitorSession:
         self.directory.mkdir(parents=True, exist_ok=True)
         return open(self.path, "ab")  # closed by stop()
 
-    async def stop(self) -> dict[str, Any]:
+    async def stop(self) -> Resources:
         """Stop sampling, close everything and return the resource summary. Never raises."""
         if self.result is not None:
             return self.result
@@ -167,12 +169,15 @@ class MonitorSession:
             self.result = self._summary()
         except Exception as exc:  # noqa: BLE001 - a bare summary rather than an exception
             self.notices.append(f"monitor: summary failed ({_reason(exc)})")
-            self.result = {
-                "samples": self._agg.samples,
-                "samplers": self.samplers,
-                "errors": 1,
-                "notices": list(self.notices),
-            }
+            self.result = Resources(
+                interval_s=self.interval_s,
+                samples=self._agg.samples,
+                timeseries=TIMESERIES,
+                local_server=self.local_server,
+                samplers=self.samplers,
+                errors=1,
+                notices=list(self.notices),
+            )
         return self.result
 
     async def _open(self, name: str, sampler: GpuSampler | SystemSampler | None) -> None:
@@ -237,16 +242,10 @@ class MonitorSession:
 
     async def _tick(self) -> None:
         t_ns = time.perf_counter_ns()
-        sample: dict[str, Any] = {
-            "t_ms": round((t_ns - (self.t0_ns or t_ns)) / 1e6, 3),
-            "wall": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        }
-        gpu, system, server = await asyncio.gather(
-            self._guarded("gpu", self._gpu.sample if self._gpu else None),
-            self._guarded("system", self._system.sample if self._system else None),
-            self._scrape(),
-        )
-        sample["gpu"], sample["system"], sample["server"] = gpu, system, server
+        t_ms = round((t_ns - (self.t0_ns or t_ns)) / 1e6, 3)
+        wall = datetime.now(UTC).isoformat(timespec="milliseconds")
+        gpu, system, server = await asyncio.gather(self._sample_gpu(), self._sample_system(), self._scrape())
+        sample = TimeseriesLine(t_ms=t_ms, wall=wall, gpu=gpu, system=system, server=server)
         self._agg.add(sample)
         await self._write(sample)
         if self.on_sample is not None:
@@ -256,19 +255,25 @@ class MonitorSession:
                 self.on_sample = None
                 self.notices.append(f"monitor: live display stopped ({_reason(exc)})")
 
-    async def _guarded(self, name: str, fn: Callable[[], Any] | None) -> Any:
+    async def _sample_gpu(self) -> list[GpuSample] | None:
+        return await self._guarded("gpu", self._gpu.sample if self._gpu else None)
+
+    async def _sample_system(self) -> SystemSample | None:
+        return await self._guarded("system", self._system.sample if self._system else None)
+
+    async def _guarded(self, name: str, fn: Callable[[], T] | None) -> T | None:
         state = self._states[name]
         if fn is None or not state.active:
             return None
         return await self._attempt(state, lambda: self._offload(fn))
 
-    async def _scrape(self) -> dict[str, Any] | None:
+    async def _scrape(self) -> ServerSample | None:
         state = self._states["server"]
         scraper = self._scraper
         if scraper is None or not state.active:
             return None
 
-        async def once() -> dict[str, Any]:
+        async def once() -> ServerSample:
             text, at_s, ms = await scraper.fetch()
             return await self._offload(lambda: scraper.parse(text, at_s, ms))
 
@@ -297,13 +302,13 @@ class MonitorSession:
         word = "unavailable" if status == "unavailable" else f"stopped after {state.errors} error(s)"
         self.notices.append(f"monitor: {state.name} sampler {word}: {reason}")
 
-    async def _write(self, sample: dict[str, Any]) -> None:
+    async def _write(self, sample: TimeseriesLine) -> None:
         f = self._file
         if f is None:
             return
 
         def write() -> None:
-            f.write(orjson.dumps(sample) + b"\n")
+            f.write(orjson.dumps(sample.model_dump()) + b"\n")
             f.flush()
 
         try:
@@ -319,43 +324,50 @@ class MonitorSession:
         s = self._scraper
         return (s.engine, s.first_text, s.last_text) if s else (None, None, None)
 
-    def _summary(self) -> dict[str, Any]:
-        agg = self._agg.summary()
-        server = agg["server"]
+    def _summary(self) -> Resources:
+        server = self._agg.server.summary()
         if server is not None:
-            server.update(self._server_means())
+            server.ttft_mean_ms, server.tpot_mean_ms = self._server_means()
         errors = sum(s.errors for s in self._states.values()) + self._write_errors + self._tick_errors
-        return {
-            "interval_s": self.interval_s,
-            "samples": agg["samples"],
-            "started_at": self._started_wall,
-            "duration_s": round(time.monotonic() - self._started_mono, 3) if self._started_wall else None,
-            "timeseries": TIMESERIES,
-            "local_server": self.local_server,
-            "gpu": agg["gpu"],
-            "system": agg["system"],
-            "server": server,
-            "samplers": self.samplers,
-            "errors": errors,
-            "write_errors": self._write_errors,
-            "notices": list(self.notices),
-        }
+        return Resources(
+            interval_s=self.interval_s,
+            samples=self._agg.samples,
+            started_at=self._started_wall,
+            duration_s=round(time.monotonic() - self._started_mono, 3) if self._started_wall else None,
+            timeseries=TIMESERIES,
+            local_server=self.local_server,
+            gpu=self._agg.gpu(),
+            system=self._agg.system.summary(),
+            server=server,
+            samplers=self.samplers,
+            errors=errors,
+            write_errors=self._write_errors,
+            notices=list(self.notices),
+        )
 
-    def _server_means(self) -> dict[str, float | None]:
-        """The engine's mean TTFT and TPOT over the monitored span, from its histograms."""
+    def _server_means(self) -> tuple[float | None, float | None]:
+        """The engine's mean TTFT and TPOT (ms) over the monitored span, from its histograms."""
         engine, first, last = self.server_metrics_texts()
-        hist = WITH_METRICS[engine].histograms if engine else {}
-        out: dict[str, float | None] = {"ttft_mean_ms": None, "tpot_mean_ms": None}
-        if not first or not last or first is last:
-            return out
-        for key, name in (("ttft_mean_ms", hist.get("ttft_s")), ("tpot_mean_ms", hist.get("tpot_s"))):
-            mean_s = histogram_mean_delta(first, last, name) if name else None
-            out[key] = None if mean_s is None else round(mean_s * 1000.0, 4)
-        return out
+        if not engine or not first or not last or first is last:
+            return None, None
+        hist = WITH_METRICS[engine].histograms
+        ttft, tpot = (_mean_ms(first, last, hist.get(key)) for key in ("ttft_s", "tpot_s"))
+        return ttft, tpot
 
 
-def load_timeseries(directory: Path) -> list[dict[str, Any]]:
+def _mean_ms(first: str, last: str, histogram: str | None) -> float | None:
+    mean_s = histogram_mean_delta(first, last, histogram) if histogram else None
+    return None if mean_s is None else round(mean_s * 1000.0, 4)
+
+
+def load_timeseries(directory: Path) -> list[TimeseriesLine]:
     """The samples in `directory/timeseries.jsonl` (none when there is no such file); a line cut by
-    a crash is skipped."""
+    a crash, or one that is not a sample, is skipped."""
     path = Path(directory) / TIMESERIES
-    return read_jsonl(path) if path.is_file() else []
+    out = []
+    for line in read_jsonl(path) if path.is_file() else []:
+        try:
+            out.append(TimeseriesLine.model_validate(line))
+        except ValidationError:
+            continue
+    return out

@@ -11,9 +11,10 @@ copy, not load on the wire. It is reported on its own as `net_loopback_bytes_per
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import psutil
+
+from tokenrace.model.monitor import SystemSample
 
 
 class SystemSampler:
@@ -31,21 +32,21 @@ class SystemSampler:
         self._loopback = _loopback_names()
         self._last_net = self._net_now()
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> SystemSample:
         mem = psutil.virtual_memory()
         rx, tx, lo = self._net_rates()
-        return {
-            "cpu_pct": float(psutil.cpu_percent(interval=None)),  # all cores: 100 = every core busy
+        return SystemSample(
+            cpu_pct=float(psutil.cpu_percent(interval=None)),  # all cores: 100 = every core busy
             # total - available: what the OS could not hand out now (page cache is not counted).
-            "mem_used_bytes": int(mem.total - mem.available),
-            "mem_total_bytes": int(mem.total),
-            "net_rx_bytes_per_s": rx,
-            "net_tx_bytes_per_s": tx,
-            "net_loopback_bytes_per_s": lo,
+            mem_used_bytes=int(mem.total - mem.available),
+            mem_total_bytes=int(mem.total),
+            net_rx_bytes_per_s=rx,
+            net_tx_bytes_per_s=tx,
+            net_loopback_bytes_per_s=lo,
             # One core = 100, as in top: the client's event loop is one thread, so ~100 is its limit.
-            "proc_cpu_pct": float(self._proc.cpu_percent(interval=None)),
-            "proc_rss_bytes": int(self._proc.memory_info().rss),
-        }
+            proc_cpu_pct=float(self._proc.cpu_percent(interval=None)),
+            proc_rss_bytes=int(self._proc.memory_info().rss),
+        )
 
     def close(self) -> None:
         self._last_net = None

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import JsonValue
 
 from tokenrace import __version__
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.records import RecordLine
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.model.summary import Cost
@@ -48,8 +48,6 @@ LAYOUT = {
     "hoverlabel": {"font": {"family": "ui-monospace, monospace"}},
 }
 SpeedOfLight = Callable[[Run], float | None]
-# One line of timeseries.jsonl (docs/monitor.md): JSON whose numeric leaves become the resource charts.
-Sample = dict[str, JsonValue]
 
 
 def plotly() -> Any:
@@ -421,7 +419,7 @@ def _speed_of_light(fig: Any, sw: Run, rows: list[StepRow], x: list[Any], sol: S
         )
 
 
-def resource_figure(samples: Sequence[Sample]) -> Any | None:
+def resource_figure(samples: Sequence[TimeseriesLine]) -> Any | None:
     series = resource_series(samples)
     if not series:
         return None
@@ -444,12 +442,13 @@ def resource_figure(samples: Sequence[Sample]) -> Any | None:
     return fig
 
 
-def resource_series(samples: Sequence[Sample]) -> dict[str, tuple[list[float], list[float | None]]]:
+def resource_series(samples: Sequence[TimeseriesLine]) -> dict[str, tuple[list[float], list[float | None]]]:
     """Flatten each sample to numeric leaves ('gpu0.util_pct', 'system.cpu_pct', ...) against seconds.
     Series that never change (totals, limits) are left out."""
     flat: dict[str, dict[int, float]] = {}
     times: list[float] = []
-    for s in samples:
+    for sample in samples:
+        s = sample.model_dump()  # with any keys a newer monitor added
         t = s.get("t_ms", None)
         t = t / 1000 if isinstance(t, (int, float)) else s.get("t")
         if not isinstance(t, (int, float)):
@@ -465,17 +464,15 @@ def resource_series(samples: Sequence[Sample]) -> dict[str, tuple[list[float], l
     return out
 
 
-def _leaves(obj: JsonValue, prefix: str) -> list[tuple[str, float]]:
+def _leaves(obj: Any, prefix: str) -> list[tuple[str, float]]:
     if isinstance(obj, bool) or obj is None:
         return []
     if isinstance(obj, (int, float)):
         return [(prefix, float(obj))]
     if isinstance(obj, dict):
         return [leaf for k, v in obj.items() for leaf in _leaves(v, f"{prefix}.{k}" if prefix else str(k))]
-    if isinstance(obj, list):
-        items = [x for x in obj if isinstance(x, dict)]
-        if len(items) == len(obj):  # a list of devices: gpu0, gpu1, ... by their index
-            return [leaf for i, x in enumerate(items) for leaf in _leaves(x, f"{prefix}{x.get('index', i)}")]
+    if isinstance(obj, list) and all(isinstance(x, dict) for x in obj):
+        return [leaf for i, x in enumerate(obj) for leaf in _leaves(x, f"{prefix}{x.get('index', i)}")]
     return []
 
 

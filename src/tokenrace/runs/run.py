@@ -13,6 +13,7 @@ from typing import Any, Literal
 from tokenrace.errors import UsageError
 from tokenrace.model.files import RECORDS, read_jsonl
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.run import Knee, ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
 from tokenrace.monitor import load_timeseries
@@ -84,6 +85,6 @@ class Run:
     def measured(self) -> list[dict[str, Any]]:
         return [r for r in self.records() if r.get("phase") == "measure" and r.get("error_kind") != "cancelled"]
 
-    def timeseries(self) -> list[dict[str, Any]]:
+    def timeseries(self) -> list[TimeseriesLine]:
         """Monitor samples (timeseries.jsonl), when the run has them."""
         return load_timeseries(self.directory)

@@ -50,6 +50,7 @@ from tokenrace.load.workers import (
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.monitor import MonitorSettings, Resources
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
@@ -394,7 +395,7 @@ class BenchSession:
         assert self.store is not None
         monitor = _monitor(self.s, self.store.dir, self.endpoint, t0)
         if monitor is not None:
-            manifest["monitor"] = {"interval_s": self.s.monitor_interval_s, "metrics_url": monitor.metrics_url}
+            manifest["monitor"] = MonitorSettings(interval_s=self.s.monitor_interval_s, metrics_url=monitor.metrics_url)
             await monitor.start()
         engine = (manifest.get("server") or {}).get("engine")
         metrics_before = await _scrape_metrics(client, self._metrics_url()) if self._scrapes_engine(engine) else None
@@ -474,7 +475,7 @@ class BenchSession:
         self,
         runner: Runner,
         interrupted: bool,
-        resources: dict[str, Any] | None,
+        resources: Resources | None,
         monitor: MonitorSession | None,
         scrapes: EngineScrapes | None,
         t0: int,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tokenrace.client.records import RequestRecord
 from tokenrace.figures.cache import cache_section, cache_warning
@@ -28,6 +27,7 @@ from tokenrace.figures.structured import schema_figures, tool_figures
 from tokenrace.figures.summary import by_turn, probes_section, stopped_section, summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
+from tokenrace.model.monitor import Resources, TimeseriesLine
 from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import EngineClock, Metrics, RunWarning, ServerCache, Summary
 from tokenrace.monitor.advice import resource_warnings
@@ -56,8 +56,8 @@ class RunContext:
     cost: CostSpec | None = None
     provider: str | None = None
     model: str | None = None
-    resources: dict[str, Any] | None = None  # the monitor's summary, when it ran
-    timeseries: Sequence[dict[str, Any]] | None = None  # the monitor's samples, for soak drift
+    resources: Resources | None = None  # the monitor's summary, when it ran
+    timeseries: Sequence[TimeseriesLine] | None = None  # the monitor's samples, for soak drift
     t0_ns: int | None = None
     duration_s: float | None = None
     scrapes: EngineScrapes | None = None
