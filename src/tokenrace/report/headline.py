@@ -50,7 +50,7 @@ def run_headline(summary: Summary, cost: Cost | None = None, bound: float | None
     cache, speculative decoding beside TPOT, energy, content) and its cost. `cost` defaults to the
     one the run saved; `bound` is the speed of light in output tokens/s, when known."""
     m = summary.metrics
-    figures = [
+    return [
         Figure("TTFT p50", _ms(m.ttft_ms.p50), f"p95 {_ms(m.ttft_ms.p95).text}"),
         Figure("TPOT p50", _ms(m.tpot_ms.p50, 2), f"p95 {_ms(m.tpot_ms.p95, 2).text}"),
         *_speculative(summary.speculative),
@@ -62,7 +62,6 @@ def run_headline(summary: Summary, cost: Cost | None = None, bound: float | None
         *_content(summary.content),
         *_cost(cost if cost is not None else summary.cost),
     ]
-    return figures
 
 
 def _speculative(spec: Speculative | None) -> list[Figure]:

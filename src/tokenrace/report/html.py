@@ -479,11 +479,6 @@ def _leaves(obj: Any, prefix: str) -> list[tuple[str, float]]:
 # --- tables and cards --------------------------------------------------------------------------------
 
 
-def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
-    """The run's headline (report/headline.py, the lines under the terminal's summary table) as cards."""
-    return to_cards(run_headline(run.summary, cost, bound))
-
-
 def _cost(run: Run, cost: CostSpec | None) -> Cost | None:
     return cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
 
@@ -556,7 +551,9 @@ def _run_page(run: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page
     m = run.manifest
     page = Page(_where(m.model, m.endpoint), f"run {run.name} · {_when(m.started_at)}")
     bound = sol(run) if sol else None
-    page.add("Key numbers", run_cards(run, _cost(run, cost), bound), to_html(summary_table(run.summary)))
+    # The headline the terminal prints under the summary table, as cards (report/headline.py).
+    cards = to_cards(run_headline(run.summary, _cost(run, cost), bound))
+    page.add("Key numbers", cards, to_html(summary_table(run.summary)))
     # The run's own findings first, then the monitor's advice (the order the page has always had).
     warnings = run.summary.warnings
     findings = [w for w in warnings if not w.code.startswith("resources.")]
