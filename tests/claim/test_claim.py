@@ -25,6 +25,7 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import Price
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.report.claim import write_claim_report
+from tokenrace.runs.history import Filters, History
 from tokenrace.runs.session import BenchSettings
 from tokenrace.testing.fake_server import spawn_fake_server
 
@@ -83,10 +84,16 @@ def test_the_quality_pass_is_reported_beside_the_verdict(tmp_path: Path) -> None
         claim = asyncio.run(Battery(cs).run())
     # The fake's answers are never right: accuracy 0, and the speed claim still holds.
     quality = next(c for c in claim.conditions if c.dimension == "quality")
-    assert quality.held is None and quality.figures["accuracy"]["value"] == 0.0
+    assert quality.held is None and quality.figures["accuracy"].value == 0.0
     assert claim.verdict == "holds" and claim.quality is not None
     assert "up to concurrency 16 and 4096-token prompts" in (claim.sentence or "")
     assert (tmp_path / "c" / "quality" / "quality.json").exists()
+    # The history lists the claim with its verdict, and its runs beneath it.
+    with History.open() as h:
+        (row,) = h.list(Filters(kind="claim"))
+        runs = h.list(Filters(kind="run", steps=True, limit=100))
+    assert row["verdict"] == "holds" and row["path"] == str((tmp_path / "c").resolve())
+    assert runs and {r["parent_id"] for r in runs if r["name"] == "warm"} == {row["id"]}
 
 
 def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> None:

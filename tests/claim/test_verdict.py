@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenrace.claim.models import ClaimFile, Condition, Limits
+from tokenrace.claim.models import ClaimFile, Condition, Expectation, Limits
 from tokenrace.claim.verdict import decide
 
 
@@ -26,7 +26,7 @@ def condition(dimension: str, value: Any, held: bool | None, ttft: float = 100.0
 
 
 def claim(*conditions: Condition, limits: Limits | None = None) -> ClaimFile:
-    c = ClaimFile(budget_s=60, expectations=[{"text": "ttft_p50<=200ms"}], conditions=list(conditions))
+    c = ClaimFile(budget_s=60, expectations=[Expectation(text="ttft_p50<=200ms")], conditions=list(conditions))
     c.limits = limits or Limits()
     decide(c)
     return c

@@ -16,7 +16,7 @@ def right_answer(check: Any) -> str:
     if isinstance(check, ExactCheck):
         return check.text
     if isinstance(check, JsonSchemaCheck):
-        props = check.json_schema["properties"]
+        props: Any = check.json_schema["properties"]
         return json.dumps({k: v["const"] for k, v in props.items()})
     if isinstance(check, LinesCheck):
         return "\n".join(f"word {i}" for i in range(check.count))
@@ -31,7 +31,7 @@ def wrong_answer(check: Any) -> str:
     if isinstance(check, ExactCheck):
         return check.text[:-1]
     if isinstance(check, JsonSchemaCheck):
-        props = check.json_schema["properties"]
+        props: Any = check.json_schema["properties"]
         values = {k: v["const"] for k, v in props.items()}
         values["age"] = values["age"] + 1
         return json.dumps(values)

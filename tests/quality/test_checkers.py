@@ -8,6 +8,7 @@ import string
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from pydantic import JsonValue
 from tests.quality.answers import right_answer, wrong_answer
 
 from tokenrace.quality.checkers import (
@@ -117,7 +118,7 @@ def test_exact_wrong_never_passes(text: str, other: str, wrap: str) -> None:
 NAME = st.text(alphabet=string.ascii_letters + " ", min_size=1, max_size=20)
 
 
-def person_schema(name: str, age: int) -> dict[str, object]:
+def person_schema(name: str, age: int) -> dict[str, JsonValue]:
     return {
         "type": "object",
         "properties": {"name": {"type": "string", "const": name}, "age": {"type": "integer", "const": age}},

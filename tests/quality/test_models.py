@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tokenrace.errors import UsageError
-from tokenrace.quality.models import Accuracy, ItemResult, load_quality, read_items
-from tokenrace.quality.scoring import score, speed
+from tokenrace.quality.models import ItemResult, load_quality, read_items
+from tokenrace.quality.scoring import accuracy_of, score, speed
 
 
 def item(verdict: str, suite: str = "s", **kw: object) -> ItemResult:
@@ -18,7 +18,7 @@ def item(verdict: str, suite: str = "s", **kw: object) -> ItemResult:
 
 
 def test_accuracy_of_nothing_is_null_not_zero() -> None:
-    a = Accuracy.of(0, 0)
+    a = accuracy_of(0, 0)
     assert a.value is None and a.ci_low is None and a.ci_high is None and a.n == 0
     s = score([item("error", error_kind="timeout_total")])
     assert s.accuracy.value is None and s.errors == 1 and s.errors_by_kind == {"timeout_total": 1}

@@ -27,10 +27,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from tokenrace import __version__
-from tokenrace.claim.models import CLAIM_FILE, ClaimFile, Condition, PlannedStep
+from tokenrace.claim.models import (
+    CLAIM_FILE,
+    ClaimFile,
+    Condition,
+    ConditionCheck,
+    ConditionFigures,
+    DriftRatios,
+    Expectation,
+    PlannedStep,
+)
 from tokenrace.claim.quality import quality_condition
 from tokenrace.claim.verdict import decide
 from tokenrace.errors import InvalidInput
@@ -39,8 +47,10 @@ from tokenrace.figures.objectives import Objective, all_held, error_guard, judge
 from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
 from tokenrace.load.workload import WorkloadSpec
+from tokenrace.model.claim import Dimension
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.model.summary import Summary
+from tokenrace.runs.history import index_quietly
 from tokenrace.runs.run import Run
 from tokenrace.runs.samples import sample_of
 from tokenrace.runs.session import BenchSettings, PromptSpec
@@ -150,7 +160,7 @@ def plan(cs: ClaimSettings) -> tuple[list[PlannedStep], list[Condition]]:
         over_cost = cs.max_cost_usd is not None and s.usd is not None and usd + s.usd > cs.max_cost_usd
         if s.dimension != "warm" and (over_requests or over_cost):
             why = "the request limit" if over_requests else "the cost limit"
-            skipped.append(Condition(dimension=s.dimension, skipped=f"{why}: it would send up to {s.requests} more"))  # type: ignore[arg-type]
+            skipped.append(Condition(dimension=s.dimension, skipped=f"{why}: it would send up to {s.requests} more"))
             continue
         kept.append(s)
         requests += s.requests
@@ -207,7 +217,7 @@ class Battery:
     started_ns: int = 0
     e2e_s: float = 1.0  # a warm request's latency, once measured: what each part's need is estimated from
     context: int | None = None
-    planned: dict[str, PlannedStep] = field(default_factory=dict)
+    planned: dict[Dimension, PlannedStep] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.cs.validate()
@@ -226,7 +236,7 @@ class Battery:
             budget_s=self.cs.budget_s,
             max_requests=self.cs.max_requests,
             max_cost_usd=self.cs.max_cost_usd,
-            expectations=[o.to_dict() for o in self.cs.expectations],
+            expectations=[Expectation.model_validate(o.to_dict()) for o in self.cs.expectations],
             plan=steps,
             conditions=skipped,
         )
@@ -239,7 +249,7 @@ class Battery:
     def _requests_left(self) -> int | None:
         return None if self.cs.max_requests is None else self.cs.max_requests - self.claim.requests_sent
 
-    def _room(self, dimension: str, need_s: float, requests: int, reserve_s: float = 0.0) -> str | None:
+    def _room(self, dimension: Dimension, need_s: float, requests: int, reserve_s: float = 0.0) -> str | None:
         """None when the part fits; else why it is skipped."""
         if dimension not in self.planned:
             return "left out by the plan"
@@ -283,6 +293,7 @@ class Battery:
         self.claim.finished_at = datetime.now(UTC).isoformat()
         self.claim.elapsed_s = round((time.perf_counter_ns() - self.started_ns) / 1e9, 3)
         self._write()
+        index_quietly(self.directory)  # `tokenrace runs` lists the claim, its runs beneath it
 
     def _write(self) -> None:
         write_json(self.directory / CLAIM_FILE, self.claim.model_dump(mode="json"))
@@ -297,17 +308,17 @@ class Battery:
         return result
 
     def _condition(
-        self, dimension: str, value: Any, result: Run, objectives: tuple[Objective, ...] | None = None
+        self, dimension: Dimension, value: int | str, result: Run, objectives: tuple[Objective, ...] | None = None
     ) -> Condition:
         sample = sample_of(result.directory)
         checks = judge_all(objectives or self.cs.objectives, sample)
         return Condition(
-            dimension=dimension,  # type: ignore[arg-type]
+            dimension=dimension,
             value=value,
             # A run cut short by Ctrl-C is kept, but judges nothing.
             held=None if result.interrupted else all_held(checks) if sample.measured else False,
             figures=figures_of(result.summary),
-            checks=[c.to_dict() for c in checks],
+            checks=[ConditionCheck.model_validate(c.to_dict()) for c in checks],
             run_dir=str(result.directory.relative_to(self.directory)),
             skipped="interrupted before it finished" if result.interrupted else None,
         )
@@ -316,9 +327,9 @@ class Battery:
         self.claim.conditions.append(condition)
         self._write()
 
-    def _skip(self, dimension: str, why: str, value: Any = None) -> None:
+    def _skip(self, dimension: Dimension, why: str, value: int | str | None = None) -> None:
         self.notify(f"{dimension}: skipped ({why})")
-        self._add(Condition(dimension=dimension, value=value, skipped=why))  # type: ignore[arg-type]
+        self._add(Condition(dimension=dimension, value=value, skipped=why))
 
     # --- the conditions
 
@@ -347,16 +358,12 @@ class Battery:
             dimension="cold",
             value="first request",
             held=all_held(checks),
-            figures={
-                "ttft_ms": cold.ttft_ms,
-                "e2e_ms": cold.e2e_ms,
-                "error_kind": cold.error_kind,
-            },
-            checks=[c.to_dict() for c in checks],
+            figures=ConditionFigures(ttft_ms=cold.ttft_ms, e2e_ms=cold.e2e_ms, error_kind=cold.error_kind),
+            checks=[ConditionCheck.model_validate(c.to_dict()) for c in checks],
             run_dir="warm",
         )
 
-    def _slice(self, part: str) -> float:
+    def _slice(self, part: Dimension) -> float:
         return max(self.cs.budget_s * SHARES[part], 1.0)
 
     def _cap(self, need_s: float) -> float:
@@ -416,7 +423,7 @@ class Battery:
                     value=int(value),
                     held=bool(last.passed),
                     figures=_row_figures(last),
-                    checks=last.checks or [],
+                    checks=[ConditionCheck.model_validate(k) for k in last.checks or []],
                     run_dir=f"concurrency/{last.step}",
                     note=None if last.certain else "unclear: an interval reaches over a limit",
                 )
@@ -543,41 +550,46 @@ class Battery:
         self._add(await quality_condition(self.cs.template, samples, self.directory, self.claim))
 
 
-def figures_of(summary: Summary) -> dict[str, Any]:
+def figures_of(summary: Summary) -> ConditionFigures:
     """A condition's key figures, from its run's summary."""
     m = summary.metrics
     tpot = m.tpot_ms.p50
-    return {
-        "requests": summary.requests.total,
-        "error_rate": summary.error_rate,
-        "ttft_ms_p50": m.ttft_ms.p50,
-        "ttft_ms_p99": m.ttft_ms.p99,
-        "tpot_ms_p50": tpot,
-        "e2e_ms_p50": m.e2e_ms.p50,
-        "output_tok_s_per_user_p50": round(1000 / tpot, 3) if tpot else None,
-        "output_tok_s": summary.throughput.output_tokens_per_s,
-        "prompt_tokens_mean": m.prompt_tokens.mean,
-    }
+    return ConditionFigures(
+        requests=summary.requests.total,
+        error_rate=summary.error_rate,
+        ttft_ms_p50=m.ttft_ms.p50,
+        ttft_ms_p99=m.ttft_ms.p99,
+        tpot_ms_p50=tpot,
+        e2e_ms_p50=m.e2e_ms.p50,
+        output_tok_s_per_user_p50=round(1000 / tpot, 3) if tpot else None,
+        output_tok_s=summary.throughput.output_tokens_per_s,
+        prompt_tokens_mean=m.prompt_tokens.mean,
+    )
 
 
-def _row_figures(row: StepRow) -> dict[str, Any]:
+def _row_figures(row: StepRow) -> ConditionFigures:
     tpot = row.tpot_ms.p50
-    return {
-        "requests": row.requests.total,
-        "error_rate": row.error_rate,
-        "ttft_ms_p50": row.ttft_ms.p50,
-        "tpot_ms_p50": tpot,
-        "e2e_ms_p50": row.e2e_ms.p50,
-        "output_tok_s_per_user_p50": round(1000 / tpot, 3) if tpot else None,
-        "output_tok_s": row.output_tokens_per_s,
-        "prompt_tokens_mean": row.prompt_tokens_mean,
-    }
+    return ConditionFigures(
+        requests=row.requests.total,
+        error_rate=row.error_rate,
+        ttft_ms_p50=row.ttft_ms.p50,
+        tpot_ms_p50=tpot,
+        e2e_ms_p50=row.e2e_ms.p50,
+        output_tok_s_per_user_p50=round(1000 / tpot, 3) if tpot else None,
+        output_tok_s=row.output_tokens_per_s,
+        prompt_tokens_mean=row.prompt_tokens_mean,
+    )
 
 
-def _ratios(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float | None]:
+def _ratios(before: ConditionFigures, after: ConditionFigures) -> DriftRatios:
     """after / before for the latencies and speeds both have: how far the server drifted."""
-    out: dict[str, float | None] = {}
-    for key in ("ttft_ms_p50", "tpot_ms_p50", "e2e_ms_p50", "output_tok_s"):
-        a, b = before.get(key), after.get(key)
-        out[key] = round(b / a, 4) if a and b is not None and math.isfinite(b / a) else None
-    return out
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(b / a, 4) if a and b is not None and math.isfinite(b / a) else None
+
+    return DriftRatios(
+        ttft_ms_p50=ratio(before.get("ttft_ms_p50"), after.get("ttft_ms_p50")),
+        tpot_ms_p50=ratio(before.get("tpot_ms_p50"), after.get("tpot_ms_p50")),
+        e2e_ms_p50=ratio(before.get("e2e_ms_p50"), after.get("e2e_ms_p50")),
+        output_tok_s=ratio(before.get("output_tok_s"), after.get("output_tok_s")),
+    )

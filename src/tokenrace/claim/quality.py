@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenrace.claim.models import ClaimFile, Condition
+from tokenrace.claim.models import ClaimFile, ClaimQuality, Condition, ConditionFigures
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import resolve_suites
 from tokenrace.runs.session import BenchSettings
@@ -29,19 +29,20 @@ async def quality_condition(template: BenchSettings, samples: int, directory: Pa
         temperature=template.request.temperature if template.request.temperature is not None else 0.0,
         api=template.request.api,
         timeouts=template.timeouts,
-        extra={"samples": samples, "after": "claim"},
+        samples=samples,
+        after="claim",
         extra_headers=dict(template.request.extra_headers),
     )
     items = resolve_suites([], samples, seed)
     result = await run_quality(items, settings, directory / QUALITY_DIR)
     claim.requests_sent += len(items)
-    overall = result.overall.model_dump(mode="json")
-    claim.quality = {"overall": overall, "suites": {k: v.model_dump(mode="json") for k, v in result.suites.items()}}
+    overall = result.overall
+    claim.quality = ClaimQuality(overall=overall, suites=dict(result.suites))
     return Condition(
         dimension="quality",
         value=f"{len(items)} items",
         held=None,
-        figures={"accuracy": overall["accuracy"], "right": overall["right"], "wrong": overall["wrong"]},
+        figures=ConditionFigures(accuracy=overall.accuracy, right=overall.right, wrong=overall.wrong),
         run_dir=QUALITY_DIR,
         note="reported beside the speed; not part of the verdict",
     )

@@ -13,8 +13,6 @@ listed and never counted for or against the claim.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tokenrace.claim.models import ClaimFile, Condition
 from tokenrace.figures.objectives import describe_check_dict
 
@@ -67,7 +65,7 @@ def _restrictions(claim: ClaimFile, failed: list[Condition]) -> list[str]:
     if "cold" in dims:
         out.append("a warm server (the first request missed)")
     if "cache" in dims:
-        kinds = sorted(c.value for c in failed if c.dimension == "cache")
+        kinds = sorted(str(c.value) for c in failed if c.dimension == "cache")
         out.append("prompts whose prefix is cached" if kinds == ["busted"] else "prompts the cache has not seen")
     if "drift" in dims:
         out.append("the start of the run (by its end the server was slower)")
@@ -102,10 +100,10 @@ def _where(c: Condition) -> str:
 
 
 def _why(c: Condition, where: str) -> str:
-    missed = [k for k in c.checks if k.get("held") is False]
+    missed = [k for k in c.checks if k.held is False]
     if not missed:
         return f"{where}, a figure was undefined (no request succeeded)"
-    return f"{where}, " + ", ".join(describe_check_dict(k) for k in missed)
+    return f"{where}, " + ", ".join(describe_check_dict(k.model_dump()) for k in missed)
 
 
 def _reach(claim: ClaimFile) -> str:
@@ -126,18 +124,3 @@ def _skipped_note(claim: ClaimFile) -> str:
 
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
-
-
-def verdict_rows(claim: ClaimFile) -> list[dict[str, Any]]:
-    """One row per condition for tables: dimension, value, held, the figures judged."""
-    return [
-        {
-            "dimension": c.dimension,
-            "value": c.value,
-            "held": c.held,
-            "checks": c.checks,
-            "skipped": c.skipped,
-            "run_dir": c.run_dir,
-        }
-        for c in claim.conditions
-    ]

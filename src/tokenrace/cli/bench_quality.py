@@ -18,7 +18,7 @@ from rich.console import Console
 from tokenrace.cli.quality import print_result
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import InvalidInput, UsageError
-from tokenrace.quality.models import QualityResult
+from tokenrace.quality.models import EngineInfo, QualityResult
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import resolve_suites
 from tokenrace.report.quality import QUALITY_SUBDIR
@@ -56,7 +56,8 @@ def quality_settings(settings: BenchSettings, base_url: str, model: str, samples
         temperature=settings.request.temperature if settings.request.temperature is not None else 0.0,
         api=settings.request.api,
         timeouts=settings.timeouts,
-        extra={"samples": samples, "after": "bench"},
+        samples=samples,
+        after="bench",
         extra_body={k: v for k, v in settings.request.extra_body.items() if k not in NOT_FORWARDED},
         extra_headers=dict(settings.request.extra_headers),
     )
@@ -75,7 +76,8 @@ async def quality_pass(
     if not quiet:
         click.echo(f"quality pass: {len(items)} items on the same endpoint...", err=True)
     s = quality_settings(settings, base_url, model, samples)
-    return await run_quality(items, s, run_dir / QUALITY_SUBDIR, engine)
+    info = EngineInfo.model_validate(engine) if engine is not None else None
+    return await run_quality(items, s, run_dir / QUALITY_SUBDIR, info)
 
 
 def run_pass(settings: BenchSettings, base_url: str, model: str, samples: int, run_dir: Path, quiet: bool) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,8 +13,8 @@ import click
 from rich.console import Console
 
 from tokenrace.aio import run as run_async
-from tokenrace.claim.battery import Battery, ClaimSettings
-from tokenrace.claim.models import CLAIM_FILE
+from tokenrace.claim.battery import Battery, ClaimSettings, Notify
+from tokenrace.claim.models import ClaimFile, read_claim
 from tokenrace.cli.common import echo_json, parse_duration_s, parse_headers, parse_json_object
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, ResolvedEndpoint, resolve_endpoint
@@ -22,15 +23,47 @@ from tokenrace.figures.cost import lookup, parse_price
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
-from tokenrace.report.claim import claim_lines, claim_table, plan_table, write_claim_report
+from tokenrace.report.claim import plan_table, print_claim, write_claim_report
+from tokenrace.report.render import to_rich
 from tokenrace.runs.session import BenchSettings
-from tokenrace.runs.store import read_json
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.profile import embedded_settings
+from tokenrace.sweep.runner import ProgressFor
 
 EMBEDDED_SLOTS = 8
 EMBEDDED_CTX_PER_SLOT = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimOptions:
+    """The command's options, as click names them."""
+
+    url: str | None
+    api_key: str | None
+    provider: str | None
+    model: str | None
+    expect: str
+    budget: str
+    max_requests: int | None
+    max_cost: float | None
+    price: str | None
+    context: int | None
+    max_concurrency: int
+    max_prompt_tokens: int
+    max_error_rate: float
+    quality_samples: int | None
+    api: str
+    max_tokens: int
+    ignore_eos: bool
+    temperature: float | None
+    seed: int
+    headers: tuple[str, ...]
+    extra_body: str | None
+    output: Path | None
+    label: str | None
+    yes: bool
+    as_json: bool
 
 
 @click.command("claim")
@@ -72,64 +105,65 @@ def command(**o: Any) -> None:
     end, and optionally a quality pass. Writes claim.json and report.html beside one run directory per
     step. Without --url it tests the embedded model.
     """
-    settings, cs = _settings(o)
+    opts = ClaimOptions(**o)
+    settings, cs = _settings(opts)
     if settings.endpoint is None:
         cs.validate()  # bad input is reported before the engine takes its seconds to start
-        claim = _embedded(cs, o)
+        claim = _embedded(cs, opts)
     else:
-        battery = Battery(cs, _progress_for(o), _notify(o), sys.argv)
-        _confirm(battery, settings.endpoint, bool(o["yes"]), bool(o["as_json"]))
+        battery = Battery(cs, _progress_for(opts), _notify(opts), sys.argv)
+        _confirm(battery, settings.endpoint, opts.yes, opts.as_json)
         claim = _run(battery)
-    _report(claim, bool(o["as_json"]))
+    _report(claim, opts.as_json)
 
 
-def _settings(o: dict[str, Any]) -> tuple[BenchSettings, ClaimSettings]:
-    expectations = parse_objectives(o["expect"], "expect")
-    budget = parse_duration_s(o["budget"], "--budget") or 0.0
-    endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"])
-    extra = parse_json_object(o["extra_body"], "--extra-body")
-    if o["ignore_eos"]:
+def _settings(o: ClaimOptions) -> tuple[BenchSettings, ClaimSettings]:
+    expectations = parse_objectives(o.expect, "expect")
+    budget = parse_duration_s(o.budget, "--budget") or 0.0
+    endpoint = resolve_endpoint(o.url, o.api_key, o.provider)
+    extra = parse_json_object(o.extra_body, "--extra-body")
+    if o.ignore_eos:
         extra.setdefault("ignore_eos", True)
-    headers, env_headers = parse_headers(o["headers"])
-    if o["max_tokens"] < 1:
-        raise InvalidInput("max_tokens", f"must be at least 1, got {o['max_tokens']}")
+    headers, env_headers = parse_headers(o.headers)
+    if o.max_tokens < 1:
+        raise InvalidInput("max_tokens", f"must be at least 1, got {o.max_tokens}")
     if any(e.figure == "goodput" for e in expectations):
         raise InvalidInput("expect", "goodput needs per-request SLOs; state the limit itself (e.g. ttft_p95<=500ms)")
     settings = BenchSettings(
         endpoint=endpoint,
-        model=o["model"],
+        model=o.model,
         request=RequestOptions(
-            api=o["api"],
-            max_tokens=o["max_tokens"],
-            temperature=o["temperature"],
-            seed=o["seed"],
+            api=o.api,
+            max_tokens=o.max_tokens,
+            temperature=o.temperature,
+            seed=o.seed,
             extra_body=extra,
             extra_headers=headers,
         ),
-        load=Load(seed=o["seed"], requests=1),
-        output=o["output"],
-        label=o["label"] or "claim",
+        load=Load(seed=o.seed, requests=1),
+        output=o.output,
+        label=o.label or "claim",
         secret_headers=env_headers,
     )
-    price = parse_price(o["price"]) if o["price"] else lookup(endpoint.provider if endpoint else None, o["model"])
+    price = parse_price(o.price) if o.price else lookup(endpoint.provider if endpoint else None, o.model)
     cs = ClaimSettings(
         template=settings,
         expectations=expectations,
         budget_s=budget,
-        max_requests=o["max_requests"],
-        max_cost_usd=o["max_cost"],
+        max_requests=o.max_requests,
+        max_cost_usd=o.max_cost,
         price=price,
-        context_tokens=o["context"],
-        quality_samples=o["quality_samples"],
-        max_concurrency=o["max_concurrency"],
-        max_prompt_tokens=o["max_prompt_tokens"],
-        max_error_rate=o["max_error_rate"],
+        context_tokens=o.context,
+        quality_samples=o.quality_samples,
+        max_concurrency=o.max_concurrency,
+        max_prompt_tokens=o.max_prompt_tokens,
+        max_error_rate=o.max_error_rate,
     )
     if cs.quality_samples is not None and cs.quality_samples < 1:
         raise InvalidInput("quality_samples", f"must be at least 1, got {cs.quality_samples}")
-    for name in ("max_concurrency", "max_prompt_tokens"):
-        if o[name] < 1:
-            raise InvalidInput(name, f"must be at least 1, got {o[name]}")
+    for name, value in (("max_concurrency", o.max_concurrency), ("max_prompt_tokens", o.max_prompt_tokens)):
+        if value < 1:
+            raise InvalidInput(name, f"must be at least 1, got {value}")
     return settings, cs
 
 
@@ -148,10 +182,9 @@ def hosted(endpoint: ResolvedEndpoint) -> bool:
 
 def _confirm(battery: Battery, endpoint: ResolvedEndpoint, yes: bool, as_json: bool) -> None:
     """Show the plan before anything is sent; a hosted API needs a yes (the flag, or typed)."""
-    claim = battery.claim.model_dump(mode="json")
     console = Console(stderr=True)
     if not as_json or not yes:
-        console.print(plan_table(claim))
+        console.print(to_rich(plan_table(battery.claim)))
     if yes or not hosted(endpoint):
         return
     if not sys.stdin.isatty():
@@ -160,19 +193,23 @@ def _confirm(battery: Battery, endpoint: ResolvedEndpoint, yes: bool, as_json: b
         raise click.exceptions.Abort
 
 
-def _run(battery: Battery) -> dict[str, Any]:
+def _run(battery: Battery) -> ClaimFile:
     try:
-        return run_async(battery.run()).model_dump(mode="json")
+        return run_async(battery.run())
     except KeyboardInterrupt:
-        # The battery wrote claim.json with a partial verdict before the interrupt surfaced.
-        claim: dict[str, Any] = read_json(battery.directory / CLAIM_FILE)
-        claim["partial"] = True
-        return claim
+        return _partial(battery)
 
 
-def _embedded(cs: ClaimSettings, o: dict[str, Any]) -> dict[str, Any]:
+def _partial(battery: Battery) -> ClaimFile:
+    # The battery wrote claim.json with a partial verdict before the interrupt surfaced.
+    claim = read_claim(battery.directory)
+    claim.partial = True
+    return claim
 
-    model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
+
+def _embedded(cs: ClaimSettings, o: ClaimOptions) -> ClaimFile:
+
+    model = str(o.model) if o.model and str(o.model).endswith(".gguf") else None
     cs.template.model = None
     # One llama-server slot per request in flight, each with its share of the context.
     cs.max_concurrency = min(cs.max_concurrency, EMBEDDED_SLOTS)
@@ -180,7 +217,7 @@ def _embedded(cs: ClaimSettings, o: dict[str, Any]) -> dict[str, Any]:
     click.echo(f"starting the embedded model (llama-server, {EMBEDDED_SLOTS} parallel slots)...", err=True)
     holder: dict[str, Battery] = {}
 
-    async def go() -> Any:
+    async def go() -> ClaimFile:
         opts = EmbeddedOptions(
             model=Path(model) if model else None,
             parallel=EMBEDDED_SLOTS,
@@ -191,54 +228,46 @@ def _embedded(cs: ClaimSettings, o: dict[str, Any]) -> dict[str, Any]:
             cs.template = embedded_settings(engine, cs.template)
             battery = Battery(cs, _progress_for(o), _notify(o), sys.argv)
             holder["battery"] = battery
-            if not o["as_json"]:
-                Console(stderr=True).print(plan_table(battery.claim.model_dump(mode="json")))
+            if not o.as_json:
+                Console(stderr=True).print(to_rich(plan_table(battery.claim)))
             return await battery.run()
         finally:
             engine.stop()
 
     try:
-        return dict(run_async(go()).model_dump(mode="json"))
+        return run_async(go())
     except KeyboardInterrupt:
         if "battery" not in holder:
             raise
-        claim: dict[str, Any] = read_json(holder["battery"].directory / CLAIM_FILE)
-        claim["partial"] = True
-        return claim
+        return _partial(holder["battery"])
 
 
-def _progress_for(o: dict[str, Any]) -> Any:
+def _progress_for(o: ClaimOptions) -> ProgressFor:
     def make(name: str, load: Load) -> LiveProgress:
-        return LiveProgress(load.requests, enabled=not o["as_json"])
+        return LiveProgress(load.requests, enabled=not o.as_json)
 
     return make
 
 
-def _notify(o: dict[str, Any]) -> Any:
+def _notify(o: ClaimOptions) -> Notify:
     def say(line: str) -> None:
-        if not o["as_json"]:
+        if not o.as_json:
             click.echo(line, err=True)
 
     return say
 
 
-def _report(claim: dict[str, Any], as_json: bool) -> None:
-    directory = _directory(claim)
+def _report(claim: ClaimFile, as_json: bool) -> None:
+    directory = Path(claim.directory) if claim.directory else None
     report = write_claim_report(directory, directory / "report.html") if directory is not None else None
     if as_json:
-        echo_json(claim)
+        echo_json(claim.model_dump(mode="json"))
     else:
         console = Console() if sys.stdout.isatty() else Console(width=160)
-        console.print(claim_table(claim))
-        for line in claim_lines(claim):
-            console.print(line, highlight=False)
+        print_claim(claim, console)
         click.echo(f"claim directory: {directory}")
         if report is not None:
             click.echo(f"report: {report}")
-    if claim.get("partial"):
+    if claim.partial:
         click.echo("interrupted: the finished conditions and a partial verdict are saved", err=True)
         sys.exit(130)
-
-
-def _directory(claim: dict[str, Any]) -> Path | None:
-    return Path(claim["directory"]) if claim.get("directory") else None

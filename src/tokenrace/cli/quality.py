@@ -6,6 +6,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,8 +21,8 @@ from tokenrace.model.files import COMPARISON
 from tokenrace.quality.models import ItemResult, QualityResult
 from tokenrace.quality.paired import QualityComparison, compare_dirs, difference_line
 from tokenrace.quality.quantize import quantized_copy
-from tokenrace.quality.runner import QualitySettings
-from tokenrace.quality.suites import BUILTIN, DEFAULT_SAMPLES, resolve_suites
+from tokenrace.quality.runner import OnItem, QualitySettings
+from tokenrace.quality.suites import BUILTIN, DEFAULT_SAMPLES, Item, resolve_suites
 from tokenrace.quality.targets import Target, parse_target, run_target
 from tokenrace.report.quality import (
     comparison_markdown,
@@ -35,6 +36,26 @@ from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.serve.embedded import default_model
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class QualityOptions:
+    """The command's options, as click names them."""
+
+    url: str | None
+    model: str | None
+    model_b: str | None
+    api: str
+    api_key_env: str | None
+    api_key_env_b: str | None
+    suites: tuple[str, ...]
+    samples: int | None
+    seed: int
+    temperature: float
+    concurrency: int
+    output: Path | None
+    as_json: bool
+    as_markdown: bool
 
 
 @click.command("quality")
@@ -87,27 +108,28 @@ def command(targets: tuple[str, ...], compare: bool, **o: Any) -> None:
     With --compare, run (or read) two sides over the same items and report who is right where, the
     exact McNemar p-value, B - A with a 95 % interval and a verdict, their agreement, and speed.
     """
-    items = resolve_suites(list(o["suites"]), o["samples"], o["seed"])
+    opts = QualityOptions(**o)
+    items = resolve_suites(list(opts.suites), opts.samples, opts.seed)
     if not compare:
         if targets:
             raise UsageError("TARGETS are for --compare; point one run at an endpoint with --url")
-        _single(items, o)
+        _single(items, opts)
     else:
-        _compare(targets, items, o)
+        _compare(targets, items, opts)
 
 
-def _settings(o: dict[str, Any], url: str, model: str | None, key_env: str | None) -> QualitySettings:
-    key, source = _key(key_env, o["api"])
+def _settings(o: QualityOptions, url: str, model: str | None, key_env: str | None) -> QualitySettings:
+    key, source = _key(key_env, o.api)
     return QualitySettings(
         base_url=url,
         model=model,
         api_key=key,
         key_source=source,
-        seed=o["seed"],
-        temperature=o["temperature"],
-        concurrency=o["concurrency"],
-        api=o["api"],
-        extra={"samples": o["samples"]},
+        seed=o.seed,
+        temperature=o.temperature,
+        concurrency=o.concurrency,
+        api=o.api,
+        samples=o.samples,
     )
 
 
@@ -128,27 +150,27 @@ def _default_dir(name: str) -> Path:
     return default_run_dir(name)
 
 
-def _single(items: list[Any], o: dict[str, Any]) -> None:
-    endpoint = resolve_endpoint(o["url"], None, None)
+def _single(items: list[Item], o: QualityOptions) -> None:
+    endpoint = resolve_endpoint(o.url, None, None)
     if endpoint is None:
-        model = o["model"] if o["model"] and str(o["model"]).endswith(".gguf") else None
+        model = o.model if o.model and str(o.model).endswith(".gguf") else None
         target = parse_target(str(model or default_model()))
         click.echo(f"starting the embedded model (llama-server, {target.label})...", err=True)
     else:
         target = Target("endpoint", endpoint.base_url, endpoint.base_url)
-    out = o["output"] or _default_dir("quality")
-    settings = _settings(o, target.value, o["model"] if target.kind == "endpoint" else None, o["api_key_env"])
-    result = _run(run_target(target, items, settings, out, _progress(len(items), o["as_json"])), out)
-    if o["as_json"]:
+    out = o.output or _default_dir("quality")
+    settings = _settings(o, target.value, o.model if target.kind == "endpoint" else None, o.api_key_env)
+    result = _run(run_target(target, items, settings, out, _progress(len(items), o.as_json)), out)
+    if o.as_json:
         echo_json(result.model_dump(mode="json"))
     else:
         print_result(result, Console(width=max(100, Console().width)))
         click.echo(f"run directory: {out}")
 
 
-def _compare(targets: tuple[str, ...], items: list[Any], o: dict[str, Any]) -> None:
+def _compare(targets: tuple[str, ...], items: list[Item], o: QualityOptions) -> None:
     if not targets:
-        if o["url"]:
+        if o.url:
             raise UsageError("--compare with --url: name both sides as TARGETS (two URLs or run directories)")
         sides = _embedded_pair()
     elif len(targets) == 2:
@@ -156,11 +178,11 @@ def _compare(targets: tuple[str, ...], items: list[Any], o: dict[str, Any]) -> N
     else:
         raise UsageError(f"--compare takes two TARGETS (or none for the embedded demonstration), got {len(targets)}")
     needs_run = any(t.kind != "run" for t in sides)
-    parent = o["output"] or (_default_dir("quality-compare") if needs_run else None)
+    parent = o.output or (_default_dir("quality-compare") if needs_run else None)
     dirs: list[Path] = []
     for side, sub, model, key_env in (
-        (sides[0], "a", o["model"], o["api_key_env"]),
-        (sides[1], "b", o["model_b"] or o["model"], o["api_key_env_b"] or o["api_key_env"]),
+        (sides[0], "a", o.model, o.api_key_env),
+        (sides[1], "b", o.model_b or o.model, o.api_key_env_b or o.api_key_env),
     ):
         if side.kind == "run":
             dirs.append(Path(side.value))
@@ -170,19 +192,19 @@ def _compare(targets: tuple[str, ...], items: list[Any], o: dict[str, Any]) -> N
         settings = _settings(o, side.value, model if side.kind == "endpoint" else None, key_env)
         if side.kind == "gguf":
             click.echo(f"{sub.upper()}: starting the embedded engine on {side.label} ({side.value})...", err=True)
-        _run(run_target(side, items, settings, out, _progress(len(items), o["as_json"] or o["as_markdown"])), out)
+        _run(run_target(side, items, settings, out, _progress(len(items), o.as_json or o.as_markdown)), out)
         dirs.append(out)
     report = compare_dirs(dirs[0], dirs[1], (sides[0].label, sides[1].label))
     if parent is not None:
         Path(parent).mkdir(parents=True, exist_ok=True)
         write_json(Path(parent) / COMPARISON, report.model_dump(mode="json"))
-    if o["as_json"]:
+    if o.as_json:
         echo_json(report.model_dump(mode="json"))
-    elif o["as_markdown"]:
+    elif o.as_markdown:
         click.echo(comparison_markdown(report), nl=False)
     else:
         print_comparison(report, Console(width=max(100, Console().width)))
-    if parent is not None and not o["as_json"]:
+    if parent is not None and not o.as_json:
         click.echo(f"comparison: {Path(parent) / COMPARISON}", err=True)
 
 
@@ -200,7 +222,7 @@ def _run(coro: Coroutine[Any, Any, T], out: Path) -> T:
         sys.exit(130)
 
 
-def _progress(total: int, quiet: bool) -> Any:
+def _progress(total: int, quiet: bool) -> OnItem | None:
     if quiet or not sys.stderr.isatty():
         return None
     counts = {"right": 0, "wrong": 0, "error": 0}

@@ -1,4 +1,4 @@
-"""`tokenrace runs`: the run history (an SQLite index of run and sweep directories)."""
+"""`tokenrace runs`: the run history (an SQLite index of run, sweep, profile and claim directories)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import click
 
 from tokenrace.cli.common import echo_json
 from tokenrace.model.history import HistoryRow
+from tokenrace.report.history import runs_table
 from tokenrace.report.render import to_csv, to_markdown, to_rich
-from tokenrace.report.tables import runs_table, wide_console
+from tokenrace.report.tables import wide_console
 from tokenrace.runs.history import Filters, History
 
 
@@ -18,7 +19,7 @@ from tokenrace.runs.history import Filters, History
 @click.option("--endpoint", help="Only runs whose endpoint URL contains this.")
 @click.option("--model", help="Only runs whose model name contains this.")
 @click.option("--label", help="Only runs whose label contains this.")
-@click.option("--kind", type=click.Choice(["run", "sweep", "profile"]), help="Only this kind.")
+@click.option("--kind", type=click.Choice(["run", "sweep", "profile", "claim"]), help="Only this kind.")
 @click.option("--since", help="Started on or after this date (2025-01-31) or time (UTC unless it says).")
 @click.option("--until", help="Started before the end of this date, or before this time.")
 @click.option("--steps", is_flag=True, help="Also list the steps of sweeps and profiles.")
@@ -50,7 +51,7 @@ def command(
     steps: bool,
     **f: Any,
 ) -> None:
-    """List past runs and sweeps, newest first, from the history index.
+    """List past runs, sweeps, profiles and claims (with their verdict), newest first, from the history index.
 
     The index lives in $TOKENRACE_HOME (else the platform's data directory). It points at run
     directories and can always be rebuilt from them with --import and --reindex.

@@ -1,16 +1,19 @@
-"""`tokenrace show RUN`: reprint a run's or a sweep's report from its saved files (never re-measures)."""
+"""`tokenrace show RUN`: reprint a run's, a sweep's or a claim's report from its saved files (never re-measures)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 
+from tokenrace.claim.models import ClaimFile, read_claim
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.report.claim import claim_markdown, claim_table, print_claim
 from tokenrace.report.render import fmt, to_csv, to_markdown, to_rich
 from tokenrace.report.tables import (
     manifest_table,
@@ -21,20 +24,27 @@ from tokenrace.report.tables import (
     wide_console,
     with_costs,
 )
+from tokenrace.runs.history import dir_kind, resolve_run
 from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
 
 
 @click.command("show")
 @click.argument("run")
-@click.option("--json", "as_json", is_flag=True, help="Print the saved summary (or sweep.json) as JSON.")
-@click.option("--markdown", "as_markdown", is_flag=True, help="Print the table (summary, sweep or steps) as Markdown.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print the table (summary, sweep or steps) as CSV.")
+@click.option("--json", "as_json", is_flag=True, help="Print the saved summary (or sweep.json, claim.json) as JSON.")
+@click.option(
+    "--markdown", "as_markdown", is_flag=True, help="Print the table (summary, sweep, steps or conditions) as Markdown."
+)
+@click.option("--csv", "as_csv", is_flag=True, help="Print the table (summary, sweep, steps or conditions) as CSV.")
 @cost_options
 def command(run: str, as_json: bool, as_markdown: bool, as_csv: bool, **o: Any) -> None:
-    """Reprint the report of RUN: a run, sweep or profile directory, an id or name from `tokenrace runs`,
-    or a vLLM `bench serve` result JSON / AIPerf profile_export.jsonl."""
-    data = load(run)
+    """Reprint the report of RUN: a run, sweep, profile or claim directory, an id or name from `tokenrace
+    runs`, or a vLLM `bench serve` result JSON / AIPerf profile_export.jsonl."""
+    path = resolve_run(run)
+    if dir_kind(path) == "claim":
+        show_claim(read_claim(path), path, as_json, as_markdown, as_csv)
+        return
+    data = load(path)
     cost = spec_from_options(o)
     if as_json:
         echo_json(data.data.model_dump(mode="json"))
@@ -58,3 +68,17 @@ def show(data: Run, console: Console, cost: CostSpec | None = None) -> None:
         print_summary(data.summary, console, title=f"{fmt(m.model)} @ {fmt(m.endpoint)}", cost=found)
         console.print(to_rich(manifest_table(m)))
     console.print(f"from: {data.directory}", highlight=False)
+
+
+def show_claim(claim: ClaimFile, directory: Path, as_json: bool, as_markdown: bool, as_csv: bool) -> None:
+    """A claim: its verdict, the sentence and every condition against the expectations."""
+    if as_json:
+        echo_json(claim.model_dump(mode="json"))
+    elif as_markdown:
+        click.echo(claim_markdown(claim), nl=False)
+    elif as_csv:
+        click.echo(to_csv(claim_table(claim)), nl=False)
+    else:
+        console = wide_console()
+        print_claim(claim, console)
+        console.print(f"from: {directory}", highlight=False)

@@ -8,17 +8,20 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from tokenrace.model.claim import CLAIM_FILE, CLAIM_SCHEMA_VERSION, ClaimFile
 from tokenrace.model.history import HistoryRow
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.quality import QUALITY_SCHEMA_VERSION as QUALITY_SCHEMA_VERSION
+from tokenrace.model.quality import QualityResult
 from tokenrace.model.records import RecordLine
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
 
 # Written into records.jsonl lines, summary.json, manifest.json, sweep.json and profile.json.
 SCHEMA_VERSION = 2  # 2: warnings are typed (code, message, figures) in one list
-# Written into quality.json and comparison.json (a quality pass and two compared): their layout has
-# its own history, so a change to the run's files does not make older readers refuse them.
-QUALITY_SCHEMA_VERSION = 1
+# quality.json and comparison.json (a quality pass and two compared) carry QUALITY_SCHEMA_VERSION, and
+# claim.json CLAIM_SCHEMA_VERSION: their layouts have their own history, so a change to the run's
+# files does not make older readers refuse them.
 
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"
@@ -37,7 +40,11 @@ FILE_MODELS: dict[str, type[BaseModel]] = {
     SWEEP: SweepFile,
     PROFILE: ProfileFile,
     "history-row": HistoryRow,
+    QUALITY: QualityResult,
+    CLAIM_FILE: ClaimFile,
 }
+# The schema_version each file carries, where it is not SCHEMA_VERSION.
+FILE_VERSIONS = {QUALITY: QUALITY_SCHEMA_VERSION, CLAIM_FILE: CLAIM_SCHEMA_VERSION}
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

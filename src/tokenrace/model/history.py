@@ -16,7 +16,7 @@ class HistoryRow(_Model):
 
     id: str
     path: str
-    kind: Literal["run", "sweep", "profile"]
+    kind: Literal["run", "sweep", "profile", "claim"]
     parent_id: str | None = None
     name: str | None = None
     label: str | None = None
@@ -39,4 +39,5 @@ class HistoryRow(_Model):
     cache_hit_rate: float | None = None
     steps: int | None = None
     knee: str | None = None
+    verdict: str | None = None  # a claim's: holds, holds_only_under, fails
     indexed_at: str

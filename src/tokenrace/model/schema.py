@@ -1,8 +1,8 @@
 """JSON Schema files for the saved runs, generated from the models (`python -m tokenrace.model.schema [DIR]`).
 
-Other tools read records.jsonl, summary.json, manifest.json, sweep.json and profile.json against
-these schemas, the way vLLM bench's result JSON is read; a test regenerates them and fails when the
-committed copies in docs/schema/ are stale.
+Other tools read records.jsonl, summary.json, manifest.json, sweep.json, profile.json, quality.json
+and claim.json against these schemas, the way vLLM bench's result JSON is read; a test regenerates
+them and fails when the committed copies in docs/schema/ are stale.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from tokenrace.model.files import FILE_MODELS, SCHEMA_VERSION
+from tokenrace.model.files import FILE_MODELS, FILE_VERSIONS, SCHEMA_VERSION
 
 DEFAULT_DIR = Path("docs/schema")
 
@@ -28,7 +28,8 @@ def schemas() -> dict[str, str]:
     for file_name, model in FILE_MODELS.items():
         schema = model.model_json_schema(mode="serialization")
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-        schema["$comment"] = f"tokenrace {file_name}, schema_version {SCHEMA_VERSION}; generated from {model.__name__}"
+        version = FILE_VERSIONS.get(file_name, SCHEMA_VERSION)
+        schema["$comment"] = f"tokenrace {file_name}, schema_version {version}; generated from {model.__name__}"
         out[schema_name(file_name)] = json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return out
 

@@ -14,7 +14,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from tokenrace.errors import UsageError
 
@@ -174,7 +174,7 @@ class JsonSchemaCheck(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["json_schema"] = "json_schema"
-    json_schema: dict[str, Any]
+    json_schema: dict[str, JsonValue]  # a JSON Schema document, as the suite gives it
 
     def check(self, output: str) -> Verdict:
         t = output.strip()
@@ -197,12 +197,12 @@ def _jsonschema() -> Any:
         raise UsageError("JSON Schema checks need the jsonschema package: pip install jsonschema") from None
 
 
-def _validator_class(schema: dict[str, Any]) -> Any:
+def _validator_class(schema: dict[str, JsonValue]) -> Any:
     js = _jsonschema()
     return js.validators.validator_for(schema, default=js.Draft202012Validator)
 
 
-def check_schema(schema: dict[str, Any]) -> str | None:
+def check_schema(schema: dict[str, JsonValue]) -> str | None:
     """Why a schema is not a valid JSON Schema, or None."""
     try:
         _validator_class(schema).check_schema(schema)
@@ -211,7 +211,7 @@ def check_schema(schema: dict[str, Any]) -> str | None:
     return None
 
 
-def _first_schema_error(schema: dict[str, Any], value: Any) -> str | None:
+def _first_schema_error(schema: dict[str, JsonValue], value: JsonValue) -> str | None:
     validator = _validator_class(schema)(schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     if not errors:

@@ -1,16 +1,30 @@
-"""The files of a quality run: items.jsonl (one ItemResult per line) and quality.json (QualityResult)."""
+"""The files of a quality run: items.jsonl (one ItemResult per line) and quality.json (QualityResult,
+whose models live in `model/quality.py` beside the other saved files)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import ITEMS, QUALITY, QUALITY_SCHEMA_VERSION
-from tokenrace.stats import wilson
+from tokenrace.model.quality import Accuracy, EngineInfo, QualityResult, QualityRunSettings, Score, Speed
+
+__all__ = [
+    "Accuracy",
+    "EngineInfo",
+    "ItemResult",
+    "QualityResult",
+    "QualityRunSettings",
+    "Score",
+    "Speed",
+    "VerdictName",
+    "load_quality",
+    "read_items",
+]
 
 VerdictName = Literal["right", "wrong", "error"]
 
@@ -24,7 +38,7 @@ class ItemResult(BaseModel):
     id: str
     suite: str
     prompt: str
-    expected: dict[str, Any]  # the checker, as JSON (kind and what it expects)
+    expected: dict[str, JsonValue]  # the checker as it was written (its kind and what it expects)
     output: str | None
     verdict: VerdictName
     reason: str | None = None
@@ -37,57 +51,6 @@ class ItemResult(BaseModel):
     output_tokens: int | None = None
     output_tokens_source: str | None = None
     finish_reason: str | None = None
-
-
-class Accuracy(BaseModel):
-    """Share of judged items answered right, with Wilson's 95 % interval; None when nothing was judged."""
-
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
-
-    @classmethod
-    def of(cls, right: int, n: int) -> Accuracy:
-        ci = wilson(right, n)
-        if ci is None:
-            return cls(value=None, ci_low=None, ci_high=None, n=0)
-        return cls(value=right / n, ci_low=ci[0], ci_high=ci[1], n=n)
-
-
-class Score(BaseModel):
-    accuracy: Accuracy
-    right: int
-    wrong: int
-    errors: int  # failed requests: not judged, not in `accuracy`
-    errors_by_kind: dict[str, int]
-
-
-class Speed(BaseModel):
-    """From the item records (successful requests): medians per request, and output tokens over the
-    summed request time (what one stream delivers; requests run one at a time by default)."""
-
-    ttft_ms_p50: float | None
-    tpot_ms_p50: float | None
-    e2e_ms_p50: float | None
-    output_tokens_per_s: float | None
-    requests: int
-
-
-class QualityResult(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    schema_version: int = QUALITY_SCHEMA_VERSION
-    kind: Literal["quality"] = "quality"
-    created_at: str
-    endpoint: str
-    model: str
-    settings: dict[str, Any]
-    suites: dict[str, Score]
-    overall: Score
-    speed: Speed
-    engine: dict[str, Any] | None = None
-    interrupted: bool = False
 
 
 def read_items(run_dir: Path) -> list[ItemResult]:

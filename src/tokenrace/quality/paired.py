@@ -4,13 +4,13 @@ difference is more than noise, and how alike the two sides' answers are."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import ITEMS, QUALITY_SCHEMA_VERSION
-from tokenrace.quality.models import Accuracy, ItemResult, QualityResult, Speed, load_quality, read_items
+from tokenrace.quality.models import Accuracy, EngineInfo, ItemResult, QualityResult, Speed, load_quality, read_items
 from tokenrace.quality.scoring import score, speed
 from tokenrace.stats import mcnemar_exact, paired_difference_ci
 from tokenrace.text_agreement import agreement_rate, exact_match_rate
@@ -50,7 +50,7 @@ class Side(BaseModel):
     accuracy: Accuracy  # over the paired items only, so A and B are judged on the same questions
     errors: int
     speed: Speed
-    engine: dict[str, Any] | None = None
+    engine: EngineInfo | None = None
 
 
 class SuiteComparison(BaseModel):
@@ -152,9 +152,15 @@ def _side(label: str, judged: list[ItemResult], asked: list[ItemResult], meta: Q
 def _warnings(a: QualityResult | None, b: QualityResult | None, excluded: dict[str, int]) -> list[str]:
     out = []
     if a is not None and b is not None:
-        for key in ("temperature", "seed", "api"):
-            if a.settings.get(key) != b.settings.get(key):
-                out.append(f"{key} differs: A {a.settings.get(key)!r}, B {b.settings.get(key)!r}")
+        sa, sb = a.settings, b.settings
+        asked = (
+            ("temperature", sa.get("temperature"), sb.get("temperature")),
+            ("seed", sa.get("seed"), sb.get("seed")),
+            ("api", sa.get("api"), sb.get("api")),
+        )
+        for key, va, vb in asked:
+            if va != vb:
+                out.append(f"{key} differs: A {va!r}, B {vb!r}")
         if a.interrupted or b.interrupted:
             out.append("a run was interrupted: only the items both answered are compared")
     if excluded["errors_a"] or excluded["errors_b"]:

@@ -11,17 +11,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import aiohttp
 import orjson
+from pydantic import JsonValue
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.transport import Timeouts
 from tokenrace.errors import InvalidInput, PreflightError, UsageError
 from tokenrace.model.files import ITEMS, QUALITY
-from tokenrace.quality.models import ItemResult, QualityResult
+from tokenrace.quality.models import EngineInfo, ItemResult, QualityResult, QualityRunSettings, VerdictName
 from tokenrace.quality.scoring import by_suite, score, speed
 from tokenrace.quality.suites import Item
 from tokenrace.runs.store import write_json
@@ -38,8 +39,9 @@ class QualitySettings:
     concurrency: int = 1
     api: str = "chat"
     timeouts: Timeouts = field(default_factory=Timeouts)
-    extra: dict[str, Any] = field(default_factory=dict)  # recorded in quality.json's settings
-    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request's JSON
+    samples: int | None = None  # items per suite, as asked (recorded in quality.json's settings)
+    after: str | None = None  # the command this pass followed ("bench", "claim"), when one did
+    extra_body: dict[str, JsonValue] = field(default_factory=dict)  # merged into every request's JSON
     extra_headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -50,7 +52,7 @@ async def run_quality(
     items: list[Item],
     settings: QualitySettings,
     out_dir: Path,
-    engine: dict[str, Any] | None = None,
+    engine: EngineInfo | None = None,
     on_item: OnItem | None = None,
 ) -> QualityResult:
     if settings.concurrency < 1:
@@ -154,29 +156,31 @@ async def ask(client: OpenAIClient, item: Item, seq: int) -> ItemResult:
     await client.send(prompt, rec)
     _count_tokens(rec)
     d = derived(rec)
-    common: dict[str, Any] = {
-        "id": item.id,
-        "suite": item.suite,
-        "prompt": item.prompt,
-        "expected": item.check.model_dump(mode="json"),
-        "ttft_ms": d["ttft_ms"],
-        "tpot_ms": d["tpot_ms"],
-        "e2e_ms": d["e2e_ms"],
-        "prompt_tokens": rec.prompt_tokens,
-        "output_tokens": rec.output_tokens,
-        "output_tokens_source": rec.output_tokens_source,
-        "finish_reason": rec.finish_reason,
-    }
-    if not rec.ok:
-        return ItemResult(
-            **common,
-            output=rec.text or None,
-            verdict="error",
-            error_kind=rec.error_kind,
-            error_message=rec.error_message,
-        )
-    verdict = item.check.check(rec.text)
-    return ItemResult(**common, output=rec.text, verdict="right" if verdict.correct else "wrong", reason=verdict.reason)
+    if rec.ok:
+        judged = item.check.check(rec.text)
+        verdict: VerdictName = "right" if judged.correct else "wrong"
+        output: str | None = rec.text
+        reason = judged.reason
+    else:
+        verdict, output, reason = "error", rec.text or None, None
+    return ItemResult(
+        id=item.id,
+        suite=item.suite,
+        prompt=item.prompt,
+        expected=item.check.model_dump(mode="json"),
+        output=output,
+        verdict=verdict,
+        reason=reason,
+        error_kind=None if rec.ok else rec.error_kind,
+        error_message=None if rec.ok else rec.error_message,
+        ttft_ms=d["ttft_ms"],
+        tpot_ms=d["tpot_ms"],
+        e2e_ms=d["e2e_ms"],
+        prompt_tokens=rec.prompt_tokens,
+        output_tokens=rec.output_tokens,
+        output_tokens_source=rec.output_tokens_source,
+        finish_reason=rec.finish_reason,
+    )
 
 
 def _count_tokens(rec: RequestRecord) -> None:
@@ -196,7 +200,7 @@ def _finish(
     settings: QualitySettings,
     model: str | None,
     created: str,
-    engine: dict[str, Any] | None,
+    engine: EngineInfo | None,
     items: list[Item],
     interrupted: bool,
 ) -> QualityResult:
@@ -205,17 +209,7 @@ def _finish(
         created_at=created,
         endpoint=settings.base_url,
         model=model or "",
-        settings={
-            "seed": settings.seed,
-            "temperature": settings.temperature,
-            "concurrency": settings.concurrency,
-            "api": settings.api,
-            "suites": suites,
-            "items": len(items),
-            "api_key_from": settings.key_source,
-            "extra_body": settings.extra_body or None,
-            **settings.extra,
-        },
+        settings=_recorded(settings, suites, len(items)),
         suites={name: s for name, s in sorted(by_suite(results).items(), key=lambda kv: suites.index(kv[0]))},
         overall=score(results),
         speed=speed(results),
@@ -224,3 +218,21 @@ def _finish(
     )
     write_json(out_dir / QUALITY, result.model_dump(mode="json"))
     return result
+
+
+def _recorded(settings: QualitySettings, suites: list[str], items: int) -> QualityRunSettings:
+    """quality.json's settings: how the items were asked (never the key, only where it came from)."""
+    recorded = QualityRunSettings(
+        seed=settings.seed,
+        temperature=settings.temperature,
+        concurrency=settings.concurrency,
+        api=settings.api,
+        suites=suites,
+        items=items,
+        api_key_from=settings.key_source,
+        extra_body=settings.extra_body or None,
+        samples=settings.samples,
+    )
+    if settings.after is not None:
+        recorded["after"] = settings.after
+    return recorded

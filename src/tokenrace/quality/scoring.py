@@ -7,6 +7,15 @@ from collections import Counter
 from collections.abc import Iterable
 
 from tokenrace.quality.models import Accuracy, ItemResult, Score, Speed
+from tokenrace.stats import wilson
+
+
+def accuracy_of(right: int, n: int) -> Accuracy:
+    """right / n with Wilson's 95 % interval; None (and n 0) when nothing was judged."""
+    ci = wilson(right, n)
+    if ci is None:
+        return Accuracy(value=None, ci_low=None, ci_high=None, n=0)
+    return Accuracy(value=right / n, ci_low=ci[0], ci_high=ci[1], n=n)
 
 
 def score(items: Iterable[ItemResult]) -> Score:
@@ -15,7 +24,7 @@ def score(items: Iterable[ItemResult]) -> Score:
     wrong = sum(1 for i in items if i.verdict == "wrong")
     kinds = Counter(i.error_kind or "unknown" for i in items if i.verdict == "error")
     return Score(
-        accuracy=Accuracy.of(right, right + wrong),
+        accuracy=accuracy_of(right, right + wrong),
         right=right,
         wrong=wrong,
         errors=sum(kinds.values()),

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.quality.checkers import (
@@ -137,7 +137,7 @@ def json_extract(rng: random.Random) -> tuple[str, JsonSchemaCheck, int]:
             f"Our new member, {name} ({age}), joins us from {city}.",
         ]
     )
-    schema = {
+    schema: dict[str, JsonValue] = {
         "type": "object",
         "properties": {
             "name": {"type": "string", "const": name},

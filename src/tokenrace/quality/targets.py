@@ -11,7 +11,7 @@ from typing import Literal
 from tokenrace.client.providers import normalize_base_url
 from tokenrace.errors import InvalidInput
 from tokenrace.model.files import ITEMS
-from tokenrace.quality.models import QualityResult
+from tokenrace.quality.models import EngineInfo, QualityResult
 from tokenrace.quality.runner import OnItem, QualitySettings, run_quality
 from tokenrace.quality.suites import Item
 from tokenrace.serve.embedded import EmbeddedOptions, gguf_quantization
@@ -60,6 +60,6 @@ async def run_target(
     engine = await start_embedded(opts)
     try:
         s = dataclasses.replace(settings, base_url=engine.base_url, model=engine.model, api_key=None, key_source=None)
-        return await run_quality(items, s, out_dir, engine.record, on_item)
+        return await run_quality(items, s, out_dir, EngineInfo.model_validate(engine.record), on_item)
     finally:
         engine.stop()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, JsonValue, field_serializer
+from pydantic import BaseModel
 
 from tokenrace import stats as bs
 from tokenrace.errors import UsageError
@@ -103,10 +103,6 @@ class ReportJson(BaseModel):
     knees: dict[str, Knee | None] | None
     comparisons: list[Comparison]
     quality: list[QualitySection]
-
-    @field_serializer("quality")
-    def _quality(self, quality: list[QualitySection]) -> list[JsonValue]:
-        return [q.to_dict() for q in quality]
 
 
 # --- per-request values ------------------------------------------------------------------------

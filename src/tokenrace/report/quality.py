@@ -8,9 +8,9 @@ run. Two passes over the same items get the paired comparison of `tokenrace qual
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import ITEMS, QUALITY
@@ -30,60 +30,59 @@ def quality_dir(path: Path) -> Path | None:
     return None
 
 
-@dataclass(slots=True)
-class QualitySide:
+class QualitySide(BaseModel):
+    """One side of a comparison and its quality pass; dumped as the comparison JSON's `quality` entries."""
+
     name: str
     directory: Path | None
-    result: QualityResult | None
+    quality: QualityResult | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "directory": None if self.directory is None else str(self.directory),
-            "quality": None if self.result is None else self.result.model_dump(mode="json"),
-        }
+    @property
+    def result(self) -> QualityResult | None:
+        return self.quality
 
 
-@dataclass(slots=True)
-class QualitySection:
+class QualitySection(BaseModel):
+    """A's and B's quality passes and, when both answered the same items, their paired comparison."""
+
     a: QualitySide
     b: QualitySide
-    comparison: QualityComparison | None  # paired over the items both sides answered
+    paired: QualityComparison | None  # paired over the items both sides answered
     note: str | None  # why there is no paired comparison
 
-    def warnings(self) -> list[str]:
-        out = [] if self.comparison is None else list(self.comparison.warnings)
-        return out + ([self.note] if self.note else [])
+    @property
+    def comparison(self) -> QualityComparison | None:
+        return self.paired
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "a": self.a.to_dict(),
-            "b": self.b.to_dict(),
-            "paired": None if self.comparison is None else self.comparison.model_dump(mode="json"),
-            "note": self.note,
-        }
+    def warnings(self) -> list[str]:
+        out = [] if self.paired is None else list(self.paired.warnings)
+        return out + ([self.note] if self.note else [])
 
 
 def _side(run: Run) -> QualitySide:
     d = quality_dir(run.directory)
-    return QualitySide(run.name, d, load_quality(d) if d is not None else None)
+    return QualitySide(name=run.name, directory=d, quality=load_quality(d) if d is not None else None)
 
 
 def quality_section(a: Run, b: Run) -> QualitySection | None:
     """A's and B's quality passes, paired when both have one over shared items; None when neither has one."""
     sa, sb = _side(a), _side(b)
-    if sa.result is None and sb.result is None:
+    if sa.quality is None and sb.quality is None:
         return None
     if sa.directory is None or sb.directory is None:
         missing = sa.name if sa.directory is None else sb.name
-        return QualitySection(sa, sb, None, f"{missing} has no quality pass: accuracy is known for one side only")
+        return _section(sa, sb, None, f"{missing} has no quality pass: accuracy is known for one side only")
     if not (sa.directory / ITEMS).is_file() or not (sb.directory / ITEMS).is_file():
-        return QualitySection(sa, sb, None, f"no paired verdict: a quality pass lacks its {ITEMS}")
+        return _section(sa, sb, None, f"no paired verdict: a quality pass lacks its {ITEMS}")
     try:
         comparison = compare_dirs(sa.directory, sb.directory, (sa.name, sb.name))
     except UsageError as exc:
-        return QualitySection(sa, sb, None, f"no paired verdict: {exc}")
-    return QualitySection(sa, sb, comparison, None)
+        return _section(sa, sb, None, f"no paired verdict: {exc}")
+    return _section(sa, sb, comparison, None)
+
+
+def _section(a: QualitySide, b: QualitySide, paired: QualityComparison | None, note: str | None) -> QualitySection:
+    return QualitySection(a=a, b=b, paired=paired, note=note)
 
 
 def _accuracy(a: Accuracy) -> Cell:
@@ -101,16 +100,16 @@ def sides_table(s: QualitySection) -> Table:
     def cells(side: QualitySide, paired: Side | None) -> tuple[Cell, Cell, Cell]:
         if paired is not None:
             return _accuracy(paired.accuracy), num(paired.errors), num(paired.accuracy.n)
-        if side.result is None:
+        if side.quality is None:
             return text("no quality pass"), num(None), num(None)
-        o = side.result.overall
+        o = side.quality.overall
         return _accuracy(o.accuracy), num(o.errors), num(o.accuracy.n)
 
     c = s.comparison
     ca, cb = cells(s.a, c.a if c else None), cells(s.b, c.b if c else None)
     t = Table(quality_title(s), [Column("", "left"), Column("A"), Column("B")])
     t.add(text("quality pass"), text(_dir(s.a.directory)), text(_dir(s.b.directory)))
-    t.add(text("model"), *(text(side.result.model if side.result else None) for side in (s.a, s.b)))
+    t.add(text("model"), *(text(side.quality.model if side.quality else None) for side in (s.a, s.b)))
     t.add(text("accuracy over the paired items [95 % CI]" if c else "accuracy [95 % CI]"), ca[0], cb[0])
     t.add(text("items judged"), ca[2], cb[2])
     t.add(text("failed requests"), ca[1], cb[1])
@@ -122,7 +121,7 @@ def _dir(d: Path | None) -> str | None:
 
 
 def overall_accuracy(side: QualitySide) -> float | None:
-    return side.result.overall.accuracy.value if side.result else None
+    return side.quality.overall.accuracy.value if side.quality else None
 
 
 def quality_table(r: QualityResult, title: str | None = None) -> Table:

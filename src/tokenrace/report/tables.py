@@ -12,9 +12,8 @@ from rich.console import Console
 
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
-from tokenrace.model.history import HistoryRow
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.run import Knee, ProfileFile, StepRow, SweepFile
+from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Cost, Summary, TurnStats
 from tokenrace.report.headline import run_headline, sweep_headline, to_lines
 from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
@@ -383,49 +382,7 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
             )
 
 
-# --- the run history and a run's manifest ------------------------------------------------------------
-
-RUNS_COLUMNS = (
-    *(Column(c, "left") for c in ("id", "kind", "started (UTC)", "name", "model", "endpoint", "load")),
-    *(Column(c) for c in ("err %", "TTFT p50", "tok/s")),
-    Column("knee", "left"),
-)
-
-
-def runs_table(rows: list[HistoryRow]) -> Table:
-    """`tokenrace runs`: one row per indexed run, sweep or profile (steps indented under their sweep)."""
-    t = Table(None, list(RUNS_COLUMNS))
-    for r in rows:
-        t.add(
-            text(r.id),
-            text(r.kind if not r.parent_id else f"  {r.kind}"),
-            text((r.started_at or "")[:16].replace("T", " ")),
-            text(r.label or r.name),
-            text(r.model),
-            text(r.endpoint),
-            text(_history_load(r)),
-            pct(r.error_rate, suffix=""),
-            num(r.ttft_p50_ms),
-            num(r.output_tokens_per_s),
-            text(_history_knee(r.knee)),
-        )
-    return t
-
-
-def _history_load(r: HistoryRow) -> str | None:
-    if r.kind != "run":
-        return f"{r.steps} steps"
-    if r.rate is not None:
-        return f"{fmt(r.rate, 2)} req/s"
-    return f"c={int(r.concurrency)}" if r.concurrency is not None else None
-
-
-def _history_knee(saved: str | None) -> str:
-    """The index keeps a sweep's knee as its JSON text."""
-    if not saved:
-        return ""
-    k = Knee.model_validate_json(saved)
-    return f"{k.step} ({fmt(k.throughput_tokens_per_s)} tok/s)"
+# --- a run's manifest ------------------------------------------------------------
 
 
 def manifest_table(m: Manifest, title: str | None = "manifest") -> Table:

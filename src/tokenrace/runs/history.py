@@ -1,4 +1,4 @@
-"""The history: an SQLite index of every run, sweep and profile directory.
+"""The history: an SQLite index of every run, sweep, profile and claim directory.
 
 The files in a run directory are the record; this index only finds them again. It can be rebuilt
 from the directories at any time (`tokenrace runs --import DIR`, `--reindex`), so losing it loses
@@ -18,14 +18,16 @@ from types import TracebackType
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from tokenrace.errors import UsageError
+from tokenrace.model.claim import CLAIM_FILE, ClaimFile
 from tokenrace.model.files import MANIFEST, PROFILE, SUMMARY, SWEEP
 from tokenrace.model.history import HistoryRow
 from tokenrace.paths import home
 from tokenrace.runs.store import read_json
 
-SCHEMA_VERSION = 2  # 2: cache_hit_rate
+SCHEMA_VERSION = 3  # 2: cache_hit_rate; 3: verdict (claims)
 DB_NAME = "history.sqlite"
 
 COLUMNS = tuple(HistoryRow.model_fields)
@@ -36,7 +38,7 @@ CREATE TABLE IF NOT EXISTS runs (
     label TEXT, endpoint TEXT, provider TEXT, model TEXT, source TEXT, version TEXT,
     started_at TEXT, finished_at TEXT, concurrency REAL, rate REAL, requests INTEGER, error_rate REAL,
     ttft_p50_ms REAL, ttft_p95_ms REAL, tpot_p50_ms REAL, e2e_p95_ms REAL, output_tokens_per_s REAL,
-    cache_hit_rate REAL, steps INTEGER, knee TEXT, indexed_at TEXT NOT NULL
+    cache_hit_rate REAL, steps INTEGER, knee TEXT, verdict TEXT, indexed_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at);
 CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_id);
@@ -55,6 +57,8 @@ def run_id(directory: Path) -> str:
 
 def dir_kind(directory: Path) -> str | None:
     d = Path(directory)
+    if (d / CLAIM_FILE).is_file():
+        return "claim"
     if (d / SWEEP).is_file():
         return "sweep"
     if (d / PROFILE).is_file():
@@ -99,6 +103,8 @@ class History:
         with conn:
             if version == 1:  # the index is a cache of the run directories: add the new column, reindex later
                 conn.execute("ALTER TABLE runs ADD COLUMN cache_hit_rate REAL")
+            if version in (1, 2):
+                conn.execute("ALTER TABLE runs ADD COLUMN verdict TEXT")
             conn.executescript(_SCHEMA)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return cls(conn, path)
@@ -115,7 +121,8 @@ class History:
     # --- writing
 
     def index(self, directory: Path, parent_id: str | None = None) -> list[str]:
-        """Index a run, sweep or profile directory (with its steps). Returns the ids written."""
+        """Index a run, sweep, profile or claim directory (with its steps, or a claim's runs and
+        search). Returns the ids written."""
         d = Path(directory).resolve()
         kind = dir_kind(d)
         if kind is None:
@@ -128,7 +135,8 @@ class History:
                 [row[c] for c in COLUMNS],
             )
         if kind != "run":
-            for child in sorted(p for p in d.iterdir() if p.is_dir() and dir_kind(p) == "run"):
+            inside = ("run", "sweep", "profile") if kind == "claim" else ("run",)
+            for child in sorted(p for p in d.iterdir() if p.is_dir() and dir_kind(p) in inside):
                 ids += self.index(child, row["id"])
         return ids
 
@@ -274,6 +282,8 @@ def _row_for(d: Path, kind: str, parent_id: str | None) -> dict[str, Any]:
         base.update(_run_fields(d))
     elif kind == "sweep":
         base.update(_sweep_fields(read_json(d / SWEEP)))
+    elif kind == "claim":
+        base.update(_claim_fields(d))
     else:
         base.update(_profile_fields(d, read_json(d / PROFILE)))
     return HistoryRow.model_validate(base).model_dump()
@@ -322,6 +332,30 @@ def _sweep_fields(s: dict[str, Any]) -> dict[str, Any]:
         "finished_at": s.get("finished_at"),
         "steps": len(s.get("steps") or []),
         "knee": orjson.dumps(knee).decode() if knee else None,
+    }
+
+
+def _claim_fields(d: Path) -> dict[str, str | int | float | None]:
+    """A claim's row: its verdict, and the baseline's (one warm request at a time) error rate and TTFT."""
+    try:
+        claim = ClaimFile.model_validate(read_json(d / CLAIM_FILE))
+    except ValidationError as exc:
+        raise UsageError(f"{d / CLAIM_FILE}: not a tokenrace {CLAIM_FILE} ({exc.errors()[0]['msg']})") from None
+    warm = next((c for c in claim.conditions if c.dimension == "warm" and c.held is not None), None)
+    baseline = warm.figures if warm is not None else None
+    return {
+        "endpoint": claim.endpoint,
+        "provider": claim.provider,
+        "model": claim.model,
+        "source": claim.tool,
+        "version": claim.version,
+        "started_at": _utc(claim.started_at),
+        "finished_at": claim.finished_at,
+        "requests": claim.requests_sent,
+        "error_rate": baseline.get("error_rate") if baseline else None,
+        "ttft_p50_ms": baseline.get("ttft_ms_p50") if baseline else None,
+        "steps": sum(1 for c in claim.conditions if c.held is not None),
+        "verdict": claim.verdict,
     }
 
 

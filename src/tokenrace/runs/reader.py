@@ -35,13 +35,15 @@ def load(ref: str | Path) -> Run:
 def load_dir(path: Path) -> Run:
     kind = dir_kind(path)
     if kind == "run":
-        return Run(path, "run", _read(path / SUMMARY, Summary), _read(path / MANIFEST, Manifest))
+        return Run(path, "run", read_model(path / SUMMARY, Summary), read_model(path / MANIFEST, Manifest))
+    if kind == "claim":
+        raise UsageError(f"{path} holds a claim (claim.json), not a run: `tokenrace show {path}` prints it")
     if kind is None:
         raise UsageError(
             f"{path} is not a run, sweep or profile directory (no summary.json, sweep.json or profile.json)"
         )
     file: SweepFile | ProfileFile = (
-        _read(path / SWEEP, SweepFile) if kind == "sweep" else _read(path / PROFILE, ProfileFile)
+        read_model(path / SWEEP, SweepFile) if kind == "sweep" else read_model(path / PROFILE, ProfileFile)
     )
     steps = [(row.step, load_dir(path / row.step)) for row in file.steps if dir_kind(path / row.step) == "run"]
     manifest = steps[0][1].manifest if steps else Manifest()
@@ -53,7 +55,7 @@ def load_dir(path: Path) -> Run:
     return Run(path, "sweep" if kind == "sweep" else "profile", file, manifest, steps)
 
 
-def _read(path: Path, model: type[M]) -> M:
+def read_model(path: Path, model: type[M]) -> M:
     """A saved file through its model: files older than `schema_version` gain its fields as null."""
     try:
         return model.model_validate(read_json(path))
