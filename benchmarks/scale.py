@@ -27,7 +27,7 @@ import numpy as np
 from tokenrace import aio
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord
-from tokenrace.load.calibration import record_bias
+from tokenrace.load.calibration import record_bias, server_view
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.load.worker_core import WorkerConfig
@@ -71,7 +71,7 @@ def row(streams: int, itl_ms: float, tokens: int, workers: int, rounds: int) -> 
         records, elapsed = aio.run(drive(srv.base_url, streams, streams * rounds, workers))
         log = srv.log(wait_idle_s=2)
     ok = [r for r in records if r.ok]
-    bias = record_bias(ok, log)  # the same per-event differences `tokenrace calibrate` reports
+    bias = record_bias(ok, server_view(log))  # the same per-event differences `tokenrace calibrate` reports
     ttft, every = bias.ttft, bias.chunk
     chunks = sum(len(r.chunk_ns) for r in ok)
     p = lambda xs, q: float(np.percentile(xs, q)) if xs else float("nan")

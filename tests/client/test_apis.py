@@ -11,11 +11,15 @@ import orjson
 import pytest
 
 from tokenrace.client.apis import api_for
+from tokenrace.client.conversation import ChatMessage
 from tokenrace.client.openai import OpenAIClient
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import Prompt, RequestOptions, RequestSpec
 
-SYSTEM_AND_USER = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}]
+SYSTEM_AND_USER: list[ChatMessage] = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "hello there"},
+]
 
 
 def _body(api: str, prompt: Prompt, **opts: Any) -> dict[str, Any]:
@@ -44,7 +48,7 @@ def test_chat_body_is_what_it_always_was() -> None:
 def test_responses_body() -> None:
     body = _body("responses", Prompt(messages=SYSTEM_AND_USER, max_tokens=9), temperature=0.0, seed=3)
     assert body == {"model": "m", "input": SYSTEM_AND_USER, "stream": True, "max_output_tokens": 9, "temperature": 0.0}
-    parts = [{"role": "user", "content": [{"type": "text", "text": "t"}]}]
+    parts: list[ChatMessage] = [{"role": "user", "content": [{"type": "text", "text": "t"}]}]
     assert _body("responses", Prompt(messages=parts))["input"][0]["content"] == [{"type": "input_text", "text": "t"}]
 
 

@@ -11,13 +11,14 @@ from typing import Any
 
 import orjson
 import pytest
+from pydantic import JsonValue
 from tests.conftest import run
 from tests.e2e.test_cli_bench import tokenrace
 
 from tokenrace.client.apis.chat import ChatReader, StructuredChatReader
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import RequestRecord, derived
-from tokenrace.client.structured import check_tools, read_schema, response_format, tool_choice
+from tokenrace.client.structured import Tool, check_tools, read_schema, response_format, tool_choice
 from tokenrace.errors import InvalidInput
 from tokenrace.load.tokens import fill_token_counts
 from tokenrace.model.summary import Summary
@@ -25,7 +26,7 @@ from tokenrace.report.tables import headline_lines
 from tokenrace.testing.fake_server import spawn_fake_server
 
 UNREACHABLE = "http://127.0.0.1:9"
-TOOLS: list[dict[str, Any]] = [
+TOOLS: list[Tool] = [
     {
         "type": "function",
         "function": {
@@ -35,7 +36,7 @@ TOOLS: list[dict[str, Any]] = [
         },
     }
 ]
-SCHEMA = {
+SCHEMA: dict[str, JsonValue] = {
     "title": "person",
     "type": "object",
     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},

@@ -104,7 +104,8 @@ def test_healthy_details() -> None:
     report = scenario_report("healthy-h100")
     smi = report.get("nvidia-smi")
     assert smi.details["driver"] == "550.54.15" and smi.details["cuda"] == "12.4"
-    assert smi.details["gpus"] == [{"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "bus_id": "00000000:18:00.0"}]
+    gpus = [{"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "bus_id": "00000000:18:00.0"}]
+    assert [g.model_dump() for g in smi.details["gpus"]] == gpus
     assert report.get("nvidia-module").details["version"] == "550.54.15"
     assert report.get("engines").details["vllm"] == "0.6.4.post1"
     assert report.headline.startswith("The NVIDIA stack looks healthy")

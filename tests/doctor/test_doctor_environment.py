@@ -12,6 +12,7 @@ from aiohttp import web
 from tokenrace import __version__
 from tokenrace.doctor.environment import collect_environment, probe_server_environment
 from tokenrace.doctor.probe import RecordedProbe
+from tokenrace.model.server import ServerProbe
 
 from .scenarios import FIXTURES
 
@@ -22,36 +23,38 @@ def test_real_collect_is_fast_and_sane() -> None:
     env = collect_environment()
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0, elapsed
-    assert env["python"] == platform.python_version() and env["tokenrace"] == __version__
-    assert isinstance(env["cpu_cores"], int) and env["cpu_cores"] >= 1
-    assert env["ram_total_bytes"] and env["ram_total_bytes"] > 2**28
-    assert env["os"] and env["kernel"] and env["cpu_model"]
-    assert env["gpu_count"] == len(env["gpus"])
-    if env["gpu_count"] == 0:
-        assert env["driver"] is None and env["cuda"] is None
+    assert env.python == platform.python_version() and env.tokenrace == __version__
+    assert isinstance(env.cpu_cores, int) and env.cpu_cores >= 1
+    assert env.ram_total_bytes and env.ram_total_bytes > 2**28
+    assert env.os and env.kernel and env.cpu_model
+    assert env.gpu_count == len(env.gpus)
+    if env.gpu_count == 0:
+        assert env.driver is None and env.cuda is None
 
 
 def test_recorded_healthy_machine() -> None:
     env = collect_environment(RecordedProbe(FIXTURES / "healthy-h100"))
-    assert env["gpus"] == [{"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "bus_id": "00000000:18:00.0"}]
-    assert (env["gpu_count"], env["driver"], env["cuda"], env["gpu_source"]) == (1, "550.54.15", "12.4", "nvidia-smi")
-    assert env["cpu_model"] == "Intel(R) Xeon(R) Platinum 8480+" and env["cpu_cores"] == 4
-    assert env["os"] == "Ubuntu 22.04.4 LTS" and env["kernel"] == "6.5.0-27-generic"
-    assert env["ram_total_bytes"] == 1024 * 2**30
-    assert "nvcc" not in env  # fast mode
+    assert [g.model_dump() for g in env.gpus] == [
+        {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "bus_id": "00000000:18:00.0"}
+    ]
+    assert (env.gpu_count, env.driver, env.cuda, env.gpu_source) == (1, "550.54.15", "12.4", "nvidia-smi")
+    assert env.cpu_model == "Intel(R) Xeon(R) Platinum 8480+" and env.cpu_cores == 4
+    assert env.os == "Ubuntu 22.04.4 LTS" and env.kernel == "6.5.0-27-generic"
+    assert env.ram_total_bytes == 1024 * 2**30
+    assert "nvcc" not in env.model_dump()  # fast mode
 
 
 def test_recorded_slow_fields() -> None:
     env = collect_environment(RecordedProbe(FIXTURES / "healthy-h100"), fast=False)
-    assert env["nvcc"] == "12.4"
-    assert env["torch"]["version"] == "2.5.1+cu124"
-    assert env["engines"]["vllm"] == "0.6.4.post1"
+    assert env.nvcc == "12.4"
+    assert env.torch.version == "2.5.1+cu124"
+    assert env.engines["vllm"] == "0.6.4.post1"
 
 
 def test_recorded_machines_without_a_working_gpu() -> None:
     for name in ("no-gpu", "driver-not-loaded"):
         env = collect_environment(RecordedProbe(FIXTURES / name))
-        assert (env["gpus"], env["gpu_count"], env["driver"], env["cuda"]) == ([], 0, None, None), name
+        assert (env.gpus, env.gpu_count, env.driver, env.cuda) == ([], 0, None, None), name
 
 
 # ---- the server side --------------------------------------------------------------------------
@@ -66,7 +69,7 @@ def json_route(body: Any, headers: dict[str, str] | None = None) -> Handler:
     return handler
 
 
-async def probe_app(routes: dict[str, Handler], base_path: str = "/v1") -> dict[str, Any]:
+async def probe_app(routes: dict[str, Handler], base_path: str = "/v1") -> ServerProbe:
     app = web.Application()
     for path, handler in routes.items():
         app.router.add_get(path, handler)
@@ -92,10 +95,10 @@ def test_vllm_server() -> None:
         "/version": json_route({"version": "0.6.4.post1"}),
     }
     env = asyncio.run(probe_app(routes))
-    assert (env["engine"], env["engine_version"], env["max_model_len"]) == ("vllm", "0.6.4.post1", 32768)
-    assert env["models"][0]["id"] == "Qwen/Qwen2.5-7B-Instruct"
-    assert env["headers"]["server"] == "uvicorn"
-    assert env["endpoints"] == {"models": 200, "version": 200}
+    assert (env.engine, env.engine_version, env.max_model_len) == ("vllm", "0.6.4.post1", 32768)
+    assert env.models[0].id == "Qwen/Qwen2.5-7B-Instruct"
+    assert env.headers["server"] == "uvicorn"
+    assert env.endpoints.model_dump() == {"models": 200, "version": 200}
 
 
 def test_llama_cpp_server_without_v1_in_the_base_url() -> None:
@@ -115,9 +118,9 @@ def test_llama_cpp_server_without_v1_in_the_base_url() -> None:
         "/props": json_route({"build_info": "b4240-a4e6f0b5"}),
     }
     env = asyncio.run(probe_app(routes, base_path=""))
-    assert (env["engine"], env["engine_version"]) == ("llama.cpp", "b4240-a4e6f0b5")
-    assert env["models"][0]["meta"] == {"n_ctx_train": 8192, "n_params": 135000000}
-    assert env["endpoints"]["version"] == 404
+    assert (env.engine, env.engine_version) == ("llama.cpp", "b4240-a4e6f0b5")
+    assert env.models[0].meta == {"n_ctx_train": 8192, "n_params": 135000000}
+    assert env.endpoints.version == 404
 
 
 def test_sglang_and_ollama() -> None:
@@ -125,13 +128,13 @@ def test_sglang_and_ollama() -> None:
         "/v1/models": json_route({"data": [{"id": "m", "owned_by": "sglang", "max_model_len": 4096}]}),
         "/get_server_info": json_route({"version": "0.4.0.post1"}),
     }
-    assert asyncio.run(probe_app(sglang))["engine_version"] == "0.4.0.post1"
+    assert asyncio.run(probe_app(sglang)).engine_version == "0.4.0.post1"
     ollama = {
         "/v1/models": json_route({"data": [{"id": "llama3.2:1b", "owned_by": "library"}]}),
         "/api/version": json_route({"version": "0.5.1"}),
     }
     env = asyncio.run(probe_app(ollama))
-    assert (env["engine"], env["engine_version"]) == ("ollama", "0.5.1")
+    assert (env.engine, env.engine_version) == ("ollama", "0.5.1")
 
 
 def test_hosted_api_headers() -> None:
@@ -140,7 +143,7 @@ def test_hosted_api_headers() -> None:
             {"data": [{"id": "gpt-4o-mini", "owned_by": "system"}]}, {"openai-version": "2020-10-01"}
         )
     }
-    assert asyncio.run(probe_app(openai))["engine"] == "openai"
+    assert asyncio.run(probe_app(openai)).engine == "openai"
     groq = {
         "/v1/models": json_route(
             {"data": [{"id": "llama-3.3-70b-versatile", "owned_by": "Meta", "context_window": 131072}]},
@@ -148,8 +151,8 @@ def test_hosted_api_headers() -> None:
         )
     }
     env = asyncio.run(probe_app(groq))
-    assert env["engine"] == "groq" and env["models"][0]["max_model_len"] == 131072
-    assert env["headers"]["x-groq-region"] == "us-east-1"
+    assert env.engine == "groq" and env.models[0].max_model_len == 131072
+    assert env.headers["x-groq-region"] == "us-east-1"
 
 
 def test_errors_give_none_and_never_raise() -> None:
@@ -160,12 +163,12 @@ def test_errors_give_none_and_never_raise() -> None:
         return web.Response(text="<html>hi</html>")
 
     env = asyncio.run(probe_app({"/v1/models": boom, "/version": not_json}))
-    assert (env["engine"], env["engine_version"], env["models"], env["max_model_len"]) == (None, None, [], None)
-    assert env["endpoints"] == {"models": 500, "version": 200}
+    assert (env.engine, env.engine_version, env.models, env.max_model_len) == (None, None, [], None)
+    assert env.endpoints.model_dump() == {"models": 500, "version": 200}
 
-    async def unreachable() -> dict[str, Any]:
+    async def unreachable() -> ServerProbe:
         async with aiohttp.ClientSession() as session:
             return await probe_server_environment(session, "http://127.0.0.1:9/v1")
 
     env = asyncio.run(unreachable())
-    assert env["engine"] is None and env["endpoints"] == {"models": None, "version": None}
+    assert env.engine is None and env.endpoints.model_dump() == {"models": None, "version": None}

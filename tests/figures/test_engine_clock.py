@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tokenrace.client.records import RequestRecord
+from tokenrace.client.records import EngineTimings, RequestRecord
 from tokenrace.figures.engine_clock import from_metrics_delta, llamacpp_times, server_vs_client
 from tokenrace.monitor.server import histogram_mean_delta
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 
 # A llama.cpp server's `timings` object, as recorded from llama-server (b5xxx+) on a chat stream.
-LLAMACPP_TIMINGS = {
+LLAMACPP_TIMINGS: EngineTimings = {
     "cache_n": 0,
     "prompt_n": 211,
     "prompt_ms": 142.35,

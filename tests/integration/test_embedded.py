@@ -46,11 +46,11 @@ def _bench(engine: RunningEngine, out: Path, **load: Any) -> Any:
 
 
 def test_engine_record_knows_the_model_file(engine: RunningEngine) -> None:
-    rec = engine.record
-    mf = rec["model_file"]
-    assert mf["path"].endswith(".gguf") and mf["file_size_bytes"] > 50e6 and len(mf["sha256"]) == 64
-    assert mf["quantization"] and "Q4_1" in mf["quantization"]
-    assert rec["version"] and rec["launch_command"][0].endswith("llama-server")
+    rec = engine.info
+    mf = rec.model_file
+    assert mf.path.endswith(".gguf") and mf.file_size_bytes > 50e6 and len(mf.sha256 or "") == 64
+    assert mf.quantization and "Q4_1" in mf.quantization
+    assert rec.version and rec.launch_command[0].endswith("llama-server")
 
 
 def test_server_clock_agrees_with_the_client(engine: RunningEngine, tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_server_clock_agrees_with_the_client(engine: RunningEngine, tmp_path: Pa
     assert abs(ttft.ratio_p50 - 1) <= 0.10, ttft
     assert abs(tpot.ratio_p50 - 1) <= 0.10, tpot
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["engine"]["model_file"]["sha256"] == engine.record["model_file"]["sha256"]
+    assert manifest["engine"]["model_file"]["sha256"] == engine.info.model_file.sha256
 
 
 def test_parallel_slots_serve_two_at_once(engine: RunningEngine, tmp_path: Path) -> None:

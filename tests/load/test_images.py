@@ -81,9 +81,12 @@ def test_image_parts_in_every_api_shape() -> None:
     image = generate((4, 4), "png", 0, 0, 0)
     messages = with_images([{"role": "user", "content": "look"}], [image])
     parts = messages[0]["content"]
-    assert parts[0] == {"type": "text", "text": "look"} and parts[1]["image_url"]["url"].startswith("data:image/png;")
-    assert responses_part(parts[1]) == {"type": "input_image", "image_url": image.data_url()}
-    assert anthropic_part(parts[1]) == {
+    assert isinstance(parts, list)
+    picture = parts[1]
+    assert parts[0] == {"type": "text", "text": "look"} and picture["type"] == "image_url"
+    assert isinstance(picture["image_url"], dict) and picture["image_url"]["url"].startswith("data:image/png;")
+    assert responses_part(picture) == {"type": "input_image", "image_url": image.data_url()}
+    assert anthropic_part(picture) == {
         "type": "image",
         "source": {"type": "base64", "media_type": "image/png", "data": image.b64},
     }

@@ -82,7 +82,17 @@ def test_prompt_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "line,msg", [("{bad", "not JSON"), ('{"x": 1}', "expected"), ('{"prompt": "a", "max_tokens": 0}', "max_tokens")]
+    "line,msg",
+    [
+        ("{bad", "not JSON"),
+        ('{"x": 1}', "expected"),
+        ('{"prompt": "a", "max_tokens": 0}', "max_tokens"),
+        # Chat messages are checked when read, before any request is sent.
+        ('{"messages": [{"content": "hi"}]}', 'message 0: expected an object with a "role"'),
+        ('{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": 7}]}', "message 1: content must"),
+        ('{"messages": [{"role": "user", "content": [{"type": "text"}]}]}', "message 0: content must be text"),
+        ('{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}', "has no URL"),
+    ],
 )
 def test_prompt_file_errors_name_the_line(tmp_path: Path, line: str, msg: str) -> None:
     f = tmp_path / "p.jsonl"

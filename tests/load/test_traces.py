@@ -169,3 +169,17 @@ def test_unique_prompts_for_traces_without_blocks_and_given_prompts() -> None:
     assert asyncio.run(TracePromptBuilder(plain, None).build(0)).prompt.text == "exactly this"
     with pytest.raises(UsageError, match="block size"):
         TracePromptBuilder(plain, None, block_tokens=0)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"timestamp_s": 0, "prompt": 5, "output_tokens": 1}, '"prompt" must be a string'),
+        ({"timestamp_s": 0, "output_tokens": 1}, '"input_tokens" must be a whole number of tokens, got None'),
+        ({"timestamp_s": -1, "input_tokens": 1, "output_tokens": 1}, '"timestamp_s" must be a number >= 0, got -1'),
+        ({"timestamp_s": 0, "input_tokens": True, "output_tokens": 1}, '"input_tokens" must be a whole number'),
+    ],
+)
+def test_plain_jsonl_errors_name_the_line_and_the_field(row: object, message: str) -> None:
+    with pytest.raises(UsageError, match=rf"^p\.jsonl:1: {message}"):
+        parse_jsonl([orjson.dumps(row).decode()], "p.jsonl")

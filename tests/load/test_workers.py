@@ -182,7 +182,7 @@ def test_a_client_defect_in_a_worker_becomes_a_record_not_a_hang() -> None:
         await core.open()
         try:
             # A prompt the client cannot serialise: the client raises instead of recording a failure.
-            bad = Prompt(messages=[{"role": "user", "content": object()}])
+            bad = Prompt(messages=[{"role": "user", "content": object()}])  # type: ignore[typeddict-item]
             return await core.job(0, None, bad, RequestRecord(seq=0))
         finally:
             await core.close()

@@ -15,13 +15,13 @@ REFERENCE_MODELS = ["gemma-4-31b", "gemma-3-27b", "llama-3.1-8b", "llama-3.1-70b
 
 
 def test_every_row_has_a_source() -> None:
-    for row in hardware_rows() + model_rows():
-        assert row.get("source"), row["name"]
+    for row in [*hardware_rows(), *model_rows()]:
+        assert row.source, row.name
 
 
 def test_reference_devices_and_models_are_there() -> None:
-    assert set(REFERENCE_DEVICES) <= {r["name"] for r in hardware_rows()}
-    assert set(REFERENCE_MODELS) <= {r["name"] for r in model_rows()}
+    assert set(REFERENCE_DEVICES) <= {r.name for r in hardware_rows()}
+    assert set(REFERENCE_MODELS) <= {r.name for r in model_rows()}
 
 
 @pytest.mark.parametrize(

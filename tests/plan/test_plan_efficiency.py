@@ -15,34 +15,34 @@ def test_efficiency_percentages() -> None:
         r,
         measured_aggregate_tok_s=r.aggregate_tokens_per_s_bound / 2,
     )
-    assert e["decode_pct_of_bound"] == pytest.approx(71)
-    assert e["ttft_pct_of_bound"] == pytest.approx(50)  # a time: bound ÷ measured
-    assert e["aggregate_pct_of_bound"] == pytest.approx(50)
-    assert e["warnings"] == []
+    assert e.decode_pct_of_bound == pytest.approx(71)
+    assert e.ttft_pct_of_bound == pytest.approx(50)  # a time: bound ÷ measured
+    assert e.aggregate_pct_of_bound == pytest.approx(50)
+    assert e.warnings == []
 
 
 def test_energy_efficiency_against_tokens_per_joule_at_tdp() -> None:
     r = plan("llama-3.1-8b", "H100-SXM", context=1024, concurrency=8)
     reference = r.aggregate_tokens_per_s_bound / 700
     e = efficiency(None, None, r, measured_tokens_per_joule=reference / 4)
-    assert e["decode_tokens_per_joule_at_tdp"] == pytest.approx(reference)
-    assert e["tokens_per_joule_pct_of_tdp_reference"] == pytest.approx(25)
+    assert e.decode_tokens_per_joule_at_tdp == pytest.approx(reference)
+    assert e.tokens_per_joule_pct_of_tdp_reference == pytest.approx(25)
     no_tdp = efficiency(None, None, plan("llama-3.1-8b", "TPU-v5e", devices=2), measured_tokens_per_joule=1.0)
-    assert no_tdp["decode_tokens_per_joule_at_tdp"] is None and no_tdp["tokens_per_joule_pct_of_tdp_reference"] is None
+    assert no_tdp.decode_tokens_per_joule_at_tdp is None and no_tdp.tokens_per_joule_pct_of_tdp_reference is None
 
 
 def test_undefined_is_none_never_zero() -> None:
     r = plan("llama-3.1-8b", "H100-SXM")
     e = efficiency(None, 0, r)
-    assert e["decode_pct_of_bound"] is None and e["ttft_pct_of_bound"] is None and e["aggregate_pct_of_bound"] is None
+    assert e.decode_pct_of_bound is None and e.ttft_pct_of_bound is None and e.aggregate_pct_of_bound is None
 
 
 def test_beating_the_bound_warns() -> None:
     r = plan("llama-3.1-8b", "RTX-4090", context=512)
     e = efficiency(r.decode_tokens_per_s_bound * 1.3, r.ttft_ms_bound / 2, r)
-    assert len(e["warnings"]) == 2
-    assert all(w.startswith("measurement beats the bound: ") for w in e["warnings"])
-    assert "decode" in e["warnings"][0] and "TTFT" in e["warnings"][1]
+    assert len(e.warnings) == 2
+    assert all(w.startswith("measurement beats the bound: ") for w in e.warnings)
+    assert "decode" in e.warnings[0] and "TTFT" in e.warnings[1]
 
 
 def test_check_fit_refuses_with_a_fix() -> None:

@@ -15,13 +15,13 @@ from tokenrace.plan.published import check_point, nearest_published, published_p
 
 def test_every_link_and_tdp_cites_its_source() -> None:
     for name, row in link_rows().items():
-        assert row["source"], name
-        assert row["gb_s"] > 0 and row["topology"] in {"switch", "direct"}, name
-    for row in hardware_rows():
-        for link in row.get("links", []):
-            assert link in link_rows(), (row["name"], link)
-        if row.get("tdp_w"):
-            assert row.get("tdp_source"), row["name"]
+        assert row.source, name
+        assert row.gb_s > 0 and row.topology in {"switch", "direct"}, name
+    for device in hardware_rows():
+        for link in device.links:
+            assert link in link_rows(), (device.name, link)
+        if device.tdp_w:
+            assert device.tdp_source, device.name
     groq = load_hardware("groq")
     c2c = groq.link()
     assert c2c is not None and (c2c.count, c2c.bandwidth_bytes_per_s, c2c.topology) == (16, 14e9, "direct")

@@ -131,7 +131,7 @@ def test_readiness_with_a_stub_engine_then_clean_stop() -> None:
     proc = EngineProcess([sys.executable, "-m", "tokenrace.testing.fake_server", "--port", str(port)], "stub").start()
     try:
         ready = asyncio.run(wait_ready(proc, f"http://127.0.0.1:{port}", None, 30))
-        assert ready["model"] == "fake-model"
+        assert ready.model == "fake-model"
     finally:
         code = proc.stop()
     assert not proc.alive() and code is not None

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from pydantic import BaseModel
 
 from tokenrace import aio
 from tokenrace.cli import bench_quality
@@ -104,7 +105,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         )
     )
     if o["as_json"]:
-        echo_json(_with_quality(result.sweep.model_dump(mode="json"), quality))
+        _echo_with_quality(result.sweep, quality)
     else:
         assert isinstance(result.data, ProfileFile)
         print_profile(result.data)
@@ -115,14 +116,18 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         sys.exit(130)
 
 
-def _with_quality(summary: dict[str, Any], quality: QualityResult | None) -> dict[str, Any]:
-    """The printed JSON: the summary, plus the quality pass's quality.json when there was one."""
-    return summary if quality is None else {**summary, "quality": quality.model_dump(mode="json")}
+def _echo_with_quality(model: BaseModel, quality: QualityResult | None) -> None:
+    """Print the summary (a profile's: its sweep) as JSON, with the quality pass's quality.json
+    under `quality` when there was one."""
+    printed = model.model_dump(mode="json")
+    if quality is not None:
+        printed["quality"] = quality.model_dump(mode="json")
+    echo_json(printed)
 
 
 def report(result: Run, as_json: bool, quality: QualityResult | None = None) -> None:
     if as_json:
-        echo_json(_with_quality(result.summary.model_dump(mode="json"), quality))
+        _echo_with_quality(result.summary, quality)
     else:
         print_summary(result.summary, title=f"{result.manifest.model} @ {result.manifest.endpoint}")
         click.echo(f"run directory: {result.directory}")

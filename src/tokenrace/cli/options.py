@@ -324,5 +324,5 @@ def cost_options(fn: F) -> F:
     return fn
 
 
-def spec_from_options(o: dict[str, Any]) -> CostSpec | None:
+def spec_from_options(o: Options) -> CostSpec | None:
     return spec(o.get("price"), o.get("gpu_hour_cost"), o.get("gpus"))

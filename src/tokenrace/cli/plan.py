@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TypedDict
 
 import click
 from rich.console import Console
@@ -14,9 +15,9 @@ from tokenrace.plan.catalog import Hardware, model_rows
 from tokenrace.plan.explain import fmt_bandwidth, fmt_bytes, fmt_memory
 from tokenrace.plan.memory import DEFAULT_UTILIZATION, kv_bytes_per_sequence
 from tokenrace.plan.modelspec import ModelSpec
-from tokenrace.plan.planner import PlanResult, resolve_precision
+from tokenrace.plan.planner import LayoutJson, PlanJson, PlanResult, resolve_precision
 from tokenrace.plan.precision import get_precision, kv_dtype_bytes
-from tokenrace.plan.published import check_point, nearest_published, published_points
+from tokenrace.plan.published import PointJson, check_point, nearest_published, published_points
 
 # The guides' precision table: 2, 1 and 0.5 bytes per parameter.
 TABLE_PRECISIONS = ("bf16", "int8", "int4")
@@ -78,10 +79,9 @@ def command(
     if not model_name:
         raise click.UsageError("--model is required (or --list to see the catalog)")
     model = load_model(model_name)
-    common: dict[str, Any] = {"precision": precision, "kv_dtype": kv_dtype, "context": context, "concurrency": concurrency,
-                              "input_tokens": input_tokens, "utilization": memory_utilization}  # fmt: skip
+    common = Conditions(precision, kv_dtype, context, concurrency, input_tokens, memory_utilization)
     if hardware:
-        result = plan(model, hardware, devices=devices, link=link, **common)
+        result = common.plan(model, hardware, devices, precision, link)
         _print_plan(result, explain, as_json)
     else:
         if link:
@@ -89,14 +89,36 @@ def command(
         _print_table(model, devices, common, explain, as_json)
 
 
+@dataclass(frozen=True)
+class Conditions:
+    """What every plan of one command shares: the options besides the model, device and count."""
+
+    precision: str | None
+    kv_dtype: str
+    context: int
+    concurrency: int
+    input_tokens: int | None
+    utilization: float
+
+    def plan(
+        self, model: ModelSpec, hw: Hardware | str, devices: int | None, precision: str | None, link: str | None = None
+    ) -> PlanResult:
+        return plan(model, hw, devices=devices, precision=precision, kv_dtype=self.kv_dtype, context=self.context,
+                    concurrency=self.concurrency, input_tokens=self.input_tokens, utilization=self.utilization,
+                    link=link)  # fmt: skip
+
+
+class PlanOutput(PlanJson):
+    """`plan --hardware ... --json`: the plan and the nearest published point (with --explain, the formulas)."""
+
+    published: PointJson | None
+
+
 def _print_plan(result: PlanResult, explain: bool, as_json: bool) -> None:
     near = nearest_published(result.model, result.hardware, result.devices)
     if as_json:
-        data = result.to_dict()
-        data["published"] = near.to_dict() if near else None
-        if explain:
-            data["explain"] = result.explain()
-        echo_json(data)
+        data = PlanOutput(**result.to_dict(), published=near.to_dict() if near else None)
+        echo_json({**data, "explain": result.explain()} if explain else data)
         return
     for line in result.summary():
         click.echo(line)
@@ -136,25 +158,24 @@ def _cell(r: PlanResult) -> str:
 
 
 def _plans(
-    model: ModelSpec, hw: Hardware, devices: int | None, precisions: list[str], common: dict[str, Any]
+    model: ModelSpec, hw: Hardware, devices: int | None, precisions: list[str], common: Conditions
 ) -> list[PlanResult]:
-    args = {k: v for k, v in common.items() if k != "precision"}
-    return [plan(model, hw, devices=devices if hw.kind != "cpu" else None, precision=p, **args) for p in precisions]
+    return [common.plan(model, hw, devices if hw.kind != "cpu" else None, p) for p in precisions]
 
 
-def _print_table(model: ModelSpec, devices: int | None, common: dict[str, Any], explain: bool, as_json: bool) -> None:
-    precisions = _table_precisions(model, common["precision"])
+def _print_table(model: ModelSpec, devices: int | None, common: Conditions, explain: bool, as_json: bool) -> None:
+    precisions = _table_precisions(model, common.precision)
     rows = [(hw, _plans(model, hw, devices, precisions, common)) for hw in catalog_hardware()]
     if as_json:
-        echo_json({"model": model.name, "context_tokens": common["context"], "concurrency": common["concurrency"],
+        echo_json({"model": model.name, "context_tokens": common.context, "concurrency": common.concurrency,
                    "rows": [_row_json(r) for _, plans in rows for r in plans]})  # fmt: skip
         return
     first = rows[0][1]
-    kv = kv_bytes_per_sequence(model, common["context"], kv_dtype_bytes(common["kv_dtype"]))
+    kv = kv_bytes_per_sequence(model, common.context, kv_dtype_bytes(common.kv_dtype))
     weights = " · ".join(f"{r.precision.name} {fmt_bytes(r.weights_bytes)}" for r in first)
     click.echo(f"{model.name}: {model.describe()}")
-    click.echo(f"weights {weights}; KV {fmt_bytes(kv)} per {common['context']:,}-token sequence ({common['kv_dtype']}), "
-               f"× {common['concurrency']} sequence(s)")  # fmt: skip
+    click.echo(f"weights {weights}; KV {fmt_bytes(kv)} per {common.context:,}-token sequence ({common.kv_dtype}), "
+               f"× {common.concurrency} sequence(s)")  # fmt: skip
     table = Table(header_style="bold", box=None, pad_edge=False)
     table.add_column("device", no_wrap=True)
     table.add_column("memory", justify="right", no_wrap=True)
@@ -202,20 +223,60 @@ def _tdp(hw: Hardware) -> str:
     return f"{hw.tdp_w:g} W" if hw.tdp_w else "—"
 
 
-def _row_json(r: PlanResult) -> dict[str, Any]:
-    keys = ("hardware", "precision", "devices", "min_devices", "fits_on_one_device", "comfortable", "weights_bytes",
-            "total_bytes", "total_bytes_per_device", "usable_bytes_per_device", "max_concurrency", "decode_tokens_per_s_bound",
-            "aggregate_tokens_per_s_bound", "decode_bound_by", "decode_communication_ms", "layout", "ttft_ms_bound",
-            "tdp_w_per_device", "decode_tokens_per_joule_at_tdp")  # fmt: skip
+class TableRowJson(TypedDict):
+    """One device and precision of `plan --model M --json` (no --hardware): a few of `PlanJson`'s keys."""
+
+    hardware: str
+    precision: str
+    devices: int
+    min_devices: int | None
+    fits_on_one_device: bool
+    comfortable: bool
+    weights_bytes: int
+    total_bytes: int
+    total_bytes_per_device: int
+    usable_bytes_per_device: int
+    max_concurrency: int | None
+    decode_tokens_per_s_bound: float
+    aggregate_tokens_per_s_bound: float
+    decode_bound_by: str
+    decode_communication_ms: float
+    layout: LayoutJson | None
+    ttft_ms_bound: float
+    tdp_w_per_device: float | None
+    decode_tokens_per_joule_at_tdp: float | None
+
+
+def _row_json(r: PlanResult) -> TableRowJson:
     d = r.to_dict()
-    return {k: d[k] for k in keys}
+    return TableRowJson(
+        hardware=d["hardware"],
+        precision=d["precision"],
+        devices=d["devices"],
+        min_devices=d["min_devices"],
+        fits_on_one_device=d["fits_on_one_device"],
+        comfortable=d["comfortable"],
+        weights_bytes=d["weights_bytes"],
+        total_bytes=d["total_bytes"],
+        total_bytes_per_device=d["total_bytes_per_device"],
+        usable_bytes_per_device=d["usable_bytes_per_device"],
+        max_concurrency=d["max_concurrency"],
+        decode_tokens_per_s_bound=d["decode_tokens_per_s_bound"],
+        aggregate_tokens_per_s_bound=d["aggregate_tokens_per_s_bound"],
+        decode_bound_by=d["decode_bound_by"],
+        decode_communication_ms=d["decode_communication_ms"],
+        layout=d["layout"],
+        ttft_ms_bound=d["ttft_ms_bound"],
+        tdp_w_per_device=d["tdp_w_per_device"],
+        decode_tokens_per_joule_at_tdp=d["decode_tokens_per_joule_at_tdp"],
+    )
 
 
 def _print_catalog(as_json: bool) -> None:
-    models = {r["name"]: (r, load_model(r["name"])) for r in model_rows()}
+    models = {r.name: (r, load_model(r.name)) for r in model_rows()}
     devices = catalog_hardware()
     if as_json:
-        echo_json({"models": [{"name": k, "label": m.name, "aliases": r.get("aliases", []), "params": m.params_total,
+        echo_json({"models": [{"name": k, "label": m.name, "aliases": list(r.aliases), "params": m.params_total,
                                "source": m.source} for k, (r, m) in models.items()],
                    "hardware": [{"name": h.name, "aliases": list(h.aliases), "memory_bytes": h.memory_bytes,
                                  "bandwidth_bytes_per_s": h.bandwidth_bytes_per_s, "source": h.source,

@@ -133,7 +133,7 @@ def _serve_engine(engine: str, model: str | None, o: Options) -> None:
     try:
         ready = asyncio.run(wait_ready(proc, f"http://{spec.host}:{spec.port}", None, float(o["ready_timeout"])))
         click.echo(
-            f"serving {ready['model']} at http://{spec.host}:{spec.port}/v1 ({engine} pid {proc.pid}); Ctrl-C stops it"
+            f"serving {ready.model} at http://{spec.host}:{spec.port}/v1 ({engine} pid {proc.pid}); Ctrl-C stops it"
         )
         _wait_for_ctrl_c()
     finally:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from tokenrace.cli.common import parse_duration_s
+from tokenrace.cli.common import Options, parse_duration_s
 from tokenrace.errors import UsageError
 from tokenrace.load.shapes import parse_stages
 from tokenrace.load.workload import WorkloadSpec
@@ -19,6 +19,7 @@ from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS
 from tokenrace.runs.session import BenchSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 _OPTIONS = [
     click.option(
@@ -119,7 +120,7 @@ def workload_options(fn: F) -> F:
     return fn
 
 
-def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchSettings:
+def apply_workload_options(settings: BenchSettings, o: Options) -> BenchSettings:
     """The settings with the workload flags applied (all parsed here, before any network call)."""
     if o.get("skip_invalid_sessions") and not o.get("sessions_file"):
         raise UsageError("--skip-invalid-sessions applies to a --sessions file; none was given")
@@ -159,7 +160,7 @@ def apply_workload_options(settings: BenchSettings, o: dict[str, Any]) -> BenchS
     return dataclasses.replace(settings, workload=workload, load=load)
 
 
-def _image_spec(o: dict[str, Any]) -> ImageSpec | None:
+def _image_spec(o: Options) -> ImageSpec | None:
     """--images and its companions; None when the requests carry no generated or folder images."""
     if o.get("images") is None and not o.get("image_dir"):
         for flag in ("image_size", "image_format", "image_share"):
@@ -177,7 +178,7 @@ def _image_spec(o: dict[str, Any]) -> ImageSpec | None:
     )
 
 
-def _given(o: dict[str, Any], name: str, default: Any) -> Any:
+def _given(o: Options, name: str, default: T) -> T:
     """The flag's value, 0 included (a 0 is checked and refused, not silently replaced by the default)."""
     value = o.get(name)
     return default if value is None else value

@@ -10,10 +10,42 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, TypeAlias, TypedDict
+
+from tokenrace.client.conversation import ChatMessage, ContentPart, ImageUrlPart, TextPart
 
 # The APIs whose requests can carry images.
 IMAGE_APIS = ("chat", "responses", "messages")
+
+
+class ResponsesText(TypedDict):
+    type: Literal["input_text"]
+    text: str
+
+
+class ResponsesImage(TypedDict):
+    type: Literal["input_image"]
+    image_url: str
+
+
+class Base64Source(TypedDict):
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class UrlSource(TypedDict):
+    type: Literal["url"]
+    url: str
+
+
+class AnthropicImage(TypedDict):
+    type: Literal["image"]
+    source: Base64Source | UrlSource
+
+
+ResponsesPart: TypeAlias = ResponsesText | ResponsesImage
+AnthropicPart: TypeAlias = TextPart | AnthropicImage  # a text part has the same shape in both APIs
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +65,7 @@ class Image:
     def data_url(self) -> str:
         return f"data:{self.mime};base64,{self.b64}"
 
-    def chat_part(self) -> dict[str, Any]:
+    def chat_part(self) -> ImageUrlPart:
         return {"type": "image_url", "image_url": {"url": self.data_url()}}
 
 
@@ -59,12 +91,12 @@ def _add(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a + b
 
 
-def with_images(messages: list[dict[str, Any]], images: Iterable[Image]) -> list[dict[str, Any]]:
+def with_images(messages: list[ChatMessage], images: Iterable[Image]) -> list[ChatMessage]:
     """The messages with `images` appended as parts of the last user message (a new one if none)."""
-    parts = [i.chat_part() for i in images]
+    parts: list[ContentPart] = [i.chat_part() for i in images]
     if not parts:
         return messages
-    out = [dict(m) for m in messages]
+    out = [m.copy() for m in messages]
     last = next((m for m in reversed(out) if m.get("role") == "user"), None)
     if last is None:
         out.append({"role": "user", "content": parts})
@@ -77,22 +109,17 @@ def with_images(messages: list[dict[str, Any]], images: Iterable[Image]) -> list
     return out
 
 
-def image_parts(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def image_parts(messages: Iterable[ChatMessage]) -> list[ImageUrlPart]:
     """Every OpenAI `image_url` part of the messages, in order."""
     return [
-        part
-        for m in messages
-        if isinstance(m.get("content"), list)
-        for part in m["content"]
-        if isinstance(part, dict) and part.get("type") == "image_url"
+        part for m in messages if isinstance(m["content"], list) for part in m["content"] if part["type"] == "image_url"
     ]
 
 
-def part_url(part: dict[str, Any]) -> str:
+def part_url(part: ImageUrlPart) -> str:
     """The URL of an OpenAI `image_url` part (`{"url": ...}`, or a bare string as some clients send)."""
-    value = part.get("image_url")
-    url = value.get("url") if isinstance(value, dict) else value
-    return url if isinstance(url, str) else ""
+    value = part["image_url"]
+    return value if isinstance(value, str) else value["url"]
 
 
 def split_data_url(url: str) -> tuple[str, str] | None:
@@ -105,19 +132,17 @@ def split_data_url(url: str) -> tuple[str, str] | None:
     return head.removesuffix(";base64"), data
 
 
-def responses_part(part: dict[str, Any]) -> dict[str, Any]:
+def responses_part(part: ContentPart) -> ResponsesPart:
     """An OpenAI chat content part in the Responses API's shape (`input_text`, `input_image`)."""
-    if part.get("type") == "image_url":
+    if part["type"] == "image_url":
         return {"type": "input_image", "image_url": part_url(part)}
-    if part.get("type") == "text":
-        return {"type": "input_text", "text": str(part.get("text", ""))}
-    return part
+    return {"type": "input_text", "text": part["text"]}
 
 
-def anthropic_part(part: dict[str, Any]) -> dict[str, Any]:
+def anthropic_part(part: ContentPart) -> AnthropicPart:
     """An OpenAI chat content part in Anthropic's Messages shape: a base64 `image` source for a data
     URL, a `url` source for any other URL."""
-    if part.get("type") != "image_url":
+    if part["type"] != "image_url":
         return part
     url = part_url(part)
     data = split_data_url(url)

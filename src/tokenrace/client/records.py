@@ -7,11 +7,48 @@ Times are integers from `time.perf_counter_ns()`; derived millisecond figures ar
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from tokenrace.model.files import SCHEMA_VERSION
 
 NS_PER_MS = 1_000_000
+
+
+class PromptTokensDetails(TypedDict, total=False):
+    cached_tokens: int  # prompt tokens served from the prefix cache
+
+
+class CompletionTokensDetails(TypedDict, total=False):
+    reasoning_tokens: int
+
+
+class Usage(TypedDict, total=False):
+    """A response's `usage` in OpenAI's chat shape (the other APIs' usage is reshaped to it), kept
+    as the server sent it: readers check each count's type before trusting it."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None  # vLLM sends null unless asked for details
+    completion_tokens_details: CompletionTokensDetails | None
+
+
+class EngineTimings(TypedDict, total=False):
+    """llama.cpp's per-response `timings` (the engine's own clock, in ms), kept as the server sent
+    it and written so to records.jsonl, where model.records.ServerTiming reads it back."""
+
+    cache_n: int  # prompt tokens reused from the slot's cache
+    prompt_n: int  # prompt tokens processed
+    prompt_ms: float  # prompt processing, up to the first sampled token
+    prompt_per_token_ms: float | None
+    prompt_per_second: float | None
+    predicted_n: int  # tokens generated
+    predicted_ms: float  # from the first generated token to the last
+    predicted_per_token_ms: float | None
+    predicted_per_second: float | None
+    draft_n: int  # speculative decoding: tokens drafted
+    draft_n_accepted: int
+
 
 # The record's absolute perf_counter_ns() stamps taken where the request is sent (a worker's clock,
 # when a worker sent it; `chunk_ns` holds more of them). `intended_start_ns` is the scheduler's own,
@@ -64,8 +101,8 @@ class RequestRecord:
     error_message: str | None = None
     retry_after_s: float | None = None
     response_id: str | None = None
-    usage: dict[str, Any] | None = None
-    server_timing: dict[str, Any] | None = None  # the engine's own clock, when it reports it
+    usage: Usage | None = None
+    server_timing: EngineTimings | None = None  # the engine's own clock, when it reports it
     new_connection: bool | None = None
     retried_stale_connection: bool = False  # closed keep-alive connections were replaced
     max_tokens: int | None = None

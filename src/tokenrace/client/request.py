@@ -8,9 +8,13 @@ API's body builder (`tokenrace.client.apis`) turns into JSON.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Literal, TypeAlias, TypedDict, get_args
 
+from pydantic import JsonValue
+
+from tokenrace.client.conversation import ChatMessage
 from tokenrace.client.images import ImageTally
+from tokenrace.client.structured import JsonSchema, Tool, ToolChoice
 
 ApiName: TypeAlias = Literal["chat", "completions", "responses", "messages", "embeddings", "rerank"]
 API_NAMES: tuple[str, ...] = get_args(ApiName)
@@ -20,6 +24,13 @@ POOLING_APIS: tuple[str, ...] = ("embeddings", "rerank")
 RerankFormat: TypeAlias = Literal["cohere", "tei"]
 
 
+class Sampling(TypedDict, total=False):
+    """The sampling fields a request body carries when the run sets them."""
+
+    temperature: float
+    seed: int
+
+
 @dataclass(slots=True)
 class Prompt:
     """What to send. `messages` for chat, `text` for completions (either is derived if missing).
@@ -27,7 +38,7 @@ class Prompt:
     Embeddings send `inputs` (one vector each); rerank sends `text` as the query and ranks `documents`.
     """
 
-    messages: list[dict[str, Any]] | None = None
+    messages: list[ChatMessage] | None = None
     text: str | None = None
     max_tokens: int | None = None
     label: str | None = None
@@ -49,7 +60,7 @@ class Prompt:
             return self.text
         return "\n".join(str(m.get("content", "")) for m in self.messages or [])
 
-    def as_messages(self) -> list[dict[str, Any]]:
+    def as_messages(self) -> list[ChatMessage]:
         if self.messages is not None:
             return self.messages
         return [{"role": "user", "content": self.text or ""}]
@@ -63,12 +74,12 @@ class RequestOptions:
     max_tokens: int | None = 256
     temperature: float | None = None
     seed: int | None = None
-    extra_body: dict[str, Any] = field(default_factory=dict)
+    extra_body: dict[str, JsonValue] = field(default_factory=dict)  # merged into every request's JSON
     extra_headers: dict[str, str] = field(default_factory=dict)
     rerank_format: str = "cohere"  # rerank: cohere (/v1/rerank: query, documents, top_n) | tei (/rerank: query, texts)
-    tools: list[dict[str, Any]] | None = None  # an OpenAI tools list (client/structured.py)
-    tool_choice: str | dict[str, Any] | None = None
-    response_schema: dict[str, Any] | None = None  # a JSON Schema every answer must meet
+    tools: list[Tool] | None = None  # an OpenAI tools list (client/structured.py)
+    tool_choice: ToolChoice | None = None
+    response_schema: JsonSchema | None = None  # a JSON Schema every answer must meet
     response_schema_name: str = "answer"
 
     @property
@@ -89,9 +100,9 @@ class RequestSpec:
     def max_tokens(self) -> int | None:
         return self.prompt.max_tokens if self.prompt.max_tokens is not None else self.options.max_tokens
 
-    def sampling(self, *, seed: bool = True) -> dict[str, Any]:
+    def sampling(self, *, seed: bool = True) -> Sampling:
         """temperature (and seed, where the API takes one) when set."""
-        out: dict[str, Any] = {}
+        out: Sampling = {}
         if self.options.temperature is not None:
             out["temperature"] = self.options.temperature
         if seed and self.options.seed is not None:

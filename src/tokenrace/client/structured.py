@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 import orjson
+from pydantic import JsonValue
 
 from tokenrace.errors import InvalidInput
 
@@ -23,6 +24,50 @@ TOOL_CHOICES = ("auto", "none", "required")
 # The APIs whose requests can offer tools and ask for a response format.
 STRUCTURED_APIS = ("chat", "responses")
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+# A JSON Schema document: an object, or true / false (accept anything / nothing).
+JsonSchema: TypeAlias = dict[str, JsonValue] | bool
+
+
+class Function(TypedDict):
+    name: str
+    description: NotRequired[str]
+    parameters: NotRequired[JsonSchema]
+    strict: NotRequired[bool]
+
+
+class Tool(TypedDict):
+    """One entry of an OpenAI tools list."""
+
+    type: Literal["function"]
+    function: Function
+
+
+class FunctionName(TypedDict):
+    name: str
+
+
+class NamedToolChoice(TypedDict):
+    """`tool_choice` forcing one function."""
+
+    type: Literal["function"]
+    function: FunctionName
+
+
+ToolChoice: TypeAlias = str | NamedToolChoice  # auto | none | required, or a function to call
+
+
+class JsonSchemaFormat(TypedDict):
+    name: str
+    schema: JsonSchema
+    strict: bool
+
+
+class ResponseFormat(TypedDict):
+    """OpenAI's `response_format` asking for JSON that meets a schema."""
+
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaFormat
 
 
 def _read_json(path: str, param: str) -> Any:
@@ -49,26 +94,34 @@ def check_schema(schema: Any, param: str, where: str) -> None:
         raise InvalidInput(param, f"{where} is not a valid JSON Schema: {exc.message}") from None
 
 
-def check_tools(tools: Any, where: str) -> list[dict[str, Any]]:
+def check_tools(tools: Any, where: str) -> list[Tool]:
     """The tools list, each tool checked; InvalidInput naming the first that is wrong."""
     if not isinstance(tools, list) or not tools:
         raise InvalidInput("tools", f"{where} is not a JSON list of tools (OpenAI's tools shape)")
+    checked: list[Tool] = []
     for i, tool in enumerate(tools):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(fn, dict):
-            raise InvalidInput("tools", f'{where}: tool {i} is not {{"type": "function", "function": {{...}}}}')
-        if not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise InvalidInput("tools", f"{where}: tool {i} has no function name")
-        if "parameters" in fn:
-            check_schema(fn["parameters"], "tools", f"{where}: the parameters of tool {i} ({fn['name']})")
-    return tools
+        _check_tool(tool, i, where)
+        checked.append(tool)
+    return checked
 
 
-def read_tools(path: str) -> list[dict[str, Any]]:
+def _check_tool(tool: Any, i: int, where: str) -> None:
+    """InvalidInput unless `tool` is a function tool with a name and, when it has parameters, a
+    JSON Schema for them."""
+    fn = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(fn, dict):
+        raise InvalidInput("tools", f'{where}: tool {i} is not {{"type": "function", "function": {{...}}}}')
+    if not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise InvalidInput("tools", f"{where}: tool {i} has no function name")
+    if "parameters" in fn:
+        check_schema(fn["parameters"], "tools", f"{where}: the parameters of tool {i} ({fn['name']})")
+
+
+def read_tools(path: str) -> list[Tool]:
     return check_tools(_read_json(path, "tools"), path)
 
 
-def tool_choice(value: str, tools: list[dict[str, Any]] | None) -> str | dict[str, Any]:
+def tool_choice(value: str, tools: list[Tool] | None) -> ToolChoice:
     """`auto`, `none`, `required`, or a tool's name (forces that function)."""
     if tools is None:
         raise InvalidInput("tool_choice", "chooses among tools: give a tools file too")
@@ -82,7 +135,7 @@ def tool_choice(value: str, tools: list[dict[str, Any]] | None) -> str | dict[st
     return {"type": "function", "function": {"name": value}}
 
 
-def read_schema(path: str) -> tuple[str, dict[str, Any]]:
+def read_schema(path: str) -> tuple[str, JsonSchema]:
     """(name, schema) from a JSON Schema file; the name is its `title`, else the file's stem."""
     schema = _read_json(path, "response_format")
     check_schema(schema, "response_format", path)
@@ -91,12 +144,12 @@ def read_schema(path: str) -> tuple[str, dict[str, Any]]:
     return name or "answer", schema
 
 
-def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+def response_format(name: str, schema: JsonSchema) -> ResponseFormat:
     """OpenAI's structured-output request field for `schema`."""
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
-def schema_checker(schema: dict[str, Any]) -> Callable[[str], bool]:
+def schema_checker(schema: JsonSchema) -> Callable[[str], bool]:
     """A function telling whether an answer's text is JSON that `schema` accepts."""
     from jsonschema.validators import validator_for  # noqa: PLC0415 - import cost: jsonschema only when a schema is asked for
 

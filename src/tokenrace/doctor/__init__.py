@@ -3,8 +3,8 @@
 Public API:
 - `run_doctor(probe=None, model=None) -> DoctorReport` — run every check (exit code in `.exit_code`).
 - `explain(text) -> list[Match]` — the knowledge-base entries that explain an error message or code.
-- `collect_environment(probe=None, fast=True) -> dict` — the cheap environment for a bench manifest.
-- `probe_server_environment(session, base_url) -> dict` — the engine and version behind a server.
+- `collect_environment(probe=None, fast=True) -> Environment` — the cheap environment for a bench manifest.
+- `probe_server_environment(session, base_url) -> ServerProbe` — the engine and version behind a server.
 - `SystemProbe`, `RecordedProbe` — the real machine and a recorded one (the test seam).
 
 Submodules are imported on first use so that `collect_environment` stays cheap to import.

@@ -14,10 +14,11 @@ import os
 import platform
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple, TypedDict, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
+from pydantic import JsonValue, RootModel, ValidationError
 
 from tokenrace import __version__
 from tokenrace.doctor import parse
@@ -25,6 +26,8 @@ from tokenrace.doctor.commands import COMMANDS
 from tokenrace.doctor.probe import Probe, SystemProbe
 from tokenrace.engines import ENGINES
 from tokenrace.engines import engine as catalog_engine
+from tokenrace.model.environment import Environment, GpuInfo, TorchInfo
+from tokenrace.model.server import ProbedEndpoints, ServedModel, ServerProbe
 
 if TYPE_CHECKING:
     import aiohttp
@@ -35,7 +38,7 @@ SERVER_TIMEOUT = 2.0
 PCI_DEVICES = "/sys/bus/pci/devices"
 
 
-def collect_environment(probe: Probe | None = None, fast: bool = True) -> dict[str, Any]:
+def collect_environment(probe: Probe | None = None, fast: bool = True) -> Environment:
     """GPU models and count, driver, CUDA, CPU, RAM, OS, Python and tokenrace versions.
 
     With `fast=False` it also runs the slower probes: nvcc, PyTorch and the engine packages.
@@ -44,19 +47,41 @@ def collect_environment(probe: Probe | None = None, fast: bool = True) -> dict[s
     """
     real = probe is None
     probe = probe or SystemProbe()
-    env: dict[str, Any] = {**_gpus(probe, use_nvml=real), **_host(probe)}
+    gpus = _gpus(probe, use_nvml=real)
+    env = Environment(
+        gpus=gpus.gpus,
+        gpu_count=len(gpus.gpus),
+        driver=gpus.driver,
+        cuda=gpus.cuda,
+        gpu_source=gpus.source,
+        nvidia_pci_devices=_pci_nvidia_count(probe),
+        **_host(probe),
+    )
     if not fast:
-        env.update(_slow(probe))
+        nvcc = probe.run(COMMANDS["nvcc"], GPU_TIMEOUT)
+        torch = probe.run(COMMANDS["torch"], SLOW_TIMEOUT)
+        engines = probe.run(COMMANDS["engines"], SLOW_TIMEOUT)
+        env.nvcc = parse.nvcc_release(nvcc.output) if nvcc.ok else None
+        env.torch = _last_json(torch.stdout, TorchInfo) if torch.ok else None
+        versions = _last_json(engines.stdout, _Versions) if engines.ok else None
+        env.engines = versions.root if versions else None
     return env
 
 
-def _gpus(probe: Probe, use_nvml: bool) -> dict[str, Any]:
-    empty: dict[str, Any] = {"gpus": [], "gpu_count": 0, "driver": None, "cuda": None, "gpu_source": None}
-    empty["nvidia_pci_devices"] = _pci_nvidia_count(probe)
+class _GpuFacts(NamedTuple):
+    gpus: list[GpuInfo]
+    driver: str | None
+    cuda: str | None
+    source: str | None
+
+
+_NO_GPU = _GpuFacts([], None, None, None)
+
+
+def _gpus(probe: Probe, use_nvml: bool) -> _GpuFacts:
     if not _driver_present(probe):
-        return empty
-    found = (_nvml() if use_nvml else None) or _smi(probe)
-    return {**empty, **found} if found else empty
+        return _NO_GPU
+    return (_nvml() if use_nvml else None) or _smi(probe) or _NO_GPU
 
 
 def _driver_present(probe: Probe) -> bool:
@@ -79,7 +104,7 @@ def _pci_nvidia_count(probe: Probe) -> int | None:
     )
 
 
-def _nvml() -> dict[str, Any] | None:
+def _nvml() -> _GpuFacts | None:
     try:
         import pynvml  # noqa: PLC0415 - optional at run time: without NVML there are no GPU figures
 
@@ -92,16 +117,10 @@ def _nvml() -> dict[str, Any] | None:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             memory = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // 2**20
             bus = _str(pynvml.nvmlDeviceGetPciInfo(handle).busId)
-            gpus.append({"name": _str(pynvml.nvmlDeviceGetName(handle)), "memory_mib": memory, "bus_id": bus})
+            gpus.append(GpuInfo(name=_str(pynvml.nvmlDeviceGetName(handle)), memory_mib=memory, bus_id=bus))
         cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
         driver = _str(pynvml.nvmlSystemGetDriverVersion())
-        return {
-            "gpus": gpus,
-            "gpu_count": len(gpus),
-            "driver": driver,
-            "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}",
-            "gpu_source": "nvml",
-        }
+        return _GpuFacts(gpus, driver, f"{cuda // 1000}.{cuda % 1000 // 10}", "nvml")
     except Exception:  # noqa: BLE001
         return None
     finally:
@@ -109,23 +128,28 @@ def _nvml() -> dict[str, Any] | None:
             pynvml.nvmlShutdown()
 
 
-def _smi(probe: Probe) -> dict[str, Any] | None:
+def _smi(probe: Probe) -> _GpuFacts | None:
     query = probe.run(COMMANDS["nvidia-smi-query"], GPU_TIMEOUT)
     if not query.ok:
         return None
     gpus = parse.smi_query(query.stdout)
     table = probe.run(COMMANDS["nvidia-smi"], GPU_TIMEOUT)
     driver, cuda = parse.smi_header(table.stdout) if table.ok else (None, None)
-    return {
-        "gpus": [{"name": g.name, "memory_mib": g.memory_mib, "bus_id": g.bus_id} for g in gpus],
-        "gpu_count": len(gpus),
-        "driver": driver or (gpus[0].driver if gpus else None),
-        "cuda": cuda,
-        "gpu_source": "nvidia-smi",
-    }
+    listed = [GpuInfo(name=g.name, memory_mib=g.memory_mib, bus_id=g.bus_id) for g in gpus]
+    return _GpuFacts(listed, driver or (gpus[0].driver if gpus else None), cuda, "nvidia-smi")
 
 
-def _host(probe: Probe) -> dict[str, Any]:
+class _HostFacts(TypedDict):
+    cpu_model: str | None
+    cpu_cores: int | None
+    ram_total_bytes: int | None
+    os: str | None
+    kernel: str | None
+    python: str
+    tokenrace: str
+
+
+def _host(probe: Probe) -> _HostFacts:
     cpuinfo = probe.read_file("/proc/cpuinfo") or ""
     memory = probe.memory()
     kernel = probe.read_file("/proc/sys/kernel/osrelease")
@@ -141,27 +165,20 @@ def _host(probe: Probe) -> dict[str, Any]:
     }
 
 
-def _slow(probe: Probe) -> dict[str, Any]:
-    nvcc = probe.run(COMMANDS["nvcc"], GPU_TIMEOUT)
-    torch = probe.run(COMMANDS["torch"], SLOW_TIMEOUT)
-    engines = probe.run(COMMANDS["engines"], SLOW_TIMEOUT)
-    return {
-        "nvcc": parse.nvcc_release(nvcc.output) if nvcc.ok else None,
-        "torch": _last_json(torch.stdout) if torch.ok else None,
-        "engines": _last_json(engines.stdout) if engines.ok else None,
-    }
+_Versions = RootModel[dict[str, str | None]]
+_Line = TypeVar("_Line", TorchInfo, _Versions)
 
 
-def _last_json(text: str) -> dict[str, Any] | None:
+def _last_json(text: str, shape: type[_Line]) -> _Line | None:
+    """The probe's last line, read as `shape`; None when it is not that JSON."""
     lines = text.strip().splitlines()
     try:
-        value = orjson.loads(lines[-1]) if lines else None
-    except orjson.JSONDecodeError:
+        return shape.model_validate_json(lines[-1]) if lines else None
+    except ValidationError:
         return None
-    return value if isinstance(value, dict) else None
 
 
-def _str(value: Any) -> str:
+def _str(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -179,7 +196,7 @@ KEPT_HEADERS = ("server", "openai-version", "openai-organization", "x-groq-regio
 
 async def probe_server_environment(
     session: aiohttp.ClientSession, base_url: str, hosted: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+) -> ServerProbe:
     """Which engine serves `base_url` and its version, from /v1/models, /version and headers.
 
     `base_url` is the OpenAI-style base (`http://host:8000/v1` or `http://host:8000`). `hosted` maps
@@ -189,23 +206,30 @@ async def probe_server_environment(
     """
     root, api = _roots(base_url)
     models, version = await asyncio.gather(_get(session, f"{api}/models"), _get(session, f"{root}/version"))
-    data = models.body if isinstance(models.body, dict) else {}
-    entries = [m for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data.get("data"), list) else []
+    data = models.body.get("data") if isinstance(models.body, dict) else None
+    entries = [_served_model(m) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
     engine = _guess_engine(base_url, entries, models.headers, hosted or {})
     engine_version = await _engine_version(session, root, engine, version)
-    return {
-        "engine": engine,
-        "engine_version": engine_version,
-        "models": [_model_fields(m) for m in entries],
-        "max_model_len": next((m.get("max_model_len") for m in entries if m.get("max_model_len")), None),
-        "headers": {k: v for k, v in models.headers.items() if k in KEPT_HEADERS or k.startswith("x-groq")},
-        "endpoints": {"models": models.status, "version": version.status},
-    }
+    return ServerProbe(
+        engine=engine,
+        engine_version=engine_version,
+        models=entries,
+        max_model_len=next((m.max_model_len for m in entries if m.max_model_len), None),
+        headers={k: v for k, v in models.headers.items() if k in KEPT_HEADERS or k.startswith("x-groq")},
+        endpoints=ProbedEndpoints(models=models.status, version=version.status),
+    )
 
 
 class _Reply:
-    def __init__(self, status: int | None = None, body: Any = None, headers: dict[str, str] | None = None) -> None:
+    """A GET's status, its JSON body before it is read into a model, and its headers (lower case)."""
+
+    def __init__(
+        self, status: int | None = None, body: JsonValue = None, headers: dict[str, str] | None = None
+    ) -> None:
         self.status, self.body, self.headers = status, body, headers or {}
+
+    def field(self, key: str) -> JsonValue:
+        return self.body.get(key) if isinstance(self.body, dict) else None
 
 
 async def _get(session: aiohttp.ClientSession, url: str) -> _Reply:
@@ -220,11 +244,12 @@ async def _get(session: aiohttp.ClientSession, url: str) -> _Reply:
         return _Reply()
 
 
-def _json_or_none(raw: bytes) -> Any:
+def _json_or_none(raw: bytes) -> JsonValue:
     try:
-        return orjson.loads(raw)
+        value: JsonValue = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
+    return value
 
 
 def _roots(base_url: str) -> tuple[str, str]:
@@ -235,7 +260,7 @@ def _roots(base_url: str) -> tuple[str, str]:
 
 
 def _guess_engine(
-    base_url: str, entries: list[dict[str, Any]], headers: dict[str, str], hosted: Mapping[str, str]
+    base_url: str, entries: list[ServedModel], headers: dict[str, str], hosted: Mapping[str, str]
 ) -> str | None:
     host = urlsplit(base_url).hostname or ""
     for domain, name in hosted.items():
@@ -245,32 +270,41 @@ def _guess_engine(
         return "groq"
     if "llama.cpp" in headers.get("server", "").lower():
         return "llama.cpp"
-    owners = [OWNERS.get(str(m.get("owned_by", "")).lower()) for m in entries]
+    owners = [OWNERS.get((m.owned_by or "").lower()) for m in entries]
     if "openai-version" in headers:
         return "openai"
     return next((owner for owner in owners if owner), None)
 
 
 async def _engine_version(session: aiohttp.ClientSession, root: str, engine: str | None, version: _Reply) -> str | None:
-    if engine in ("vllm", None) and isinstance(version.body, dict) and version.body.get("version"):
-        return str(version.body["version"])
+    if engine in ("vllm", None) and version.field("version"):
+        return str(version.field("version"))
     entry = catalog_engine(engine)
     where = entry.version_endpoint if entry is not None else None
     if where is None or where[0] == "/version":  # /version was read above
         return None
     path, key = where
     reply = await _get(session, f"{root}{path}")
-    found = reply.body.get(key) if isinstance(reply.body, dict) else None
-    if found is None and isinstance(version.body, dict):
-        found = version.body.get("version")
+    found = reply.field(key)
+    if found is None:
+        found = version.field("version")
     return None if found is None else str(found)
 
 
-def _model_fields(entry: dict[str, Any]) -> dict[str, Any]:
+def _served_model(entry: dict[str, JsonValue]) -> ServedModel:
+    """One /v1/models entry: text fields as text, the context length when it is a number."""
     meta = entry.get("meta")
-    return {
-        "id": entry.get("id"),
-        "owned_by": entry.get("owned_by"),
-        "max_model_len": entry.get("max_model_len") or entry.get("context_window"),
-        "meta": meta if isinstance(meta, dict) else None,
-    }
+    return ServedModel(
+        id=_text(entry.get("id")),
+        owned_by=_text(entry.get("owned_by")),
+        max_model_len=_count(entry.get("max_model_len")) or _count(entry.get("context_window")),
+        meta=meta if isinstance(meta, dict) else None,
+    )
+
+
+def _text(value: JsonValue) -> str | None:
+    return None if value is None else str(value)
+
+
+def _count(value: JsonValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -23,9 +23,9 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-import orjson
+from pydantic import BaseModel, Field
 
 from tokenrace.doctor.commands import command_key
 
@@ -145,6 +145,16 @@ class SystemProbe:
             return None
 
 
+class Scenario(BaseModel):
+    """A recorded scenario's scenario.json (every key optional)."""
+
+    description: str = ""
+    system: str = "Linux"
+    env: dict[str, str] = Field(default_factory=dict)
+    memory: Memory | None = None
+    disk_free: int | None = None
+
+
 class RecordedProbe:
     """A machine recorded in a fixtures folder (see the module docstring)."""
 
@@ -153,15 +163,15 @@ class RecordedProbe:
         if not self.root.is_dir():
             raise FileNotFoundError(f"no such scenario folder: {self.root}")
         meta = self.root / "scenario.json"
-        self.meta: dict[str, Any] = orjson.loads(meta.read_bytes()) if meta.is_file() else {}
+        self.meta = Scenario.model_validate_json(meta.read_bytes()) if meta.is_file() else Scenario()
 
     @property
     def system(self) -> str:
-        return str(self.meta.get("system", "Linux"))
+        return self.meta.system
 
     @property
     def description(self) -> str:
-        return str(self.meta.get("description", ""))
+        return self.meta.description
 
     def run(self, cmd: Sequence[str], timeout: float) -> ProbeResult:
         argv = tuple(cmd)
@@ -186,16 +196,13 @@ class RecordedProbe:
         return sorted(p.name for p in target.iterdir()) if target.is_dir() else []
 
     def env(self, name: str) -> str | None:
-        value = self.meta.get("env", {}).get(name)
-        return None if value is None else str(value)
+        return self.meta.env.get(name)
 
     def memory(self) -> Memory | None:
-        mem = self.meta.get("memory")
-        return Memory(total=int(mem["total"]), available=int(mem["available"])) if mem else None
+        return self.meta.memory
 
     def disk_free(self, path: str) -> int | None:
-        free = self.meta.get("disk_free")
-        return None if free is None else int(free)
+        return self.meta.disk_free
 
     def _file(self, path: str) -> Path:
         return self.root / "files" / path.lstrip("/\\")

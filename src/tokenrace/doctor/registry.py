@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tokenrace.doctor import knowledge
 from tokenrace.doctor.commands import COMMANDS, DEFAULT_TIMEOUT, TIMEOUTS, display
+from tokenrace.doctor.model_size import ModelSize
 from tokenrace.doctor.probe import Probe, ProbeResult
-from tokenrace.doctor.result import CheckResult, Evidence, Status
+from tokenrace.doctor.result import CheckResult, Evidence, Fact, Status
+from tokenrace.model.environment import GpuInfo
 
 EXCERPT_LINES = 14
 EXCERPT_CHARS = 1500
@@ -28,26 +29,26 @@ class Finding:
     cause: str | None = None
     fix: str | None = None
     kb: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Fact] = field(default_factory=dict)
 
 
-def ok(summary: str, **details: Any) -> Finding:
+def ok(summary: str, **details: Fact) -> Finding:
     return Finding(Status.OK, summary, details=details)
 
 
-def skip(reason: str, **details: Any) -> Finding:
+def skip(reason: str, **details: Fact) -> Finding:
     return Finding(Status.SKIP, reason, details=details)
 
 
-def warn(summary: str, cause: str, fix: str, **details: Any) -> Finding:
+def warn(summary: str, cause: str, fix: str, **details: Fact) -> Finding:
     return Finding(Status.WARN, summary, cause, fix, details=details)
 
 
-def fail(summary: str, cause: str, fix: str, **details: Any) -> Finding:
+def fail(summary: str, cause: str, fix: str, **details: Fact) -> Finding:
     return Finding(Status.FAIL, summary, cause, fix, details=details)
 
 
-def from_kb(status: Status, summary: str, kb_id: str, *, extra_fix: str = "", **details: Any) -> Finding:
+def from_kb(status: Status, summary: str, kb_id: str, *, extra_fix: str = "", **details: Fact) -> Finding:
     """A finding whose cause and fix come from the knowledge base (the guides' tables)."""
     item = knowledge.entry(kb_id)
     fix = f"{item.fix} {extra_fix}".strip()
@@ -99,7 +100,8 @@ class Context:
         self.probe = probe
         self.model = model
         self.results: dict[str, CheckResult] = {}
-        self.memo: dict[str, Any] = {}
+        self.in_container: bool | None = None  # found once, by checks.common.in_container
+        self.model_size: ModelSize | None = None  # sized once, by checks.model.sized
         self._runs: dict[str, ProbeResult] = {}
         self._evidence: list[Evidence] = []
 
@@ -122,9 +124,19 @@ class Context:
         self._evidence.append(Evidence(cmd=cmd, excerpt=_clip(text)))
 
     # earlier results
-    def detail(self, check_id: str, key: str) -> Any:
+    def detail(self, check_id: str, key: str) -> Fact:
         result = self.results.get(check_id)
         return None if result is None else result.details.get(key)
+
+    def text_detail(self, check_id: str, key: str) -> str | None:
+        """A fact an earlier check found as text (a version), else None."""
+        value = self.detail(check_id, key)
+        return value if isinstance(value, str) else None
+
+    def smi_gpus(self) -> list[GpuInfo]:
+        """The GPUs the nvidia-smi check listed (none when it did not run or failed)."""
+        value = self.detail("nvidia-smi", "gpus")
+        return [g for g in value if isinstance(g, GpuInfo)] if isinstance(value, list) else []
 
     def status(self, check_id: str) -> Status | None:
         result = self.results.get(check_id)

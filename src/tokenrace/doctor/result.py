@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TypeAlias, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from tokenrace.model.environment import Environment, GpuInfo
+
+# What a check found, by name: a version, a count, a flag, lines it matched (PCI devices, blacklist
+# files, device nodes), or the GPUs nvidia-smi lists.
+Fact: TypeAlias = str | int | float | bool | list[str] | list[GpuInfo] | None
 
 
 class Status(StrEnum):
@@ -32,13 +38,13 @@ class CheckResult(BaseModel):
     cause: str | None = None
     fix: str | None = None
     kb: str | None = Field(default=None, description="id of the knowledge entry the cause and fix come from")
-    details: dict[str, Any] = Field(default_factory=dict)
+    details: dict[str, Fact] = Field(default_factory=dict)
 
 
 class DoctorReport(BaseModel):
     checks: list[CheckResult]
     headline: str
-    environment: dict[str, Any] = Field(default_factory=dict)
+    environment: Environment = Field(default_factory=Environment)
 
     @property
     def exit_code(self) -> int:
@@ -57,11 +63,21 @@ class DoctorReport(BaseModel):
                 return check
         raise KeyError(check_id)
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> ReportJson:
         return {
             "exit_code": self.exit_code,
             "headline": self.headline,
             "counts": self.counts(),
             "checks": [check.model_dump(mode="json") for check in self.checks],
-            "environment": self.environment,
+            "environment": self.environment.model_dump(mode="json"),
         }
+
+
+class ReportJson(TypedDict):
+    """`doctor --json`: the report with its exit code and counts; checks and environment as written."""
+
+    exit_code: int
+    headline: str
+    counts: dict[str, int]
+    checks: list[dict[str, JsonValue]]
+    environment: dict[str, JsonValue]

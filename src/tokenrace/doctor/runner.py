@@ -10,6 +10,7 @@ from tokenrace.doctor.probe import Probe, SystemProbe
 from tokenrace.doctor.registry import CheckSpec, Context, Finding, registered, skip, warn
 from tokenrace.doctor.result import CheckResult, DoctorReport, Status
 from tokenrace.errors import InvalidInput, TokenraceError
+from tokenrace.model.environment import Environment
 
 NO_GPU_HEADLINE = (
     "No NVIDIA GPU found on this machine, so GPU engines (vLLM, SGLang, CUDA builds of llama.cpp) cannot run here. "
@@ -39,7 +40,7 @@ def run_doctor(probe: Probe | None = None, model: str | None = None, with_enviro
             details=finding.details,
         )
     checks = list(ctx.results.values())
-    environment = _environment(ctx.probe) if with_environment else {}
+    environment = _environment(ctx.probe) if with_environment else Environment()
     return DoctorReport(checks=checks, headline=headline(checks), environment=environment)
 
 
@@ -77,8 +78,8 @@ def headline(checks: list[CheckResult]) -> str:
     return "All checks passed."
 
 
-def _environment(probe: Probe) -> dict[str, object]:
+def _environment(probe: Probe) -> Environment:
     try:
         return collect_environment(probe)
     except Exception as err:  # noqa: BLE001 - the report matters more than its appendix
-        return {"error": f"{type(err).__name__}: {err}"}
+        return Environment(error=f"{type(err).__name__}: {err}")

@@ -76,9 +76,8 @@ def efficiency_of(
         nearest = planner.nearest_published(model, hw, result.devices)
     except TokenraceError as exc:
         return Efficiency(error=str(exc))
-    return Efficiency.model_validate(
-        {
-            **eff,
+    return eff.model_copy(
+        update={
             "hardware_bandwidth_bytes_per_s": hw.bandwidth_bytes_per_s,
             "hardware_source": hw.source,
             # What others measured on the nearest configuration, against its own bound: the run's

@@ -12,17 +12,16 @@ the mean over a run from two scrapes of /metrics (before and after).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from tokenrace.client.records import RequestRecord, derived
+from tokenrace.client.records import EngineTimings, RequestRecord, derived
 from tokenrace.engines import WITH_HISTOGRAMS
 from tokenrace.model.summary import ClockPair, EngineClock
 from tokenrace.monitor.server import histogram_mean_delta
 
 
-def llamacpp_times(timing: dict[str, Any] | None) -> tuple[float | None, float | None]:
+def llamacpp_times(timing: EngineTimings | None) -> tuple[float | None, float | None]:
     """(server TTFT ms, server TPOT ms) from a llama.cpp `timings` object."""
     if not timing:
         return None, None

@@ -31,10 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import psutil
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -173,9 +173,13 @@ class Bias:
     request_leg: list[float] = field(default_factory=list)  # send stamp -> the server read the request
 
 
-def server_view(log: Sequence[dict[str, Any]]) -> dict[str, tuple[int, list[int]]]:
-    """Per response id: (the request's bytes came off the server's socket, else its handler began;
-    send stamps of its content chunks), in ns."""
+# Per response id: (the request's bytes came off the server's socket, else its handler began; the
+# send stamps of its content chunks), in ns.
+ServerView: TypeAlias = dict[str, tuple[int, list[int]]]
+
+
+def server_view(log: Sequence[dict[str, Any]]) -> ServerView:
+    """The fake server's send log (its JSON, as `log()` returns it) read into a `ServerView`."""
     kinds = ("content", "reasoning")
     return {
         e["id"]: (e.get("received_ns") or e["arrival_ns"], [c["t_ns"] for c in e["chunks"] if c["kind"] in kinds])
@@ -195,8 +199,7 @@ def bias_of(start_ns: int, arrivals: Sequence[int], server_in_ns: int, sent: Seq
     return True
 
 
-def record_bias(records: Sequence[RequestRecord], log: Sequence[dict[str, Any]]) -> Bias:
-    view = server_view(log)
+def record_bias(records: Sequence[RequestRecord], view: ServerView) -> Bias:
     out = Bias()
     for r in records:
         entry = view.get(r.response_id or "")
@@ -246,7 +249,12 @@ async def drive(
     its measured records and the client process's CPU over the step (% of one core)."""
     # spin_ms 0: the server sleeps to each send instead of spinning its last millisecond; its send
     # stamps stay exact, and a small machine's core stays free for the client.
-    fake = {"ttft_ms": ttft_ms, "itl_ms": step.itl_ms, "output_tokens": step.tokens, "role_chunk": True}
+    fake: dict[str, JsonValue] = {
+        "ttft_ms": ttft_ms,
+        "itl_ms": step.itl_ms,
+        "output_tokens": step.tokens,
+        "role_chunk": True,
+    }
     fake["spin_ms"] = 0
     opts = RequestOptions(max_tokens=None, extra_body={"fake": fake})
 
@@ -271,9 +279,9 @@ def _cpu_s(proc: psutil.Process) -> float:
     return float(t.user + t.system)
 
 
-def summarize_step(step: StepPlan, records: Sequence[RequestRecord], log: Sequence[dict[str, Any]]) -> CalibrationStep:
+def summarize_step(step: StepPlan, records: Sequence[RequestRecord], view: ServerView) -> CalibrationStep:
     ok = [r for r in records if r.ok]
-    bias = record_bias(ok, log)
+    bias = record_bias(ok, view)
     chunks = sum(len(r.chunk_ns) for r in ok)
     ends = [r.end_ns for r in ok if r.end_ns is not None]
     span_s = (max(ends) - min(r.start_ns for r in ok)) / 1e9 if ok and ends else 0.0
@@ -344,7 +352,7 @@ async def calibrate_with(
     for step in plan(quick):
         server.reset()
         records, cpu = await drive(base_url, step, sink)
-        row = summarize_step(step, records, server.log(wait_idle_s=2))
+        row = summarize_step(step, records, server_view(server.log(wait_idle_s=2)))
         row.client_cpu_pct = cpu
         rows.append(row)
         if on_step is not None:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from tokenrace.client.conversation import chat_messages
 from tokenrace.client.images import Image
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import InvalidInput
@@ -84,8 +85,12 @@ def _parse_line(line: str, path: Path, lineno: int) -> Prompt:
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise InvalidInput("prompts", f"{where}: max_tokens must be a positive integer")
     if isinstance(obj.get("messages"), list):
-        images = tally_messages(obj["messages"], "prompts", where)
-        prompt = Prompt(messages=obj["messages"], max_tokens=max_tokens, images=images)
+        try:
+            messages = chat_messages(obj["messages"])
+        except ValueError as exc:
+            raise InvalidInput("prompts", f"{where}: {exc}") from None
+        images = tally_messages(messages, "prompts", where)
+        prompt = Prompt(messages=messages, max_tokens=max_tokens, images=images)
     elif isinstance(obj.get("prompt", obj.get("text")), str):
         prompt = Prompt(text=obj.get("prompt", obj.get("text")), max_tokens=max_tokens)
     else:

@@ -20,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Final
 
 from tokenrace.client.openai import Prompt
 from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.clocks import ClockOffset, probe
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
-from tokenrace.load.workers import WorkerLost
+from tokenrace.load.workers import PoolSetup, WorkerLost
 
 perf_ns = time.perf_counter_ns
 
@@ -104,7 +104,7 @@ class RayLink:
 class RayPool:
     """`count` actors (None: one per alive node) on the Ray cluster at `address` ('auto': the running one)."""
 
-    kind = "ray"
+    kind: Final = "ray"
 
     def __init__(self, config: WorkerConfig, count: int | None, address: str) -> None:
         if count is not None and count < 1:
@@ -146,5 +146,5 @@ class RayPool:
             ray.kill(link.actor)
         ray.shutdown()
 
-    def describe(self) -> dict[str, Any]:
-        return {"ray_address": self.address}
+    def describe(self) -> PoolSetup:
+        return PoolSetup(ray_address=self.address)

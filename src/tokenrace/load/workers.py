@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from tokenrace import aio
 from tokenrace.client.openai import Prompt
@@ -43,6 +43,7 @@ from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.calibration import calibrated_ceiling
 from tokenrace.load.clocks import ClockOffset, probe, to_parent_clock, to_worker_clock
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
+from tokenrace.model.manifest import WorkerInfo, WorkersInfo
 from tokenrace.model.summary import RunWarning
 
 perf_ns = time.perf_counter_ns
@@ -85,8 +86,18 @@ class Link(Protocol):
     def cancel(self, job_id: int) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class PoolSetup:
+    """What the manifest says of how a pool was set up: its processes' start method, or the Ray
+    cluster it runs on."""
+
+    start_method: str | None = None
+    ray_address: str | None = None
+
+
 class Pool(Protocol):
-    kind: str  # "processes" | "ray"
+    @property
+    def kind(self) -> Literal["processes", "ray"]: ...
 
     @property
     def links(self) -> Sequence[Link]: ...
@@ -95,7 +106,7 @@ class Pool(Protocol):
 
     async def close(self) -> None: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> PoolSetup: ...
 
 
 # --- the parent's send ------------------------------------------------------------------------------
@@ -229,15 +240,73 @@ def usable_cpus() -> int:
 
 _HEADER = struct.Struct("!I")
 
+# The messages between the parent and a worker process, one pickled frame each.
 
-def _frame(obj: object) -> bytes:
-    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """worker -> parent, once connected: which worker, running where."""
+
+    index: int
+    who: Identity
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """parent -> worker: send `prompt` at `fire_at_ns` (the worker's clock; None: now), filling `rec`."""
+
+    job_id: int
+    fire_at_ns: int | None
+    prompt: Prompt
+    rec: RequestRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """worker -> parent: the job's record."""
+
+    job_id: int
+    rec: RequestRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """parent -> worker: stop that job's request."""
+
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClockAsk:
+    """parent -> worker: read your clock."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClockReading:
+    """worker -> parent: its perf_counter_ns() when asked."""
+
+    ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """parent -> worker: finish and exit."""
+
+
+Message: TypeAlias = Hello | Job | Done | Cancel | ClockAsk | ClockReading | Stop
+
+
+def _frame(msg: Message) -> bytes:
+    body = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
     return _HEADER.pack(len(body)) + body
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> Any:
+async def _read_frame(reader: asyncio.StreamReader) -> Message:
     (n,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-    return pickle.loads(await reader.readexactly(n))
+    msg = pickle.loads(await reader.readexactly(n))
+    if not isinstance(msg, Message):
+        raise pickle.UnpicklingError(f"not a worker message: {type(msg).__name__}")
+    return msg
 
 
 def process_main(index: int, config: WorkerConfig, path: str) -> None:
@@ -251,12 +320,12 @@ async def _serve(index: int, config: WorkerConfig, path: str) -> None:
     reader, writer = await asyncio.open_unix_connection(path)
     core = WorkerCore(config)
     await core.open()
-    writer.write(_frame(("hello", index, identity())))
+    writer.write(_frame(Hello(index, identity())))
     tasks: set[asyncio.Task[None]] = set()
 
-    async def run(job_id: int, fire_at: int | None, prompt: Prompt, rec: RequestRecord) -> None:
-        done = await core.job(job_id, fire_at, prompt, rec)
-        writer.write(_frame(("done", job_id, done)))
+    async def run(job: Job) -> None:
+        done = await core.job(job.job_id, job.fire_at_ns, job.prompt, job.rec)
+        writer.write(_frame(Done(job.job_id, done)))
 
     try:
         while True:
@@ -264,15 +333,15 @@ async def _serve(index: int, config: WorkerConfig, path: str) -> None:
                 msg = await _read_frame(reader)
             except (asyncio.IncompleteReadError, ConnectionError):
                 break  # the parent is gone
-            if msg[0] == "job":
-                task = asyncio.create_task(run(*msg[1:]))
+            if isinstance(msg, Job):
+                task = asyncio.create_task(run(msg))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
-            elif msg[0] == "cancel":
-                core.cancel(msg[1])
-            elif msg[0] == "clock":
-                writer.write(_frame(("clock", perf_ns())))
-            elif msg[0] == "stop":
+            elif isinstance(msg, Cancel):
+                core.cancel(msg.job_id)
+            elif isinstance(msg, ClockAsk):
+                writer.write(_frame(ClockReading(perf_ns())))
+            elif isinstance(msg, Stop):
                 break
     finally:
         await core.cancel_all()
@@ -316,18 +385,18 @@ class ProcessLink:
             fut.set_exception(WorkerLost(self.death or f"worker {self.index} is not running"))
             return fut
         self._pending[job_id] = fut
-        self._send(("job", job_id, fire_at_ns, prompt, rec))
+        self._send(Job(job_id, fire_at_ns, prompt, rec))
         return fut
 
     def cancel(self, job_id: int) -> None:
         if self.alive and job_id in self._pending:
-            self._send(("cancel", job_id))
+            self._send(Cancel(job_id))
 
     async def clock_now(self) -> int:
-        self._send(("clock",))
+        self._send(ClockAsk())
         return await asyncio.wait_for(self._clock_answers.get(), START_TIMEOUT_S)
 
-    def _send(self, msg: object) -> None:
+    def _send(self, msg: Message) -> None:
         assert self._writer is not None
         self._writer.write(_frame(msg))
 
@@ -335,12 +404,12 @@ class ProcessLink:
         try:
             while True:
                 msg = await _read_frame(reader)
-                if msg[0] == "done":
-                    fut = self._pending.pop(msg[1], None)
+                if isinstance(msg, Done):
+                    fut = self._pending.pop(msg.job_id, None)
                     if fut is not None and not fut.done():
-                        fut.set_result(msg[2])
-                elif msg[0] == "clock":
-                    self._clock_answers.put_nowait(msg[1])
+                        fut.set_result(msg.rec)
+                elif isinstance(msg, ClockReading):
+                    self._clock_answers.put_nowait(msg.ns)
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
             pass
         await self._lose()
@@ -359,7 +428,7 @@ class ProcessLink:
         self._stopping = True
         if self._writer is not None:
             with contextlib.suppress(ConnectionError, RuntimeError):
-                self._send(("stop",))
+                self._send(Stop())
                 await self._writer.drain()
         if self._reading is not None:
             with contextlib.suppress(TimeoutError):
@@ -387,7 +456,7 @@ def start_method() -> str:
 class ProcessPool:
     """`count` worker processes on this machine, each with its own event loop and connection pool."""
 
-    kind = "processes"
+    kind: Final = "processes"
 
     def __init__(self, config: WorkerConfig, count: int) -> None:
         if count < 1:
@@ -405,10 +474,10 @@ class ProcessPool:
         ready: asyncio.Queue[int] = asyncio.Queue()
 
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            kind, index, who = await _read_frame(reader)
-            assert kind == "hello"
-            self.links[index].attach(reader, writer, who)
-            ready.put_nowait(index)
+            hello = await _read_frame(reader)
+            assert isinstance(hello, Hello)
+            self.links[hello.index].attach(reader, writer, hello.who)
+            ready.put_nowait(hello.index)
 
         self._server = await asyncio.start_unix_server(accept, path)
         ctx: Any = multiprocessing.get_context(self.method)  # typeshed lacks Process on BaseContext
@@ -457,8 +526,8 @@ class ProcessPool:
         if self._dir is not None:
             self._dir.cleanup()
 
-    def describe(self) -> dict[str, Any]:
-        return {"start_method": self.method}
+    def describe(self) -> PoolSetup:
+        return PoolSetup(start_method=self.method)
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,38 +573,40 @@ def resolve_count(spec: WorkersSpec, streams: int) -> tuple[int, str | None]:
 
 def manifest_section(
     requested: str, reason: str | None, pool: Pool | None = None, dispatcher: Dispatcher | None = None
-) -> dict[str, Any]:
-    """The manifest's `workers` (model.manifest.WorkersInfo)."""
+) -> WorkersInfo:
+    """The manifest's `workers`."""
     if pool is None or dispatcher is None:
-        return {"kind": "process", "count": 1, "requested": requested, "reason": reason}
+        return WorkersInfo(kind="process", count=1, requested=requested, reason=reason)
     rows = []
     for link in pool.links:
         clock, who = link.clock, link.identity
         rows.append(
-            {
-                "index": link.index,
-                "pid": who.pid if who else None,
-                "host": who.host if who else None,
-                "node": getattr(link, "node", None),
-                "clock_offset_ns": clock.offset_ns if clock else None,
-                "clock_rtt_ns": clock.rtt_ns if clock else None,
-                "clock_error_ns": clock.error_ns if clock else None,
-                "clock_shared": clock.shared if clock else None,
-                "clock_applied_ns": clock.applied_ns if clock else None,
-                "requests": dispatcher.sent[link.index],
-                "died": link.death,
-            }
+            WorkerInfo(
+                index=link.index,
+                pid=who.pid if who else None,
+                host=who.host if who else None,
+                node=getattr(link, "node", None),
+                clock_offset_ns=clock.offset_ns if clock else None,
+                clock_rtt_ns=clock.rtt_ns if clock else None,
+                clock_error_ns=clock.error_ns if clock else None,
+                clock_shared=clock.shared if clock else None,
+                clock_applied_ns=clock.applied_ns if clock else None,
+                requests=dispatcher.sent[link.index],
+                died=link.death,
+            )
         )
-    return {
-        "kind": pool.kind,
-        "count": len(pool.links),
-        "requested": requested,
-        "reason": reason,
-        "lead_ms": dispatcher.lead_ns / 1e6,
-        "lost_requests": dispatcher.lost_requests,
-        "workers": rows,
-        **pool.describe(),
-    }
+    setup = pool.describe()
+    return WorkersInfo(
+        kind=pool.kind,
+        count=len(pool.links),
+        requested=requested,
+        reason=reason,
+        lead_ms=dispatcher.lead_ns / 1e6,
+        start_method=setup.start_method,
+        ray_address=setup.ray_address,
+        lost_requests=dispatcher.lost_requests,
+        workers=rows,
+    )
 
 
 def fault_warnings(dispatcher: Dispatcher) -> list[RunWarning]:

@@ -10,7 +10,7 @@ model fills what they lack with None, never with 0. The JSON Schemas in docs/sch
 from these models (`python -m tokenrace.model.schema`), and a test fails when they are stale.
 
 Nested objects whose layout belongs to another module (soak drift, the
-planner's efficiency, the machine's environment) are kept as JSON objects here and typed where they
+planner's efficiency) are kept as JSON objects here and typed where they
 are made; what other tools read first (latency statistics, throughput, counts, sources, cost, cache)
 is typed in full. This package imports nothing of tokenrace but `redact`.
 """

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.environment import Environment
 from tokenrace.model.monitor import MonitorSettings
 from tokenrace.redact import HIDDEN, redact_fields, redact_headers
 
@@ -92,7 +93,7 @@ class Manifest(_Model):
     t0_perf_counter_ns: int | None = None
     finished_at: str | None = None
     interrupted: bool | None = None
-    environment: JsonObject | None = None
+    environment: Environment | None = None
     server: JsonObject | None = None
     monitor: MonitorSettings | None = None
     imported: ImportedFrom | None = None

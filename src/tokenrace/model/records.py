@@ -6,7 +6,24 @@ from typing import Literal
 
 from pydantic import Field
 
-from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.base import _Model
+
+
+class ServerTiming(_Model):
+    """The engine's own clock for one response, as the server reported it: llama.cpp's `timings`
+    (the only engine that sends them per response). Times in ms; keys a server adds are kept."""
+
+    cache_n: int | None = None  # prompt tokens reused from the slot's cache
+    prompt_n: int | None = None  # prompt tokens processed
+    prompt_ms: float | None = None  # prompt processing, up to the first sampled token: the engine's TTFT
+    prompt_per_token_ms: float | None = None
+    prompt_per_second: float | None = None
+    predicted_n: int | None = None  # tokens generated
+    predicted_ms: float | None = None  # from the first generated token to the last
+    predicted_per_token_ms: float | None = None
+    predicted_per_second: float | None = None
+    draft_n: int | None = None  # speculative decoding: tokens drafted
+    draft_n_accepted: int | None = None  # of which the target model accepted
 
 
 class RecordLine(_Model):
@@ -49,7 +66,7 @@ class RecordLine(_Model):
     error_message: str | None = None
     retry_after_s: float | None = None
     response_id: str | None = None
-    server_timing: JsonObject | None = None
+    server_timing: ServerTiming | None = None
     images: int = 0
     image_bytes: int | None = 0
     image_pixels: int | None = 0

@@ -21,13 +21,13 @@ Stable public API (other parts of tokenrace call these; keep the signatures):
   names the interconnect inside a tensor-parallel group (default: the device's first). The decode
   step is max(memory, compute) + the communication on the token's path (``result.layout`` says how
   the devices are assumed to be laid out; ``result.decode.comm`` lists the trips).
-  ``result.to_dict()`` gives the JSON keys (``weights_bytes``, ``kv_bytes_per_token``, ``total_bytes``,
+  ``result.to_dict()`` gives the JSON keys (a ``PlanJson``: ``weights_bytes``, ``kv_bytes_per_token``, ``total_bytes``,
   ``fits``, ``min_devices``, ``max_concurrency``, ``decode_tokens_per_s_bound`` (per stream at the
   given concurrency), ``aggregate_tokens_per_s_bound``, ``ttft_ms_bound``, ``decode_bound_by``
   (memory, compute or communication), ``decode_communication_ms``, ``layout``,
   ``decode_tokens_per_joule_at_tdp``, ...); ``result.explain()`` gives the formulas with the figures
   put in, one string per line.
-- ``efficiency(measured_decode_tok_s_per_stream, measured_ttft_ms, plan_result) -> dict``
+- ``efficiency(measured_decode_tok_s_per_stream, measured_ttft_ms, plan_result) -> Efficiency`` (the summary's model):
   ``decode_pct_of_bound`` (measured ÷ bound), ``ttft_pct_of_bound`` (bound ÷ measured: TTFT is a time,
   so 100 % is the physical limit for both), ``aggregate_pct_of_bound`` when
   ``measured_aggregate_tok_s=`` is given; None where undefined, never 0; ``warnings`` holds

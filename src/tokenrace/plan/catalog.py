@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.plan import probe
-from tokenrace.plan.modelspec import ModelSpec, from_hf_config, read_config_file, read_gguf
+from tokenrace.plan.modelspec import HFConfig, ModelSpec, from_hf_config, read_config_file, read_gguf
 
 GIB = 2**30
 FP16_KEYS = ("fp16", "bf16")
@@ -61,7 +62,6 @@ class Hardware:
     devices_per_node: int = 8
     measured: bool = False
     note: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
     links: tuple[Link, ...] = ()  # preferred first; node links before cluster links
     tdp_w: float | None = None
     tdp_source: str = ""
@@ -100,95 +100,210 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text)
 
 
-def _match(query: str, rows: list[dict[str, Any]], what: str) -> dict[str, Any]:
+class _Row(BaseModel):
+    """A catalog row: unknown keys are refused, so a misspelt key in the JSON fails the catalog's tests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _NamedRow(_Row):
+    name: str
+    aliases: tuple[str, ...] = ()
+    source: str
+
+
+class LinkRow(_Row):
+    """hardware.json `links`: one kind of interconnect."""
+
+    label: str
+    topology: str  # switch | direct
+    count: int
+    gb_s: float  # each way, per port or per link
+    latency_us: float | None  # one hop; null: no source gives it
+    scope: str  # node | cluster
+    source: str
+    max_group: int | None = None
+
+
+class HardwareRow(_NamedRow):
+    """hardware.json `devices`: one device, in the units its sources use."""
+
+    kind: str  # gpu | tpu | sram | cpu
+    memory_gib: float | None = None
+    memory_bytes: int | None = None  # exact bytes, where GiB would round (SRAM)
+    memory_label: str = ""
+    bandwidth_tb_s: float | None = None  # None only for the measured CPU
+    tflops: dict[str, float] = Field(default_factory=dict)
+    links: tuple[str, ...] = ()
+    devices_per_node: int | None = None
+    tdp_w: float | None = None
+    tdp_source: str = ""
+    measured: bool = False  # this machine's CPU: measured when asked for
+
+
+class ModelRow(_NamedRow):
+    """models.json `models`: a text decoder's config in config.json form, with its published size."""
+
+    label: str | None = None
+    params_published: float | None = None
+    active_params_published: float | None = None
+    config: HFConfig
+
+
+class PublishedRow(_Row):
+    """published.json `points`: a decode speed someone published, with its configuration and source."""
+
+    id: str
+    label: str
+    model: str  # catalog name
+    hardware: str  # catalog name
+    devices: int | None = None  # None: the fewest that fit
+    precision: str
+    context: int
+    input_tokens: int | None = None
+    concurrency: int = 1
+    tok_s: float  # per stream, while decoding
+    figure: str
+    speculative: bool = False
+    tokens_per_step: float | None = None
+    source_kind: str  # primary | secondary
+    source: str
+    low_share_reason: str | None = None
+    kv_dtype: str = "fp16"
+
+
+class HardwareFile(_Row):
+    comment: str = Field("", alias="_comment")
+    links: dict[str, LinkRow]
+    devices: tuple[HardwareRow, ...]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_link_comments(cls, data: object) -> object:
+        """`links` keeps a `_comment` of its own beside the links."""
+        if isinstance(data, dict) and isinstance(data.get("links"), dict):
+            links = {k: v for k, v in data["links"].items() if not k.startswith("_")}
+            return {**data, "links": links}
+        return data
+
+
+class ModelsFile(_Row):
+    comment: str = Field("", alias="_comment")
+    models: tuple[ModelRow, ...]
+
+
+class PublishedFile(_Row):
+    comment: str = Field("", alias="_comment")
+    points: tuple[PublishedRow, ...]
+
+
+F = TypeVar("F", HardwareFile, ModelsFile, PublishedFile)
+R = TypeVar("R", bound=_NamedRow)
+
+
+def _match(query: str, rows: Sequence[R], what: str) -> R:
     """Exact match on a name or alias after normalising (case, punctuation, an org/ prefix, -instruct
     style suffixes); otherwise an error listing close names. A partial name is never guessed at:
     'gemma-4' could be any Gemma 4 size."""
     key = _norm(query)
-    index = {_norm(n): row for row in rows for n in (row["name"], *row.get("aliases", []))}
+    index = {_norm(n): row for row in rows for n in (row.name, *row.aliases)}
     if key in index:
         return index[key]
     partial = {id(row): row for k, row in index.items() if len(key) >= 3 and (key in k or (len(k) >= 4 and k in key))}
-    close = list(dict.fromkeys([row["name"] for row in partial.values()] + _close(query, rows)))[:5]
-    hint = f"; close matches: {', '.join(close)}" if close else f"; known: {', '.join(row['name'] for row in rows)}"
+    close = list(dict.fromkeys([row.name for row in partial.values()] + _close(query, rows)))[:5]
+    hint = f"; close matches: {', '.join(close)}" if close else f"; known: {', '.join(row.name for row in rows)}"
     raise UsageError(f"unknown {what} {query!r}{hint} (tokenrace plan --list shows the catalog)")
 
 
-def _close(query: str, rows: list[dict[str, Any]]) -> list[str]:
+def _close(query: str, rows: Sequence[_NamedRow]) -> list[str]:
     by_key: dict[str, str] = {}
     for row in rows:
-        for n in (row["name"], *row.get("aliases", [])):
-            by_key.setdefault(_norm(n), row["name"])
+        for n in (row.name, *row.aliases):
+            by_key.setdefault(_norm(n), row.name)
     keys = difflib.get_close_matches(_norm(query), list(by_key), n=6, cutoff=0.5)
     return list(dict.fromkeys(by_key[k] for k in keys))[:4]
 
 
-@functools.cache
-def _data(filename: str) -> dict[str, Any]:
+def _data(filename: str, shape: type[F]) -> F:
     text = resources.files("tokenrace.plan").joinpath(filename).read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
+    return shape.model_validate_json(text)
 
 
-def hardware_rows() -> list[dict[str, Any]]:
-    return list(_data("hardware.json")["devices"])
+@functools.cache
+def _hardware_file() -> HardwareFile:
+    return _data("hardware.json", HardwareFile)
 
 
-def model_rows() -> list[dict[str, Any]]:
-    return list(_data("models.json")["models"])
+@functools.cache
+def _models_file() -> ModelsFile:
+    return _data("models.json", ModelsFile)
 
 
-def published_rows() -> list[dict[str, Any]]:
-    return list(_data("published.json")["points"])
+@functools.cache
+def _published_file() -> PublishedFile:
+    return _data("published.json", PublishedFile)
+
+
+def hardware_rows() -> list[HardwareRow]:
+    return list(_hardware_file().devices)
+
+
+def model_rows() -> list[ModelRow]:
+    return list(_models_file().models)
+
+
+def published_rows() -> list[PublishedRow]:
+    return list(_published_file().points)
 
 
 # ---------------------------------------------------------------------------------------------
 # Hardware
 
 
-def link_rows() -> dict[str, Any]:
-    return {k: v for k, v in _data("hardware.json")["links"].items() if not k.startswith("_")}
+def link_rows() -> dict[str, LinkRow]:
+    return dict(_hardware_file().links)
 
 
 @functools.cache
 def load_link(name: str) -> Link:
     row = link_rows()[name]
-    latency = row.get("latency_us")
     return Link(
         name=name,
-        label=row["label"],
-        topology=row["topology"],
-        count=int(row["count"]),
-        bandwidth_bytes_per_s=float(row["gb_s"]) * 1e9,
-        latency_s=None if latency is None else float(latency) * 1e-6,
-        scope=row["scope"],
-        source=row["source"],
-        max_group=row.get("max_group"),
+        label=row.label,
+        topology=row.topology,
+        count=row.count,
+        bandwidth_bytes_per_s=row.gb_s * 1e9,
+        latency_s=None if row.latency_us is None else row.latency_us * 1e-6,
+        scope=row.scope,
+        source=row.source,
+        max_group=row.max_group,
     )
 
 
-def _hardware_from_row(row: Mapping[str, Any]) -> Hardware:
-    memory = int(row["memory_bytes"]) if "memory_bytes" in row else int(row["memory_gib"] * GIB)
+def _hardware_from_row(row: HardwareRow) -> Hardware:
+    memory = row.memory_bytes if row.memory_bytes is not None else int((row.memory_gib or 0) * GIB)
+    if row.bandwidth_tb_s is None:
+        raise ValueError(f"hardware.json: {row.name} has no bandwidth_tb_s")
     return Hardware(
-        name=row["name"],
-        kind=row["kind"],
+        name=row.name,
+        kind=row.kind,
         memory_bytes=memory,
-        bandwidth_bytes_per_s=float(row["bandwidth_tb_s"]) * 1e12,
-        flops={k: float(v) * 1e12 for k, v in row.get("tflops", {}).items()},
-        source=row["source"],
-        memory_label=row.get("memory_label", ""),
-        aliases=tuple(row.get("aliases", [])),
-        devices_per_node=int(row.get("devices_per_node", 1 if row["kind"] == "cpu" else 8)),
-        links=tuple(load_link(name) for name in row.get("links", [])),
-        tdp_w=float(row["tdp_w"]) if row.get("tdp_w") else None,
-        tdp_source=row.get("tdp_source", ""),
+        bandwidth_bytes_per_s=row.bandwidth_tb_s * 1e12,
+        flops={k: v * 1e12 for k, v in row.tflops.items()},
+        source=row.source,
+        memory_label=row.memory_label,
+        aliases=row.aliases,
+        devices_per_node=row.devices_per_node or (1 if row.kind == "cpu" else 8),
+        links=tuple(load_link(name) for name in row.links),
+        tdp_w=row.tdp_w or None,
+        tdp_source=row.tdp_source,
     )
 
 
 @functools.cache
 def _measured_cpu() -> Hardware:
     """This machine's CPU: bandwidth probed once per process (see probe.py), memory from the OS."""
-    row = next(r for r in hardware_rows() if r.get("measured"))
+    row = next(r for r in hardware_rows() if r.measured)
     bandwidth = probe.measure_cpu_bandwidth()
     threads = probe.usable_cpus()
     model = probe.cpu_model_name() or "unknown CPU"
@@ -198,9 +313,9 @@ def _measured_cpu() -> Hardware:
         memory_bytes=probe.physical_memory_bytes() or 0,
         bandwidth_bytes_per_s=bandwidth,
         flops={},
-        source=f"{row['source']}: {bandwidth / 1e9:.1f} GB/s with {threads} threads",
+        source=f"{row.source}: {bandwidth / 1e9:.1f} GB/s with {threads} threads",
         memory_label=f"{model}, {threads} threads",
-        aliases=tuple(row.get("aliases", [])),
+        aliases=row.aliases,
         devices_per_node=1,
         measured=True,
         note="CPU compute peak is not measured (AMX/VNNI int8 paths make a numpy probe no bound): decode and TTFT "
@@ -211,11 +326,11 @@ def _measured_cpu() -> Hardware:
 def load_hardware(name: str) -> Hardware:
     """A catalog device by name or alias (fuzzy), or 'cpu': this machine, its bandwidth measured once."""
     row = _match(name, hardware_rows(), "hardware")
-    return _measured_cpu() if row.get("measured") else _hardware_from_row(row)
+    return _measured_cpu() if row.measured else _hardware_from_row(row)
 
 
 def catalog_hardware(include_measured: bool = False) -> list[Hardware]:
-    return [load_hardware(r["name"]) for r in hardware_rows() if include_measured or not r.get("measured")]
+    return [load_hardware(r.name) for r in hardware_rows() if include_measured or not r.measured]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,12 +369,9 @@ def _load_local(path: Path) -> ModelSpec:
 
 @functools.cache
 def _catalog_model(name: str) -> ModelSpec:
-    row = next(r for r in model_rows() if r["name"] == name)
+    row = next(r for r in model_rows() if r.name == name)
     return from_hf_config(
-        row["config"],
-        name=row.get("label", row["name"]),
-        source=row["source"],
-        params_published=row.get("params_published"),
+        row.config, name=row.label or row.name, source=row.source, params_published=row.params_published
     )
 
 
@@ -271,8 +383,8 @@ def load_model(name_or_path: str) -> ModelSpec:
         return _load_local(path)
     if _looks_like_path(name_or_path):
         raise InvalidInput("model", f"no such file or folder: {name_or_path}")
-    return _catalog_model(_match(name_or_path, model_rows(), "model")["name"])
+    return _catalog_model(_match(name_or_path, model_rows(), "model").name)
 
 
 def catalog_models() -> list[ModelSpec]:
-    return [_catalog_model(r["name"]) for r in model_rows()]
+    return [_catalog_model(r.name) for r in model_rows()]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeAlias
 
 from tokenrace.errors import InvalidInput
 
@@ -25,6 +25,10 @@ class LongArray:
     length: int
 
 
+# A metadata value: a number, a flag, a string, a short array of them, or a long array by its length.
+GGUFValue: TypeAlias = "int | float | bool | str | LongArray | list[GGUFValue]"
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     name: str
@@ -36,7 +40,7 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class GGUFHeader:
-    metadata: dict[str, Any]
+    metadata: dict[str, GGUFValue]
     tensors: tuple[TensorInfo, ...]
 
 
@@ -58,16 +62,17 @@ class _Reader:
     def skip_string(self) -> None:
         self.fh.seek(self.unpack("Q"), 1)
 
-    def value(self, vtype: int) -> Any:
+    def value(self, vtype: int) -> GGUFValue:
         if vtype in _SCALARS:
-            return self.unpack(_SCALARS[vtype])
+            scalar: int | float | bool = self.unpack(_SCALARS[vtype])
+            return scalar
         if vtype == _STRING:
             return self.string()
         if vtype == _ARRAY:
             return self.array()
         raise ValueError(f"unknown GGUF value type {vtype}")
 
-    def array(self) -> list[Any] | LongArray:
+    def array(self) -> list[GGUFValue] | LongArray:
         etype, count = self.unpack("I"), self.unpack("Q")
         if count <= SHORT_ARRAY:
             return [self.value(etype) for _ in range(count)]
@@ -108,7 +113,7 @@ def read_header(path: Path) -> GGUFHeader:
             if version not in (2, 3):
                 raise InvalidInput("model", f"{path}: GGUF version {version} is not supported (big-endian or too new)")
             n_tensors, n_kv = r.unpack("Q"), r.unpack("Q")
-            metadata = {}
+            metadata: dict[str, GGUFValue] = {}
             for _ in range(n_kv):
                 key = r.string()
                 metadata[key] = r.value(r.unpack("I"))

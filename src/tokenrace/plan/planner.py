@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TypedDict
 
 from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.model.summary import Efficiency
 from tokenrace.plan import explain as ex
 from tokenrace.plan.catalog import Hardware, load_hardware, load_model
 from tokenrace.plan.interconnect import Layout, layout_for
@@ -25,6 +26,97 @@ from tokenrace.plan.memory import (
 from tokenrace.plan.modelspec import ModelSpec
 from tokenrace.plan.precision import PRECISIONS, Precision, get_precision, kv_dtype_bytes
 from tokenrace.plan.roofline import StepBound, decode_step, prefill
+
+
+class LayoutJson(TypedDict):
+    kind: str
+    devices: int
+    group: int
+    stages: int
+    link: str | None
+    stage_link: str | None
+    description: str
+
+
+class TripJson(TypedDict):
+    """One kind of collective or hop on a decode step's path."""
+
+    what: str
+    algorithm: str
+    count: int
+    group: int
+    hops: int
+    bytes_on_link: float
+    link: str
+    latency_ms: float
+    transfer_ms: float
+
+
+class CommunicationJson(TypedDict):
+    message_bytes: float
+    latency_ms: float
+    transfer_ms: float
+    trips: list[TripJson]
+
+
+class PlanJson(TypedDict):
+    """`tokenrace plan --json` for one device: every figure of a `PlanResult`, in its unit."""
+
+    model: str
+    model_source: str
+    hardware: str
+    hardware_kind: str
+    hardware_source: str
+    devices: int
+    devices_basis: str
+    precision: str
+    bits_per_weight: float
+    kv_dtype: str
+    context_tokens: int
+    concurrency: int
+    input_tokens: int
+    params: int
+    params_active: int
+    weights_bytes: int
+    weights_bytes_per_device: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_beyond_window: int
+    kv_bytes_per_sequence: int
+    kv_bytes_total: int
+    overhead_bytes_per_device: int
+    total_bytes: int
+    total_bytes_per_device: int
+    device_memory_bytes: int
+    usable_bytes_per_device: int
+    memory_utilization: float
+    fits: bool
+    fits_on_one_device: bool
+    comfortable: bool
+    headroom_over_weights_pct: float | None
+    min_devices: int | None
+    valid_tensor_parallel_sizes: list[int] | None
+    max_concurrency: int | None
+    max_context_tokens: int | None
+    decode_step_ms_bound: float
+    decode_tokens_per_s_bound: float
+    aggregate_tokens_per_s_bound: float
+    decode_bound_by: str
+    decode_memory_ms: float
+    decode_compute_ms: float | None
+    decode_communication_ms: float
+    decode_communication: CommunicationJson | None
+    layout: LayoutJson | None
+    tdp_w_per_device: float | None
+    power_w_at_tdp: float | None
+    decode_tokens_per_joule_at_tdp: float | None
+    decode_bytes_per_step_per_device: int
+    decode_flops_per_step_per_device: float
+    ttft_ms_bound: float
+    prefill_bound_by: str
+    bandwidth_bytes_per_s: float
+    compute_flops_per_s: float | None
+    compute_dtype: str | None
+    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -95,7 +187,7 @@ class PlanResult:
         power = self.power_w
         return self.aggregate_tokens_per_s_bound / power if power else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PlanJson:
         m, d, p = self.memory, self.decode, self.prefill
         headroom = m.headroom_over_weights
         return {
@@ -166,7 +258,7 @@ class PlanResult:
         return ex.summary_lines(self)
 
 
-def _layout_dict(layout: Layout | None) -> dict[str, Any] | None:
+def _layout_dict(layout: Layout | None) -> LayoutJson | None:
     if layout is None:
         return None
     return {"kind": layout.kind, "devices": layout.devices, "group": layout.group, "stages": layout.stages,
@@ -174,11 +266,11 @@ def _layout_dict(layout: Layout | None) -> dict[str, Any] | None:
             "stage_link": layout.stage_link.name if layout.stage_link else None, "description": layout.describe()}  # fmt: skip
 
 
-def _comm_dict(step: StepBound) -> dict[str, Any] | None:
+def _comm_dict(step: StepBound) -> CommunicationJson | None:
     comm = step.comm
     if comm is None:
         return None
-    trips = [{"what": t.what, "algorithm": t.algorithm, "count": t.count, "group": t.group, "hops": t.hops,
+    trips: list[TripJson] = [{"what": t.what, "algorithm": t.algorithm, "count": t.count, "group": t.group, "hops": t.hops,
               "bytes_on_link": t.bytes_on_link, "link": t.link.name, "latency_ms": t.latency_s * 1000,
               "transfer_ms": t.transfer_s * 1000} for t in comm.trips]  # fmt: skip
     return {"message_bytes": comm.message_bytes, "latency_ms": comm.latency_s * 1000,
@@ -315,12 +407,11 @@ def _join(tips: list[str]) -> str:
     return tips[0] if len(tips) == 1 else ", ".join(tips[:-1]) + ", or " + tips[-1]
 
 
-def _same(r: PlanResult, **changes: Any) -> PlanResult:
-    args: dict[str, Any] = {"devices": r.devices, "precision": r.precision, "kv_dtype": r.kv_dtype, "context": r.context,
-                            "concurrency": r.concurrency, "utilization": r.memory.utilization,
-                            "link": r.layout.link.name if r.layout and r.layout.link else None}  # fmt: skip
-    args.update(changes)
-    return plan(r.model, r.hardware, **args)
+def _same(r: PlanResult, *, precision: Precision | None = None, kv_dtype: str | None = None) -> PlanResult:
+    """The same plan with a cheaper precision or KV cache dtype."""
+    return plan(r.model, r.hardware, devices=r.devices, precision=precision or r.precision,
+                kv_dtype=kv_dtype or r.kv_dtype, context=r.context, concurrency=r.concurrency,
+                utilization=r.memory.utilization, link=r.layout.link.name if r.layout and r.layout.link else None)  # fmt: skip
 
 
 def _parallel_tip(r: PlanResult) -> list[str]:
@@ -383,7 +474,7 @@ def efficiency(
     *,
     measured_aggregate_tok_s: float | None = None,
     measured_tokens_per_joule: float | None = None,
-) -> dict[str, Any]:
+) -> Efficiency:
     """Measurements as a percentage of the speed of light, and a warning for any that beats it.
 
     decode: measured tok/s ÷ bound × 100. TTFT is a time, so its efficiency is bound ÷ measured × 100:
@@ -409,26 +500,26 @@ def efficiency(
         warnings.append(f"measurement beats the bound: TTFT {measured_ttft_ms:.1f} ms < {r.ttft_ms_bound:.1f} ms minimum "
                         f"for {r.input_tokens} prompt tokens on {where}: check the prompt length, prefix caching, "
                         "or the setup")  # fmt: skip
-    return {
-        "hardware": r.hardware.name,
-        "devices": r.devices,
-        "model": r.model.name,
-        "precision": r.precision.name,
-        "decode_tokens_per_s_bound": r.decode_tokens_per_s_bound,
-        "aggregate_tokens_per_s_bound": r.aggregate_tokens_per_s_bound,
-        "ttft_ms_bound": r.ttft_ms_bound,
-        "decode_pct_of_bound": decode,
-        "aggregate_pct_of_bound": aggregate,
-        "ttft_pct_of_bound": ttft,
-        "decode_bound_by": r.decode.bound_by,
-        "decode_communication_ms": r.decode.comm_s * 1000,
-        "tdp_w_per_device": r.hardware.tdp_w,
-        "decode_tokens_per_joule_at_tdp": r.tokens_per_joule_bound,
-        "tokens_per_joule_pct_of_tdp_reference": energy,
+    return Efficiency(
+        hardware=r.hardware.name,
+        devices=r.devices,
+        model=r.model.name,
+        precision=r.precision.name,
+        decode_tokens_per_s_bound=r.decode_tokens_per_s_bound,
+        aggregate_tokens_per_s_bound=r.aggregate_tokens_per_s_bound,
+        ttft_ms_bound=r.ttft_ms_bound,
+        decode_pct_of_bound=decode,
+        aggregate_pct_of_bound=aggregate,
+        ttft_pct_of_bound=ttft,
+        decode_bound_by=r.decode.bound_by,
+        decode_communication_ms=r.decode.comm_s * 1000,
+        tdp_w_per_device=r.hardware.tdp_w,
+        decode_tokens_per_joule_at_tdp=r.tokens_per_joule_bound,
+        tokens_per_joule_pct_of_tdp_reference=energy,
         # Without a compute figure (a CPU) the TTFT bound only counts reading the weights: loose.
-        "ttft_bound_memory_only": r.prefill.compute is None,
-        "warnings": warnings,
-    }
+        ttft_bound_memory_only=r.prefill.compute is None,
+        warnings=warnings,
+    )
 
 
 __all__ = ["FitVerdict", "PlanResult", "check_fit", "efficiency", "plan", "resolve_precision"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
-from tokenrace.plan.catalog import Hardware, load_hardware, load_model, published_rows
+from tokenrace.plan.catalog import Hardware, PublishedRow, load_hardware, load_model, published_rows
 from tokenrace.plan.explain import fmt_rate
 from tokenrace.plan.modelspec import ModelSpec
 from tokenrace.plan.planner import PlanResult, plan
@@ -37,6 +37,31 @@ class PublishedPoint:
     source: str
     low_share_reason: str | None = None
     kv_dtype: str = "fp16"
+
+
+class PointJson(TypedDict):
+    """A published point beside its bound, as `plan --json` and `plan --list --json` write it."""
+
+    id: str
+    label: str
+    model: str
+    hardware: str
+    devices: int
+    precision: str
+    context_tokens: int
+    concurrency: int
+    published_tokens_per_s: float
+    figure: str
+    speculative: bool
+    tokens_per_step: float | None
+    decode_tokens_per_s_bound: float
+    compared_bound: float
+    pct_of_bound: float
+    decode_bound_by: str
+    tokens_per_joule_at_tdp: float | None
+    source_kind: str
+    source: str
+    low_share_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -80,7 +105,7 @@ class PointCheck:
         return (f"{self.point.label}: {fmt_rate(self.point.tok_s)} per user on {r.devices} × {r.hardware.name} "
                 f"({r.precision.name}) = {self.comparison_text()} [{self.point.source_kind}: {self.point.source}]")  # fmt: skip
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PointJson:
         p, r = self.point, self.plan
         return {
             "id": p.id,
@@ -106,25 +131,25 @@ class PointCheck:
         }
 
 
-def _point(row: dict[str, Any]) -> PublishedPoint:
+def _point(row: PublishedRow) -> PublishedPoint:
     return PublishedPoint(
-        id=row["id"],
-        label=row["label"],
-        model=row["model"],
-        hardware=row["hardware"],
-        devices=row.get("devices"),
-        precision=row["precision"],
-        context=int(row["context"]),
-        input_tokens=row.get("input_tokens"),
-        concurrency=int(row.get("concurrency", 1)),
-        tok_s=float(row["tok_s"]),
-        figure=row["figure"],
-        speculative=bool(row.get("speculative")),
-        tokens_per_step=row.get("tokens_per_step"),
-        source_kind=row["source_kind"],
-        source=row["source"],
-        low_share_reason=row.get("low_share_reason"),
-        kv_dtype=row.get("kv_dtype", "fp16"),
+        id=row.id,
+        label=row.label,
+        model=row.model,
+        hardware=row.hardware,
+        devices=row.devices,
+        precision=row.precision,
+        context=row.context,
+        input_tokens=row.input_tokens,
+        concurrency=row.concurrency,
+        tok_s=row.tok_s,
+        figure=row.figure,
+        speculative=row.speculative,
+        tokens_per_step=row.tokens_per_step,
+        source_kind=row.source_kind,
+        source=row.source,
+        low_share_reason=row.low_share_reason,
+        kv_dtype=row.kv_dtype,
     )
 
 

@@ -48,9 +48,11 @@ from tokenrace.load.workers import (
     resolve_count,
 )
 from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
+from tokenrace.model.environment import Environment
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.monitor import MonitorSettings, Resources
+from tokenrace.model.server import ServerProbe
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
@@ -270,13 +272,13 @@ def _engine_of(text: str) -> str | None:
         return None
 
 
-async def _environment(client: OpenAIClient) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+async def _environment(client: OpenAIClient) -> tuple[Environment, ServerProbe]:
     """What makes two results comparable: this machine, and what the server says it is."""
     assert client.session is not None
     try:
         env = collect_environment()
     except Exception as exc:  # noqa: BLE001 - the environment is context; it must never stop a run
-        env = {"error": f"{type(exc).__name__}: {exc}"}
+        env = Environment(error=f"{type(exc).__name__}: {exc}")
     server = await probe_server_environment(client.session, client.base_url, HOSTED_HOSTS)
     return env, server
 
@@ -327,7 +329,8 @@ class BenchSession:
             directory = s.output or default_run_dir(s.label or client.model.split("/")[-1])
             self.store = RunStore(directory, t0, tuple(s.secrets()))
             manifest = self._manifest(client, info, prompts, built, started, t0)
-            manifest["environment"], manifest["server"] = await _environment(client)
+            environment, server = await _environment(client)
+            manifest["environment"], manifest["server"] = environment, server.model_dump(mode="json")
             self.store.write_manifest(manifest)
             pool, reason = await self._start_workers(client)
             try:

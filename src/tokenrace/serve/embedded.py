@@ -16,9 +16,9 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tokenrace.errors import EngineError, InvalidInput, UsageError
+from tokenrace.model.engine import ModelFile
 
 INSTALL_HINT = "run scripts/setup.sh (it builds llama-server from the llama-cpp-python sources on PyPI)"
 
@@ -156,15 +156,15 @@ def llama_server_command(binary: Path, model: Path, port: int, o: EmbeddedOption
     ]
 
 
-def model_record(model: Path) -> dict[str, Any]:
+def model_record(model: Path) -> ModelFile:
     if not model.is_file():
         raise InvalidInput("model", f"{model}: no such file")
-    return {
-        "path": str(model),
-        "file_size_bytes": model.stat().st_size,
-        "sha256": sha256_of(model),
-        "quantization": gguf_quantization(model),
-    }
+    return ModelFile(
+        path=str(model),
+        file_size_bytes=model.stat().st_size,
+        sha256=sha256_of(model),
+        quantization=gguf_quantization(model),
+    )
 
 
 def require_binary() -> Path:

@@ -45,9 +45,7 @@ def detect_gpu() -> tuple[str | None, int]:
         env = collect_environment()
     except Exception:  # noqa: BLE001 - detection is best effort; --hardware names the device
         return None, 0
-    gpus = env.get("gpus") or []
-    name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
-    return name, int(env.get("gpu_count") or 0)
+    return (env.gpus[0].name if env.gpus else None), env.gpu_count or 0
 
 
 def check(spec: LaunchSpec, hardware: str | None) -> FitCheck:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from pydantic import JsonValue
+
+from tokenrace.model.engine import EngineRecord
 from tokenrace.serve.embedded import (
     EmbeddedOptions,
     binary_env,
@@ -23,11 +25,16 @@ class RunningEngine:
     proc: EngineProcess
     root: str  # http://host:port
     model: str
-    record: dict[str, Any] = field(default_factory=dict)
+    info: EngineRecord = field(default_factory=EngineRecord)  # what the manifest's `engine` says
 
     @property
     def base_url(self) -> str:
         return f"{self.root}/v1"
+
+    @property
+    def record(self) -> dict[str, JsonValue]:
+        """`info` as the JSON object the run settings, quality passes and profiles still take."""
+        return self.info.model_dump(mode="json")
 
     def stop(self) -> None:
         self.proc.stop()
@@ -60,16 +67,16 @@ async def start_embedded(
     except BaseException:
         proc.stop()
         raise
-    record = {
-        "engine": "llama.cpp (llama-server)",
-        "version": llama_server_version(binary, {**env}),
-        "binary": str(binary),
-        "model_file": info,
-        "threads": argv[argv.index("-t") + 1],
-        "parallel_slots": opts.parallel,
-        "ctx_size": opts.ctx_size,
-        "embeddings": opts.embeddings,
-        "launch_command": argv,
-        "readiness": ready,
-    }
-    return RunningEngine(proc, root, str(ready["model"]), record)
+    record = EngineRecord(
+        engine="llama.cpp (llama-server)",
+        version=llama_server_version(binary, {**env}),
+        binary=str(binary),
+        model_file=info,
+        threads=argv[argv.index("-t") + 1],
+        parallel_slots=opts.parallel,
+        ctx_size=opts.ctx_size,
+        embeddings=opts.embeddings,
+        launch_command=argv,
+        readiness=ready,
+    )
+    return RunningEngine(proc, root, str(ready.model), record)

@@ -20,6 +20,7 @@ from typing import IO
 import aiohttp
 
 from tokenrace.errors import EngineError
+from tokenrace.model.engine import Readiness
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -121,7 +122,7 @@ class EngineProcess:
 
 async def wait_ready(
     proc: EngineProcess, root: str, model: str | None, timeout_s: float, probe: str = "chat"
-) -> dict[str, object]:
+) -> Readiness:
     """Ready = the health endpoint answers 200 and a real one-token generation (with probe
     "embeddings": a real embedding) succeeds.
 
@@ -135,7 +136,7 @@ async def wait_ready(
         name = model or (served if isinstance(served, str) else None) or "default"
         answers = _one_embedding if probe == "embeddings" else _one_token
         await _poll(proc, deadline, lambda: answers(s, root, name))
-    return {"model": name, "health_s": round(t_health, 3), "ready_s": round(time.monotonic() - t0, 3)}
+    return Readiness(model=name, health_s=round(t_health, 3), ready_s=round(time.monotonic() - t0, 3))
 
 
 async def _poll(proc: EngineProcess, deadline: float, probe) -> object:  # type: ignore[no-untyped-def]

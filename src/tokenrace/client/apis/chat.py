@@ -11,13 +11,14 @@ from typing import Any
 import orjson
 
 from tokenrace.client.apis.base import Api, body_object
+from tokenrace.client.conversation import ChatMessage
 from tokenrace.client.records import RequestRecord, cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader, error_message_from_body
 from tokenrace.client.structured import response_format
 
 
-def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
+def chat_messages(prompt: Prompt) -> list[ChatMessage]:
     """The request's `messages` (where image parts will join the text)."""
     return prompt.as_messages()
 

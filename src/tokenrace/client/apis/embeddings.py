@@ -11,7 +11,7 @@ import binascii
 from typing import Any
 
 from tokenrace.client.apis.base import Api, body_object, count
-from tokenrace.client.records import RequestRecord
+from tokenrace.client.records import RequestRecord, Usage
 from tokenrace.client.request import RequestSpec
 
 
@@ -54,12 +54,17 @@ def dimension(vector: Any) -> int | None:
     return None
 
 
-def pooling_usage(usage: Any) -> dict[str, Any] | None:
+def pooling_usage(usage: Any) -> Usage | None:
     """Usage of an embeddings or rerank answer. Nothing is generated there, so when only
     `total_tokens` is given (Jina, some vLLM versions), it is the input's count."""
     if not isinstance(usage, dict):
         return None
-    out = dict(usage)
-    if count(out.get("prompt_tokens")) is None and count(out.get("total_tokens")) is not None:
-        out["prompt_tokens"] = out["total_tokens"]
+    prompt, total = count(usage.get("prompt_tokens")), count(usage.get("total_tokens"))
+    if prompt is None:
+        prompt = total
+    out: Usage = {}
+    if prompt is not None:
+        out["prompt_tokens"] = prompt
+    if total is not None:
+        out["total_tokens"] = total
     return out

@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from tokenrace.client.apis.base import Api, body_object, count
-from tokenrace.client.images import anthropic_part
-from tokenrace.client.records import RequestRecord, cached_tokens_of
+from tokenrace.client.conversation import Content
+from tokenrace.client.images import AnthropicPart, anthropic_part
+from tokenrace.client.records import RequestRecord, Usage, cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader
 
@@ -27,12 +28,12 @@ ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
 
-def message_content(content: Any) -> Any:
+def message_content(content: Content) -> str | list[AnthropicPart]:
     """A chat message's content as a Messages content value: image parts become `image` blocks with
     a base64 source (a `url` source for an http URL). Text parts already have Anthropic's shape."""
     if not isinstance(content, list):
         return content
-    return [anthropic_part(p) if isinstance(p, dict) else p for p in content]
+    return [anthropic_part(p) for p in content]
 
 
 def split_system(prompt: Prompt) -> tuple[str | None, list[dict[str, Any]]]:
@@ -45,7 +46,7 @@ def split_system(prompt: Prompt) -> tuple[str | None, list[dict[str, Any]]]:
             content = m.get("content")
             system.append(content if isinstance(content, str) else _text_of(content))
         else:
-            messages.append({**m, "content": message_content(m.get("content"))})
+            messages.append({**m, "content": message_content(m["content"])})
     return ("\n\n".join(system) if system else None), messages
 
 
@@ -147,9 +148,9 @@ def _set_usage(rec: RequestRecord, usage: dict[str, Any]) -> None:
     rec.cached_tokens, rec.cached_tokens_source = cached_tokens_of(rec.usage, None)
 
 
-def usage_as_chat(usage: dict[str, Any]) -> dict[str, Any]:
+def usage_as_chat(usage: dict[str, Any]) -> Usage:
     """Messages usage in the chat shape the rest of tokenrace reads (`prompt_tokens`, ...)."""
-    out: dict[str, Any] = {}
+    out: Usage = {}
     fresh = count(usage.get("input_tokens"))
     read = count(usage.get("cache_read_input_tokens"))
     written = count(usage.get("cache_creation_input_tokens"))

@@ -13,26 +13,27 @@ from __future__ import annotations
 from typing import Any
 
 from tokenrace.client.apis.base import Api, body_object, count
-from tokenrace.client.images import responses_part
-from tokenrace.client.records import RequestRecord, cached_tokens_of
+from tokenrace.client.conversation import Content
+from tokenrace.client.images import ResponsesPart, responses_part
+from tokenrace.client.records import RequestRecord, Usage, cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader
-from tokenrace.client.structured import response_format
+from tokenrace.client.structured import Tool, ToolChoice, response_format
 
 END_EVENTS = ("response.completed", "response.incomplete")
 
 
-def content_parts(content: Any) -> Any:
+def content_parts(content: Content) -> str | list[ResponsesPart]:
     """A chat message's content as Responses input: typed text parts become `input_text`, image
     parts `input_image` (the same data URL)."""
     if not isinstance(content, list):
         return content
-    return [responses_part(p) if isinstance(p, dict) else p for p in content]
+    return [responses_part(p) for p in content]
 
 
 def input_items(prompt: Prompt) -> list[dict[str, Any]]:
     """The request's `input`: its messages as Responses message items (system roles kept)."""
-    return [{**m, "content": content_parts(m.get("content"))} for m in prompt.as_messages()]
+    return [{**m, "content": content_parts(m["content"])} for m in prompt.as_messages()]
 
 
 class ResponsesApi(Api):
@@ -155,17 +156,16 @@ class StructuredResponsesReader(ResponsesReader):
         return "".join(self.answer), len(self.calls)
 
 
-def responses_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def responses_tool(tool: Tool) -> dict[str, Any]:
     """An OpenAI chat tool (`{"type": "function", "function": {...}}`) in the Responses API's flat
     shape (`{"type": "function", "name", "description", "parameters"}`)."""
-    fn = tool.get("function")
-    return {"type": "function", **fn} if isinstance(fn, dict) else tool
+    return {"type": "function", **tool["function"]}
 
 
-def responses_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+def responses_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
     """`auto`, `none`, `required` as they are; a forced function as `{"type": "function", "name"}`."""
     if isinstance(choice, dict):
-        return {"type": "function", "name": (choice.get("function") or {}).get("name")}
+        return {"type": "function", "name": choice["function"]["name"]}
     return choice
 
 
@@ -177,22 +177,22 @@ def _finish(rec: RequestRecord, response: dict[str, Any]) -> None:
     rec.finish_reason = details.get("reason") or response.get("status")
 
 
-def usage_as_chat(usage: Any) -> dict[str, Any] | None:
+def usage_as_chat(usage: Any) -> Usage | None:
     """Responses usage in the chat shape the rest of tokenrace reads (`prompt_tokens`, ...)."""
     if not isinstance(usage, dict):
         return None
-    out: dict[str, Any] = {}
+    out: Usage = {}
     if count(usage.get("input_tokens")) is not None:
         out["prompt_tokens"] = usage["input_tokens"]
     if count(usage.get("output_tokens")) is not None:
         out["completion_tokens"] = usage["output_tokens"]
     if count(usage.get("total_tokens")) is not None:
         out["total_tokens"] = usage["total_tokens"]
-    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
-    if count(cached) is not None:
+    cached = count((usage.get("input_tokens_details") or {}).get("cached_tokens"))
+    if cached is not None:
         out["prompt_tokens_details"] = {"cached_tokens": cached}
-    reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
-    if count(reasoning) is not None:
+    reasoning = count((usage.get("output_tokens_details") or {}).get("reasoning_tokens"))
+    if reasoning is not None:
         out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return out
 

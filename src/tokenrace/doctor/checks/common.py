@@ -56,15 +56,15 @@ def nouveau_blacklist_files(ctx: Context) -> list[str]:
 
 
 def in_container(ctx: Context) -> bool:
-    if "in_container" not in ctx.memo:
+    if ctx.in_container is None:
         probe = ctx.probe
         cgroup = probe.read_file("/proc/1/cgroup") or ""
-        ctx.memo["in_container"] = (
+        ctx.in_container = (
             any(probe.exists(marker) for marker in CONTAINER_MARKERS)
             or bool(probe.env("container"))
             or re.search(r"docker|kubepods|containerd|libpod|lxc", cgroup) is not None
         )
-    return bool(ctx.memo["in_container"])
+    return ctx.in_container
 
 
 def device_nodes(ctx: Context) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TypedDict
 
 import orjson
 
@@ -12,6 +12,7 @@ from tokenrace.doctor.checks.common import device_nodes, in_container, major_min
 from tokenrace.doctor.checks.kernel import follows_from
 from tokenrace.doctor.registry import Context, Finding, check, from_kb, ok, skip, warn
 from tokenrace.doctor.result import Status
+from tokenrace.model.environment import TorchInfo
 
 TOOLKIT_PATHS = ("/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc")
 # CUDA versions PyTorch has published wheels for (download.pytorch.org/whl/cuXYZ), oldest first.
@@ -29,7 +30,7 @@ def cuda_toolkit(ctx: Context) -> Finding:
             )
         return skip("nvcc is not installed (only needed to compile CUDA code)")
     nvcc = parse.nvcc_release(res.output)
-    driver_cuda = ctx.detail("nvidia-smi", "cuda")
+    driver_cuda = ctx.text_detail("nvidia-smi", "cuda")
     if nvcc is None:
         return skip("cannot read nvcc's version")
     if ctx.gpu_on_bus() is False:
@@ -55,31 +56,40 @@ def torch(ctx: Context) -> Finding:
     res = ctx.run("torch")
     if res.missing or res.timed_out:
         return skip("cannot run Python to look at PyTorch" if res.missing else "importing torch did not finish in time")
-    info = _json_line(res.stdout)
+    info = _torch_line(res.stdout)
     if info is None:
         return warn(
             "the PyTorch probe failed",
             f"It printed: {res.output.strip()[:200]}",
             "Run python -c 'import torch' to see the error.",
         )
-    if not info.get("installed"):
+    if not info.installed:
         return skip(f"PyTorch is not installed in this Python ({sys.executable})")
-    version, built_for = str(info.get("version")), info.get("cuda")
-    facts: dict[str, Any] = {"version": version, "cuda": built_for, "available": info.get("available")}
+    version, built_for = str(info.version), info.cuda
+    facts = TorchFacts(version=version, cuda=built_for, available=info.available)
     if built_for is None:
-        return _cpu_build(ctx, version, facts)
+        return _cpu_build(ctx, facts)
     return (
-        _versions(ctx, str(built_for), facts)
+        _versions(ctx, built_for, facts)
         or _availability(ctx, info, facts)
         or _arch(info, facts)
-        or ok(f"PyTorch {version} (CUDA {built_for}) sees {info.get('device_count', 0)} GPU(s)", **facts)
+        or ok(f"PyTorch {version} (CUDA {built_for}) sees {info.device_count or 0} GPU(s)", **facts)
     )
 
 
-def _cpu_build(ctx: Context, version: str, facts: dict[str, Any]) -> Finding:
+class TorchFacts(TypedDict):
+    """What every finding of the torch check carries in its details."""
+
+    version: str
+    cuda: str | None  # the CUDA version the build is for
+    available: bool | None  # torch.cuda.is_available()
+
+
+def _cpu_build(ctx: Context, facts: TorchFacts) -> Finding:
+    version = facts["version"]
     if ctx.gpu_on_bus() is False:
         return ok(f"PyTorch {version} (CPU build; there is no GPU here)", **facts)
-    driver_cuda = ctx.detail("nvidia-smi", "cuda")
+    driver_cuda = ctx.text_detail("nvidia-smi", "cuda")
     tag = wheel_tag(driver_cuda)
     here = (
         f"Here: pip install torch --index-url https://download.pytorch.org/whl/{tag}"
@@ -102,8 +112,8 @@ def wheel_tag(driver_cuda: str | None) -> str | None:
     return f"cu{fitting[-1][0]}{fitting[-1][1]}" if fitting else None
 
 
-def _versions(ctx: Context, built_for: str, facts: dict[str, Any]) -> Finding | None:
-    driver_cuda = ctx.detail("nvidia-smi", "cuda")
+def _versions(ctx: Context, built_for: str, facts: TorchFacts) -> Finding | None:
+    driver_cuda = ctx.text_detail("nvidia-smi", "cuda")
     mine, top = major_minor(built_for), major_minor(driver_cuda)
     if not (mine and top) or mine <= top:
         return None
@@ -118,10 +128,10 @@ def _versions(ctx: Context, built_for: str, facts: dict[str, Any]) -> Finding | 
     return warn(summary, cause, fix, **facts)
 
 
-def _availability(ctx: Context, info: dict[str, Any], facts: dict[str, Any]) -> Finding | None:
-    if info.get("available") or ctx.gpu_on_bus() is False:
+def _availability(ctx: Context, info: TorchInfo, facts: TorchFacts) -> Finding | None:
+    if info.available or ctx.gpu_on_bus() is False:
         return None
-    said = " ".join([str(info.get("error") or ""), *map(str, info.get("warnings") or [])]).strip()
+    said = " ".join([info.error or "", *(info.warnings or [])]).strip()
     if said:
         ctx.note("torch.cuda.is_available() warnings", said)
     summary = f"torch.cuda.is_available() is False (PyTorch {facts['version']}, CUDA {facts['cuda']})"
@@ -133,8 +143,8 @@ def _availability(ctx: Context, info: dict[str, Any], facts: dict[str, Any]) -> 
     return from_kb(Status.FAIL, summary, item.id if item else "torch-cuda-unavailable", **facts)
 
 
-def _arch(info: dict[str, Any], facts: dict[str, Any]) -> Finding | None:
-    capability, arches = info.get("capability"), info.get("arch_list") or []
+def _arch(info: TorchInfo, facts: TorchFacts) -> Finding | None:
+    capability, arches = info.capability, info.arch_list or []
     if not capability or not arches:
         return None
     major, minor = int(capability[0]), int(capability[1])
@@ -151,11 +161,13 @@ def _ptx_covers(arch: str, target: int) -> bool:
     return arch.startswith("compute_") and arch[8:].isdigit() and int(arch[8:]) <= target
 
 
-def _json_line(stdout: str) -> dict[str, Any] | None:
+def _torch_line(stdout: str) -> TorchInfo | None:
+    """The probe's JSON line: the last line that is JSON, read into a model (None when it is not an object)."""
     for line in reversed(stdout.strip().splitlines()):
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        return value if isinstance(value, dict) else None
+        # A JSON object of the wrong shape is a bug in the probe: it raises, and the runner reports the crash.
+        return TorchInfo.model_validate(value) if isinstance(value, dict) else None
     return None

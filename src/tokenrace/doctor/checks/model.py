@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict
 
 from tokenrace.doctor.checks.common import gib
 from tokenrace.doctor.model_size import ModelSize, model_size
@@ -13,10 +13,28 @@ from tokenrace.doctor.result import Status
 HEADROOM = 1.3  # the guides: keep 30-50 % over the weights for KV cache, activations and runtime
 
 
+class DiskFacts(TypedDict):
+    weights_bytes: int
+    free_bytes: int
+    cache: str
+
+
+class RamFacts(TypedDict):
+    weights_bytes: int
+    ram_total: int
+    ram_available: int
+
+
+class VramFacts(TypedDict):
+    weights_bytes: int
+    gpu_memory_total: int
+    gpus: int  # how many GPUs hold that memory
+
+
 def sized(ctx: Context) -> ModelSize:
-    if "model_size" not in ctx.memo:
-        ctx.memo["model_size"] = model_size(ctx.model or "")
-    size: ModelSize = ctx.memo["model_size"]
+    if ctx.model_size is None:
+        ctx.model_size = model_size(ctx.model or "")
+    size = ctx.model_size
     shown = "unknown" if size.weights_bytes is None else gib(size.weights_bytes)
     ctx.note(f"size of {size.name} ({size.source})", f"{shown}" + (f"; {size.note}" if size.note else ""))
     return size
@@ -43,7 +61,7 @@ def model_disk(ctx: Context) -> Finding:
     ctx.note(f"free space at {cache}", "unknown" if free is None else gib(free))
     if free is None:
         return skip(f"cannot read the free space at {cache}")
-    facts: dict[str, Any] = {"weights_bytes": size.weights_bytes, "free_bytes": free, "cache": cache}
+    facts = DiskFacts(weights_bytes=size.weights_bytes, free_bytes=free, cache=cache)
     summary = f"download needs {gib(size.weights_bytes)}, {gib(free)} free at {cache}"
     if free < size.weights_bytes:
         cause = "The weights do not fit on the disk that holds the Hugging Face cache."
@@ -64,7 +82,7 @@ def model_ram(ctx: Context) -> Finding:
         )
     ctx.note("RAM (total / available)", f"{gib(memory.total)} / {gib(memory.available)}")
     weights = size.weights_bytes
-    facts: dict[str, Any] = {"weights_bytes": weights, "ram_total": memory.total, "ram_available": memory.available}
+    facts = RamFacts(weights_bytes=weights, ram_total=memory.total, ram_available=memory.available)
     summary = f"weights {gib(weights)}, RAM {gib(memory.total)} total, {gib(memory.available)} available"
     if weights > memory.total:
         status = Status.FAIL if ctx.gpu_on_bus() is not True else Status.WARN
@@ -77,8 +95,7 @@ def model_ram(ctx: Context) -> Finding:
 @check("model-vram", "GPU memory for the model", needs_gpu=True, needs_model=True)
 def model_vram(ctx: Context) -> Finding:
     size = sized(ctx)
-    gpus = ctx.detail("nvidia-smi", "gpus") or []
-    memories = [int(g["memory_mib"]) * 2**20 for g in gpus if g.get("memory_mib")]
+    memories = [g.memory_mib * 2**20 for g in ctx.smi_gpus() if g.memory_mib]
     if size.weights_bytes is None or not memories:
         return skip(
             f"cannot size {size.name}: {size.note}"
@@ -86,7 +103,7 @@ def model_vram(ctx: Context) -> Finding:
             else "GPU memory unknown (see nvidia-smi)"
         )
     weights, total, one = size.weights_bytes, sum(memories), max(memories)
-    facts: dict[str, Any] = {"weights_bytes": weights, "gpu_memory_total": total, "gpus": len(memories)}
+    facts = VramFacts(weights_bytes=weights, gpu_memory_total=total, gpus=len(memories))
     summary = f"weights {gib(weights)}, GPU memory {gib(total)} on {len(memories)} GPU(s)"
     if weights > total:
         return from_kb(Status.FAIL, f"{summary}: the weights alone do not fit", "cuda-oom", **facts)

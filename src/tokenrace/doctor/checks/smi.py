@@ -7,6 +7,7 @@ from tokenrace.doctor.checks.common import in_container
 from tokenrace.doctor.checks.kernel import follows_from, root_cause
 from tokenrace.doctor.registry import Context, Finding, check, fail, from_kb, ok, skip
 from tokenrace.doctor.result import Status
+from tokenrace.model.environment import GpuInfo
 
 
 @check("nvidia-smi", "nvidia-smi talks to the driver", needs_gpu=True)
@@ -23,8 +24,8 @@ def nvidia_smi(ctx: Context) -> Finding:
     gpus = parse.smi_query(query.stdout) if query.ok else []
     names = [g.name for g in gpus] or parse.smi_table_gpus(res.stdout)
     listing = f"{len(names)}x {names[0]}" if names and len(set(names)) == 1 else ", ".join(names) or "no GPU rows"
-    gpu_dicts = [{"name": g.name, "memory_mib": g.memory_mib, "bus_id": g.bus_id} for g in gpus]
-    return ok(f"driver {driver}, CUDA {cuda}, {listing}", driver=driver, cuda=cuda, gpus=gpu_dicts)
+    listed = [GpuInfo(name=g.name, memory_mib=g.memory_mib, bus_id=g.bus_id) for g in gpus]
+    return ok(f"driver {driver}, CUDA {cuda}, {listing}", driver=driver, cuda=cuda, gpus=listed)
 
 
 def _smi_missing(ctx: Context) -> Finding:

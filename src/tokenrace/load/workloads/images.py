@@ -18,10 +18,11 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
+from tokenrace.client.conversation import ChatMessage
 from tokenrace.client.images import Image, ImageTally, image_parts, part_url, split_data_url, with_images
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import InvalidInput
@@ -122,7 +123,7 @@ def read_dir(directory: str) -> tuple[Image, ...]:
     return tuple(read_file(p, "image_dir") for p in files)
 
 
-def tally_messages(messages: Sequence[dict[str, Any]], param: str, where: str) -> ImageTally | None:
+def tally_messages(messages: Sequence[ChatMessage], param: str, where: str) -> ImageTally | None:
     """The images a dataset's messages carry as OpenAI image parts (None: none). Data URLs are decoded
     (so a part that is not an image is refused now); other URLs count, with bytes and pixels unknown."""
     parts = image_parts(messages)

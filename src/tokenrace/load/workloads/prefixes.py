@@ -91,7 +91,7 @@ def with_prefix(prompt: Prompt, prefix: str) -> Prompt:
     """
     if prompt.messages is None:
         return replace(prompt, text=f"{prefix}\n\n{prompt.as_text()}")
-    messages = [dict(m) for m in prompt.messages]
+    messages = [m.copy() for m in prompt.messages]
     if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
         messages[0]["content"] = f"{prefix}\n\n{messages[0]['content']}"
     else:
@@ -127,13 +127,13 @@ def bust(prompt: Prompt, nonce: str, seq: int, *, system: bool = False) -> Promp
     """
     tag = bust_tag(nonce, seq)
     if system:
-        messages = [dict(m) for m in prompt.as_messages()]
+        messages = [m.copy() for m in prompt.as_messages()]
         if not messages or messages[0].get("role") != "system":
             return replace(prompt, messages=[{"role": "system", "content": tag}, *messages], text=None)
         return bust(replace(prompt, messages=messages, text=None), nonce, seq)
     if prompt.messages is None:
         return replace(prompt, text=f"{tag} {prompt.as_text()}")
-    messages = [dict(m) for m in prompt.messages]
+    messages = [m.copy() for m in prompt.messages]
     if not messages:
         messages = [{"role": "user", "content": tag}]
     else:

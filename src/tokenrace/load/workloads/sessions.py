@@ -27,11 +27,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import orjson
 
+from tokenrace.client.conversation import ChatMessage, Content, ContentPart, chat_content, content_text
 from tokenrace.client.images import Image, ImageTally
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import InvalidInput, UsageError
@@ -47,15 +48,15 @@ class Turn:
     user: str
     reference: str | None = None
     max_tokens: int | None = None
-    parts: tuple[dict[str, Any], ...] | None = None  # a file's own content parts (with images), sent as given
+    parts: tuple[ContentPart, ...] | None = None  # a file's own content parts (with images), sent as given
     images: tuple[Image, ...] = ()  # images sent after the text (or the parts)
     tally: ImageTally | None = None  # the images this turn carries, when it carries any
 
-    def content(self) -> str | list[dict[str, Any]]:
+    def content(self) -> Content:
         """The user message's content: the text, or parts when the turn carries images."""
         if self.parts is None and not self.images:
             return self.user
-        parts = list(self.parts) if self.parts is not None else [{"type": "text", "text": self.user}]
+        parts: list[ContentPart] = list(self.parts) if self.parts is not None else [{"type": "text", "text": self.user}]
         return parts + [i.chat_part() for i in self.images]
 
 
@@ -149,7 +150,7 @@ def with_think_times(conversations: Sequence[Conversation], mean_s: float, seed:
     return [Conversation(c.id, c.turns, c.system, draw_think_times(len(c.turns), mean_s, rng)) for c in conversations]
 
 
-def messages_for_turn(conversation: Conversation, turn: int, answers: Sequence[str]) -> list[dict[str, Any]]:
+def messages_for_turn(conversation: Conversation, turn: int, answers: Sequence[str]) -> list[ChatMessage]:
     """The chat messages to send for `turn` (1-based): the system prompt, every earlier user turn
     followed by the answer the model really gave to it (`answers[i]` for turn i + 1), then this turn.
 
@@ -159,7 +160,7 @@ def messages_for_turn(conversation: Conversation, turn: int, answers: Sequence[s
         raise ValueError(f"conversation {conversation.id!r} has no turn {turn}")
     if len(answers) != turn - 1:
         raise ValueError(f"turn {turn} needs the {turn - 1} earlier answers, got {len(answers)}")
-    messages: list[dict[str, Any]] = []
+    messages: list[ChatMessage] = []
     if conversation.system is not None:
         messages.append({"role": "system", "content": conversation.system})
     for earlier, answer in zip(conversation.turns[: turn - 1], answers, strict=True):
@@ -229,6 +230,9 @@ class ConversationFile:
     skipped: tuple[str, ...] = ()
 
 
+# One message of a file: (role, its text, its content parts when it carries images).
+_Message: TypeAlias = tuple[str, str, list[ContentPart] | None]
+
 SHAREGPT_USER = ("human", "user")
 SHAREGPT_ASSISTANT = ("gpt", "assistant", "chatgpt", "model")
 SHAREGPT_SYSTEM = ("system",)
@@ -291,13 +295,13 @@ def _sharegpt_entry(entry: Any, p: Path, index: int) -> Conversation:
     if not isinstance(entry, dict) or not isinstance(entry.get("conversations"), list):
         raise UsageError(f'{where}: expected an object with a "conversations" list')
     images = _sharegpt_images(entry.get("image"), p, where)
-    messages: list[tuple[str, str, list[dict[str, Any]] | None]] = []
+    messages: list[_Message] = []
     for j, message in enumerate(entry["conversations"]):
         if not isinstance(message, dict) or not isinstance(message.get("value"), str):
             raise UsageError(f'{where}, message {j}: expected {{"from": ..., "value": "text"}}')
         text = message["value"].replace("<image>\n", "").replace("<image>", "") if images else message["value"]
         messages.append((_sharegpt_role(message.get("from"), f"{where}, message {j}"), text, None))
-    conversation = _conversation(_entry_id(entry, p, index), messages, where)
+    conversation = _conversation(_entry_id(entry.get("id"), p, index), messages, where)
     if not images:
         return conversation
     return replace(conversation, turns=(_with_images(conversation.turns[0], images), *conversation.turns[1:]))
@@ -321,19 +325,17 @@ def _messages_line(line: str, p: Path, lineno: int) -> Conversation:
         raise UsageError(f"{where}: not JSON ({exc})") from None
     if not isinstance(entry, dict) or not isinstance(entry.get("messages"), list):
         raise UsageError(f'{where}: expected an object with a "messages" list')
-    messages: list[tuple[str, str, list[dict[str, Any]] | None]] = []
+    messages: list[_Message] = []
     for j, message in enumerate(entry["messages"]):
         if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant"):
             raise UsageError(f'{where}, message {j}: expected a "role" of system, user or assistant')
-        at = f"{where}, message {j}"
-        content = message.get("content")
-        parts = content if message["role"] == "user" and _has_images(content) else None
-        messages.append((message["role"], _content_text(content, at, parts is not None), parts))
-    return _conversation(_entry_id(entry, p, lineno), messages, where)
-
-
-def _has_images(content: Any) -> bool:
-    return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "image_url" for p in content)
+        try:
+            content = chat_content(message.get("content"), images=message["role"] == "user")
+        except ValueError as exc:
+            raise UsageError(f"{where}, message {j}: {exc}") from None
+        parts = content if isinstance(content, list) and any(p["type"] == "image_url" for p in content) else None
+        messages.append((message["role"], content_text(content), parts))
+    return _conversation(_entry_id(entry.get("id"), p, lineno), messages, where)
 
 
 def _read_json(p: Path) -> Any:
@@ -357,43 +359,29 @@ def _sharegpt_role(value: Any, where: str) -> str:
     raise UsageError(f'{where}: "from" is {value!r}, expected "human" or "gpt" (or "system")')
 
 
-def _content_text(content: Any, where: str, images: bool = False) -> str:
-    kinds = ("text", "image_url") if images else ("text",)
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") in kinds for p in content):
-        return "".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
-    raise UsageError(
-        f"{where}: content must be text (a string or a list of text parts), or a user's text and image_url parts"
-    )
-
-
-def _user_turn(
-    pending: list[tuple[str, list[dict[str, Any]] | None]], where: str, reference: str | None = None
-) -> Turn:
+def _user_turn(pending: list[tuple[str, list[ContentPart] | None]], where: str, reference: str | None = None) -> Turn:
     """One turn from consecutive user messages; their image parts, when any, are kept as sent."""
     text = "\n\n".join(t for t, _ in pending)
     if all(parts is None for _, parts in pending):
         return Turn(text, reference=reference)
-    merged = [p for t, parts in pending for p in (parts if parts is not None else [{"type": "text", "text": t}])]
+    merged: list[ContentPart] = []
+    for t, parts in pending:
+        merged += parts if parts is not None else [{"type": "text", "text": t}]
     tally = tally_messages([{"role": "user", "content": merged}], "sessions", where)
     return Turn(text, reference=reference, parts=tuple(merged), tally=tally)
 
 
-def _entry_id(entry: dict[str, Any], p: Path, position: int) -> str:
-    value = entry.get("id")
+def _entry_id(value: Any, p: Path, position: int) -> str:
     return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else f"{p.stem}-{position}"
 
 
-def _conversation(
-    conv_id: str, messages: list[tuple[str, str, list[dict[str, Any]] | None]], where: str
-) -> Conversation:
+def _conversation(conv_id: str, messages: list[_Message], where: str) -> Conversation:
     """Turns from (role, text, image parts) triples: one system message at most, first; user turns,
     each with the assistant answer that follows it as its reference. Consecutive user messages are
     one turn."""
     system: str | None = None
     turns: list[Turn] = []
-    pending: list[tuple[str, list[dict[str, Any]] | None]] = []
+    pending: list[tuple[str, list[ContentPart] | None]] = []
     for i, (role, text, parts) in enumerate(messages):
         if role == "system":
             if i != 0:

@@ -24,10 +24,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeAlias, TypeVar, get_args
 
 import numpy as np
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import UsageError
@@ -90,18 +91,42 @@ def load_trace(path: str | Path, fmt: str) -> Trace:
     return parse_jsonl(lines, str(p))
 
 
+class _Row(BaseModel):
+    # Strict: a count written as "9" or true is refused, not converted.
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class MooncakeRow(_Row):
+    """One line of a Mooncake trace."""
+
+    timestamp: float = Field(ge=0, allow_inf_nan=False)  # ms
+    input_length: int  # tokens
+    output_length: int  # tokens
+    hash_ids: list[int] = Field(default_factory=list)  # one per block of the prompt
+
+
+class PlainRow(_Row):
+    """One line of this project's plain JSONL trace."""
+
+    prompt: str | None = None  # sent as is
+    input_tokens: int | None = None  # may be left out when the prompt is given
+    hash_ids: list[int] = Field(default_factory=list)
+    timestamp_s: float = Field(ge=0, allow_inf_nan=False)
+    output_tokens: int
+
+
 def parse_mooncake(lines: Iterable[str], source: str) -> Trace:
     rows = []
-    for lineno, obj in _json_lines(lines, source):
+    for lineno, row in _rows(lines, source, MooncakeRow):
         where = f"{source}:{lineno}"
         rows.append(
             _request(
                 where,
                 lineno,
-                _number(obj, "timestamp", where) / 1000.0,
-                _int(obj, "input_length", where),
-                _int(obj, "output_length", where),
-                _hash_ids(obj.get("hash_ids", []), where),
+                row.timestamp / 1000.0,
+                row.input_length,
+                row.output_length,
+                tuple(row.hash_ids),
             )
         )
     return _trace(source, "mooncake", rows)
@@ -109,21 +134,18 @@ def parse_mooncake(lines: Iterable[str], source: str) -> Trace:
 
 def parse_jsonl(lines: Iterable[str], source: str) -> Trace:
     rows = []
-    for lineno, obj in _json_lines(lines, source):
+    for lineno, row in _rows(lines, source, PlainRow):
         where = f"{source}:{lineno}"
-        prompt = obj.get("prompt")
-        if prompt is not None and not isinstance(prompt, str):
-            raise UsageError(f'{where}: "prompt" must be a string')
-        if prompt is not None and obj.get("input_tokens") is None:
-            input_tokens = max(1, approximate_tokens(prompt))
+        if row.input_tokens is not None:
+            input_tokens = row.input_tokens
+        elif row.prompt is not None:
+            input_tokens = max(1, approximate_tokens(row.prompt))
         else:
-            input_tokens = _int(obj, "input_tokens", where)
-        hash_ids = _hash_ids(obj.get("hash_ids", []), where)
-        if prompt is not None and hash_ids:
+            raise UsageError(f'{where}: "input_tokens" must be {TOKENS}, got None')
+        if row.prompt is not None and row.hash_ids:
             raise UsageError(f'{where}: give "prompt" or "hash_ids", not both')
-        timestamp = _number(obj, "timestamp_s", where)
         rows.append(
-            _request(where, lineno, timestamp, input_tokens, _int(obj, "output_tokens", where), hash_ids, prompt)
+            _request(where, lineno, row.timestamp_s, input_tokens, row.output_tokens, tuple(row.hash_ids), row.prompt)
         )
     return _trace(source, "jsonl", rows)
 
@@ -158,17 +180,40 @@ def parse_azure(lines: Sequence[str], source: str) -> Trace:
     return _trace(source, "azure", requests)
 
 
-def _json_lines(lines: Iterable[str], source: str) -> Iterable[tuple[int, dict[str, Any]]]:
+Row = TypeVar("Row", bound=_Row)
+TOKENS = "a whole number of tokens"
+
+
+def _rows(lines: Iterable[str], source: str, model: type[Row]) -> Iterable[tuple[int, Row]]:
+    """Each JSON line read into `model`; UsageError naming the line and what is wrong with it."""
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        where = f"{source}:{lineno}"
         try:
             obj: Any = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{source}:{lineno}: not JSON ({exc})") from None
+            raise UsageError(f"{where}: not JSON ({exc})") from None
         if not isinstance(obj, dict):
-            raise UsageError(f"{source}:{lineno}: expected a JSON object")
-        yield lineno, obj
+            raise UsageError(f"{where}: expected a JSON object")
+        try:
+            row = model.model_validate(obj)
+        except ValidationError as exc:
+            raise UsageError(f"{where}: {_problem(exc)}") from None
+        yield lineno, row
+
+
+def _problem(exc: ValidationError) -> str:
+    """What is wrong with a trace line, for its first bad field."""
+    error = exc.errors()[0]
+    key = str(error["loc"][0])
+    if key == "hash_ids":
+        return '"hash_ids" must be a list of integers'
+    if key == "prompt":
+        return '"prompt" must be a string'
+    value = None if error["type"] == "missing" else error["input"]
+    what = "a number >= 0" if key.startswith("timestamp") else TOKENS
+    return f'"{key}" must be {what}, got {value!r}'
 
 
 def _request(
@@ -198,31 +243,11 @@ def _trace(source: str, fmt: TraceFormat, rows: list[TraceRequest]) -> Trace:
     return Trace(source, fmt, shifted)
 
 
-def _number(obj: dict[str, Any], key: str, where: str) -> float:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise UsageError(f'{where}: "{key}" must be a number >= 0, got {value!r}')
-    return float(value)
-
-
-def _int(obj: dict[str, Any], key: str, where: str) -> int:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f'{where}: "{key}" must be a whole number of tokens, got {value!r}')
-    return value
-
-
 def _cell_int(cell: str, column: str, where: str) -> int:
     try:
         return int(cell.strip())
     except ValueError:
         raise UsageError(f"{where}: {column} must be a whole number of tokens, got {cell!r}") from None
-
-
-def _hash_ids(value: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in value):
-        raise UsageError(f'{where}: "hash_ids" must be a list of integers')
-    return tuple(value)
 
 
 def _azure_time(cell: str, where: str) -> datetime:
