@@ -12,6 +12,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tokenrace.model.engine import ProfileEngine
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary
@@ -213,7 +214,7 @@ def sweep_headline(s: SweepFile | ProfileFile) -> list[Figure]:
 
 def _stopped(s: SweepFile | ProfileFile) -> str:
     if isinstance(s, ProfileFile):
-        engine = (s.engine or {}).get("engine")
+        engine = ProfileEngine.model_validate(s.engine or {}).engine
         return f"the fixed profile: cold, warm and concurrency steps{f' on {engine}' if engine else ''}"
     return f"stopped: {s.stop_reason or 'no reason recorded (an older sweep.json)'}"
 

@@ -22,6 +22,7 @@ import numpy as np
 from tokenrace import __version__
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.engine import EngineRecord
 from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.records import RecordLine
 from tokenrace.model.run import StepRow, SweepFile
@@ -762,6 +763,6 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
 
 
 def _model_of(run: Run) -> str:
-    engine = run.manifest.engine or {}
-    path = (engine.get("model_file") or {}).get("path")
+    model_file = EngineRecord.model_validate(run.manifest.engine or {}).model_file
+    path = model_file.path if model_file is not None else None
     return path or run.manifest.model or ""

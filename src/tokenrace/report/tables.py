@@ -12,6 +12,7 @@ from rich.console import Console
 
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.engine import ModelFile, ProfileEngine
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Cost, Summary, TurnStats
@@ -335,14 +336,14 @@ def _model_name(summary: ProfileFile, path: str | None) -> str:
 
 def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
     console = console or stdout_console()
-    eng = summary.engine or {}
-    mf = eng.get("model_file") or {}
-    size = mf.get("file_size_bytes")
+    eng = ProfileEngine.model_validate(summary.engine or {})
+    mf = eng.model_file or ModelFile()
+    size = mf.file_size_bytes
     console.print(
-        f"[bold]{fmt(eng.get('engine'))}[/bold] {eng.get('version') or ''} | model {_model_name(summary, mf.get('path'))} "
-        f"({mf.get('quantization') or 'quantization unknown'}, {fmt(None if size is None else size / 1e6)} MB) "
-        f"@ {fmt(summary.endpoint)} | threads {fmt(eng.get('threads'))}, "
-        f"slots {fmt(eng.get('parallel_slots'))} | times in ms",
+        f"[bold]{fmt(eng.engine)}[/bold] {eng.version or ''} | model {_model_name(summary, mf.path)} "
+        f"({mf.quantization or 'quantization unknown'}, {fmt(None if size is None else size / 1e6)} MB) "
+        f"@ {fmt(summary.endpoint)} | threads {fmt(eng.threads)}, "
+        f"slots {fmt(eng.parallel_slots)} | times in ms",
         highlight=False,
     )
     console.print(to_rich(profile_table(summary)))
