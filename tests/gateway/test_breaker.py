@@ -26,11 +26,7 @@ def test_opens_after_n_consecutive_failures_and_says_why_and_until_when() -> Non
     assert b.open_until == 15.0
     assert not b.allow(14.9)
     snap = b.snapshot(6.0)
-    assert (
-        snap["state"] == "open"
-        and snap["open_until_unix"] is not None
-        and str(snap["reason"]).startswith("3 consecutive")
-    )
+    assert snap.state == "open" and snap.open_until_unix is not None and str(snap.reason).startswith("3 consecutive")
 
 
 def test_half_open_admits_probes_then_closes_on_success() -> None:

@@ -41,8 +41,8 @@ def test_advances_step_by_step_on_healthy_numbers_then_promotes() -> None:
         assert c.tick(t + 5) is None  # still holding
         decision = c.tick(t + 10.1)
         assert decision is not None and decision.action == "advance" and decision.to_weight == expected
-        assert decision.numbers["canary"]["requests"] == 30
-        assert decision.numbers["canary"]["ttft_p95_ms"] == pytest.approx(100)
+        assert decision.numbers.canary.requests == 30
+        assert decision.numbers.canary.ttft_p95_ms == pytest.approx(100)
         t += 10.1
     feed(c, "canary", t + 0.5, t + 9.9, 30)
     decision = c.tick(t + 10.1)
@@ -57,7 +57,7 @@ def test_rolls_back_at_once_on_an_error_rate_breach_with_the_numbers() -> None:
     assert decision is not None and decision.action == "rollback" and c.weight == 0 and c.state == "rolled_back"
     assert decision.from_weight == 1
     assert "error_rate vs SLO: 0.4" in decision.reason
-    assert decision.numbers["canary"]["errors"] == 10 and decision.numbers["canary"]["error_rate_low95"] > 0.05
+    assert decision.numbers.canary.errors == 10 and decision.numbers.canary.error_rate_low95 > 0.05
     assert c.tick(4.0) is None  # stays rolled back
 
 

@@ -8,24 +8,25 @@ import random
 import subprocess
 import sys
 from collections import Counter
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tokenrace.gateway import routing
+from tokenrace.gateway.body import RequestBody
 from tokenrace.gateway.routing import (
     Candidate,
     HashRing,
     Load,
     Placements,
     RecentPeak,
-    affinity_key,
     bounded_load,
     clearly_over,
     hash64,
     least_in_flight,
     least_queue,
     parse_load,
-    prompt_prefix,
 )
 
 NAMES = ["a", "b", "c", "d"]
@@ -261,6 +262,15 @@ def test_engine_gauges_are_read_from_prometheus_text() -> None:
 
 
 # --- keys --------------------------------------------------------------------------------------------
+
+
+def affinity_key(session: str | None, body: dict[str, Any], prefix_chars: int) -> str | None:
+    """routing.affinity_key of a request with this JSON body."""
+    return routing.affinity_key(session, RequestBody(body), prefix_chars)
+
+
+def prompt_prefix(body: dict[str, Any], limit: int) -> str:
+    return RequestBody(body).prompt_prefix(limit)
 
 
 def test_the_session_header_wins_over_the_prompt() -> None:

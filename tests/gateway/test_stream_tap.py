@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import parse_all
 
-from tokenrace.gateway.stream import DONE, Endpoint, StreamTap, error_event
+from tokenrace.gateway.stream import DONE, Endpoint, StreamTap, Usage, error_event
 from tokenrace.testing.fake_openai import (
     ResponseMeta,
     delta_chunk,
@@ -82,7 +82,7 @@ def test_usage_the_client_did_not_ask_for_is_removed_for_any_split(cuts: list[in
     tap = StreamTap("chat", strip_usage=True)
     forwarded = b"".join(feed_split(tap, stream, cuts))
     assert forwarded == stream.replace(USAGE, b"")
-    assert tap.usage == {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
+    assert tap.usage == Usage(prompt_tokens=7, completion_tokens=5, total_tokens=12)
 
 
 def test_counts_tokens_and_times_and_id() -> None:

@@ -20,11 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from tokenrace.errors import InvalidInput
+from tokenrace.gateway import admin
+from tokenrace.gateway.app import Gateway
+from tokenrace.gateway.config import parse_config, resolve_secrets
 from tokenrace.gateway.supervisor import worker_count
-from tokenrace.gateway.workers import merge_metrics
+from tokenrace.gateway.views import GatewayState
+from tokenrace.gateway.workers import merge_metrics, merge_state
 from tokenrace.testing.fake_server import FakeServerThread
 
 from .conftest import require_redis_server
@@ -175,6 +180,47 @@ def test_merged_metrics_sum_counts_and_keep_shared_gauges() -> None:
     assert 'tokenrace_gateway_requests_total{backend="a",route="m",status="200"} 7.0' in merged
     assert 'tokenrace_gateway_in_flight{backend="a",route="m"} 3.0' in merged
     assert 'tokenrace_gateway_breaker_state{backend="a"} 2.0' in merged
+
+
+class Keyed:
+    """A request as a prefix_affinity pool sees it: only its key."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def affinity_key(self, header: str | None, prefix_chars: int) -> str | None:
+        return self.key
+
+
+def worker_view(policy: str, keys: list[str]) -> GatewayState:
+    """One worker's /admin/state: route m on a pool of a and b under `policy`, after a request per key."""
+    pool = {"backend": ["a", "b"], "policy": policy}
+    text = config_text(
+        {n: {"url": f"http://127.0.0.1:{9 + i}/v1"} for i, n in enumerate("ab")}, [{"model": "m", "backends": [pool]}]
+    )
+    config = parse_config(text, env=ENV)
+    gw = Gateway(config, resolve_secrets(config, ENV))
+    target = gw.runtime.routes["m"].targets[0]
+    for key in keys:
+        target.pick(set(), time.monotonic(), Keyed(key))
+    return admin.state(gw)
+
+
+def test_keys_remembered_is_summed_over_workers_or_null_when_one_has_no_figure() -> None:
+    """Each worker remembers its own keys' placements. A pool that has placed no key yet remembers
+    none (0, defined); the whole gateway's figure is the workers' sum, but while a reload is half way
+    and a worker runs the pool under another policy, that worker has no such figure and the sum of
+    the others is not the gateway's: null, never a number."""
+    fresh = worker_view("prefix_affinity", [])
+    assert fresh.routes["m"].targets[0].routing.keys_remembered == 0
+    two, one = worker_view("prefix_affinity", ["x", "y"]), worker_view("prefix_affinity", ["z"])
+    merged = orjson.loads(merge_state({0: two, 1: one, 2: None}, 0).to_json())
+    assert merged["routes"]["m"]["targets"][0]["routing"]["keys_remembered"] == 3
+    reloading = worker_view("least_queue", [])
+    merged = orjson.loads(merge_state({0: two, 1: reloading}, 0).to_json())
+    pool = merged["routes"]["m"]["targets"][0]["routing"]
+    assert "keys_remembered" in pool and pool["keys_remembered"] is None
+    assert pool["moved"] is None
 
 
 def test_sighup_reloads_every_worker(fake: FakeServerThread, two_workers: Workers) -> None:

@@ -171,7 +171,7 @@ def profile_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             "threads": "2",
             "parallel_slots": 4,
         }
-        engine = RunningEngine(None, srv.url, "fake-model", EngineRecord.model_validate(record))  # type: ignore[arg-type]
+        engine = RunningEngine(None, srv.url, "fake-model", EngineRecord.model_validate(record))  # type: ignore[arg-type]  # no process: the fake stands in
         steps = (("c1", Load(requests=4, cold=True)), ("c2", Load(concurrency=2, requests=4, cold=False)))
         template = BenchSettings(endpoint=None, request=RequestOptions(max_tokens=8), output=d / "p")
         asyncio.run(_run_steps(engine, template, steps, None))

@@ -33,10 +33,8 @@ from tokenrace.claim.models import (
     CLAIM_FILE,
     ClaimFile,
     Condition,
-    ConditionCheck,
     ConditionFigures,
     DriftRatios,
-    Expectation,
     PlannedStep,
 )
 from tokenrace.claim.quality import quality_condition
@@ -236,7 +234,7 @@ class Battery:
             budget_s=self.cs.budget_s,
             max_requests=self.cs.max_requests,
             max_cost_usd=self.cs.max_cost_usd,
-            expectations=[Expectation.model_validate(o.to_dict()) for o in self.cs.expectations],
+            expectations=[o.saved() for o in self.cs.expectations],
             plan=steps,
             conditions=skipped,
         )
@@ -318,7 +316,7 @@ class Battery:
             # A run cut short by Ctrl-C is kept, but judges nothing.
             held=None if result.interrupted else all_held(checks) if sample.measured else False,
             figures=figures_of(result.summary),
-            checks=[ConditionCheck.model_validate(c.to_dict()) for c in checks],
+            checks=[c.saved() for c in checks],
             run_dir=str(result.directory.relative_to(self.directory)),
             skipped="interrupted before it finished" if result.interrupted else None,
         )
@@ -359,7 +357,7 @@ class Battery:
             value="first request",
             held=all_held(checks),
             figures=ConditionFigures(ttft_ms=cold.ttft_ms, e2e_ms=cold.e2e_ms, error_kind=cold.error_kind),
-            checks=[ConditionCheck.model_validate(c.to_dict()) for c in checks],
+            checks=[c.saved() for c in checks],
             run_dir="warm",
         )
 
@@ -423,7 +421,7 @@ class Battery:
                     value=int(value),
                     held=bool(last.passed),
                     figures=_row_figures(last),
-                    checks=[ConditionCheck.model_validate(k) for k in last.checks or []],
+                    checks=last.checks or [],
                     run_dir=f"concurrency/{last.step}",
                     note=None if last.certain else "unclear: an interval reaches over a limit",
                 )

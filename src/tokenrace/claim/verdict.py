@@ -14,7 +14,7 @@ listed and never counted for or against the claim.
 from __future__ import annotations
 
 from tokenrace.claim.models import ClaimFile, Condition
-from tokenrace.figures.objectives import describe_check_dict
+from tokenrace.figures.objectives import describe_saved_check
 
 FAILING_ERROR_RATE = 0.5  # the baseline's error rate at which the claim fails for errors alone
 
@@ -103,7 +103,7 @@ def _why(c: Condition, where: str) -> str:
     missed = [k for k in c.checks if k.held is False]
     if not missed:
         return f"{where}, a figure was undefined (no request succeeded)"
-    return f"{where}, " + ", ".join(describe_check_dict(k.model_dump()) for k in missed)
+    return f"{where}, " + ", ".join(describe_saved_check(k) for k in missed)
 
 
 def _reach(claim: ClaimFile) -> str:

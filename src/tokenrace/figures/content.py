@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any
 
 from tokenrace.client.records import RequestRecord, derived
 from tokenrace.model.sections import ContentKind, ContentSpeed
@@ -60,40 +59,40 @@ def content_section(
     if not tpots:
         return None
     kinds = {
-        kind: {
-            "requests": len(values),
-            "tpot_ms_p50": describe(values).p50 if values else None,
-            "tpot_ms_mean": round(fmean(values), 4) if values else None,
-            "output_tokens_mean": round(fmean(outputs[kind]), 2) if outputs.get(kind) else None,
-            "prompt_tokens_mean": round(fmean(prompts[kind]), 2) if prompts.get(kind) else None,
-            "acceptance_rate": (acceptance or {}).get(kind),
-        }
+        kind: ContentKind(
+            requests=len(values),
+            tpot_ms_p50=describe(values).p50 if values else None,
+            tpot_ms_mean=round(fmean(values), 4) if values else None,
+            output_tokens_mean=round(fmean(outputs[kind]), 2) if outputs.get(kind) else None,
+            prompt_tokens_mean=round(fmean(prompts[kind]), 2) if prompts.get(kind) else None,
+            acceptance_rate=(acceptance or {}).get(kind),
+        )
         for kind, values in sorted(tpots.items())
     }
-    return ContentSpeed.model_validate(
-        {"kinds": {k: ContentKind.model_validate(v) for k, v in kinds.items()}, **_comparison(tpots, kinds)}
-    )
+    return _comparison(tpots, kinds)
 
 
-def _comparison(tpots: dict[str, list[float]], kinds: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    measured = {k: v["tpot_ms_p50"] for k, v in kinds.items() if v["tpot_ms_p50"] is not None}
+def _comparison(tpots: dict[str, list[float]], kinds: dict[str, ContentKind]) -> ContentSpeed:
+    measured = {k: v.tpot_ms_p50 for k, v in kinds.items() if v.tpot_ms_p50 is not None}
     if len(measured) < 2:
-        return {"verdict": "one kind of content: nothing to compare (--content all runs the three)"}
+        return ContentSpeed(
+            kinds=kinds, verdict="one kind of content: nothing to compare (--content all runs the three)"
+        )
     fastest = min(measured, key=lambda k: measured[k])
     slowest = max(measured, key=lambda k: measured[k])
     ci = ratio_ci(tpots[fastest], tpots[slowest], "p50")
     # A difference under MIN_EFFECT is not called a dependence: equal requests' speeds drift that much.
     depends = None if ci.low is None else ci.low > MIN_EFFECT
-    out: dict[str, Any] = {
-        "slowest": slowest,
-        "fastest": fastest,
-        "ratio": None if ci.ratio is None else round(ci.ratio, 4),
-        "ci_low": None if ci.low is None else round(ci.low, 4),
-        "ci_high": None if ci.high is None else round(ci.high, 4),
-        "depends": depends,
-    }
-    out["verdict"] = verdict(fastest, slowest, ci.ratio, ci.low, ci.high, depends)
-    return out
+    return ContentSpeed(
+        kinds=kinds,
+        slowest=slowest,
+        fastest=fastest,
+        ratio=None if ci.ratio is None else round(ci.ratio, 4),
+        ci_low=None if ci.low is None else round(ci.low, 4),
+        ci_high=None if ci.high is None else round(ci.high, 4),
+        depends=depends,
+        verdict=verdict(fastest, slowest, ci.ratio, ci.low, ci.high, depends),
+    )
 
 
 def verdict(

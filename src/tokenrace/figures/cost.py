@@ -9,7 +9,8 @@ from __future__ import annotations
 import tomllib
 from dataclasses import asdict, dataclass
 from importlib import resources
-from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.model.stats import Stats
@@ -74,19 +75,36 @@ def spec(price: str | None, gpu_hour_cost: float | None, gpus: int | None) -> Co
 # --- the price table -------------------------------------------------------------------------------
 
 
-def _table_entries(text: str, where: str) -> list[dict[str, Any]]:
+class PriceRow(BaseModel):
+    """One `[[price]]` of a price table, as written in prices.toml."""
+
+    provider: str
+    model: str
+    input: float  # US$ per million prompt tokens
+    output: float  # US$ per million output tokens
+    source: str | None = None
+    date: str | None = None
+
+    @property
+    def price(self) -> Price:
+        return Price(self.input, self.output, self.source or "price table", self.date)
+
+
+PRICE_ROWS = TypeAdapter(list[PriceRow])
+
+
+def _table_entries(text: str, where: str) -> list[PriceRow]:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{where}: not valid TOML ({exc})") from None
-    entries: list[dict[str, Any]] = doc.get("price", [])
-    for e in entries:
-        if not {"provider", "model", "input", "output"} <= set(e):
-            raise UsageError(f"{where}: every [[price]] needs provider, model, input and output")
-    return entries
+    try:
+        return PRICE_ROWS.validate_python(doc.get("price", []))
+    except ValidationError:
+        raise UsageError(f"{where}: every [[price]] needs provider, model, input and output") from None
 
 
-def price_table() -> list[dict[str, Any]]:
+def price_table() -> list[PriceRow]:
     """The packaged table, with $TOKENRACE_HOME/prices.toml entries first (they win)."""
 
     packaged = _table_entries(resources.files("tokenrace.figures").joinpath(PRICE_FILE).read_text(), PRICE_FILE)
@@ -99,8 +117,8 @@ def lookup(provider: str | None, model: str | None) -> Price | None:
     if not provider or not model:
         return None
     for e in price_table():
-        if e["provider"].lower() == provider.lower() and e["model"].lower() == model.lower():
-            return Price(float(e["input"]), float(e["output"]), e.get("source") or "price table", e.get("date"))
+        if e.provider.lower() == provider.lower() and e.model.lower() == model.lower():
+            return e.price
     return None
 
 

@@ -23,12 +23,13 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+from tokenrace.model.drift import Drift, DriftWindow, ErrorBurst, Percentiles, Trend, TrendFit
 from tokenrace.model.monitor import GpuSample, Number, TimeseriesLine
+from tokenrace.model.records import RecordLine
 from tokenrace.stats import describe
 
 SOAK_MIN_DURATION_S = 300.0
@@ -78,55 +79,53 @@ class _Window:
         return (self.start_s + self.end_s) / 120.0
 
 
-def _from_records(records: Sequence[RequestRecord] | Sequence[dict[str, Any]], t0_ns: int | None) -> list[_Req]:
-    out: list[_Req] = []
-    if records and isinstance(records[0], RequestRecord):
-        recs = [
-            r for r in records if isinstance(r, RequestRecord) and r.phase == "measure" and r.error_kind != "cancelled"
-        ]
-        origin = t0_ns if t0_ns is not None else min((r.start_ns for r in recs), default=0)
-        for r in recs:
-            d = derived(r)
-            ok = r.error_kind is None
-            out.append(
-                _Req(
-                    (r.start_ns - origin) / NS_PER_MS / 1000.0,
-                    d["ttft_ms"] if ok else None,
-                    d["e2e_ms"] if ok else None,
-                    r.error_kind,
-                )
-            )
-        return out
-    for line in records:
-        assert isinstance(line, dict)
-        if (
-            line.get("phase", "measure") != "measure"
-            or line.get("error_kind") == "cancelled"
-            or line.get("start_ms") is None
-        ):
-            continue
-        ok = line.get("error_kind") is None
+def _from_records(records: Sequence[RequestRecord] | Sequence[RecordLine], t0_ns: int | None) -> list[_Req]:
+    """The measured requests (cancelled ones left out): the client's records, or the lines of a saved
+    records.jsonl."""
+    client = [r for r in records if isinstance(r, RequestRecord)]
+    return _from_client(client, t0_ns) + _from_lines([r for r in records if isinstance(r, RecordLine)])
+
+
+def _from_client(records: list[RequestRecord], t0_ns: int | None) -> list[_Req]:
+    recs = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
+    origin = t0_ns if t0_ns is not None else min((r.start_ns for r in recs), default=0)
+    out = []
+    for r in recs:
+        d = derived(r)
+        ok = r.error_kind is None
         out.append(
             _Req(
-                float(line["start_ms"]) / 1000.0,
-                line.get("ttft_ms") if ok else None,
-                line.get("e2e_ms") if ok else None,
-                line.get("error_kind"),
+                (r.start_ns - origin) / NS_PER_MS / 1000.0,
+                d["ttft_ms"] if ok else None,
+                d["e2e_ms"] if ok else None,
+                r.error_kind,
             )
         )
     return out
 
 
+def _from_lines(lines: list[RecordLine]) -> list[_Req]:
+    out = []
+    for line in lines:
+        if line.phase != "measure" or line.error_kind == "cancelled" or line.start_ms is None:
+            continue
+        ok = line.error_kind is None
+        out.append(
+            _Req(line.start_ms / 1000.0, line.ttft_ms if ok else None, line.e2e_ms if ok else None, line.error_kind)
+        )
+    return out
+
+
 def drift(
-    records: Sequence[RequestRecord] | Sequence[dict[str, Any]],
+    records: Sequence[RequestRecord] | Sequence[RecordLine],
     timeseries: Sequence[TimeseriesLine] | None = None,
     window_s: float | None = None,
     t0_ns: int | None = None,
-) -> dict[str, Any]:
+) -> Drift:
     """Per-window figures, fitted trends (per minute), error bursts and plain-language findings."""
     reqs = sorted(_from_records(records, t0_ns), key=lambda r: r.start_s)
     if not reqs:
-        return _empty(window_s)
+        return Drift(window_s=window_s, findings=["no measured requests: nothing to judge drift by"])
     origin = reqs[0].start_s
     span = max(reqs[-1].start_s - origin, 1e-9)
     w = float(window_s) if window_s else default_window_s(span)
@@ -136,29 +135,16 @@ def drift(
     rows = [_row(win) for win in windows]
     trend, fit = _trends(windows, rows)
     bursts = _bursts(rows, run_rate)
-    return {
-        "window_s": round(w, 3),
-        "windows": rows,
-        "requests": len(reqs),
-        "error_rate": round(run_rate, 6),
-        "trend": trend,
-        "trend_fit": fit,
-        "error_bursts": bursts,
-        "findings": _findings(windows, rows, trend, fit, bursts, run_rate, w),
-    }
-
-
-def _empty(window_s: float | None) -> dict[str, Any]:
-    return {
-        "window_s": window_s,
-        "windows": [],
-        "requests": 0,
-        "error_rate": None,
-        "trend": dict.fromkeys(TREND_KEYS),
-        "trend_fit": {},
-        "error_bursts": [],
-        "findings": ["no measured requests: nothing to judge drift by"],
-    }
+    return Drift(
+        window_s=round(w, 3),
+        windows=rows,
+        requests=len(reqs),
+        error_rate=round(run_rate, 6),
+        trend=trend,
+        trend_fit=fit,
+        error_bursts=bursts,
+        findings=_findings(windows, rows, fit, bursts, run_rate, w),
+    )
 
 
 def _windows(
@@ -171,55 +157,64 @@ def _windows(
     for r in reqs:
         wins[min(int((r.start_s - origin) // w), n - 1)].reqs.append(r)
     for s in timeseries:
-        t = s.t_ms
-        if t is None:
+        if s.t_ms is None:
             continue
-        k = (t / 1000.0 - origin) // w
+        k = (s.t_ms / 1000.0 - origin) // w
         if 0 <= k < n:
             wins[int(k)].samples.append(s)
     wins[-1].end_s = min(wins[-1].end_s, origin + span) if span > 1e-6 else wins[-1].end_s
     return wins
 
 
-def _pcts(values: list[float]) -> dict[str, float | None]:
+def _pcts(values: list[float]) -> Percentiles:
     d = describe(values)  # the one implementation every metric uses
-    return {"p50": d.p50, "p95": d.p95}
+    return Percentiles(p50=d.p50, p95=d.p95)
 
 
-def _row(win: _Window) -> dict[str, Any]:
+def _row(win: _Window) -> DriftWindow:
     ok = [r for r in win.reqs if r.error_kind is None]
     errors = [r.error_kind for r in win.reqs if r.error_kind is not None]
-    return {
-        "index": win.index,
-        "start_s": round(win.start_s, 3),
-        "end_s": round(win.end_s, 3),
-        "requests": len(win.reqs),
-        "succeeded": len(ok),
-        "errors": len(errors),
-        "error_rate": round(len(errors) / len(win.reqs), 6) if win.reqs else None,
-        "errors_by_kind": dict(Counter(errors)),
-        "ttft_ms": _pcts([r.ttft_ms for r in ok if r.ttft_ms is not None]),
-        "e2e_ms": _pcts([r.e2e_ms for r in ok if r.e2e_ms is not None]),
-        **_resources(win.samples),
-    }
+    samples = win.samples
+    return DriftWindow(
+        index=win.index,
+        start_s=round(win.start_s, 3),
+        end_s=round(win.end_s, 3),
+        requests=len(win.reqs),
+        succeeded=len(ok),
+        errors=len(errors),
+        error_rate=round(len(errors) / len(win.reqs), 6) if win.reqs else None,
+        errors_by_kind=dict(Counter(errors)),
+        ttft_ms=_pcts([r.ttft_ms for r in ok if r.ttft_ms is not None]),
+        e2e_ms=_pcts([r.e2e_ms for r in ok if r.e2e_ms is not None]),
+        samples=len(samples),
+        gpu_mem_used_bytes=_over_window(samples, "gpu_mem_used_bytes"),
+        gpu_util_pct=_over_window(samples, "gpu_util_pct"),
+        gpu_temp_c=_over_window(samples, "gpu_temp_c"),
+        sm_clock_mhz=_over_window(samples, "sm_clock_mhz"),
+        sys_mem_used_bytes=_over_window(samples, "sys_mem_used_bytes"),
+        proc_rss_bytes=_over_window(samples, "proc_rss_bytes"),
+        kv_cache_usage=_over_window(samples, "kv_cache_usage"),
+        waiting=_over_window(samples, "waiting"),
+        thermal_samples=sum(1 for s in samples if any(r in THERMAL for g in s.gpu or () for r in g.throttle or ())),
+    )
 
 
-def _gpus(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> list[float]:
+def _gpu_values(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> list[float]:
     return [float(v) for g in s.gpu or () if (v := read(g)) is not None]
 
 
 def _gpu_sum(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
-    vals = _gpus(s, read)
+    vals = _gpu_values(s, read)
     return float(sum(vals)) if vals else None
 
 
 def _gpu_mean(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
-    vals = _gpus(s, read)
+    vals = _gpu_values(s, read)
     return float(sum(vals) / len(vals)) if vals else None
 
 
 def _gpu_max(s: TimeseriesLine, read: Callable[[GpuSample], Number | None]) -> float | None:
-    vals = _gpus(s, read)
+    vals = _gpu_values(s, read)
     return float(max(vals)) if vals else None
 
 
@@ -239,27 +234,24 @@ SERIES: tuple[tuple[str, Reader, str], ...] = (
     ("kv_cache_usage", lambda s: _float(s.server.kv_cache_usage) if s.server else None, "mean"),
     ("waiting", lambda s: _float(s.server.waiting) if s.server else None, "max"),
 )
+READERS: dict[str, tuple[Reader, str]] = {name: (read, how) for name, read, how in SERIES}
 
 
-def _resources(samples: list[TimeseriesLine]) -> dict[str, Any]:
-    out: dict[str, Any] = {"samples": len(samples)}
-    for name, read, how in SERIES:
-        vals = [v for v in (read(s) for s in samples) if v is not None]
-        if not vals:
-            out[name] = None
-        elif how == "max":
-            out[name] = max(vals)
-        else:
-            out[name] = round(sum(vals) / len(vals), 3)
-    out["thermal_samples"] = sum(1 for s in samples if any(r in THERMAL for g in s.gpu or () for r in g.throttle or ()))
-    return out
+def _over_window(samples: list[TimeseriesLine], name: str) -> float | None:
+    """One series over a window's samples: their mean, or their max (None when no sample had it)."""
+    read, how = READERS[name]
+    vals = [v for v in (read(s) for s in samples) if v is not None]
+    if not vals:
+        return None
+    return max(vals) if how == "max" else round(sum(vals) / len(vals), 3)
 
 
-LATENCY_TRENDS = (
-    ("ttft_p50_ms_per_min", "ttft_ms", "p50"),
-    ("ttft_p95_ms_per_min", "ttft_ms", "p95"),
-    ("e2e_p50_ms_per_min", "e2e_ms", "p50"),
-    ("e2e_p95_ms_per_min", "e2e_ms", "p95"),
+Row = Callable[[DriftWindow], "float | None"]
+LATENCY_TRENDS: tuple[tuple[str, Row], ...] = (
+    ("ttft_p50_ms_per_min", lambda r: r.ttft_ms.p50),
+    ("ttft_p95_ms_per_min", lambda r: r.ttft_ms.p95),
+    ("e2e_p50_ms_per_min", lambda r: r.e2e_ms.p50),
+    ("e2e_p95_ms_per_min", lambda r: r.e2e_ms.p95),
 )
 SAMPLE_TRENDS = (
     ("gpu_mem_used_bytes_per_min", "gpu_mem_used_bytes"),
@@ -268,10 +260,9 @@ SAMPLE_TRENDS = (
     ("sm_clock_mhz_per_min", "sm_clock_mhz"),
     ("gpu_temp_c_per_min", "gpu_temp_c"),
 )
-TREND_KEYS = tuple(k for k, *_ in LATENCY_TRENDS) + tuple(k for k, _ in SAMPLE_TRENDS)
 
 
-def _fit(x: list[float], y: list[float]) -> dict[str, Any] | None:
+def _fit(x: list[float], y: list[float]) -> TrendFit | None:
     """Least-squares line: slope per minute, r, the fitted value at the first point and the change
     over the fitted span as a % of that start value."""
     if len(x) < MIN_FIT_POINTS or max(x) - min(x) <= 0:
@@ -281,50 +272,58 @@ def _fit(x: list[float], y: list[float]) -> dict[str, Any] | None:
     start = float(intercept + slope * xa.min())
     r = float(np.corrcoef(xa, ya)[0, 1]) if ya.std() > 0 else None
     change = float(slope * (xa.max() - xa.min()))
-    return {
-        "slope": round(float(slope), 4),
-        "r": None if r is None or math.isnan(r) else round(r, 4),
-        "points": len(x),
-        "start": round(start, 4),
-        "change": round(change, 4),
-        "change_pct": round(change / abs(start) * 100.0, 2) if abs(start) > 1e-9 else None,
-    }
+    return TrendFit(
+        slope=round(float(slope), 4),
+        r=None if r is None or math.isnan(r) else round(r, 4),
+        points=len(x),
+        start=round(start, 4),
+        change=round(change, 4),
+        change_pct=round(change / abs(start) * 100.0, 2) if abs(start) > 1e-9 else None,
+    )
 
 
-def _trends(windows: list[_Window], rows: list[dict[str, Any]]) -> tuple[dict[str, float | None], dict[str, Any]]:
+def _trends(windows: list[_Window], rows: list[DriftWindow]) -> tuple[Trend, dict[str, TrendFit]]:
     trend: dict[str, float | None] = {}
-    fit: dict[str, Any] = {}
-    usable = [(w, r) for w, r in zip(windows, rows, strict=False) if r["succeeded"] >= MIN_WINDOW_REQUESTS]
-    for key, metric, pct in LATENCY_TRENDS:
-        pts = [(w.mid_min, r[metric][pct]) for w, r in usable if r[metric][pct] is not None]
+    fit: dict[str, TrendFit] = {}
+    usable = [(w, r) for w, r in zip(windows, rows, strict=False) if r.succeeded >= MIN_WINDOW_REQUESTS]
+    for key, value in LATENCY_TRENDS:
+        pts = [(w.mid_min, v) for w, r in usable if (v := value(r)) is not None]
         f = _fit([p[0] for p in pts], [p[1] for p in pts])
-        trend[key] = None if f is None else round(f["slope"], 4)
+        trend[key] = None if f is None else round(f.slope, 4)
         if f:
             fit[key] = f
     samples = [s for w in windows for s in w.samples]
     for key, name in SAMPLE_TRENDS:
-        read = next(fn for n, fn, _ in SERIES if n == name)
+        read = READERS[name][0]
         pts = [(s.t_ms / 60000.0, v) for s in samples if s.t_ms is not None and (v := read(s)) is not None]
         f = _fit([p[0] for p in pts], [p[1] for p in pts])
-        trend[key] = None if f is None else round(f["slope"], 4)
+        trend[key] = None if f is None else round(f.slope, 4)
         if f:
             fit[key] = f
-    return trend, fit
+    return Trend(**trend), fit
 
 
-def _bursts(rows: list[dict[str, Any]], run_rate: float) -> list[dict[str, Any]]:
+def _bursts(rows: list[DriftWindow], run_rate: float) -> list[ErrorBurst]:
     """Windows whose error rate is far above the run's: at least BURST_MIN_ERRORS errors, at least
     BURST_FACTOR times the run's rate, and at least BURST_MARGIN above it."""
     if run_rate <= 0:
         return []
     out = []
     for r in rows:
-        rate = r["error_rate"]
-        if rate is None or r["errors"] < BURST_MIN_ERRORS:
+        rate = r.error_rate
+        if rate is None or r.errors < BURST_MIN_ERRORS:
             continue
         if rate >= BURST_FACTOR * run_rate and rate >= run_rate + BURST_MARGIN:
             out.append(
-                {k: r[k] for k in ("index", "start_s", "end_s", "requests", "errors", "error_rate", "errors_by_kind")}
+                ErrorBurst(
+                    index=r.index,
+                    start_s=r.start_s,
+                    end_s=r.end_s,
+                    requests=r.requests,
+                    errors=r.errors,
+                    error_rate=rate,
+                    errors_by_kind=r.errors_by_kind,
+                )
             )
     return out
 
@@ -341,17 +340,16 @@ MEMORY_NAMES = {
 
 def _findings(
     windows: list[_Window],
-    rows: list[dict[str, Any]],
-    trend: dict[str, float | None],
-    fit: dict[str, Any],
-    bursts: list[dict[str, Any]],
+    rows: list[DriftWindow],
+    fit: dict[str, TrendFit],
+    bursts: list[ErrorBurst],
     run_rate: float,
     w: float,
 ) -> list[str]:
     out = (
         _latency_findings(fit) + _memory_findings(fit) + _clock_findings(fit, rows) + _burst_findings(bursts, run_rate)
     )
-    judged = sum(1 for r in rows if r["succeeded"] >= MIN_WINDOW_REQUESTS)
+    judged = sum(1 for r in rows if r.succeeded >= MIN_WINDOW_REQUESTS)
     if not out:
         if judged < MIN_FIT_POINTS:
             out.append(
@@ -368,81 +366,78 @@ def _findings(
     return out
 
 
-def _latency_findings(fit: dict[str, Any]) -> list[str]:
+def _latency_findings(fit: dict[str, TrendFit]) -> list[str]:
     """One line per metric (TTFT, E2E): its p50 trend when that qualifies, else its p95."""
     out = []
     for metric, label in LATENCY_NAMES.items():
         for sign in (1, -1):
-            hits: list[tuple[str, dict[str, Any]]] = []
+            hits: list[tuple[str, TrendFit, float]] = []
             for p in ("p50", "p95"):
                 f = fit.get(f"{metric}_{p}_ms_per_min")
-                if f is not None and _steady(f, sign):
-                    hits.append((p, f))
+                change = _steady_change(f, sign) if f is not None else None
+                if f is not None and change is not None:
+                    hits.append((p, f, change))
             if not hits:
                 continue
-            p, f = hits[0]
-            also = f"; p95 {hits[1][1]['change_pct']:+.0f} %" if len(hits) > 1 else ""
+            p, f, change = hits[0]
+            also = f"; p95 {hits[1][2]:+.0f} %" if len(hits) > 1 else ""
             verb, why = (
                 ("rose", "latency drifts up; see the memory and clock trends")
                 if sign > 0
                 else ("fell", "the server was still warming up; a longer warm-up gives steadier numbers")
             )
             out.append(
-                f"{label} {p} {verb} {abs(f['change_pct']):.0f} % over the run ({f['slope']:+.1f} ms per minute, "
-                f"r {f['r']:.2f}{also}): {why}"
+                f"{label} {p} {verb} {abs(change):.0f} % over the run ({f.slope:+.1f} ms per minute, "
+                f"r {f.r:.2f}{also}): {why}"
             )
     return out
 
 
-def _steady(f: dict[str, Any], sign: int) -> bool:
-    """A trend in direction `sign` that is both steady (|r|) and large (% change)."""
-    r, change = f["r"], f["change_pct"]
+def _steady_change(f: TrendFit, sign: int) -> float | None:
+    """The % change of a trend in direction `sign` that is both steady (|r|) and large, else None."""
+    r, change = f.r, f.change_pct
     if r is None or change is None:
-        return False
-    return bool(sign * change >= LATENCY_CHANGE_PCT and sign * r >= LATENCY_R)
+        return None
+    return change if sign * change >= LATENCY_CHANGE_PCT and sign * r >= LATENCY_R else None
 
 
-def _memory_findings(fit: dict[str, Any]) -> list[str]:
+def _memory_findings(fit: dict[str, TrendFit]) -> list[str]:
     out = []
-    for key, (label, _, why) in MEMORY_NAMES.items():
+    for key, (label, series, why) in MEMORY_NAMES.items():
         f = fit.get(key)
-        if not f or f["r"] is None:
+        if not f or f.r is None:
             continue
-        if f["change"] >= MEMORY_GROWTH_BYTES[_series_of(key)] and f["r"] >= MEMORY_R:
+        if f.change >= MEMORY_GROWTH_BYTES[series] and f.r >= MEMORY_R:
             out.append(
-                f"{label} grew {f['change'] / 2**20:,.0f} MiB over the run ({f['slope'] / 2**20:+,.1f} MiB per minute, "
-                f"r {f['r']:.2f}): {why}"
+                f"{label} grew {f.change / 2**20:,.0f} MiB over the run ({f.slope / 2**20:+,.1f} MiB per minute, "
+                f"r {f.r:.2f}): {why}"
             )
     return out
 
 
-def _series_of(key: str) -> str:
-    return MEMORY_NAMES[key][1]
-
-
-def _clock_findings(fit: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+def _clock_findings(fit: dict[str, TrendFit], rows: list[DriftWindow]) -> list[str]:
     f = fit.get("sm_clock_mhz_per_min")
-    if not f or f["r"] is None or f["change_pct"] is None:
+    if not f or f.r is None or f.change_pct is None:
         return []
-    if f["change_pct"] > -CLOCK_DROP_PCT or f["r"] > -CLOCK_R:
+    if f.change_pct > -CLOCK_DROP_PCT or f.r > -CLOCK_R:
         return []
-    temps = [r["gpu_temp_c"] for r in rows if r.get("gpu_temp_c") is not None]
-    thermal = sum(r.get("thermal_samples") or 0 for r in rows)
+    temps = [r.gpu_temp_c for r in rows if r.gpu_temp_c is not None]
+    thermal = sum(r.thermal_samples for r in rows)
     hot = f" while the GPU reached {max(temps):.0f} °C" if temps else ""
     cause = (
         f"thermal throttling (thermal slowdown in {thermal} samples)"
         if thermal
         else "the GPU slowed itself (power or thermal limits)"
     )
-    return [f"the SM clock fell {-f['change_pct']:.0f} % over the run ({f['slope']:+.0f} MHz per minute){hot}: {cause}"]
+    return [f"the SM clock fell {-f.change_pct:.0f} % over the run ({f.slope:+.0f} MHz per minute){hot}: {cause}"]
 
 
-def _burst_findings(bursts: list[dict[str, Any]], run_rate: float) -> list[str]:
+def _burst_findings(bursts: list[ErrorBurst], run_rate: float) -> list[str]:
     out = []
     for b in bursts:
-        kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(b["errors_by_kind"].items(), key=lambda kv: -kv[1]))
+        kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(b.errors_by_kind.items(), key=lambda kv: -kv[1]))
         out.append(
-            f"error burst at {b['start_s']:.0f}–{b['end_s']:.0f} s: {b['errors']} of {b['requests']} requests failed "
-            f"({b['error_rate'] * 100:.0f} % against {run_rate * 100:.1f} % over the run; {kinds})"
+            f"error burst at {b.start_s:.0f}–{b.end_s:.0f} s: {b.errors} of {b.requests} requests failed "
+            f"({b.error_rate * 100:.0f} % against {run_rate * 100:.1f} % over the run; {kinds})"
         )
     return out

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tokenrace.errors import InvalidInput
+from tokenrace.model.claim import ConditionCheck, Expectation
 from tokenrace.stats import statistic_ci, wilson
 
 Kind = Literal["time", "speed", "rate", "share"]
@@ -85,15 +86,11 @@ class Objective:
     def holds(self, value: float) -> bool:
         return OPS[self.op](value, self.limit)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "figure": self.figure,
-            "stat": self.stat,
-            "op": self.op,
-            "limit": self.limit,
-            "text": self.text,
-            "guard": self.guard,
-        }
+    def saved(self) -> Expectation:
+        """As claim.json (`expectations`) and sweep.json (`sla.objectives`) keep it."""
+        return Expectation(
+            figure=self.figure, stat=self.stat, op=self.op, limit=self.limit, text=self.text, guard=self.guard
+        )
 
 
 def parse_objectives(text: str, param: str) -> tuple[Objective, ...]:
@@ -208,16 +205,17 @@ class Check:
     held: bool | None  # None: the figure is undefined (no succeeded request)
     clear: bool
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "objective": self.objective.text,
-            "name": self.objective.name,
-            "value": _r(self.value),
-            "ci_low": _r(self.low),
-            "ci_high": _r(self.high),
-            "held": self.held,
-            "clear": self.clear,
-        }
+    def saved(self) -> ConditionCheck:
+        """As claim.json (`conditions[].checks`) and sweep.json (`steps[].checks`) keep it."""
+        return ConditionCheck(
+            objective=self.objective.text,
+            name=self.objective.name,
+            value=_r(self.value),
+            ci_low=_r(self.low),
+            ci_high=_r(self.high),
+            held=self.held,
+            clear=self.clear,
+        )
 
 
 def _r(v: float | None) -> float | None:
@@ -317,12 +315,7 @@ def _fmt(v: float | None) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
 
 
-def describe_check_dict(d: dict[str, object]) -> str:
-    """`describe_check` of a check saved as `Check.to_dict()`."""
-    o = parse_objective(str(d["objective"]), "expect")
-
-    def num(key: str) -> float | None:
-        v = d.get(key)
-        return float(v) if isinstance(v, int | float) else None
-
-    return describe_check(Check(o, num("value"), num("ci_low"), num("ci_high"), bool(d.get("held")), False))
+def describe_saved_check(c: ConditionCheck) -> str:
+    """`describe_check` of a check as saved (`Check.saved()`)."""
+    o = parse_objective(c.objective, "expect")
+    return describe_check(Check(o, c.value, c.ci_low, c.ci_high, bool(c.held), False))

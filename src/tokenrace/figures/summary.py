@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
 from tokenrace.errors import InvalidInput
@@ -110,8 +109,8 @@ def summarize(records: Sequence[RequestRecord], windows: Windows, slo: dict[str,
     rows = [derived(r) for r in ok]
     chunk_gaps, token_gaps, token_w, per_chunk = _itl(ok)
 
-    def col(name: str, src: Sequence[dict[str, Any]] = rows) -> list[float]:
-        return [d[name] for d in src if d.get(name) is not None]
+    def col(name: str, src: Sequence[dict[str, float | None]] = rows) -> list[float]:
+        return [v for d in src if (v := d.get(name)) is not None]
 
     all_derived = [derived(r) for r in measured]
     metrics = Metrics(

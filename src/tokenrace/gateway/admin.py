@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -16,8 +16,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tokenrace import __version__
 from tokenrace.gateway.admission import Refused
 from tokenrace.gateway.http import Reply, Request, error_reply, json_reply
-from tokenrace.gateway.runtime import Backend, public
+from tokenrace.gateway.runtime import Backend, Route, public
 from tokenrace.gateway.shadow import summary as shadow_summary
+from tokenrace.gateway.views import (
+    BackendView,
+    CanaryReply,
+    ConfigView,
+    GatewayState,
+    LoadView,
+    RouteView,
+    SharedView,
+    View,
+)
 
 if TYPE_CHECKING:
     from tokenrace.gateway.app import Gateway
@@ -26,68 +36,76 @@ CANARY_PREFIX = "/admin/canary/"
 CANARY_ACTIONS = ("pause", "resume", "promote", "rollback")
 
 
-def state(gw: Gateway) -> dict[str, Any]:
+def state(gw: Gateway) -> GatewayState:
     """The whole gateway's live state, for /admin/state."""
     now = time.monotonic()
     rt = gw.runtime
-    backends = {
-        name: {
-            "url": b.public_url(),
-            "in_flight": b.in_flight,
-            "max_in_flight": b.config.max_in_flight,
-            "breaker": b.breaker.snapshot(now),
-            **({"load": _load_state(b, now)} if b in rt.scraped else {}),
-        }
-        for name, b in rt.backends.items()
-    }
+    backends = {}
+    for name, b in rt.backends.items():
+        view = BackendView(
+            url=b.public_url(),
+            in_flight=b.in_flight,
+            max_in_flight=b.config.max_in_flight,
+            breaker=b.breaker.snapshot(now),
+        )
+        if b in rt.scraped:
+            view.load = _load_state(b, now)
+        backends[name] = view
     routes = {}
     for name, route in rt.routes.items():
-        routes[name] = {
-            "targets": route.shares(),
-            "fallback": [t.label for t in route.fallback],
-            "sticky_header": route.sticky_header,
-            "canary": route.canary.snapshot(now) | {"backend": route.canary_target.label}
+        routes[name] = RouteView(
+            targets=route.shares(),
+            fallback=[t.label for t in route.fallback],
+            sticky_header=route.sticky_header,
+            canary=route.canary.snapshot(now, route.canary_target.label)
             if route.canary is not None and route.canary_target is not None
             else None,
-            "shadow": shadow_summary(route.shadow) if route.shadow is not None else None,
-        }
-    return {
-        "version": __version__,
-        "pid": os.getpid(),
-        "started_unix": round(gw.started_unix, 3),
-        "draining": gw.draining,
-        "config": {
-            "path": str(gw.path) if gw.path else None,
-            "generation": rt.generation,
-            "loaded_unix": round(rt.loaded_unix, 3),
-            "last_reload_error": gw.last_reload_error,
-        },
-        "state": gw.shared.summary() if gw.shared is not None else {"backend": "memory", "up": None},
-        "backends": backends,
-        "routes": routes,
-    }
+            shadow=shadow_summary(route.shadow) if route.shadow is not None else None,
+        )
+    return GatewayState(
+        version=__version__,
+        pid=os.getpid(),
+        started_unix=round(gw.started_unix, 3),
+        draining=gw.draining,
+        config=ConfigView(
+            path=str(gw.path) if gw.path else None,
+            generation=rt.generation,
+            loaded_unix=round(rt.loaded_unix, 3),
+            last_reload_error=gw.last_reload_error,
+        ),
+        state=gw.shared.summary() if gw.shared is not None else SharedView(backend="memory", up=None),
+        backends=backends,
+        routes=routes,
+    )
 
 
-def _load_state(backend: Backend, now: float) -> dict[str, Any]:
+def _load_state(backend: Backend, now: float) -> LoadView:
     """The latest /metrics reading of a scraped backend, with its age."""
     load = backend.load
-    base: dict[str, Any] = {"url": public(backend.metrics_url()), "interval_s": backend.config.metrics.interval_s}
+    url, interval_s = public(backend.metrics_url()), backend.config.metrics.interval_s
     if load is None:
-        return base | {"reading": None}
-    return base | {
-        "engine": load.engine,
-        "waiting": load.waiting,
-        "kv_usage": load.kv_usage,
-        "age_s": round(now - load.at, 3),
-        "error": load.error,
-    }
+        return LoadView(url=url, interval_s=interval_s, reading=None)
+    return LoadView(
+        url=url,
+        interval_s=interval_s,
+        engine=load.engine,
+        waiting=load.waiting,
+        kv_usage=load.kv_usage,
+        age_s=round(now - load.at, 3),
+        error=load.error,
+    )
+
+
+def view_reply(view: View) -> Reply:
+    """A typed answer, turned into JSON here at the edge."""
+    return Reply(200, view.to_json())
 
 
 def list_models(gw: Gateway, request: Request) -> Reply:
     if gw.runtime.auth.identify(request.headers.get("authorization")) is None:
         gw.metrics.rejected.labels("unauthorized").inc()
         return Refused(401, "Missing or unknown API key.", "invalid_api_key", "unauthorized").reply()
-    return json_reply(gw.runtime.models_body)
+    return view_reply(gw.runtime.models)
 
 
 def healthz(gw: Gateway, request: Request) -> Reply:
@@ -106,7 +124,7 @@ def admin_state(gw: Gateway, request: Request) -> Reply:
     denied = _admin_denied(gw, request, write=False)
     if denied is not None:
         return denied
-    return json_reply(state(gw))
+    return view_reply(state(gw))
 
 
 async def canary_control(gw: Gateway, request: Request, path: str) -> Reply | None:
@@ -140,12 +158,10 @@ async def admin_canary(gw: Gateway, request: Request, name: str | None, action: 
     gw.on_decision(route.name, route.canary_target.label, decision)
     if gw.shared is not None:
         await gw.shared.decided(route, decision)  # every instance follows within one sync
-    return json_reply(
-        {"route": route.name, "decision": decision.as_json(), "canary": route.canary.snapshot(time.monotonic())}
-    )
+    return view_reply(CanaryReply(route=route.name, decision=decision, canary=route.canary.snapshot(time.monotonic())))
 
 
-def _canary_route(gw: Gateway, name: str | None) -> Any:
+def _canary_route(gw: Gateway, name: str | None) -> Route | None:
     routes = gw.runtime.routes
     if name is not None:
         route = routes.get(name)

@@ -12,10 +12,8 @@ import itertools
 import math
 import time
 import uuid
-from typing import Any
 
-import orjson
-
+from tokenrace.gateway.body import BadBody, RequestBody
 from tokenrace.gateway.context import ProxyContext
 from tokenrace.gateway.failover import Call
 from tokenrace.gateway.http import Reply, Request, Stream, error_reply
@@ -87,7 +85,7 @@ async def _handle(request: Request, endpoint: Endpoint, gw: ProxyContext, t0: in
     rt = gw.runtime
     try:
         client = await _client(gw, rt, request)
-        body = _json_body(request.body)
+        body = _body(request.body)
         route = _route(rt, body)
     except Refused as refused:
         gw.metrics.child(gw.metrics.rejected, refused.reason).inc()
@@ -155,20 +153,17 @@ async def _throttle(gw: ProxyContext, bucket: TokenBucket, client: str) -> float
     return bucket.take(monotonic())
 
 
-def _json_body(raw: bytes) -> dict[str, Any]:
+def _body(raw: bytes) -> RequestBody:
     """The request's JSON object (the server has already held its size and time to the limits)."""
     try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise Refused(400, f"The body is not valid JSON: {exc}", "invalid_json", "bad_request") from None
-    if not isinstance(body, dict):
-        raise Refused(400, "The body must be a JSON object.", "invalid_body", "bad_request")
-    return body
+        return RequestBody.parse(raw)
+    except BadBody as bad:
+        raise Refused(400, str(bad), bad.code, "bad_request") from None
 
 
-def _route(rt: Runtime, body: dict[str, Any]) -> Route:
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
+def _route(rt: Runtime, body: RequestBody) -> Route:
+    model = body.model
+    if model is None:
         raise Refused(400, "`model` is required and must be a string.", "missing_model", "bad_request")
     route = rt.routes.get(model)
     if route is None:
@@ -176,8 +171,7 @@ def _route(rt: Runtime, body: dict[str, Any]) -> Route:
         raise Refused(
             404, f"The model `{model[:200]}` does not exist here (served: {known}).", "model_not_found", "unknown_model"
         )
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):
+    if not body.stream_valid:
         raise Refused(400, "`stream` must be true or false.", "invalid_stream", "bad_request")
     return route
 

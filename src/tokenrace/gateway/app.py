@@ -20,7 +20,6 @@ import orjson
 
 from tokenrace.gateway import admin, admission
 from tokenrace.gateway.breaker import STATE_CODES, Transition
-from tokenrace.gateway.canary import Decision
 from tokenrace.gateway.config import (
     ConfigError,
     GatewayConfig,
@@ -34,6 +33,7 @@ from tokenrace.gateway.http import Handler, Reply, Request, Stream, error_reply
 from tokenrace.gateway.metrics import GatewayMetrics, StateSnapshot
 from tokenrace.gateway.runtime import Backend, Route, Runtime
 from tokenrace.gateway.scrape import Scraper
+from tokenrace.gateway.views import Decision
 from tokenrace.redact import Redactor
 
 if TYPE_CHECKING:
@@ -229,7 +229,12 @@ class Gateway:
 
     def on_decision(self, route: str, backend: str, decision: Decision) -> None:
         self.metrics.canary_decisions.labels(route, decision.action).inc()
-        self.event("canary_" + decision.action, route=route, backend=backend, **decision.as_json())
+        self.event(
+            "canary_" + decision.action,
+            route=route,
+            backend=backend,
+            **decision.model_dump(by_alias=True, exclude_unset=True),
+        )
 
     def on_breaker(self, backend: Backend, transition: Transition | None) -> None:
         if transition is None:
@@ -273,13 +278,13 @@ class Gateway:
 
     def event(self, kind: str, **fields: Any) -> None:
         """One JSON log line, scrubbed of every secret the gateway knows."""
-        log.info("%s", self._line(kind, fields))
+        log.info("%s", self._line(kind, **fields))
 
     def warn(self, kind: str, **fields: Any) -> None:
         """event() at warning level: something an operator should look at."""
-        log.warning("%s", self._line(kind, fields))
+        log.warning("%s", self._line(kind, **fields))
 
-    def _line(self, kind: str, fields: dict[str, Any]) -> str:
+    def _line(self, kind: str, /, **fields: Any) -> str:
         line = orjson.dumps({"event": kind, "t": round(time.time(), 3), **fields}, default=str).decode()
         return self.redact(line)
 

@@ -14,7 +14,7 @@ import email.utils
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 
@@ -24,7 +24,7 @@ from tokenrace.gateway.headers import response_headers
 from tokenrace.gateway.http import Reply, Request, Stream
 from tokenrace.gateway.metrics import GatewayMetrics
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime
-from tokenrace.gateway.stream import Endpoint, StreamTap, error_event, response_text
+from tokenrace.gateway.stream import Endpoint, StreamTap, Usage, error_event, whole_response
 from tokenrace.gateway.upstream import UpstreamError, UpstreamResponse
 from tokenrace.gateway.watchdog import Watchdog
 
@@ -176,7 +176,7 @@ class Attempt:
         call = self.call
         body = await resp.read_all()
         now = perf_ns()
-        usage, text = usage_and_text(body, call.endpoint, call.primary_text is not None)
+        usage, text = whole_response(body, call.endpoint, call.primary_text is not None)
         call.primary_done(text)
         headers = response_headers(resp.headers)
         headers.setdefault("Content-Type", "application/json")
@@ -391,29 +391,16 @@ class _Sink:
 
 
 def count_tokens(
-    m: GatewayMetrics, route: str, backend: str, usage: dict[str, Any] | None, counted: tuple[int | None, str] | None
+    m: GatewayMetrics, route: str, backend: str, usage: Usage | None, counted: tuple[int | None, str] | None
 ) -> None:
-    prompt = usage.get("prompt_tokens") if usage else None
-    if isinstance(prompt, int):
+    prompt = usage.prompt_tokens if usage is not None else None
+    if prompt is not None:
         m.child(m.tokens, route, backend, "in", "usage").inc(prompt)
     if counted is not None:
         tokens, source = counted
         if tokens:
             m.child(m.tokens, route, backend, "out", source).inc(tokens)
         return
-    completion = usage.get("completion_tokens") if usage else None
-    if isinstance(completion, int):
+    completion = usage.completion_tokens if usage is not None else None
+    if completion is not None:
         m.child(m.tokens, route, backend, "out", "usage").inc(completion)
-
-
-def usage_and_text(body: bytes, endpoint: Endpoint, want_text: bool) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None, None
-    if not isinstance(obj, dict):
-        return None, None
-    usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
-    if not want_text:
-        return usage, None
-    return usage, response_text(obj, endpoint)

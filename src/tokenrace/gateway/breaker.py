@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import TypeAlias
 
 from tokenrace.gateway.config import BreakerConfig
+from tokenrace.gateway.views import BreakerRecord, BreakerState, BreakerView, BreakerWindow
 
-State: TypeAlias = Literal["closed", "open", "half_open"]
+State: TypeAlias = BreakerState
 STATE_CODES: dict[State, int] = {"closed": 0, "half_open": 1, "open": 2}
 BUCKET_S = 0.25  # resolution of the error-rate window
 
@@ -157,10 +158,10 @@ class Breaker:
 
     # -- sharing with other instances -----------------------------------------------------
 
-    def shared_record(self, now: float, wall: float) -> dict[str, object]:
-        """The state other instances adopt: which, why, since and until when (wall clock)."""
+    def shared_record(self, now: float, wall: float, by: str) -> BreakerRecord:
+        """The state other instances adopt: which, why, since and until when (wall clock), by whom."""
         until = wall + (self.open_until - now) if self.state == "open" and self.open_until is not None else None
-        return {"state": self.state, "reason": self.reason, "since_unix": self.since, "open_until_unix": until}
+        return BreakerRecord(state=self.state, reason=self.reason, since_unix=self.since, open_until_unix=until, by=by)
 
     def adopt(self, state: State, reason: str, open_until_unix: float | None, now: float, wall: float) -> Transition:
         """Take the state another instance reached (its failure counts stay its own)."""
@@ -175,23 +176,23 @@ class Breaker:
     def window_stats(self) -> tuple[int, int]:
         return self._window_requests, self._window_errors
 
-    def snapshot(self, now: float) -> dict[str, object]:
+    def snapshot(self, now: float) -> BreakerView:
         """The state for GET /admin/state: which, why, since and until when (wall clock)."""
         state = self.refresh(now)
         n, errors = self.window_stats()
         until = None
         if state == "open" and self.open_until is not None:
             until = time.time() + (self.open_until - now)
-        return {
-            "state": state,
-            "reason": self.reason or None,
-            "since_unix": round(self.since, 3),
-            "open_until_unix": round(until, 3) if until is not None else None,
-            "consecutive_failures": self.consecutive,
-            "window": {
-                "seconds": self.config.window_s,
-                "requests": n,
-                "errors": errors,
-                "error_rate": round(errors / n, 4) if n else None,
-            },
-        }
+        return BreakerView(
+            state=state,
+            reason=self.reason or None,
+            since_unix=round(self.since, 3),
+            open_until_unix=round(until, 3) if until is not None else None,
+            consecutive_failures=self.consecutive,
+            window=BreakerWindow(
+                seconds=self.config.window_s,
+                requests=n,
+                errors=errors,
+                error_rate=round(errors / n, 4) if n else None,
+            ),
+        )

@@ -21,18 +21,30 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
 
 from tokenrace.gateway.config import CanaryConfig
+from tokenrace.gateway.views import (
+    Action,
+    ArmStats,
+    CanaryRecord,
+    CanaryState,
+    CanaryView,
+    Check,
+    Decision,
+    Evaluation,
+    Latency,
+    NoNumbers,
+)
 from tokenrace.stats import describe
 
 Arm: TypeAlias = Literal["canary", "baseline"]
-CanaryState: TypeAlias = Literal["running", "paused", "rolled_back", "promoted"]
-Action: TypeAlias = Literal["start", "advance", "promote", "rollback", "hold", "pause", "resume"]
 Z_95_ONE_SIDED = 1.645
 MAX_SAMPLES = 200_000
 MAX_DECISIONS = 100
+LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "e2e")
+NO_NUMBERS = NoNumbers()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,43 +54,6 @@ class Sample:
     ttft_s: float | None = None
     tpot_s: float | None = None
     e2e_s: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    at_unix: float
-    action: Action
-    from_weight: float
-    to_weight: float
-    reason: str
-    by: str = "auto"
-    numbers: dict[str, Any] = field(default_factory=dict)
-    instance: str | None = None  # the gateway instance that took it, when instances share state
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Decision:
-        return cls(
-            float(data["at_unix"]),
-            data["action"],
-            float(data["from_weight_pct"]),
-            float(data["to_weight_pct"]),
-            str(data["reason"]),
-            str(data["by"]),
-            dict(data.get("numbers") or {}),
-            data.get("instance"),
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "at_unix": round(self.at_unix, 3),
-            "action": self.action,
-            "from_weight_pct": self.from_weight,
-            "to_weight_pct": self.to_weight,
-            "reason": self.reason,
-            "by": self.by,
-            "numbers": self.numbers,
-            "instance": self.instance,
-        }
 
 
 def wilson_lower(errors: int, n: int, z: float = Z_95_ONE_SIDED) -> float | None:
@@ -92,22 +67,24 @@ def wilson_lower(errors: int, n: int, z: float = Z_95_ONE_SIDED) -> float | None
     return max(0.0, (centre - spread) / denom)
 
 
-def arm_stats(samples: list[Sample]) -> dict[str, Any]:
+def arm_stats(samples: list[Sample]) -> ArmStats:
     """Counts, error rate and p95 latencies (ms) of one arm's window; undefined figures are None."""
     n = len(samples)
     errors = sum(1 for s in samples if not s.ok)
     good = [s for s in samples if s.ok]
-    out: dict[str, Any] = {
-        "requests": n,
-        "errors": errors,
-        "error_rate": round(errors / n, 4) if n else None,
-        "error_rate_low95": _round(wilson_lower(errors, n)),
-    }
-    for name in ("ttft", "tpot", "e2e"):
-        values = [v * 1000 for s in good if (v := getattr(s, f"{name}_s")) is not None]
-        out[f"{name}_samples"] = len(values)
-        out[f"{name}_p95_ms"] = describe(values).p95 if values else None
-    return out
+    ttft, tpot, e2e = ([v * 1000 for s in good if (v := getattr(s, f"{name}_s")) is not None] for name in LATENCIES)
+    return ArmStats(
+        requests=n,
+        errors=errors,
+        error_rate=round(errors / n, 4) if n else None,
+        error_rate_low95=_round(wilson_lower(errors, n)),
+        ttft_samples=len(ttft),
+        ttft_p95_ms=describe(ttft).p95 if ttft else None,
+        tpot_samples=len(tpot),
+        tpot_p95_ms=describe(tpot).p95 if tpot else None,
+        e2e_samples=len(e2e),
+        e2e_p95_ms=describe(e2e).p95 if e2e else None,
+    )
 
 
 def _round(x: float | None) -> float | None:
@@ -128,7 +105,7 @@ class Canary:
             "baseline": deque(maxlen=MAX_SAMPLES),
         }
         self.decisions: deque[Decision] = deque(maxlen=MAX_DECISIONS)
-        self.last_eval: dict[str, Any] | None = None
+        self.last_eval: Evaluation | None = None
         # Shared state (several instances): samples to ship to the deciding instance (None: keep
         # them here only), the version of the shared record this copy follows (None: not synced),
         # and decisions taken while the shared store was unreachable.
@@ -136,7 +113,7 @@ class Canary:
         self.shared_version: int | None = None
         self.unshared: list[Decision] = []
         self.instance: str | None = None
-        self._decide("start", self.weight, f"canary starts at step 1 of {len(config.steps)}", "config", {})
+        self._decide("start", self.weight, f"canary starts at step 1 of {len(config.steps)}", "config", NO_NUMBERS)
 
     @property
     def window_s(self) -> float:
@@ -157,26 +134,26 @@ class Canary:
         self.last_eval = numbers
         if breaker_open is not None:
             return self._rollback(f"canary backend breaker open: {breaker_open}", "auto", numbers)
-        breaches = [c for c in numbers["checks"] if c["breach"]]
+        breaches = [c for c in numbers.checks if c.breach]
         if breaches:
-            return self._rollback("; ".join(c["why"] for c in breaches), "auto", numbers)
+            return self._rollback("; ".join(c.why for c in breaches), "auto", numbers)
         if self.state != "running" or now - self.step_started < self.config.hold_s:
             return None
         return self._after_hold(now, numbers)
 
-    def _after_hold(self, now: float, numbers: dict[str, Any]) -> Decision | None:
-        n = numbers["canary"]["requests"]
+    def _after_hold(self, now: float, numbers: Evaluation) -> Decision | None:
+        n = numbers.canary.requests
         if n < self.config.min_requests:
             if self._held_logged:
                 return None
             self._held_logged = True
             why = f"held {self.config.hold_s:g} s but only {n} canary requests (< min_requests {self.config.min_requests})"
             return self._decide("hold", self.weight, why, "auto", numbers)
-        failing = [c for c in numbers["checks"] if c["pass"] is False]
+        failing = [c for c in numbers.checks if c.passed is False]
         if failing:
             if not self._held_logged:
                 self._held_logged = True
-                return self._decide("hold", self.weight, "; ".join(c["why"] for c in failing), "auto", numbers)
+                return self._decide("hold", self.weight, "; ".join(c.why for c in failing), "auto", numbers)
             return None
         if self.step + 1 >= len(self.config.steps):
             self.state = "promoted"
@@ -193,19 +170,19 @@ class Canary:
             old=self.config.steps[self.step - 1],
         )
 
-    def evaluate(self, now: float) -> dict[str, Any]:
+    def evaluate(self, now: float) -> Evaluation:
         start = max(self.step_started, now - self.window_s)
         canary = self._window("canary", start)
         baseline = self._window("baseline", start)
         c, b = arm_stats(canary), arm_stats(baseline)
-        return {
-            "window_s": round(now - start, 3),
-            "step": self.step + 1,
-            "weight_pct": self.weight,
-            "canary": c,
-            "baseline": b,
-            "checks": self._checks(c, b),
-        }
+        return Evaluation(
+            window_s=round(now - start, 3),
+            step=self.step + 1,
+            weight_pct=self.weight,
+            canary=c,
+            baseline=b,
+            checks=self._checks(c, b),
+        )
 
     def _window(self, arm: Arm, start: float) -> list[Sample]:
         q = self.samples[arm]
@@ -215,21 +192,23 @@ class Canary:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def _checks(self, c: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    def _checks(self, c: ArmStats, b: ArmStats) -> list[Check]:
         """Each check: pass (point estimate within limit; None = no data) and breach (rollback)."""
         slo, margin, need = self.config.slo, self.config.margin, self.config.min_requests
-        checks: list[dict[str, Any]] = []
-        enough_c, enough_b = c["requests"] >= need, b["requests"] >= need
+        checks: list[Check] = []
+        enough_c = c.requests >= need
         if slo.error_rate is not None:
             checks.append(_rate_check("error_rate vs SLO", c, slo.error_rate, enough_c))
-        if enough_b:
-            checks.append(_rate_check("error_rate vs baseline", c, b["error_rate"] + margin.error_rate, enough_c))
-        for name in ("ttft", "tpot", "e2e"):
+        if b.requests >= need and b.error_rate is not None:
+            checks.append(_rate_check("error_rate vs baseline", c, b.error_rate + margin.error_rate, enough_c))
+        for name in LATENCIES:
             limit = getattr(slo, f"{name}_p95_ms")
-            value = c[f"{name}_p95_ms"] if c[f"{name}_samples"] >= need else None
+            samples, p95 = c.latency(name)
+            value = p95 if samples >= need else None
             if limit is not None:
                 checks.append(_latency_check(f"{name}_p95_ms vs SLO", value, limit, limit))
-            base = b[f"{name}_p95_ms"] if b[f"{name}_samples"] >= need else None
+            base_samples, base_p95 = b.latency(name)
+            base = base_p95 if base_samples >= need else None
             if base is not None:
                 bar = max(base * margin.latency_ratio, base + margin.latency_ms)
                 checks.append(_latency_check(f"{name}_p95_ms vs baseline", value, bar, base))
@@ -250,7 +229,7 @@ class Canary:
             if self.state != "running":
                 raise ValueError(f"cannot pause: the canary is {self.state}")
             self.state = "paused"
-            return self._decide("pause", self.weight, "paused by hand (breaches still roll back)", "admin", {})
+            return self._decide("pause", self.weight, "paused by hand (breaches still roll back)", "admin", NO_NUMBERS)
         if action == "resume":
             return self._resume(now)
         raise ValueError(f"unknown action {action!r} (pause, resume, promote, rollback)")
@@ -266,7 +245,7 @@ class Canary:
             self.step_started = now
             why = f"resumed by hand at step {self.step + 1} ({self.weight:g} %); the hold restarts"
         self.state = "running"
-        return self._decide("resume", self.weight, why, "admin", {}, old=old)
+        return self._decide("resume", self.weight, why, "admin", NO_NUMBERS, old=old)
 
     # -- state changes --------------------------------------------------------------------
 
@@ -276,80 +255,89 @@ class Canary:
         self.step_started = now
         self._held_logged = False
 
-    def _rollback(self, why: str, by: str, numbers: dict[str, Any]) -> Decision:
+    def _rollback(self, why: str, by: str, numbers: Evaluation) -> Decision:
         old = self.weight
         self.state = "rolled_back"
         self.weight = 0.0
         return self._decide("rollback", 0.0, why, by, numbers, old=old)
 
     def _decide(
-        self, action: Action, to: float, why: str, by: str, numbers: dict[str, Any], old: float | None = None
+        self,
+        action: Action,
+        to: float,
+        why: str,
+        by: str,
+        numbers: Evaluation | NoNumbers,
+        old: float | None = None,
     ) -> Decision:
         decision = Decision(
-            time.time(), action, self.weight if old is None else old, to, why, by, numbers, self.instance
+            at_unix=time.time(),
+            action=action,
+            from_weight=self.weight if old is None else old,
+            to_weight=to,
+            reason=why,
+            by=by,
+            numbers=numbers,
+            instance=self.instance,
         )
         self.decisions.append(decision)
         return decision
 
     # -- sharing with other instances -------------------------------------------------------
 
-    def shared_record(self, now: float, wall: float) -> dict[str, Any]:
+    def shared_record(self, now: float, wall: float) -> CanaryRecord:
         """Where the ramp stands, for the instances that follow (times on the wall clock)."""
-        return {
-            "state": self.state,
-            "step": self.step,
-            "weight": self.weight,
-            "step_started_unix": wall - (now - self.step_started),
-            "held_logged": self._held_logged,
-        }
+        return CanaryRecord(
+            state=self.state,
+            step=self.step,
+            weight=self.weight,
+            step_started_unix=wall - (now - self.step_started),
+            held_logged=self._held_logged,
+        )
 
-    def adopt(self, record: dict[str, Any], decisions: list[Decision], now: float, wall: float) -> None:
+    def adopt(self, record: CanaryRecord, decisions: list[Decision], now: float, wall: float) -> None:
         """Follow the ramp another instance decided."""
-        self.state = record["state"]
-        self.step = int(record["step"])
-        self.weight = float(record["weight"])
-        self.step_started = now - (wall - float(record["step_started_unix"]))
-        self._held_logged = bool(record["held_logged"])
+        self.state = record.state
+        self.step = record.step
+        self.weight = record.weight
+        self.step_started = now - (wall - record.step_started_unix)
+        self._held_logged = record.held_logged
         self.decisions.clear()
         self.decisions.extend(decisions[-MAX_DECISIONS:])
 
-    def snapshot(self, now: float) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "weight_pct": self.weight,
-            "step": self.step + 1,
-            "steps_pct": list(self.config.steps),
-            "step_age_s": round(now - self.step_started, 3),
-            "hold_s": self.config.hold_s,
-            "window_s": self.window_s,
-            "min_requests": self.config.min_requests,
-            "last_evaluation": self.last_eval,
-            "decisions": [d.as_json() for d in self.decisions],
-        }
+    def snapshot(self, now: float, backend: str | None = None) -> CanaryView:
+        """Where the canary stands; `backend` (its target's label) is shown in /admin/state."""
+        view = CanaryView(
+            state=self.state,
+            weight_pct=self.weight,
+            step=self.step + 1,
+            steps_pct=list(self.config.steps),
+            step_age_s=round(now - self.step_started, 3),
+            hold_s=self.config.hold_s,
+            window_s=self.window_s,
+            min_requests=self.config.min_requests,
+            last_evaluation=self.last_eval,
+            decisions=list(self.decisions),
+        )
+        if backend is not None:
+            view.backend = backend
+        return view
 
 
-def _rate_check(name: str, c: dict[str, Any], limit: float, enough: bool) -> dict[str, Any]:
-    rate, low = c["error_rate"], c["error_rate_low95"]
-    ok = None if not enough else rate <= limit
+def _rate_check(name: str, c: ArmStats, limit: float, enough: bool) -> Check:
+    rate, low = c.error_rate, c.error_rate_low95
+    ok = None if not enough or rate is None else rate <= limit
     breach = enough and low is not None and low > limit
-    why = f"{name}: {_fmt(rate)} (95% low {_fmt(low)}, n={c['requests']}) vs limit {limit:.4g}"
-    return {
-        "check": name,
-        "value": rate,
-        "low95": low,
-        "limit": round(limit, 6),
-        "pass": ok,
-        "breach": breach,
-        "why": why,
-    }
+    why = f"{name}: {_fmt(rate)} (95% low {_fmt(low)}, n={c.requests}) vs limit {limit:.4g}"
+    return Check(check=name, value=rate, low95=low, limit=round(limit, 6), passed=ok, breach=breach, why=why)
 
 
-def _latency_check(name: str, value: float | None, limit: float, reference: float) -> dict[str, Any]:
+def _latency_check(name: str, value: float | None, limit: float, reference: float) -> Check:
     ok = None if value is None else value <= limit
     why = f"{name}: {_fmt(value)} ms vs limit {limit:.4g} ms" + (
         f" (baseline {reference:.4g} ms)" if reference != limit else ""
     )
-    return {"check": name, "value": value, "limit": round(limit, 4), "pass": ok, "breach": ok is False, "why": why}
+    return Check(check=name, value=value, limit=round(limit, 4), passed=ok, breach=ok is False, why=why)
 
 
 def _fmt(x: float | None) -> str:

@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any
-
-import orjson
 
 from tokenrace.gateway import routing
 from tokenrace.gateway.attempt import Attempt, Done, Failure
+from tokenrace.gateway.body import RequestBody
 from tokenrace.gateway.canary import Sample
 from tokenrace.gateway.context import ProxyContext
 from tokenrace.gateway.http import Reply, Request, Stream, error_reply
@@ -36,7 +34,7 @@ class Call:
         rt: Runtime,
         route: Route,
         endpoint: Endpoint,
-        body: dict[str, Any],
+        body: RequestBody,
         raw: bytes,
         t0: int,
         request_id: str,
@@ -49,9 +47,8 @@ class Call:
         self.raw = raw
         self.t0 = t0
         self.request_id = request_id
-        self.stream = body.get("stream") is True
-        options = body.get("stream_options")
-        self.client_wants_usage = isinstance(options, dict) and options.get("include_usage") is True
+        self.stream = body.stream
+        self.client_wants_usage = body.wants_usage
         self._bodies: dict[str, bytes] = {}
         self.primary_text: asyncio.Future[str | None] | None = None
         self.first_attempt = True
@@ -198,15 +195,11 @@ class Call:
         cached = self._bodies.get(model)
         if cached is not None:
             return cached
-        if model == self.route.name and (not self.stream or self.client_wants_usage):
+        add_usage = self.stream and not self.client_wants_usage
+        if model == self.route.name and not add_usage:
             out = self.raw  # nothing to change: send the client's bytes as they came
         else:
-            body = dict(self.body)
-            body["model"] = model
-            if self.stream and not self.client_wants_usage:
-                options = body.get("stream_options")
-                body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
-            out = orjson.dumps(body)
+            out = self.body.for_backend(model, add_usage)
         self._bodies[model] = out
         return out
 

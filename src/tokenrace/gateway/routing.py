@@ -38,13 +38,14 @@ import hashlib
 import math
 import random
 from collections import Counter, OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenrace.engines import ENGINES
+from tokenrace.gateway.body import RequestBody
+from tokenrace.gateway.views import LastChoice, RoutingView
 from tokenrace.stats import wilson
 
 VNODES = 160  # points per instance on the ring (ketama's figure): arcs within a few % of equal
@@ -302,7 +303,7 @@ def hash64(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
 
 
-def affinity_key(session: str | None, body: Mapping[str, Any], prefix_chars: int) -> str | None:
+def affinity_key(session: str | None, body: RequestBody, prefix_chars: int) -> str | None:
     """The session header's value, else the first `prefix_chars` characters of the prompt.
 
     For chat the prompt is read up to the end of its first user message (role and text of each
@@ -312,61 +313,47 @@ def affinity_key(session: str | None, body: Mapping[str, Any], prefix_chars: int
     """
     if session:
         return "session\x00" + session
-    prefix = prompt_prefix(body, prefix_chars)
+    prefix = body.prompt_prefix(prefix_chars)
     return "prompt\x00" + prefix if prefix else None
-
-
-def prompt_prefix(body: Mapping[str, Any], limit: int) -> str:
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        parts: list[str] = []
-        size = 0
-        for message in messages:
-            if not isinstance(message, dict):
-                continue
-            piece = f"{message.get('role')}\x00{_text_of(message.get('content'))}\x00"
-            parts.append(piece)
-            size += len(piece)
-            if size >= limit or message.get("role") == "user":
-                break
-        return "".join(parts)[:limit]
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and prompt:
-        prompt = prompt[0] if isinstance(prompt[0], str) else " ".join(map(str, prompt[:limit]))
-    return prompt[:limit] if isinstance(prompt, str) else ""
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: only the text ones say what the prefix is
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
 
 
 # --- what /admin/state shows -----------------------------------------------------------------------
 
 
 class Decisions:
-    """Counts of choices by instance and reason, and the last one with its inputs."""
+    """Counts of choices by instance and reason, and the last one with its inputs: each instance's
+    queue estimate (least_queue) or the key's ring point (prefix_affinity; None without a key)."""
 
     __slots__ = ("counts", "_last")
 
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str]] = Counter()
-        self._last: tuple[str, str, str | None, dict[str, Any] | None] | None = None
+        self._last: tuple[str, str, str | None, dict[str, float | None] | None, int | None] | None = None
 
-    def record(self, name: str, reason: str, detail: str | None = None, inputs: dict[str, Any] | None = None) -> None:
-        # Per request: a counter and a tuple; the dicts are built when someone looks.
+    def record(
+        self,
+        name: str,
+        reason: str,
+        detail: str | None = None,
+        queue: dict[str, float | None] | None = None,
+        point: int | None = None,
+    ) -> None:
+        # Per request: a counter and a tuple; the view is built when someone looks.
         self.counts[(name, reason)] += 1
-        self._last = (name, reason, detail, inputs)
+        self._last = (name, reason, detail, queue, point)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, policy: str) -> RoutingView:
+        """The counts per instance and reason and the last choice, as `policy` chose it."""
         by_backend: dict[str, dict[str, int]] = {}
         for (name, reason), n in sorted(self.counts.items()):
             by_backend.setdefault(name, {})[reason] = n
         last = None
         if self._last is not None:
-            name, reason, detail, inputs = self._last
-            last = {"backend": name, "reason": reason, "detail": detail, **(inputs or {})}
-        return {"counts": by_backend, "last": last}
+            name, reason, detail, queue, point = self._last
+            last = LastChoice(backend=name, reason=reason, detail=detail)
+            if policy == "least_queue":
+                last.queue = queue
+            elif policy == "prefix_affinity":
+                last.key_hash = f"{point:016x}" if point is not None else None
+                last.ring_position = round(point / 2**64, 6) if point is not None else None
+        return RoutingView(policy=policy, counts=by_backend, last=last)

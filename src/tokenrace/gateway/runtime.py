@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from tokenrace import __version__
 from tokenrace.gateway import routing
@@ -39,6 +39,7 @@ from tokenrace.gateway.headers import RequestFilter
 from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.routing import Load
 from tokenrace.gateway.upstream import Pool, Upstream, proxy_for
+from tokenrace.gateway.views import AffinityView, ModelEntry, ModelList, RoutingView, TargetView
 
 ArmName = Literal["baseline", "canary", "fallback"]
 STALE_INTERVALS = 3  # a /metrics reading older than this many scrape intervals is not used
@@ -192,8 +193,7 @@ class Target:
                 reasons.append(why)
         if not available:
             return None, reasons[0] if reasons else "no backend"
-        choice, inputs = self._choose(available, tried, now, request)
-        self.decisions.record(choice.name, choice.reason, choice.detail, inputs)
+        choice = self._choose(available, tried, now, request)
         return next(b for b in available if b.name == choice.name), None
 
     def _least_in_flight(self, tried: set[str], now: float) -> tuple[Backend | None, str | None]:
@@ -210,7 +210,8 @@ class Target:
 
     def _choose(
         self, available: list[Backend], tried: set[str], now: float, request: KeySource | None
-    ) -> tuple[routing.Choice, dict[str, Any] | None]:
+    ) -> routing.Choice:
+        """The policy's choice among `available`, recorded with its inputs for /admin/state."""
         candidates = [
             routing.Candidate(
                 b.name, b.in_flight, b.name in tried, b.load, STALE_INTERVALS * b.config.metrics.interval_s
@@ -219,7 +220,9 @@ class Target:
         ]
         if self.policy == "least_queue":
             choice = routing.least_queue(candidates, now, self.rng)
-            return choice, {"queue": {c.name: routing.queue_estimate(c) for c in candidates}}
+            queue = {c.name: routing.queue_estimate(c) for c in candidates}
+            self.decisions.record(choice.name, choice.reason, choice.detail, queue=queue)
+            return choice
         if self.affinity is not None and self.ring is not None:
             a = self.affinity
             key = request.affinity_key(a.header, a.prefix_chars) if request is not None else None
@@ -230,24 +233,24 @@ class Target:
             )
             if choice.moved_from is not None and self.on_move is not None:
                 self.on_move(choice.moved_from, choice.name)
-            return choice, {"point": point}  # shown as key_hash and ring_position (routing_state)
-        return routing.least_in_flight(candidates, self.rng), None
+            self.decisions.record(choice.name, choice.reason, choice.detail, point=point)
+            return choice
+        choice = routing.least_in_flight(candidates, self.rng)
+        self.decisions.record(choice.name, choice.reason, choice.detail)
+        return choice
 
-    def routing_state(self) -> dict[str, Any]:
+    def routing_state(self) -> RoutingView:
         """The policy and its inputs per instance, for /admin/state."""
-        out: dict[str, Any] = {"policy": self.policy, **self.decisions.snapshot()}
-        last = out["last"]
-        if last is not None and "point" in last:
-            point = last.pop("point")
-            last["key_hash"] = f"{point:016x}" if point is not None else None
-            last["ring_position"] = round(point / 2**64, 6) if point is not None else None
+        out = self.decisions.snapshot(self.policy)
         if self.affinity is not None and self.ring is not None:
-            out["affinity"] = self.affinity.model_dump()
-            out["ring_share"] = self.ring.shares()
-            out["moved"] = sum(n for (_, reason), n in self.decisions.counts.items() if reason == "moved")
-            out["keys_remembered"] = len(self.placements) if self.placements is not None else 0
+            a = self.affinity
+            out.affinity = AffinityView(header=a.header, prefix_chars=a.prefix_chars, load_factor=a.load_factor)
+            out.ring_share = self.ring.shares()
+            out.moved = sum(n for (_, reason), n in self.decisions.counts.items() if reason == "moved")
+            # Undefined (null), not 0, for a pool that keeps no placements: 0 means it remembers none yet.
+            out.keys_remembered = len(self.placements) if self.placements is not None else None
         if self.policy == "least_queue":
-            out["queue_estimate"] = {
+            out.queue_estimate = {
                 b.name: routing.queue_estimate(routing.Candidate(b.name, b.in_flight, load=b.load))
                 for b in self.backends
             }
@@ -258,12 +261,24 @@ class Target:
         return "+".join(b.name for b in self.backends)
 
 
+@dataclass(frozen=True, slots=True)
+class ShadowResult:
+    """One shadow copy's outcome, and its answer's agreement with the primary's (None: no text to compare)."""
+
+    t: float  # wall clock
+    outcome: str
+    ttft_s: float | None
+    duration_s: float | None
+    agreement: float | None
+    exact_match: bool | None
+
+
 @dataclass(slots=True)
 class Shadow:
     backend: Backend
     config: ShadowConfig
     in_flight: int = 0
-    recent: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=1000))
+    recent: deque[ShadowResult] = field(default_factory=lambda: deque(maxlen=1000))
 
 
 class Route:
@@ -328,27 +343,23 @@ class Route:
                 chain.append((target, "fallback"))
         return chain
 
-    def shares(self) -> list[dict[str, Any]]:
+    def shares(self) -> list[TargetView]:
         """Each target's current share of traffic (canary included), for /admin/state."""
         canary_share = self.canary.weight / 100.0 if self.canary is not None else 0.0
         total = sum(t.weight for t in self.targets)
-        out = [
-            {
-                "backends": [b.name for b in t.backends],
-                "weight": t.weight,
-                "share": round((1 - canary_share) * t.weight / total, 6),
-                **({"routing": t.routing_state()} if len(t.backends) > 1 else {}),
-            }
-            for t in self.targets
-        ]
-        if self.canary_target is not None:
-            out.append(
-                {
-                    "backends": [b.name for b in self.canary_target.backends],
-                    "canary": True,
-                    "share": round(canary_share, 6),
-                }
+        out = []
+        for t in self.targets:
+            view = TargetView(
+                backends=[b.name for b in t.backends],
+                weight=t.weight,
+                share=round((1 - canary_share) * t.weight / total, 6),
             )
+            if len(t.backends) > 1:
+                view.routing = t.routing_state()
+            out.append(view)
+        if self.canary_target is not None:
+            names = [b.name for b in self.canary_target.backends]
+            out.append(TargetView(backends=names, canary=True, share=round(canary_share, 6)))
         return out
 
 
@@ -454,10 +465,10 @@ class Runtime:
                 for b in t.backends
             }.values()
         )
-        self.models_body: dict[str, Any] = {
-            "object": "list",
-            "data": [{"id": m, "object": "model", "created": 0, "owned_by": "tokenrace-gateway"} for m in self.routes],
-        }
+        self.models = ModelList(
+            object="list",
+            data=[ModelEntry(id=m, object="model", created=0, owned_by="tokenrace-gateway") for m in self.routes],
+        )
 
     @staticmethod
     def _backends(config: GatewayConfig, secrets: Secrets, previous: Runtime | None) -> dict[str, Backend]:

@@ -14,6 +14,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 
+from tokenrace import aio
 from tokenrace.gateway.app import Gateway, build_handler
 from tokenrace.gateway.http import Handler, Server
 
@@ -105,15 +106,6 @@ def quiet_gc() -> None:
     gc.freeze()
 
 
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    """uvloop when installed (lower per-request overhead), else the stdlib loop."""
-    try:
-        import uvloop  # noqa: PLC0415 - optional dependency: not installed on Windows (platform marker)
-    except ImportError:
-        return asyncio.new_event_loop
-    return uvloop.new_event_loop
-
-
 def run(
     gw: Gateway,
     host: str | None = None,
@@ -121,6 +113,5 @@ def run(
     ready_cb: Callable[[str], None] | None = None,
     wrap: Wrap | None = None,
 ) -> None:
-    """Blocking: serve on uvloop until SIGTERM/SIGINT."""
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(serve(gw, host, port, ready_cb, freeze_gc=True, wrap=wrap))
+    """Blocking: serve on the project's event loop (uvloop where installed) until SIGTERM/SIGINT."""
+    aio.run(serve(gw, host, port, ready_cb, freeze_gc=True, wrap=wrap))

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import orjson
-
-from tokenrace.gateway.stream import StreamTap, response_text
+from tokenrace.gateway.runtime import ShadowResult
+from tokenrace.gateway.stream import StreamTap, whole_response
 from tokenrace.gateway.upstream import UpstreamError, UpstreamResponse
+from tokenrace.gateway.views import Percentiles, ShadowView
 from tokenrace.stats import describe
 from tokenrace.text_agreement import agreement, exact_match
 
@@ -62,16 +62,7 @@ async def run_shadow(
     if primary_text is not None and text is not None:
         score, same = agreement(primary_text, text, SCORE_TOKENS), exact_match(primary_text, text)
         m.shadow_agreement.labels(route.name, backend.name).observe(score)
-    shadow.recent.append(
-        {
-            "t": time.time(),
-            "outcome": outcome,
-            "ttft_s": ttft_s,
-            "duration_s": duration_s,
-            "agreement": score,
-            "exact_match": same,
-        }
-    )
+    shadow.recent.append(ShadowResult(time.time(), outcome, ttft_s, duration_s, score, same))
 
 
 async def _send(call: Call, shadow: Shadow) -> tuple[str, float | None, float | None, str | None]:
@@ -114,28 +105,24 @@ async def _read_stream(
 
 
 def _text(body: bytes, call: Call) -> str | None:
-    try:
-        obj: Any = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    return response_text(obj, call.endpoint) if isinstance(obj, dict) else None
+    return whole_response(body, call.endpoint, want_text=True)[1]
 
 
-def summary(shadow: Shadow) -> dict[str, Any]:
+def summary(shadow: Shadow) -> ShadowView:
     """Recent shadow results for /admin/state: counts, p50/p95 latency, mean agreement."""
     recent = list(shadow.recent)
-    ttft = [r["ttft_s"] * 1000 for r in recent if r["ttft_s"] is not None]
-    dur = [r["duration_s"] * 1000 for r in recent if r["duration_s"] is not None]
-    agree = [r["agreement"] for r in recent if r["agreement"] is not None]
-    same = [r["exact_match"] for r in recent if r["exact_match"] is not None]
-    return {
-        "backend": shadow.backend.name,
-        "share": shadow.config.share,
-        "in_flight": shadow.in_flight,
-        "recent": len(recent),
-        "ok": sum(1 for r in recent if r["outcome"] == "ok"),
-        "ttft_ms": describe(ttft).model_dump(include={"p50", "p95"}),
-        "duration_ms": describe(dur).model_dump(include={"p50", "p95"}),
-        "agreement_mean": round(sum(agree) / len(agree), 4) if agree else None,
-        "exact_match_rate": round(sum(same) / len(same), 4) if same else None,
-    }
+    ttft = describe([r.ttft_s * 1000 for r in recent if r.ttft_s is not None])
+    dur = describe([r.duration_s * 1000 for r in recent if r.duration_s is not None])
+    agree = [r.agreement for r in recent if r.agreement is not None]
+    same = [r.exact_match for r in recent if r.exact_match is not None]
+    return ShadowView(
+        backend=shadow.backend.name,
+        share=shadow.config.share,
+        in_flight=shadow.in_flight,
+        recent=len(recent),
+        ok=sum(1 for r in recent if r.outcome == "ok"),
+        ttft_ms=Percentiles(p50=ttft.p50, p95=ttft.p95),
+        duration_ms=Percentiles(p50=dur.p50, p95=dur.p95),
+        agreement_mean=round(sum(agree) / len(agree), 4) if agree else None,
+        exact_match_rate=round(sum(same) / len(same), 4) if same else None,
+    )

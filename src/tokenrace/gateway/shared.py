@@ -28,7 +28,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 import redis.asyncio as aioredis
@@ -37,8 +37,9 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from tokenrace.gateway.breaker import Transition
-from tokenrace.gateway.canary import Canary, Decision, Sample
+from tokenrace.gateway.canary import Canary, Sample
 from tokenrace.gateway.config import RouteConfig, Secret, StateConfig
+from tokenrace.gateway.views import BreakerRecord, CanaryRecord, Decision, SharedView
 
 if TYPE_CHECKING:
     from tokenrace.gateway.runtime import Backend, Route, Runtime
@@ -122,13 +123,13 @@ return batches
 """
 
 
-def _local_wins(canary: Canary, record: dict[str, Any], record_last_unix: float) -> bool:
+def _local_wins(canary: Canary, record: CanaryRecord, record_last_unix: float) -> bool:
     """After an outage: do the decisions this instance took meanwhile replace the shared ramp?
     A rollback wins over anything else (safety first); otherwise the newest decision wins."""
     if not canary.unshared:
         return False
     mine = (canary.state == "rolled_back", canary.unshared[-1].at_unix)
-    theirs = (record.get("state") == "rolled_back", record_last_unix)
+    theirs = (record.state == "rolled_back", record_last_unix)
     return mine > theirs
 
 
@@ -229,7 +230,7 @@ class SharedState:
     async def write_breaker(self, backend: Backend, now: float, wall: float) -> None:
         if self.up is not True:
             return
-        raw = orjson.dumps({**backend.breaker.shared_record(now, wall), "by": self.instance}).decode()
+        raw = backend.breaker.shared_record(now, wall, self.instance).to_json().decode()
         self._breakers_seen[backend.name] = raw
         try:
             await self.client.hset(self.key("breakers"), backend.name, raw)
@@ -245,14 +246,14 @@ class SharedState:
             if backend is None or self._breakers_seen.get(name) == raw:
                 continue
             self._breakers_seen[name] = raw
-            record = orjson.loads(raw)
-            state, until, by = record["state"], record.get("open_until_unix"), str(record.get("by"))
+            record = BreakerRecord.model_validate_json(raw)
+            state, until, by = record.state, record.open_until_unix, str(record.by)
             if by == self.instance or backend.breaker.refresh(now) == state:
                 continue
             if state == "open" and (until is None or until <= wall):
                 continue  # an open period that has already ended: nothing to adopt
             if state in ("open", "closed"):
-                transition = backend.breaker.adopt(state, str(record.get("reason") or ""), until, now, wall)
+                transition = backend.breaker.adopt(state, record.reason, until, now, wall)
                 adopted(backend, transition, by)
 
     # -- canaries ---------------------------------------------------------------------------------------
@@ -288,10 +289,10 @@ class SharedState:
             token,
             str(expected),
             canary_fingerprint(route.config),
-            orjson.dumps(canary.shared_record(now, wall)),
+            canary.shared_record(now, wall).to_json(),
             repr(last),
             "1" if reset else "0",
-            *(orjson.dumps(d.as_json()) for d in decisions),
+            *(d.to_json() for d in decisions),
         ]
         try:
             return int(await self._canary(keys=keys, args=args))
@@ -311,7 +312,9 @@ class SharedState:
             return
         version = int(version_s)
         if version != canary.shared_version:
-            if canary.shared_version is None and _local_wins(canary, orjson.loads(data), float(last_s or 0)):
+            if canary.shared_version is None and _local_wins(
+                canary, CanaryRecord.model_validate_json(data), float(last_s or 0)
+            ):
                 written = await self._write_canary(route, canary, canary.unshared, "", version)
                 if written is not None and written > 0:
                     canary.shared_version = written
@@ -339,9 +342,9 @@ class SharedState:
             (version_b, data), log = await pipe.execute()
         if version_b is None or data is None:
             return
-        decisions = [Decision.from_json(orjson.loads(d)) for d in reversed(log)]
+        decisions = [Decision.model_validate_json(d) for d in reversed(log)]
         before = canary.weight
-        canary.adopt(orjson.loads(data), decisions, now, wall)
+        canary.adopt(CanaryRecord.model_validate_json(data), decisions, now, wall)
         canary.shared_version = int(version_b)
         canary.unshared.clear()
         if canary.weight != before:
@@ -410,15 +413,15 @@ class SharedState:
             pass  # the lease expires on its own
         await self.client.aclose()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> SharedView:
         """For GET /admin/state (no URL: it may hold a password)."""
-        return {
-            "backend": "redis",
-            "up": self.up,
-            "instance": self.instance,
-            "key_prefix": self.prefix,
-            "canary_leader": self.leader,
-            "lease_holder": self.holder,
-            "fallbacks": self.fallbacks,
-            "last_error": self.last_error,
-        }
+        return SharedView(
+            backend="redis",
+            up=self.up,
+            instance=self.instance,
+            key_prefix=self.prefix,
+            canary_leader=self.leader,
+            lease_holder=self.holder,
+            fallbacks=self.fallbacks,
+            last_error=self.last_error,
+        )

@@ -15,7 +15,7 @@ event (see `error_event`).
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias, TypedDict
 
 import orjson
 from orjson import JSONDecodeError, loads
@@ -25,6 +25,31 @@ from tokenrace.client.sse import SSEParser
 Endpoint: TypeAlias = Literal["chat", "completions"]
 DONE = b"data: [DONE]\n\n"
 _TEXT_KEYS = tuple((k, len(k)) for k in (b'"content":"', b'"reasoning_content":"', b'"reasoning":"', b'"text":"'))
+
+
+class Usage(NamedTuple):
+    """The token counts of a backend's `usage` object (None: a count it did not give as an integer).
+    A named tuple: one is made per response, on the request path."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+    @classmethod
+    def of(cls, usage: object) -> Usage | None:
+        """The counts of a parsed `usage` value; None when it is not an object."""
+        if type(usage) is not dict:
+            return None
+        prompt, completion, total = (
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+            usage.get("total_tokens"),
+        )
+        return cls(
+            prompt if isinstance(prompt, int) else None,
+            completion if isinstance(completion, int) else None,
+            total if isinstance(total, int) else None,
+        )
 
 
 class StreamTap:
@@ -62,7 +87,7 @@ class StreamTap:
         self.first_token_ns: int | None = None
         self.last_token_ns: int | None = None
         self.content_chunks = 0
-        self.usage: dict[str, Any] | None = None
+        self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.response_id: str | None = None
         self.model: str | None = None
@@ -193,7 +218,7 @@ class StreamTap:
             self.response_id, self.model, self.created = obj.get("id"), obj.get("model"), obj.get("created")
         usage = obj.get("usage")
         if usage is not None and type(usage) is dict:
-            self.usage = usage
+            self.usage = Usage.of(usage)
         if "error" in obj:
             error = obj["error"]
             self.upstream_error = str(error.get("message", error) if isinstance(error, dict) else error)[:300]
@@ -202,26 +227,24 @@ class StreamTap:
             return usage is not None
         if type(choices) is list:
             for choice in choices:
-                if type(choice) is dict:
-                    self._choice(choice, now_ns)
+                if type(choice) is not dict:
+                    continue
+                delta = choice.get("delta")
+                if delta is not None and type(delta) is dict:
+                    text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+                else:
+                    text = choice.get("text")
+                if text and type(text) is str:
+                    if self.first_token_ns is None:
+                        self.first_token_ns = now_ns
+                    self.last_token_ns = now_ns
+                    self.content_chunks += 1
+                    if self.keep_text:
+                        self.pieces.append(text)
+                reason = choice.get("finish_reason")
+                if reason:
+                    self.finish_reason = str(reason)
         return False
-
-    def _choice(self, choice: dict[str, Any], now_ns: int) -> None:
-        delta = choice.get("delta")
-        if delta is not None and type(delta) is dict:
-            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-        else:
-            text = choice.get("text")
-        if text and type(text) is str:
-            if self.first_token_ns is None:
-                self.first_token_ns = now_ns
-            self.last_token_ns = now_ns
-            self.content_chunks += 1
-            if self.keep_text:
-                self.pieces.append(text)
-        reason = choice.get("finish_reason")
-        if reason:
-            self.finish_reason = str(reason)
 
     def close(self) -> None:
         """End of the upstream stream: a trailing CR may have completed a last event."""
@@ -236,13 +259,12 @@ class StreamTap:
 
     def output_tokens(self) -> tuple[int | None, str]:
         """Output tokens and where the figure came from: the backend's usage, else counted chunks."""
-        if self.usage is not None and isinstance(self.usage.get("completion_tokens"), int):
-            return int(self.usage["completion_tokens"]), "usage"
+        if self.usage is not None and self.usage.completion_tokens is not None:
+            return self.usage.completion_tokens, "usage"
         return self.content_chunks, "chunks"
 
     def prompt_tokens(self) -> int | None:
-        value = self.usage.get("prompt_tokens") if self.usage is not None else None
-        return value if isinstance(value, int) else None
+        return self.usage.prompt_tokens if self.usage is not None else None
 
     def tpot_s(self) -> float | None:
         tokens, _ = self.output_tokens()
@@ -263,6 +285,24 @@ def _without(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     return b"".join(parts)
 
 
+class ChatErrorChoice(TypedDict):
+    """The one choice of a chat stream's error event (an empty delta)."""
+
+    index: int
+    delta: dict[str, str]
+    logprobs: None
+    finish_reason: str
+
+
+class TextErrorChoice(TypedDict):
+    """The one choice of a completions stream's error event (empty text)."""
+
+    index: int
+    text: str
+    logprobs: None
+    finish_reason: str
+
+
 def error_event(tap: StreamTap, message: str, code: str, request_id: str) -> bytes:
     """The last event of a stream that broke after bytes reached the client, then `[DONE]`.
 
@@ -278,7 +318,12 @@ def error_event(tap: StreamTap, message: str, code: str, request_id: str) -> byt
         "completion_tokens_source": source,
     }
     if tap.endpoint == "chat":
-        choice: dict[str, Any] = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "error"}
+        choice: ChatErrorChoice | TextErrorChoice = {
+            "index": 0,
+            "delta": {},
+            "logprobs": None,
+            "finish_reason": "error",
+        }
         kind = "chat.completion.chunk"
     else:
         choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": "error"}
@@ -295,15 +340,24 @@ def error_event(tap: StreamTap, message: str, code: str, request_id: str) -> byt
     return b"data: " + orjson.dumps(body) + b"\n\n" + DONE
 
 
-def response_text(obj: dict[str, Any], endpoint: Endpoint) -> str | None:
-    """The answer's text in a whole (non-streamed) response body, or None when it has none."""
+def whole_response(body: bytes, endpoint: Endpoint, want_text: bool) -> tuple[Usage | None, str | None]:
+    """The usage of a whole (non-streamed) response body, and its answer's text when `want_text`."""
+    try:
+        obj = loads(body)
+    except JSONDecodeError:
+        return None, None
+    if not isinstance(obj, dict):
+        return None, None
+    usage = Usage.of(obj.get("usage"))
+    if not want_text:
+        return usage, None
     choices = obj.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
+        return usage, None
     first = choices[0]
     if endpoint == "chat":
         message = first.get("message")
         content = message.get("content") if isinstance(message, dict) else None
-        return content if isinstance(content, str) else None
+        return usage, content if isinstance(content, str) else None
     text = first.get("text")
-    return text if isinstance(text, str) else None
+    return usage, text if isinstance(text, str) else None

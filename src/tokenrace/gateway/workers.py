@@ -24,9 +24,7 @@ import threading
 import time
 from collections.abc import Awaitable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
-import orjson
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -36,6 +34,7 @@ from tokenrace.gateway import admin
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import Secret, StateConfig, load_config, resolve_secrets
 from tokenrace.gateway.http import Handler, Reply, Request, Stream
+from tokenrace.gateway.views import GatewayState, RoutingView, WorkerView
 
 RUN_DIR_ENV = "TOKENRACE_GATEWAY_RUN_DIR"
 WORKERS_ENV = "TOKENRACE_GATEWAY_WORKERS"
@@ -83,7 +82,8 @@ class Worker:
                 if request.path == "/metrics":
                     reply.body = await self.whole_metrics(reply.body)
                 else:
-                    reply.body = orjson.dumps(await self.whole_state(self.own_state(orjson.loads(reply.body))))
+                    own = self.own_state(GatewayState.model_validate_json(reply.body))
+                    reply.body = (await self.whole_state(own)).to_json()
             return reply
 
         def dispatch(request: Request) -> Awaitable[Reply | Stream | None]:
@@ -98,7 +98,7 @@ class Worker:
         try:
             what = (await asyncio.wait_for(reader.readline(), PEER_TIMEOUT_S)).strip().decode()
             if what == "state":
-                writer.write(orjson.dumps(self.own_state(admin.state(self.gw))))
+                writer.write(self.own_state(admin.state(self.gw)).to_json())
             elif what == "metrics":
                 writer.write(generate_latest(self.gw.metrics.registry))
             await writer.drain()
@@ -107,7 +107,7 @@ class Worker:
         finally:
             writer.close()
 
-    def own_state(self, state: dict[str, Any]) -> dict[str, Any]:
+    def own_state(self, state: GatewayState) -> GatewayState:
         """This worker's /admin/state, with the client requests it answered (served or refused)."""
         answered = 0.0
         for metric in (self.gw.metrics.requests, self.gw.metrics.rejected):
@@ -115,8 +115,9 @@ class Worker:
                 answered += sum(s.value for s in family.samples if s.name.endswith("_total"))
         if self.gw.local_state is not None and self.gw.runtime.config.state is None:
             # Not the file's `state:`: the supervisor's private Redis, one per gateway of N workers.
-            state["state"] = state["state"] | {"shared_by": f"the {self.count} workers (the supervisor's redis-server)"}
-        return state | {"answered_requests": int(answered)}
+            state.state.shared_by = f"the {self.count} workers (the supervisor's redis-server)"
+        state.answered_requests = int(answered)
+        return state
 
     async def _ask(self, index: int, what: str) -> bytes | None:
         """A peer's view; None when it does not answer (it died and is being replaced)."""
@@ -143,10 +144,10 @@ class Worker:
         texts = [own, *(t for t in (await self._views("metrics")).values() if t)]
         return merge_metrics([t.decode() for t in texts])
 
-    async def whole_state(self, own: dict[str, Any]) -> dict[str, Any]:
-        views: dict[int, dict[str, Any] | None] = {self.index: own}
+    async def whole_state(self, own: GatewayState) -> GatewayState:
+        views: dict[int, GatewayState | None] = {self.index: own}
         for index, raw in (await self._views("state")).items():
-            views[index] = orjson.loads(raw) if raw else None
+            views[index] = GatewayState.model_validate_json(raw) if raw else None
         return merge_state(views, self.index)
 
 
@@ -194,60 +195,73 @@ def merge_metrics(texts: list[str]) -> bytes:
 # --- /admin/state ------------------------------------------------------------------------------------
 
 
-def merge_state(views: Mapping[int, dict[str, Any] | None], responder: int) -> dict[str, Any]:
+def merge_state(views: Mapping[int, GatewayState | None], responder: int) -> GatewayState:
     """The responding worker's state, with what is per worker added up over all of them: requests in
     flight per backend, each pool's decision counts and moves. `workers` lists each one (pid,
     generation, in flight, draining), or `answered: false` for one that did not answer."""
     own = views[responder]
     assert own is not None
-    whole: dict[str, Any] = orjson.loads(orjson.dumps(own))  # a deep copy
-    workers: list[dict[str, Any]] = []
+    # A deep copy, less this worker's own count of answered requests (each worker's is in `workers`).
+    whole = GatewayState.model_validate(own.model_dump(exclude={"answered_requests"}, exclude_unset=True))
+    workers: list[WorkerView] = []
     for index in sorted(views):
         view = views[index]
         if view is None:
-            workers.append({"index": index, "answered": False})
+            workers.append(WorkerView(index=index, answered=False))
             continue
         workers.append(
-            {
-                "index": index,
-                "answered": True,
-                "pid": view["pid"],
-                "started_unix": view["started_unix"],
-                "generation": view["config"]["generation"],
-                "last_reload_error": view["config"]["last_reload_error"],
-                "draining": view["draining"],
-                "in_flight": sum(b["in_flight"] for b in view["backends"].values()),
-                "answered_requests": view.get("answered_requests"),
-            }
+            WorkerView(
+                index=index,
+                answered=True,
+                pid=view.pid,
+                started_unix=view.started_unix,
+                generation=view.config.generation,
+                last_reload_error=view.config.last_reload_error,
+                draining=view.draining,
+                in_flight=sum(b.in_flight for b in view.backends.values()),
+                answered_requests=view.answered_requests,
+            )
         )
         if index != responder:
             _add_counts(whole, view)
-    whole.pop("answered_requests", None)
-    whole["workers"] = workers
-    whole["answered_by"] = responder
-    whole["draining"] = any(w.get("draining") for w in workers)
+    whole.workers = workers
+    whole.answered_by = responder
+    whole.draining = any(w.draining for w in workers)
     return whole
 
 
-def _add_counts(whole: dict[str, Any], view: dict[str, Any]) -> None:
-    for name, backend in view["backends"].items():
-        if name in whole["backends"]:
-            whole["backends"][name]["in_flight"] += backend["in_flight"]
-    for name, route in view["routes"].items():
-        mine = whole["routes"].get(name)
+def _add_counts(whole: GatewayState, view: GatewayState) -> None:
+    for name, backend in view.backends.items():
+        if name in whole.backends:
+            whole.backends[name].in_flight += backend.in_flight
+    for name, route in view.routes.items():
+        mine = whole.routes.get(name)
         if mine is None:
             continue  # a reload is half way: the responder does not have this route yet
-        for target, theirs in zip(mine["targets"], route["targets"], strict=False):
-            a, b = target.get("routing"), theirs.get("routing")
+        for target, theirs in zip(mine.targets, route.targets, strict=False):
+            a, b = target.routing, theirs.routing
             if a is None or b is None:
                 continue
-            for backend, counts in b["counts"].items():
-                into = a["counts"].setdefault(backend, {})
+            for backend_name, counts in b.counts.items():
+                into = a.counts.setdefault(backend_name, {})
                 for reason, n in counts.items():
                     into[reason] = into.get(reason, 0) + n
-            for key in ("moved", "keys_remembered"):
-                if key in a and key in b:
-                    a[key] += b[key]
+            _add_pool_figures(a, b)
+
+
+def _add_pool_figures(whole: RoutingView, view: RoutingView) -> None:
+    """A prefix_affinity pool's moves and remembered keys, summed over workers. Each worker keeps
+    its own placements; when one of them shows no figure for the pool (a reload half way, with
+    another policy there) or an undefined one, the whole pool's figure is undefined: null, not the
+    sum of the others."""
+    if "moved" in whole.model_fields_set:
+        whole.moved = _sum_or_none(whole.moved, view.moved)
+    if "keys_remembered" in whole.model_fields_set:
+        whole.keys_remembered = _sum_or_none(whole.keys_remembered, view.keys_remembered)
+
+
+def _sum_or_none(a: int | None, b: int | None) -> int | None:
+    return a + b if a is not None and b is not None else None
 
 
 # --- the end ---------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.claim import ConditionCheck
 from tokenrace.model.sections import ContentSpeed
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Cold, Cost, Efficiency, EngineClock, RequestCounts
@@ -78,7 +79,7 @@ class StepRow(_Model):
     knee: bool | None = None
     passed: bool | None = None  # SLA and goodput searches: every objective held (this value's runs pooled)
     certain: bool | None = None  # ... and every objective's interval was clear of its limit
-    checks: list[JsonObject] | None = None  # ... each objective: value, ci_low, ci_high, held, clear
+    checks: list[ConditionCheck] | None = None  # ... each objective: value, ci_low, ci_high, held, clear
 
 
 class PrefillFit(_Model):

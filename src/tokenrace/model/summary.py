@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from tokenrace.model.base import JsonObject, _Model
+from tokenrace.model.base import _Model
+from tokenrace.model.drift import Drift
 from tokenrace.model.monitor import Resources
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.stats import Stats
@@ -318,7 +319,7 @@ class Summary(_Model):
     efficiency: Efficiency | None = None
     cost: Cost | None = None
     resources: Resources | None = None  # what the monitor saw over the run (--monitor)
-    drift: JsonObject | None = None
+    drift: Drift | None = None  # soak runs: windows, trends, error bursts and findings
     imported: Imported | None = None  # read from another tool's result file
     # True: past this machine's calibrated ceiling, or the client's CPU at 90 % or more; None: unknown
     client_bound: bool | None = None

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
+from tokenrace.model.claim import ConditionCheck
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.report.render import fmt
 
@@ -43,16 +44,15 @@ def _last_at(steps: list[StepRow], value: float | None) -> StepRow | None:
     return at[-1] if at else None
 
 
-def _check_cell(c: dict[str, Any]) -> str:
-    value = c.get("value")
-    if value is None:
+def _check_cell(c: ConditionCheck) -> str:
+    if c.value is None:
         return "—"
-    share = c["name"] in ("error_rate", "goodput")
+    share = c.name in ("error_rate", "goodput")
     digits = 3 if share else 1
     ci = ""
-    if c.get("ci_low") is not None and c.get("ci_high") is not None:
-        ci = f" [{fmt(c['ci_low'], digits)}, {fmt(c['ci_high'], digits)}]"
-    return f"{'✓' if c['held'] else '✗'} {fmt(value, digits)}{ci}"
+    if c.ci_low is not None and c.ci_high is not None:
+        ci = f" [{fmt(c.ci_low, digits)}, {fmt(c.ci_high, digits)}]"
+    return f"{'✓' if c.held else '✗'} {fmt(c.value, digits)}{ci}"
 
 
 def sla_table(s: SweepFile) -> Table:

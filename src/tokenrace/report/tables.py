@@ -88,7 +88,7 @@ def more_lines(summary: Summary) -> list[str]:
     # The monitor's advice sits under the resource figures it reads; the rest close the list.
     resource = [w for w in summary.warnings if w.code.startswith("resources.")]
     lines.extend(f"warning: {w.message}" for w in resource)
-    lines.extend(f"drift: {f}" for f in (summary.drift or {}).get("findings") or [])
+    lines.extend(f"drift: {f}" for f in (summary.drift.findings if summary.drift else []))
     lines.extend(f"warning: {w.message}" for w in summary.warnings if w not in resource)
     g = summary.goodput
     if g is not None:

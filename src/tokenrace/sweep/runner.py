@@ -329,7 +329,7 @@ class Sweep:
         checks = judge_all(self.objectives, self.samples[value])
         verdict = sla.Verdict(all_held(checks), all_clear(checks))
         row = self.state.rows[-1]
-        row.passed, row.certain, row.checks = verdict.passed, verdict.certain, [c.to_dict() for c in checks]
+        row.passed, row.certain, row.checks = verdict.passed, verdict.certain, [c.saved() for c in checks]
         self.state.extra["sla"] = self._sla_section(None)
         self._write(finished=False)
         return verdict
@@ -352,7 +352,7 @@ class Sweep:
             return {kind: value, "certain": bool(last.certain), "runs": sum(r.value == value for r in rows)}
 
         return {
-            "objectives": [o.to_dict() for o in self.objectives],
+            "objectives": [o.saved().model_dump(mode="json") for o in self.objectives],
             "search": kind,
             "highest_passing": point(boundary.highest_passing) if boundary else None,
             "lowest_failing": point(boundary.lowest_failing) if boundary else None,
