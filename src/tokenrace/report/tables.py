@@ -80,7 +80,6 @@ def more_lines(summary: Summary) -> list[str]:
             f"of {fmt(eff.decode_tokens_per_s_bound)} tok/s per stream, TTFT {fmt(eff.ttft_pct_of_bound)} % of the "
             f"{fmt(eff.ttft_ms_bound, 2)} ms minimum, aggregate {fmt(eff.aggregate_pct_of_bound)} %"
         )
-        lines.extend(f"warning: {w}" for w in eff.warnings)
     if summary.resources:
         from tokenrace.monitor.render import summary_lines  # noqa: PLC0415 - import cost: the monitor package only for a run with resource figures
 
@@ -373,7 +372,7 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
                 highlight=False,
             )
             for w in eff.warnings:
-                console.print(f"[yellow]warning[/yellow]: {w}")
+                console.print(f"[yellow]warning[/yellow]: {w.message}")
         svc = row.server_vs_client
         if svc:
             console.print(
