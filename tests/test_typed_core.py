@@ -16,7 +16,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "tokenrace"
 UNTYPED = re.compile(r"dict\[str, Any\]|dict\[str, object\]|Mapping\[str, Any\]|\bJsonObject\b")
 JSON_IO = ("client/apis/", "runs/importers.py", "testing/fake_", "model/files.py", "model/base.py", "gateway/config/")
-LIMIT = 104  # lowered as the typing lands; the aim is under 60
+LIMIT = 43  # lowered as the typing lands; the aim is under 60
 
 
 def untyped_lines() -> dict[str, int]:

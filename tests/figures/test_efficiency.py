@@ -59,7 +59,7 @@ def test_a_measurement_beating_the_bound_warns() -> None:
         1,
     )
     assert eff is not None and eff.decode_pct_of_bound > 100
-    assert any("beats the bound" in w for w in eff.warnings)
+    assert any("beats the bound" in w.message for w in eff.warnings)
 
 
 def test_unknown_names_give_an_error_entry_not_a_crash() -> None:

@@ -187,7 +187,7 @@ def test_the_report_shows_cancelled_requests(tmp_path: Path) -> None:
     n = r.summary.requests.cancelled
     assert n > 0
     assert any(f"cancelled by the client: {n}" in x for x in headline_lines(r.summary))
-    assert f"{n} cancelled by the client" in build([load(r.directory)])
+    assert f"cancelled by the client: {n}" in build([load(r.directory)])  # the terminal's words
 
 
 def test_the_sweep_report_has_a_cached_column(cached: FakeServerThread, tmp_path: Path) -> None:

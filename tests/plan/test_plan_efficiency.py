@@ -41,8 +41,8 @@ def test_beating_the_bound_warns() -> None:
     r = plan("llama-3.1-8b", "RTX-4090", context=512)
     e = efficiency(r.decode_tokens_per_s_bound * 1.3, r.ttft_ms_bound / 2, r)
     assert len(e.warnings) == 2
-    assert all(w.startswith("measurement beats the bound: ") for w in e.warnings)
-    assert "decode" in e.warnings[0] and "TTFT" in e.warnings[1]
+    assert all(w.message.startswith("measurement beats the bound: ") for w in e.warnings)
+    assert "decode" in e.warnings[0].message and "TTFT" in e.warnings[1].message
 
 
 def test_check_fit_refuses_with_a_fix() -> None:

@@ -47,6 +47,7 @@ class PageCheck:
     traces: int = 0
     title: str = ""
     height: int = 0
+    cards: list[list[str]] = field(default_factory=list)  # each key-number card's label, value and detail
 
 
 class Devtools:
@@ -128,6 +129,7 @@ async def _inspect(port: int, url: str, screenshot: Path, width: int, max_height
                 "Array.from(document.querySelectorAll('.js-plotly-plot')).reduce((n, d) => n + (d.data || []).length, 0)"
             )
             check.title = await dt.evaluate("document.title")
+            check.cards = await dt.evaluate(CARDS)
             check.height = int(await dt.evaluate("document.documentElement.scrollHeight"))
             shot = await dt.call(
                 "Page.captureScreenshot",
@@ -148,6 +150,8 @@ async def _inspect(port: int, url: str, screenshot: Path, width: int, max_height
             return check
 
 
+# textContent, not innerText: the label's CSS upper-cases what a reader sees, not the text itself.
+CARDS = "Array.from(document.querySelectorAll('.card')).map(c => Array.from(c.children).map(e => e.textContent))"
 RENDERED = (
     "Array.from(document.querySelectorAll('.js-plotly-plot'))"
     ".filter(d => d.querySelector('svg.main-svg') && d._fullData && d._fullData.length).length"

@@ -18,6 +18,7 @@ from rich.console import Console
 from tests.report.cdp import load_page
 from tests.sweep.helpers import bench
 
+from tokenrace.cli.show import show
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.cost import CostSpec, GpuCost
@@ -26,8 +27,17 @@ from tokenrace.load.runner import Load
 from tokenrace.model.engine import EngineRecord
 from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.model.sections import ContentKind, ContentSpeed, Energy, GpuEnergy, Speculative
+from tokenrace.model.summary import Cache, Cost, GpuBasis, ServerCache, Summary
 from tokenrace.report.html import build, planner_bound, resource_series, write
-from tokenrace.report.tables import print_profile, print_summary, print_sweep
+from tokenrace.report.tables import (
+    headline_lines,
+    manifest_table,
+    print_profile,
+    print_summary,
+    print_sweep,
+    sweep_lines,
+)
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSettings
 from tokenrace.serve.launch import RunningEngine
@@ -235,3 +245,133 @@ def test_a_run_with_a_bound_shows_the_nearest_published_point(made: dict[str, Pa
     assert "of its bound of" in section and "H100" in section
     assert summary.efficiency is not None and summary.efficiency.nearest_published is not None
     assert html.escape(summary.efficiency.nearest_published) in section
+
+
+# --- one headline, one manifest: the terminal's and the HTML report's ---------------------------------
+
+HEADLINE = [
+    "TTFT p50",
+    "TPOT p50",
+    "speculative decoding",
+    "E2E p95",
+    "throughput",
+    "requests",
+    "prefix cache",
+    "energy",
+    "TPOT p50 by content",
+    "cost per million output tokens",
+]
+
+
+def _everything(summary: Summary) -> Summary:
+    """The summary with every optional headline figure, as an engine with speculative decoding, a
+    prefix cache, energy counters and content kinds, priced by the GPU-hour, would give it."""
+    content = ContentSpeed(
+        kinds={"copy": ContentKind(tpot_ms_p50=1.0), "random": ContentKind(tpot_ms_p50=2.25)},
+        ratio=2.25,
+        verdict="decode speed depends on the content",
+    )
+    return summary.model_copy(
+        update={
+            "speculative": Speculative(source="vllm", acceptance_rate=0.72, tokens_per_step=2.1),
+            "cache": Cache(
+                hit_rate=0.45,
+                cached_tokens=450,
+                prompt_tokens=1000,
+                source={"usage": 8},
+                busted=False,
+                server=ServerCache(source="vllm", hit_rate=0.44),
+            ),
+            "energy": Energy(
+                source="nvml",
+                method="counter",
+                window_s=10.0,
+                joules=3000.0,
+                output_tokens_per_joule=0.52,
+                mean_power_w=300.0,
+                gpus=[GpuEnergy(gpu="0")],
+            ),
+            "content": content,
+            "cost": Cost(
+                basis="gpu",
+                usd_per_million_output_tokens=12.3456,
+                usd_per_1k_requests=0.5,
+                gpu=GpuBasis(gpus=2, usd_per_gpu_hour=2.5),
+            ),
+        }
+    )
+
+
+def _cards(page: str) -> list[list[str]]:
+    """Each key-number card of the page: its label, value and (when it has one) detail."""
+    found = re.findall(
+        r"<div class='card'><div class='label'>(.*?)</div><div class='value'>(.*?)</div>"
+        r"(?:<div class='sub'>(.*?)</div>)?</div>",
+        page,
+    )
+    return [[html.unescape(part) for part in card if part] for card in found]
+
+
+def _as_line(card: list[str]) -> str:
+    label, value, *detail = card
+    return f"{label}: {value}" + "".join(f" · {d}" for d in detail)
+
+
+def _under_the_table(printed: str) -> list[str]:
+    return printed.split("└", 1)[1].splitlines()[1:]
+
+
+def test_the_terminal_headline_and_the_html_cards_show_the_same_figures_in_order(made: dict[str, Path]) -> None:
+    run, sweep = load(made["run"]), load(made["sweep"])
+    for summary, labels in (
+        (run.summary, [h for h in HEADLINE if h in ("TTFT p50", "TPOT p50", "E2E p95", "throughput", "requests")]),
+        (_everything(run.summary), HEADLINE),
+    ):
+        cards = _cards(build([replace(run, data=summary)]))
+        assert [c[0] for c in cards] == labels
+        console = Console(record=True, width=400)
+        print_summary(summary, console, title="run")
+        printed = _under_the_table(console.export_text())
+        assert printed[: len(cards)] == [_as_line(c) for c in cards]
+        assert not any(line.startswith(tuple(f"{x}:" for x in HEADLINE)) for line in printed[len(cards) :])
+    lines = headline_lines(_everything(run.summary))
+    assert "TPOT p50 by content: copy 1.00 ms, random 2.25 ms · slowest ÷ fastest ×2.25" in lines[8]
+    assert lines[9].startswith("cost per million output tokens: $12.3456 · $0.5000 per 1k requests · 2 GPU(s)")
+
+    # A sweep: the lines under its step table are its key-number cards.
+    assert isinstance(sweep.data, SweepFile)
+    cards = _cards(build([sweep]))
+    console = Console(record=True, width=400)
+    print_sweep(sweep.data, console)
+    printed = _under_the_table(console.export_text())
+    assert [c[0] for c in cards][:2] == ["steps", "knee"] and "peak throughput" in [c[0] for c in cards]
+    assert printed[: len(cards)] == [_as_line(c) for c in cards] == sweep_lines(sweep.data)
+
+
+@pytest.mark.chromium
+def test_the_cards_a_browser_shows_are_the_terminal_headline(made: dict[str, Path]) -> None:
+    run = load(made["run"])
+    summary = _everything(run.summary)
+    html_file = write([replace(run, data=summary)], made["dir"] / "headline.html")
+    check = load_page(html_file, ARTIFACTS / "report-headline.png", max_height=1200)
+    assert check.console_errors == [], check
+    console = Console(record=True, width=400)
+    print_summary(summary, console, title="run")
+    assert [_as_line(c) for c in check.cards] == _under_the_table(console.export_text())[: len(HEADLINE)]
+    assert [c[0] for c in check.cards] == HEADLINE
+
+
+def test_show_and_the_html_report_print_one_manifest_table(made: dict[str, Path]) -> None:
+    run = load(made["run"])
+    table = manifest_table(run.manifest)
+    labels = table.labels()
+    assert labels[:3] == ["endpoint", "model", "measured by"] and {"load", "prompts", "command"} <= set(labels)
+    console = Console(record=True, width=400)
+    show(run, console)
+    printed = re.split(r"^manifest *$", console.export_text(), maxsplit=1, flags=re.M)[1]
+    assert re.findall(r"^│ (\S[^│]*?) +│", printed, re.M) == labels
+    assert "concurrency 4" in printed
+    section = build([run]).split("<h2>Manifest</h2>", 1)[1].split("</section>", 1)[0]
+    assert _row_labels(section) == labels
+    values = re.findall(r"<tr class=''><td class=''>[^<]+</td><td class=''>([^<]*)</td>", section)
+    assert [html.unescape(v) for v in values] == [row.cells[1].text for row in table.rows]

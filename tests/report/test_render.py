@@ -72,4 +72,27 @@ def test_show_prints_a_runs_and_a_sweeps_table_as_markdown_and_csv(
     assert rows["TTFT"]["count"] == "6" and float(rows["TTFT"]["p50"]) > 0 and rows["E2E"]["unit"] == "ms"
     code, printed, err = in_process(capsys, "show", str(run))
     assert code == 0, err
-    assert re.findall(r"^│ (\S[^│]*?) +│", printed, re.M) == list(rows)  # the terminal's rows, in order
+    # The manifest's table follows the summary's.
+    summary_part, manifest_part = re.split(r"^manifest *$", printed, maxsplit=1, flags=re.M)
+    assert re.findall(r"^│ (\S[^│]*?) +│", summary_part, re.M) == list(rows)  # the terminal's rows, in order
+    assert re.findall(r"^│ (\S[^│]*?) +│", manifest_part, re.M)[:3] == ["endpoint", "model", "measured by"]
+
+
+def test_runs_prints_its_table_for_the_terminal_and_as_markdown_and_csv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeServerThread({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8}) as srv:
+        run = bench(srv.base_url, tmp_path / "run", label="listed", requests=4, concurrency=2).directory
+    code, out, err = in_process(capsys, "runs", "--import", str(run), "--markdown")
+    assert code == 0, err
+    header = "| id | kind | started (UTC) | name | model | endpoint | load | err % | TTFT p50 | tok/s | knee |"
+    assert out.startswith(header) and "| run | " in out and "| listed | fake-model | http://127.0.0.1:" in out
+    code, out, err = in_process(capsys, "runs", "--csv")
+    assert code == 0, err
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    assert row["name"] == "listed" and row["load"] == "c=2" and row["err %"] == "0.0" and row["knee"] == ""
+    assert float(row["TTFT p50"]) >= 5 and float(row["tok/s"]) > 0
+    code, printed, err = in_process(capsys, "runs")
+    assert code == 0, err
+    assert re.findall(r"^│ (\S[^│]*?) +│", printed, re.M) == [row["id"]]
+    assert "listed" in printed and "1 shown" in err

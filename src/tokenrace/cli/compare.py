@@ -50,7 +50,7 @@ def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: boo
 
 def echo_text(report: Report, as_json: bool, as_markdown: bool) -> str:
     if as_json:
-        return json.dumps(report.to_dict(), indent=2) + "\n"
+        return json.dumps(report.json_model().model_dump(mode="json"), indent=2) + "\n"
     return to_markdown(report) + "\n" if as_markdown else to_csv(report)
 
 
@@ -66,7 +66,7 @@ def print_report(report: Report, console: Console) -> None:
         print_quality(q, console)
     if report.knees:
         for name, knee in report.knees.items():
-            k = "not reached" if not knee else f"{knee['step']} ({fmt(knee.get('throughput_tokens_per_s'))} tok/s)"
+            k = "not reached" if not knee else f"{knee.step} ({fmt(knee.throughput_tokens_per_s)} tok/s)"
             console.print(f"knee of {name}: {k}", highlight=False)
     console.print(
         "B/A: ratio of B's statistic to A's; CI: 95 % percentile bootstrap over requests (throughput: over time slices); "

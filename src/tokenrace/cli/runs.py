@@ -6,14 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import orjson
-from rich.table import Table
 
 from tokenrace.cli.common import echo_json
-from tokenrace.model.claim import Verdict
-from tokenrace.model.history import HistoryRow
-from tokenrace.report.claim import VERDICT_WORDS
-from tokenrace.report.render import fmt
+from tokenrace.report.history import runs_table
+from tokenrace.report.render import to_csv, to_markdown, to_rich
 from tokenrace.report.tables import wide_console
 from tokenrace.runs.history import Filters, History
 
@@ -41,8 +37,18 @@ from tokenrace.runs.history import Filters, History
 )
 @click.option("--reindex", is_flag=True, help="Re-read every indexed directory and forget those that are gone.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the table as Markdown.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")
 def command(
-    imports: tuple[Path, ...], import_to: Path | None, reindex: bool, as_json: bool, limit: int, steps: bool, **f: Any
+    imports: tuple[Path, ...],
+    import_to: Path | None,
+    reindex: bool,
+    as_json: bool,
+    as_markdown: bool,
+    as_csv: bool,
+    limit: int,
+    steps: bool,
+    **f: Any,
 ) -> None:
     """List past runs, sweeps, profiles and claims (with their verdict), newest first, from the history index.
 
@@ -57,9 +63,13 @@ def command(
             click.echo(f"reindexed {updated} entries, removed {removed} whose directory is gone", err=True)
         rows = h.list(Filters(limit=limit, steps=steps, **f))
     if as_json:
-        echo_json([r.model_dump() for r in rows])
+        echo_json([r.model_dump(mode="json") for r in rows])
         return
-    wide_console().print(runs_table(rows))
+    table = runs_table(rows)
+    if as_markdown or as_csv:
+        click.echo(to_markdown(table) if as_markdown else to_csv(table), nl=False)
+    else:
+        wide_console().print(to_rich(table))
     click.echo(f"{len(rows)} shown; history: {h.path}", err=True)
 
 
@@ -73,48 +83,3 @@ def _import(h: History, path: Path, import_to: Path | None) -> None:
     else:
         ids = h.import_tree(path)
     click.echo(f"indexed {len(ids)} entries from {path}", err=True)
-
-
-def runs_table(rows: list[HistoryRow]) -> Table:
-    t = Table(header_style="bold")
-    claims = any(r.kind == "claim" for r in rows)
-    columns = ("id", "kind", "started (UTC)", "name", "model", "endpoint", "load", "err %", "TTFT p50", "tok/s", "knee")
-    for c in (*columns, *(("verdict",) if claims else ())):
-        t.add_column(c, justify="right" if c in ("err %", "TTFT p50", "tok/s") else "left")
-    for r in rows:
-        t.add_row(
-            r.id,
-            r.kind if not r.parent_id else f"  {r.kind}",
-            (r.started_at or "")[:16].replace("T", " "),
-            r.label or r.name,
-            r.model or "—",
-            r.endpoint or "—",
-            _load(r),
-            fmt(None if r.error_rate is None else r.error_rate * 100),
-            fmt(r.ttft_p50_ms),
-            fmt(r.output_tokens_per_s),
-            _knee(r.knee),
-            *((_verdict(r.kind, r.verdict),) if claims else ()),
-        )
-    return t
-
-
-def _load(r: HistoryRow) -> str:
-    if r.kind == "claim":
-        return f"{r.steps} conditions"
-    if r.kind != "run":
-        return f"{r.steps} steps"
-    if r.rate is not None:
-        return f"{fmt(r.rate, 2)} req/s"
-    return f"c={int(r.concurrency)}" if r.concurrency is not None else "—"
-
-
-def _verdict(kind: str, verdict: Verdict | None) -> str:
-    return VERDICT_WORDS[verdict] if kind == "claim" else ""
-
-
-def _knee(text: str | None) -> str:
-    if not text:
-        return ""
-    k = orjson.loads(text)
-    return f"{k['step']} ({fmt(k.get('throughput_tokens_per_s'))} tok/s)"

@@ -12,13 +12,11 @@ from tokenrace.claim.models import ClaimFile, read_claim
 from tokenrace.cli.common import echo_json
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.figures.cost import CostSpec, cost_of
-from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, SweepFile
-from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.report.claim import claim_markdown, claim_table, print_claim
-from tokenrace.report.render import fmt, to_csv, to_markdown
+from tokenrace.report.render import fmt, to_csv, to_markdown, to_rich
 from tokenrace.report.tables import (
-    cost_lines,
+    manifest_table,
     print_profile,
     print_summary,
     print_sweep,
@@ -66,10 +64,9 @@ def show(data: Run, console: Console, cost: CostSpec | None = None) -> None:
         print_profile(data.data, console)
     else:
         m = data.manifest
-        print_summary(data.summary, console, title=f"{fmt(m.model)} @ {fmt(m.endpoint)}")
         found = cost_of(data.summary, m.provider, m.model, cost)
-        for line in manifest_lines(m) + cost_lines(found):
-            console.print(line, highlight=False)
+        print_summary(data.summary, console, title=f"{fmt(m.model)} @ {fmt(m.endpoint)}", cost=found)
+        console.print(to_rich(manifest_table(m)))
     console.print(f"from: {data.directory}", highlight=False)
 
 
@@ -85,17 +82,3 @@ def show_claim(claim: ClaimFile, directory: Path, as_json: bool, as_markdown: bo
         console = wide_console()
         print_claim(claim, console)
         console.print(f"from: {directory}", highlight=False)
-
-
-def manifest_lines(m: Manifest) -> list[str]:
-    load, req = m.settings.load or LoadSettings(), m.settings.request or RequestSettings()
-    shape = f"rate {fmt(load.rate, 2)} req/s" if load.rate is not None else f"concurrency {load.concurrency}"
-    lines = [
-        f"measured by {m.tool} {m.version or ''} from {m.started_at or '?'} to {m.finished_at or '?'}",
-        f"load: {shape}; prompts: {m.prompts.name}; max_tokens {req.max_tokens}; stream {req.stream}",
-    ]
-    if m.command:
-        lines.append("command: " + " ".join(str(a) for a in m.command))
-    if m.imported is not None and m.imported.source_file:
-        lines.append(f"imported from: {m.imported.source_file}")
-    return lines

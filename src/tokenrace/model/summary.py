@@ -245,10 +245,24 @@ class PoolingFigures(_Model):
     embedding_dims: list[int] | None = None  # the lengths seen, when answers differed
 
 
+class RunWarning(BaseModel):
+    """Something the reader of a run's numbers must know: what it is (`code`), the sentence shown to
+    people (`message`), and the numbers behind it (`figures`), so a tool can act without parsing text.
+
+    Codes are dotted by who raised them: `resources.*` (the monitor's advice), `cache.*`, `client.*`,
+    `workers.*`, `efficiency.*` (the planner's caveats about its bound), `run.*`; `run.note` (and
+    `efficiency.note`) is a warning read from a file that held only its text."""
+
+    code: str
+    message: str
+    figures: dict[str, float | int | str | None] = Field(default_factory=dict)
+
+
 class Efficiency(_Model):
     """Measured speed as a share of the planner's speed of light (plan.efficiency, then
     figures/efficiency.py adds the hardware's bandwidth). `error` says why there is no bound;
-    `warnings` are the planner's own caveats about its bound (a measurement that beats it)."""
+    `warnings` are the planner's own caveats about its bound (a measurement that beats it), coded
+    `efficiency.*`; the run's `Summary.warnings` carries them too, and a sweep step keeps them here."""
 
     error: str | None = None
     hardware: str | None = None
@@ -271,19 +285,15 @@ class Efficiency(_Model):
     hardware_source: str | None = None
     nearest_published: str | None = None  # the published point nearest this configuration, with its source
     nearest_published_pct_of_bound: float | None = None  # that point's speed as a % of its own bound
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[RunWarning] = Field(default_factory=list)
 
-
-class RunWarning(BaseModel):
-    """Something the reader of a run's numbers must know: what it is (`code`), the sentence shown to
-    people (`message`), and the numbers behind it (`figures`), so a tool can act without parsing text.
-
-    Codes are dotted by who raised them: `resources.*` (the monitor's advice), `cache.*`, `client.*`,
-    `workers.*`, `run.*`; `run.note` is a warning read from a file that held only its text."""
-
-    code: str
-    message: str
-    figures: dict[str, float | int | str | None] = Field(default_factory=dict)
+    @model_validator(mode="before")
+    @classmethod
+    def _coded_caveats(cls, data: Any) -> Any:
+        """Older files kept the caveats as sentences: each reads as `efficiency.note`."""
+        if not isinstance(data, dict) or not _has_text(data.get("warnings")):
+            return data
+        return {**data, "warnings": [_note("efficiency.note", w) for w in data["warnings"]]}
 
 
 class Imported(_Model):
@@ -351,6 +361,19 @@ class Summary(_Model):
         data["warnings"] = [{"code": code, "message": text} for code, text in old] + typed
         return data
 
+    @model_validator(mode="after")
+    def _efficiency_caveats(self) -> Summary:
+        """Every warning sits in `warnings`: a file that kept the efficiency caveats only in its
+        `efficiency` section (before they were coded) gets them here, once."""
+        caveats = self.efficiency.warnings if self.efficiency is not None else []
+        self.warnings += [w for w in caveats if w not in self.warnings]
+        return self
+
 
 def _has_text(warnings: Any) -> bool:
     return isinstance(warnings, list) and any(isinstance(w, str) for w in warnings)
+
+
+def _note(code: str, warning: Any) -> Any:
+    """A sentence from an older file as a coded warning; a warning already coded stays as it is."""
+    return {"code": code, "message": warning} if isinstance(warning, str) else warning

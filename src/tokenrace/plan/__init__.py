@@ -30,8 +30,10 @@ Stable public API (other parts of tokenrace call these; keep the signatures):
 - ``efficiency(measured_decode_tok_s_per_stream, measured_ttft_ms, plan_result) -> Efficiency`` (the summary's model):
   ``decode_pct_of_bound`` (measured ÷ bound), ``ttft_pct_of_bound`` (bound ÷ measured: TTFT is a time,
   so 100 % is the physical limit for both), ``aggregate_pct_of_bound`` when
-  ``measured_aggregate_tok_s=`` is given; None where undefined, never 0; ``warnings`` holds
-  "measurement beats the bound: ..." lines. For a benchmark, plan at the run's concurrency with
+  ``measured_aggregate_tok_s=`` is given; None where undefined, never 0; ``warnings`` holds a
+  ``RunWarning`` per measurement that beats its bound (``efficiency.decode_beats_bound``,
+  ``efficiency.aggregate_beats_bound``, ``efficiency.ttft_beats_bound``; the message
+  "measurement beats the bound: ...", the figures behind it). For a benchmark, plan at the run's concurrency with
   ``context`` = mean prompt tokens + mean output tokens / 2 (the mean KV length while decoding) and
   ``input_tokens`` = mean prompt tokens; a smaller context only raises the bound.
 - ``check_fit(model, hardware, devices, precision, context, concurrency) -> FitVerdict``

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import TypedDict
 
 from tokenrace.errors import InvalidInput, UsageError
-from tokenrace.model.summary import Efficiency
+from tokenrace.model.summary import Efficiency, RunWarning
 from tokenrace.plan import explain as ex
 from tokenrace.plan.catalog import Hardware, load_hardware, load_model
 from tokenrace.plan.interconnect import Layout, layout_for
@@ -487,19 +487,7 @@ def efficiency(
     ttft = _pct(r.ttft_ms_bound, measured_ttft_ms)
     aggregate = _pct(measured_aggregate_tok_s, r.aggregate_tokens_per_s_bound)
     energy = _pct(measured_tokens_per_joule, r.tokens_per_joule_bound)
-    where = f"{r.devices} × {r.hardware.name}, {r.model.name} in {r.precision.name}"
-    warnings = []
-    if decode is not None and decode > 100:
-        warnings.append(f"measurement beats the bound: decode {measured_decode_tok_s_per_stream:.1f} tok/s per stream > "
-                        f"{r.decode_tokens_per_s_bound:.1f} tok/s possible on {where}: the hardware, model or precision "
-                        "is wrong, or the measurement is")  # fmt: skip
-    if aggregate is not None and aggregate > 100:
-        warnings.append(f"measurement beats the bound: {measured_aggregate_tok_s:.1f} tok/s in aggregate > "
-                        f"{r.aggregate_tokens_per_s_bound:.1f} tok/s possible on {where}")  # fmt: skip
-    if ttft is not None and ttft > 100:
-        warnings.append(f"measurement beats the bound: TTFT {measured_ttft_ms:.1f} ms < {r.ttft_ms_bound:.1f} ms minimum "
-                        f"for {r.input_tokens} prompt tokens on {where}: check the prompt length, prefix caching, "
-                        "or the setup")  # fmt: skip
+    measured = _Measured(measured_decode_tok_s_per_stream, measured_aggregate_tok_s, measured_ttft_ms)
     return Efficiency(
         hardware=r.hardware.name,
         devices=r.devices,
@@ -518,8 +506,62 @@ def efficiency(
         tokens_per_joule_pct_of_tdp_reference=energy,
         # Without a compute figure (a CPU) the TTFT bound only counts reading the weights: loose.
         ttft_bound_memory_only=r.prefill.compute is None,
-        warnings=warnings,
+        warnings=_caveats(r, measured, _Shares(decode, aggregate, ttft)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    decode_tok_s_per_stream: float | None
+    aggregate_tok_s: float | None
+    ttft_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Shares:
+    """The measurements as a % of their bounds (efficiency's figures)."""
+
+    decode: float | None
+    aggregate: float | None
+    ttft: float | None
+
+
+def _caveats(r: PlanResult, m: _Measured, pct: _Shares) -> list[RunWarning]:
+    """A coded warning for each measurement that beats its bound, with the figures that beat it."""
+    where = f"{r.devices} × {r.hardware.name}, {r.model.name} in {r.precision.name}"
+    out = []
+    if pct.decode is not None and pct.decode > 100:
+        message = (f"measurement beats the bound: decode {m.decode_tok_s_per_stream:.1f} tok/s per stream > "
+                   f"{r.decode_tokens_per_s_bound:.1f} tok/s possible on {where}: the hardware, model or precision "
+                   "is wrong, or the measurement is")  # fmt: skip
+        speeds = (m.decode_tok_s_per_stream, r.decode_tokens_per_s_bound, pct.decode)
+        out.append(_speed_caveat("efficiency.decode_beats_bound", message, *speeds))
+    if pct.aggregate is not None and pct.aggregate > 100:
+        message = (f"measurement beats the bound: {m.aggregate_tok_s:.1f} tok/s in aggregate > "
+                   f"{r.aggregate_tokens_per_s_bound:.1f} tok/s possible on {where}")  # fmt: skip
+        speeds = (m.aggregate_tok_s, r.aggregate_tokens_per_s_bound, pct.aggregate)
+        out.append(_speed_caveat("efficiency.aggregate_beats_bound", message, *speeds))
+    if pct.ttft is not None and pct.ttft > 100:
+        message = (f"measurement beats the bound: TTFT {m.ttft_ms:.1f} ms < {r.ttft_ms_bound:.1f} ms minimum "
+                   f"for {r.input_tokens} prompt tokens on {where}: check the prompt length, prefix caching, "
+                   "or the setup")  # fmt: skip
+        figures: dict[str, float | int | str | None] = {
+            "measured_ms": m.ttft_ms,
+            "bound_ms": r.ttft_ms_bound,
+            "input_tokens": r.input_tokens,
+            "pct_of_bound": pct.ttft,
+        }
+        out.append(RunWarning(code="efficiency.ttft_beats_bound", message=message, figures=figures))
+    return out
+
+
+def _speed_caveat(code: str, message: str, measured: float | None, bound: float, pct: float) -> RunWarning:
+    figures: dict[str, float | int | str | None] = {
+        "measured_tokens_per_s": measured,
+        "bound_tokens_per_s": bound,
+        "pct_of_bound": pct,
+    }
+    return RunWarning(code=code, message=message, figures=figures)
 
 
 __all__ = ["FitVerdict", "PlanResult", "check_fit", "efficiency", "plan", "resolve_precision"]

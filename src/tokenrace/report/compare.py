@@ -6,7 +6,7 @@ accuracies sit beside the speed (report/quality.py). Rendered as a terminal tabl
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,8 @@ from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
 from tokenrace.model.records import RecordLine
-from tokenrace.model.run import StepRow
+from tokenrace.model.run import Knee, StepRow
+from tokenrace.model.summary import Cost
 from tokenrace.report import render
 from tokenrace.report.quality import VERDICT_TONE, QualitySection, overall_accuracy, quality_markdown, quality_section
 from tokenrace.report.render import Cell, Column, Table, num, pct, text
@@ -62,30 +63,46 @@ class Comparison:
     warnings: list[str]
     step: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "rows": [asdict(r) for r in self.rows]}
-
 
 @dataclass(slots=True)
 class Report:
     comparisons: list[Comparison]
     warnings: list[str] = field(default_factory=list)  # run-level (conditions, knees)
-    knees: dict[str, Any] | None = None
+    knees: dict[str, Knee | None] | None = None  # sweeps: each input's knee, by its name
     quality: list[QualitySection] = field(default_factory=list)  # one per B with a quality pass on either side
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": {
-                "ci": "percentile bootstrap of the ratio B/A over requests (throughput: over time slices)",
-                "resamples": bs.RESAMPLES,
-                "confidence": bs.CONFIDENCE,
-                "seed": bs.SEED,
-            },
-            "warnings": self.warnings,
-            "knees": self.knees,
-            "comparisons": [c.to_dict() for c in self.comparisons],
-            "quality": [q.model_dump(mode="json") for q in self.quality],
-        }
+    def json_model(self) -> ReportJson:
+        """The comparison as `compare --json` prints it."""
+        return ReportJson(
+            method=CompareMethod(
+                ci="percentile bootstrap of the ratio B/A over requests (throughput: over time slices)",
+                resamples=bs.RESAMPLES,
+                confidence=bs.CONFIDENCE,
+                seed=bs.SEED,
+            ),
+            warnings=self.warnings,
+            knees=self.knees,
+            comparisons=self.comparisons,
+            quality=self.quality,
+        )
+
+
+class CompareMethod(BaseModel):
+    ci: str
+    resamples: int
+    confidence: float
+    seed: int
+
+
+class ReportJson(BaseModel):
+    """`compare --json`: the method, the warnings, the sweeps' knees, every comparison's rows and the
+    quality sections."""
+
+    method: CompareMethod
+    warnings: list[str]
+    knees: dict[str, Knee | None] | None
+    comparisons: list[Comparison]
+    quality: list[QualitySection]
 
 
 # --- per-request values ------------------------------------------------------------------------
@@ -159,12 +176,13 @@ def token_blocks(run: Run) -> np.ndarray | None:
     few requests and can be resampled as roughly independent (a block bootstrap). None when fewer
     than MIN_BLOCKS such slices fit: the run is too short for an interval.
     """
-    measured, ok = run.measured(), run.measured_ok()
-    timed = [(r.start_ms, r.e2e_ms) for r in measured if r.start_ms is not None and r.e2e_ms is not None]
+    measured = run.measured()
+    ok = [r for r in measured if r.error_kind is None]
+    timed = [(r.start_ms, r.start_ms + r.e2e_ms) for r in measured if r.start_ms is not None and r.e2e_ms is not None]
     e2e = [r.e2e_ms for r in ok if r.e2e_ms is not None]
     if not timed or not e2e or np.median(e2e) <= 0:
         return None
-    t0, t1 = min(start for start, _ in timed), max(start + took for start, took in timed)
+    t0, t1 = min(start for start, _ in timed), max(end for _, end in timed)
     n = min(MAX_BLOCKS, int((t1 - t0) / (BLOCK_E2E * float(np.median(e2e)))))
     if n < MIN_BLOCKS:
         return None
@@ -179,9 +197,9 @@ def _token_arrivals(ok: list[RecordLine]) -> tuple[list[float], list[float]]:
     tokens: list[float] = []
     for r in ok:
         count = r.output_tokens
-        offsets = r.chunk_offsets_ms or ([r.e2e_ms] if r.e2e_ms is not None else [])
-        if not count or r.start_ms is None or not offsets:
+        if not count or r.start_ms is None or r.e2e_ms is None:
             continue
+        offsets = r.chunk_offsets_ms or [r.e2e_ms]
         times += [r.start_ms + o for o in offsets]
         tokens += tokens_per_chunk(r.chunk_tokens, count, len(offsets))
     return times, tokens
@@ -255,7 +273,7 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
             ("usd_per_million_output_tokens", "$ / M output tok"),
             ("usd_per_1k_requests", "$ / 1k requests"),
         ):
-            va, vb = ca.get(key), cb.get(key)
+            va, vb = (None if c is None else getattr(c, key) for c in (ca, cb))
             if va is None and vb is None:
                 continue
             ratio = vb / va if va and vb is not None else None
@@ -265,9 +283,8 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
     return rows
 
 
-def _cost(run: Run, cost: CostSpec | None) -> dict[str, Any]:
-    found = cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
-    return found.model_dump() if found else {}
+def _cost(run: Run, cost: CostSpec | None) -> Cost | None:
+    return cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
 
 
 def cache_row(a: Run, b: Run) -> Row | None:
@@ -443,7 +460,7 @@ def compare(runs: list[Run], extra: ExtraRows | None = None) -> Report:
             report.comparisons += comps
             report.warnings += _lift(comps, prefix(other)) + [prefix(other) + n for n in notes]
             _add_quality(report, base, other, prefix(other))
-        report.knees = {r.name: r.knee.model_dump(mode="json") if r.knee else None for r in runs}
+        report.knees = {r.name: r.knee for r in runs}
         return report
     raise UsageError("compare runs with runs, or sweeps with sweeps (compare one step of a sweep by its directory)")
 

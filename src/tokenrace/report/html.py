@@ -24,17 +24,17 @@ from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.records import RecordLine
-from tokenrace.model.run import ProfileFile, StepRow, SweepFile
-from tokenrace.model.sections import ContentSpeed, Energy, Speculative
-from tokenrace.model.summary import Cost, PriceBasis
+from tokenrace.model.run import StepRow, SweepFile
+from tokenrace.model.summary import Cost
 from tokenrace.plan import plan
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows
+from tokenrace.report.headline import run_headline, sweep_headline, to_cards
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
 from tokenrace.report.render import num, to_html
 from tokenrace.report.sla import sla_html
-from tokenrace.report.tables import steps_table, summary_table, with_costs
+from tokenrace.report.tables import manifest_table, steps_table, summary_table, with_costs
 from tokenrace.runs.run import Run
 
 PALETTE = ("#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
@@ -140,25 +140,25 @@ def timeline_figure(run: Run) -> tuple[Any, str | None]:
         note = f"{MAX_TIMELINE} of {len(recs)} requests shown, evenly spaced"
         recs = [recs[i] for i in idx]
     t0 = min((r.start_ms or 0.0) for r in recs) if recs else 0.0
-    rows = [_timeline_row(r, t0) for r in recs]
+    rows = [TimelineBar.of(r, t0) for r in recs]
     fig = go.Figure()
     for kind, color, label in (
         ("wait", "#93c5fd", "waiting for first token"),
         ("stream", "#2563eb", "streaming"),
         ("error", "#dc2626", "failed"),
     ):
-        pick = [x for x in rows if x[kind] is not None]
-        if pick:
+        spans = [(x, span) for x in rows if (span := getattr(x, kind)) is not None]
+        if spans:
             fig.add_trace(
                 go.Bar(
-                    y=[x["seq"] for x in pick],
-                    base=[x[kind][0] for x in pick],
-                    x=[x[kind][1] - x[kind][0] for x in pick],
+                    y=[x.seq for x, _ in spans],
+                    base=[begin for _, (begin, _end) in spans],
+                    x=[end - begin for _, (begin, end) in spans],
                     orientation="h",
                     name=label,
                     marker={"color": color, "line": {"width": 0}},
                     width=0.9,
-                    customdata=[x["info"] for x in pick],
+                    customdata=[x.info for x, _ in spans],
                     hovertemplate="%{customdata}<extra></extra>",
                 )
             )
@@ -170,28 +170,42 @@ def timeline_figure(run: Run) -> tuple[Any, str | None]:
         autorange="reversed",
         showticklabels=len(rows) <= 40,
         categoryorder="array",
-        categoryarray=[x["seq"] for x in rows],
+        categoryarray=[x.seq for x in rows],
         type="category",
     )
     return fig, note
 
 
-def _timeline_row(r: RecordLine, t0: float) -> dict[str, Any]:
-    start = ((r.start_ms or 0.0) - t0) / 1000
-    e2e, ttft = r.e2e_ms, r.ttft_ms
-    end = start + (e2e or 0.0) / 1000
-    first = start + ttft / 1000 if ttft is not None else None
-    failed = r.error_kind is not None
-    info = f"#{r.seq}: start {start:.3f} s, TTFT {_f(ttft)} ms, E2E {_f(e2e)} ms, {r.output_tokens or 0} tokens" + (
-        f", {r.error_kind}" if failed else ""
-    )
-    return {
-        "seq": f"#{r.seq}",
-        "info": info,
-        "wait": None if failed else (start, first if first is not None else end),
-        "stream": None if failed or first is None else (first, end),
-        "error": (start, max(end, start + 0.001)) if failed else None,
-    }
+Span = tuple[float, float]  # seconds since the first measured request: from, to
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineBar:
+    """One request on the timeline: waiting for its first token, then streaming; or failed."""
+
+    seq: str
+    info: str  # the hover text
+    wait: Span | None
+    stream: Span | None
+    error: Span | None
+
+    @classmethod
+    def of(cls, r: RecordLine, t0: float) -> TimelineBar:
+        start = ((r.start_ms or 0.0) - t0) / 1000
+        e2e, ttft = r.e2e_ms, r.ttft_ms
+        end = start + (e2e or 0.0) / 1000
+        first = start + ttft / 1000 if ttft is not None else None
+        failed = r.error_kind is not None
+        info = f"#{r.seq}: start {start:.3f} s, TTFT {_f(ttft)} ms, E2E {_f(e2e)} ms, {r.output_tokens or 0} tokens" + (
+            f", {r.error_kind}" if failed else ""
+        )
+        return cls(
+            seq=f"#{r.seq}",
+            info=info,
+            wait=None if failed else (start, first if first is not None else end),
+            stream=None if failed or first is None else (first, end),
+            error=(start, max(end, start + 0.001)) if failed else None,
+        )
 
 
 def _f(v: float | None, digits: int = 1) -> str:
@@ -462,107 +476,6 @@ def _leaves(obj: Any, prefix: str) -> list[tuple[str, float]]:
 # --- tables and cards --------------------------------------------------------------------------------
 
 
-def cards(items: Sequence[tuple[str, str, str | None]]) -> str:
-    out = []
-    for label, value, sub in items:
-        s = f"<div class='sub'>{html.escape(sub)}</div>" if sub else ""
-        out.append(
-            f"<div class='card'><div class='label'>{html.escape(label)}</div><div class='value'>{html.escape(value)}</div>{s}</div>"
-        )
-    return f"<div class='cards'>{''.join(out)}</div>"
-
-
-def run_cards(run: Run, cost: Cost | None, bound: float | None) -> str:
-    s = run.summary
-    m, tp = s.metrics, s.throughput
-    req = s.requests
-    items = [
-        ("TTFT p50", f"{_f(m.ttft_ms.p50)} ms", f"p95 {_f(m.ttft_ms.p95)} ms"),
-        ("TPOT p50", f"{_f(m.tpot_ms.p50, 2)} ms", f"p95 {_f(m.tpot_ms.p95, 2)} ms"),
-        *_speculative_card(s.speculative),
-        ("E2E p95", f"{_f(m.e2e_ms.p95)} ms", f"p50 {_f(m.e2e_ms.p50)} ms"),
-        (
-            "throughput",
-            f"{_f(tp.output_tokens_per_s)} tok/s",
-            f"{_f(tp.requests_per_s, 2)} req/s"
-            + (
-                f"; {100 * tp.output_tokens_per_s / bound:.0f} % of speed of light"
-                if bound and tp.output_tokens_per_s
-                else ""
-            ),
-        ),
-        (
-            "errors",
-            f"{_f(None if s.error_rate is None else s.error_rate * 100, 2)} %",
-            f"{req.failed} of {req.total} requests"
-            + (f"; {req.cancelled} cancelled by the client" if req.cancelled else ""),
-        ),
-    ]
-    cache = s.cache
-    if cache is not None:
-        flag = cache.busted
-        busted = "prompts busted" if flag is True else "prompts not busted" if flag is False else ""
-        items.append(
-            (
-                "prefix cache",
-                "not reported" if cache.hit_rate is None else f"{cache.hit_rate * 100:.1f} %",
-                "of prompt tokens served from the server's cache" + (f" · {busted}" if busted else ""),
-            )
-        )
-    items += _energy_card(s.energy) + _content_card(s.content)
-    if cost is not None and cost.usd_per_million_output_tokens is not None:
-        items.append(
-            (
-                "$ per M output tokens",
-                f"${cost.usd_per_million_output_tokens:,.4f}",
-                f"${_f(cost.usd_per_1k_requests, 4)} per 1k requests · {_basis(cost)}",
-            )
-        )
-    return cards(items)
-
-
-def _speculative_card(spec: Speculative | None) -> list[tuple[str, str, str | None]]:
-    """Beside TPOT: the engine's own acceptance, which moves TPOT with the content."""
-    if spec is None or spec.acceptance_rate is None:
-        return []
-    steps = spec.tokens_per_step
-    return [
-        (
-            "spec acceptance",
-            f"{spec.acceptance_rate * 100:.1f} %",
-            (f"{steps:.2f} tokens per step · " if steps else "") + "accepted ÷ draft tokens, the engine's counters",
-        )
-    ]
-
-
-def _energy_card(energy: Energy | None) -> list[tuple[str, str, str | None]]:
-    if energy is None:
-        return []
-    if energy.output_tokens_per_joule is None:
-        return [("energy", "not measured", _text(energy.reason))]
-    return [
-        (
-            "output tokens per joule",
-            f"{energy.output_tokens_per_joule:.2f} tok/J",
-            f"{_f(energy.mean_power_w)} W mean over {len(energy.gpus)} GPU(s) · {energy.source}",
-        )
-    ]
-
-
-def _content_card(content: ContentSpeed | None) -> list[tuple[str, str, str | None]]:
-    if content is None or content.ratio is None:
-        return []
-    return [("TPOT by content", f"×{content.ratio:.2f}", _text(content.verdict))]
-
-
-def _basis(c: Cost) -> str:
-    if c.basis == "gpu" and c.gpu is not None:
-        g = c.gpu
-        return f"{g.gpus} GPU × ${g.usd_per_gpu_hour or 0:.2f}/h"
-    p = c.price or PriceBasis()
-    return f"${p.input_per_m or 0:g} in / ${p.output_per_m or 0:g} out per M tokens"
-
-
 def _cost(run: Run, cost: CostSpec | None) -> Cost | None:
     return cost_of(run.summary, run.manifest.provider, run.manifest.model, cost)
 
@@ -602,23 +515,14 @@ def comparison_html(report: Report) -> str:
 
 
 def manifest_html(runs: Sequence[tuple[str, Run]]) -> str:
+    """Each run's manifest table (the one `tokenrace show` prints), and its whole manifest.json."""
     out = []
     for name, run in runs:
         m = run.manifest
-        facts = [
-            ("endpoint", m.endpoint),
-            ("model", m.model),
-            ("measured by", f"{_text(m.tool)} {_text(m.version, 'version unknown')}"),
-            ("started", m.started_at),
-            ("finished", m.finished_at),
-            ("prompts", m.prompts.name),
-            ("command", " ".join(map(str, m.command or []))),
-        ]
-        rows = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts if v)
         dump = html.escape(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False))
         out.append(
-            f"<h3>{html.escape(name)}</h3><table class='facts'>{rows}</table>"
-            f"<details><summary>full manifest.json</summary><pre>{dump}</pre></details>"
+            to_html(manifest_table(m, name))
+            + f"<details><summary>full manifest.json</summary><pre>{dump}</pre></details>"
         )
     return "".join(out)
 
@@ -644,7 +548,9 @@ def _run_page(run: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page
     m = run.manifest
     page = Page(_where(m.model, m.endpoint), f"run {run.name} · {_when(m.started_at)}")
     bound = sol(run) if sol else None
-    page.add("Key numbers", run_cards(run, _cost(run, cost), bound), to_html(summary_table(run.summary)))
+    # The headline the terminal prints under the summary table, as cards (report/headline.py).
+    cards = to_cards(run_headline(run.summary, _cost(run, cost), bound))
+    page.add("Key numbers", cards, to_html(summary_table(run.summary)))
     # The run's own findings first, then the monitor's advice (the order the page has always had).
     warnings = run.summary.warnings
     findings = [w for w in warnings if not w.code.startswith("resources.")]
@@ -714,8 +620,8 @@ def _sweep_page(sw: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Pag
     what = "embedded profile" if sw.kind == "profile" else f"{sw.sweep_kind or 'concurrency'} sweep"
     started = s.started_at if isinstance(s, SweepFile) else None
     page = Page(f"{what}: {_where(s.model, s.endpoint)}", f"{sw.name} · {_when(started or sw.manifest.started_at)}")
-    table = steps_table(with_costs(sw, cost))
-    page.add("Key numbers", cards(_sweep_cards(s, sw, cost)), to_html(table, heading=False))
+    priced = with_costs(sw, cost)
+    page.add("Key numbers", to_cards(sweep_headline(priced)), to_html(steps_table(priced), heading=False))
     if isinstance(s, SweepFile) and s.sla:
         page.add("SLA search", sla_html(s))
     _quality_section(page, sw)
@@ -736,43 +642,6 @@ def _focus_steps(sw: Run) -> list[tuple[str, Run]]:
     knee = sw.knee.step if sw.knee else None
     pick = [n for n in dict.fromkeys([names[0], knee, names[-1]] if names else []) if n]
     return [(n, steps[n]) for n in pick]
-
-
-def _sweep_cards(s: SweepFile | ProfileFile, sw: Run, cost: CostSpec | None) -> list[tuple[str, str, str | None]]:
-    knee = sw.knee
-    items: list[tuple[str, str, str | None]] = [("steps", str(len(s.steps)), _stopped(s))]
-    if knee:
-        items.append(("knee", knee.step, f"{_f(knee.throughput_tokens_per_s)} tok/s, E2E p95 {_f(knee.e2e_p95_ms)} ms"))
-        step = dict(sw.steps).get(knee.step)
-        c = _cost(step, cost) if step else None
-        if c is not None and c.usd_per_million_output_tokens is not None:
-            items.append(("$ per M output tokens at the knee", f"${c.usd_per_million_output_tokens:,.4f}", _basis(c)))
-    elif sw.sweep_kind in ("concurrency", "rate"):
-        items.append(("knee", "not reached", "throughput still grew at the last step"))
-    best = max((r.throughput_tokens_per_s or 0 for r in s.steps), default=0)
-    items.append(("peak throughput", f"{_f(best)} tok/s", None))
-    if not isinstance(s, SweepFile):
-        return items
-    items += _content_card(s.content)
-    if s.prefill:
-        items.append(("prefill", f"{_f(s.prefill.prefill_tokens_per_s)} tok/s", f"R² {_f(s.prefill.r2, 3)}"))
-    if s.goodput_search:
-        g = s.goodput_search
-        items.append(
-            (
-                "max goodput rate",
-                f"{_f(g.best_rate, 3)} req/s",
-                f"{_text(g.probes)} probes, {_text(g.reason, 'no reason recorded')}",
-            )
-        )
-    return items
-
-
-def _stopped(s: SweepFile | ProfileFile) -> str:
-    if isinstance(s, ProfileFile):
-        engine = s.engine.engine if s.engine else None
-        return f"the fixed profile: cold, warm and concurrency steps{f' on {engine}' if engine else ''}"
-    return f"stopped: {_text(s.stop_reason, 'no reason recorded (an older sweep.json)')}"
 
 
 def _comparison_page(inputs: list[Run], cost: CostSpec | None, sol: SpeedOfLight | None) -> Page:
@@ -825,7 +694,6 @@ thead th { background:#f1f5f9; font-weight:600; }
 td.num { text-align:right; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
 tr.better td, p.better, td.better { color:#15803d; } tr.worse td, p.worse, td.worse { color:#b91c1c; } td.warn-row { color:#a16207; }
 tr.knee td { background:#ecfdf5; font-weight:600; }
-table.facts th { width:130px; background:none; color:var(--muted); font-weight:500; }
 .warn { border:2px solid #dc2626; background:#fef2f2; color:#7f1d1d; border-radius:10px; padding:12px 16px; margin-bottom:14px; }
 .warn ul { margin:6px 0 0; padding-left:20px; }
 .note, .caption { color:var(--muted); font-size:12px; margin:6px 0; }
@@ -892,6 +760,6 @@ def planner_bound(hardware: str, model: str | None = None, devices: int | None =
 
 
 def _model_of(run: Run) -> str:
-    engine = run.manifest.engine
-    path = engine.model_file.path if engine and engine.model_file else None
+    model_file = run.manifest.engine.model_file if run.manifest.engine else None
+    path = model_file.path if model_file is not None else None
     return path or run.manifest.model or ""

@@ -7,15 +7,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.engine import ModelFile, ProfileEngine
+from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
-from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary, TurnStats
+from tokenrace.model.settings import LoadSettings, RequestSettings
+from tokenrace.model.summary import Cost, Summary, TurnStats
+from tokenrace.report.headline import run_headline, sweep_headline, to_lines
 from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
@@ -46,14 +48,16 @@ def summary_table(summary: Summary, title: str | None = None) -> Table:
     return t
 
 
-def headline_lines(summary: Summary) -> list[str]:
-    req = summary.requests
-    lines = [
-        f"requests: {req.succeeded}/{req.total} ok, error rate {fmt(_pct(summary.error_rate))} %"
-        + (f"  errors: {summary.errors_by_kind}" if summary.errors_by_kind else "")
-        + (f"  cancelled by the client: {req.cancelled}" if req.cancelled else ""),
-        _throughput_line(summary),
-    ]
+def headline_lines(summary: Summary, cost: Cost | None = None, bound: float | None = None) -> list[str]:
+    """The lines under the summary table: the run's headline (report/headline.py, the HTML report's
+    key numbers), then what else the run recorded: rate, cold request, token sources, turns, images,
+    tools, efficiency, resources, warnings, goodput, probes and why it stopped."""
+    return to_lines(run_headline(summary, cost, bound)) + more_lines(summary)
+
+
+def more_lines(summary: Summary) -> list[str]:
+    """What the run recorded besides its headline figures."""
+    lines = []
     if summary.offered_rate is not None:
         lines.append(
             f"rate: offered {fmt(summary.offered_rate, 2)} req/s, achieved {fmt(summary.achieved_rate, 2)} req/s"
@@ -68,8 +72,6 @@ def headline_lines(summary: Summary) -> list[str]:
     )
     reasons = sorted(set((summary.not_measured or {}).values()))
     lines.extend(f"no TTFT, TPOT or ITL: {why}" for why in reasons)
-    lines.extend(cache_lines(summary.cache))
-    lines.extend(claim_lines(summary))
     lines.extend(turn_lines(summary.by_turn))
     lines.extend(structured_lines(summary))
     eff = summary.efficiency
@@ -79,8 +81,6 @@ def headline_lines(summary: Summary) -> list[str]:
             f"of {fmt(eff.decode_tokens_per_s_bound)} tok/s per stream, TTFT {fmt(eff.ttft_pct_of_bound)} % of the "
             f"{fmt(eff.ttft_ms_bound, 2)} ms minimum, aggregate {fmt(eff.aggregate_pct_of_bound)} %"
         )
-        lines.extend(f"warning: {w}" for w in eff.warnings)
-    lines.extend(cost_lines(summary.cost))
     if summary.resources:
         from tokenrace.monitor.render import summary_lines  # noqa: PLC0415 - import cost: the monitor package only for a run with resource figures
 
@@ -103,73 +103,6 @@ def headline_lines(summary: Summary) -> list[str]:
     if summary.stopped is not None:
         lines.append(summary.stopped.message)
     return lines
-
-
-def claim_lines(summary: Summary) -> list[str]:
-    """What a speed figure rests on: the engine's speculative decoding, the content, the energy."""
-    out = []
-    spec = summary.speculative
-    if spec is not None and spec.acceptance_rate is not None:
-        steps = spec.tokens_per_step
-        out.append(
-            f"speculative decoding: {fmt(_pct(spec.acceptance_rate))} % of draft tokens accepted"
-            + (f", {fmt(steps, 2)} tokens per step" if steps is not None else "")
-            + f" ({spec.source})"
-        )
-    content = summary.content
-    if content is not None:
-        kinds = ", ".join(f"{k} {fmt(v.tpot_ms_p50, 2)} ms" for k, v in content.kinds.items())
-        out.append(f"TPOT p50 by content: {kinds}; {content.verdict}")
-    energy = summary.energy
-    if energy is not None and energy.output_tokens_per_joule is not None:
-        out.append(
-            f"energy: {fmt(energy.joules)} J over {fmt(energy.window_s, 2)} s on {len(energy.gpus)} GPU(s), "
-            f"{fmt(energy.output_tokens_per_joule, 2)} output tok/J, mean {fmt(energy.mean_power_w)} W "
-            f"({energy.source}, {energy.method})"
-        )
-    return out
-
-
-def _throughput_line(summary: Summary) -> str:
-    tp, pooling = summary.throughput, summary.pooling
-    if pooling is not None:
-        # Embeddings and rerank generate nothing: their work is the inputs (documents) and their tokens.
-        if pooling.api == "embeddings":
-            items = f"{fmt(pooling.inputs_per_s, 2)} inputs/s"
-        else:
-            items = f"{fmt(pooling.documents_per_s, 2)} documents/s"
-        dim = f"; vectors of {pooling.embedding_dim} dimensions" if pooling.embedding_dim else ""
-        return (
-            f"throughput: {items}, {fmt(pooling.input_tokens_per_s)} input tok/s, "
-            f"{fmt(tp.requests_per_s, 2)} req/s over {fmt(tp.window_s, 2)} s{dim}"
-        )
-    return (
-        f"throughput: {fmt(tp.output_tokens_per_s)} output tok/s, {fmt(tp.requests_per_s, 2)} req/s"
-        f" over {fmt(tp.window_s, 2)} s; steady {fmt(tp.steady_output_tokens_per_s)} tok/s"
-    )
-
-
-def cache_lines(c: Cache | None) -> list[str]:
-    """The prefix cache's share of the prompt, and whether prompts were busted; nothing when unknown."""
-    if c is None:
-        return []
-    busted = (
-        {True: "; prompts busted (a unique prefix per request)", False: "; prompts not busted"}.get(c.busted, "")
-        if c.busted is not None
-        else ""
-    )
-    if c.hit_rate is None:
-        line = "prefix cache: the server did not report cached tokens" + busted
-    else:
-        line = (
-            f"prefix cache: {fmt(_pct(c.hit_rate))} % of prompt tokens cached "
-            f"({fmt(c.cached_tokens)} of {fmt(c.prompt_tokens)}, from {_source_text(c.source)}){busted}"
-        )
-    out = [line]
-    server = c.server
-    if server and server.hit_rate is not None:
-        out.append(f"prefix cache (engine's own counters): {fmt(_pct(server.hit_rate))} % ({server.source})")
-    return out
 
 
 def structured_lines(summary: Summary) -> list[str]:
@@ -198,12 +131,6 @@ def structured_lines(summary: Summary) -> list[str]:
     return out
 
 
-def _source_text(source: Any) -> str:
-    if isinstance(source, dict):
-        return ", ".join(f"{k} x{v}" for k, v in source.items())
-    return str(source) if source else "—"
-
-
 def turn_lines(by_turn: list[TurnStats] | None) -> list[str]:
     if not by_turn:
         return []
@@ -225,10 +152,12 @@ def stdout_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=120)
 
 
-def print_summary(summary: Summary, console: Console | None = None, title: str | None = None) -> None:
+def print_summary(
+    summary: Summary, console: Console | None = None, title: str | None = None, cost: Cost | None = None
+) -> None:
     console = console or stdout_console()
     console.print(to_rich(summary_table(summary, title)))
-    for line in headline_lines(summary):
+    for line in headline_lines(summary, cost):
         console.print(line, highlight=False)
 
 
@@ -359,39 +288,8 @@ def _mark(row: StepRow) -> Cell:
 
 
 def sweep_lines(s: SweepFile) -> list[str]:
-    lines = []
-    knee = s.knee
-    if knee:
-        what = f"concurrency {knee.concurrency}" if s.sweep == "concurrency" else f"rate {fmt(knee.rate, 2)} req/s"
-        usd = knee.usd_per_million_output_tokens
-        lines.append(
-            f"knee: {knee.step} ({what}): {fmt(knee.throughput_tokens_per_s)} output tok/s, "
-            f"E2E p95 {fmt(knee.e2e_p95_ms)} ms ({knee.reason})"
-            + (f", ${fmt(usd, 4)} per million output tokens" if usd is not None else "")
-        )
-    elif s.sweep in ("concurrency", "rate") and s.steps:
-        lines.append(
-            "knee: not reached (throughput still grew at the last step)"
-            if s.stop_reason == "completed"
-            else f"knee: none ({s.stop_reason} at the first step)"
-        )
-    lines.append(f"stopped: {fmt(s.stop_reason or 'no reason recorded (an older sweep.json)')}")
-    if s.content is not None:
-        lines.append(f"content: {s.content.verdict}")
-    if s.prefill:
-        p = s.prefill
-        lines.append(
-            f"prefill fit: TTFT = {fmt(p.intercept_ms)} ms + {fmt(p.slope_ms_per_token, 4)} ms/token; "
-            f"{fmt(p.prefill_tokens_per_s)} tok/s prefill, R² {fmt(p.r2, 3)} ({p.points} points)"
-        )
-    g = s.goodput_search
-    if g:
-        lines.append(
-            f"max goodput rate: {fmt(g.best_rate, 3)} req/s meeting {g.slo} for "
-            f"≥{fmt((g.attainment or 0) * 100, 0)} % of requests; bracket [{fmt(g.lower, 3)}, "
-            f"{fmt(g.upper, 3)}], {g.probes} probes ({g.reason})"
-        )
-    return lines
+    """The lines under a sweep's step table: its headline (the HTML report's key numbers)."""
+    return to_lines(sweep_headline(s))
 
 
 def steps_table(s: SweepFile | ProfileFile) -> Table:
@@ -432,8 +330,7 @@ def print_sweep(s: SweepFile, console: Console | None = None) -> None:
         console.print(line, highlight=False)
 
 
-def _model_name(summary: ProfileFile, model_file: ModelFile) -> str:
-    path = model_file.path
+def _model_name(summary: ProfileFile, path: str | None) -> str:
     return Path(path).name if path else fmt(summary.model)
 
 
@@ -443,13 +340,15 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
     mf = eng.model_file or ModelFile()
     size = mf.file_size_bytes
     console.print(
-        f"[bold]{fmt(eng.engine)}[/bold] {eng.version or ''} | model {_model_name(summary, mf)} "
+        f"[bold]{fmt(eng.engine)}[/bold] {eng.version or ''} | model {_model_name(summary, mf.path)} "
         f"({mf.quantization or 'quantization unknown'}, {fmt(None if size is None else size / 1e6)} MB) "
         f"@ {fmt(summary.endpoint)} | threads {fmt(eng.threads)}, "
         f"slots {fmt(eng.parallel_slots)} | times in ms",
         highlight=False,
     )
     console.print(to_rich(profile_table(summary)))
+    for line in to_lines(sweep_headline(summary)):
+        console.print(line, highlight=False)
     bust = summary.cache_bust
     if bust is not None and not _pooling_steps(summary):
         console.print(
@@ -474,7 +373,7 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
                 highlight=False,
             )
             for w in eff.warnings:
-                console.print(f"[yellow]warning[/yellow]: {w}")
+                console.print(f"[yellow]warning[/yellow]: {w.message}")
         svc = row.server_vs_client
         if svc:
             console.print(
@@ -484,16 +383,31 @@ def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
             )
 
 
-def cost_lines(c: Cost | None) -> list[str]:
-    if c is None:
-        return []
-    per_m, per_k = fmt(c.usd_per_million_output_tokens, 4), fmt(c.usd_per_1k_requests, 4)
-    if c.basis == "gpu" and c.gpu is not None:
-        g = c.gpu
-        basis = f"{g.gpus} GPU(s) at ${fmt(g.usd_per_gpu_hour, 2)}/GPU-hour at the measured throughput"
-    else:
-        p = c.price or PriceBasis()
-        basis = f"${fmt(p.input_per_m, 3)} in / ${fmt(p.output_per_m, 3)} out per M tokens ({p.source}" + (
-            f", {p.date})" if p.date else ")"
-        )
-    return [f"cost: ${per_m} per million output tokens, ${per_k} per 1k requests; {basis}"]
+# --- a run's manifest ------------------------------------------------------------
+
+
+def manifest_table(m: Manifest, title: str | None = "manifest") -> Table:
+    """What a run was, from its manifest: where, what, by which tool and when, at what load and with
+    which prompts and request settings, by which command. Facts the manifest does not hold are left out."""
+    load, req = m.settings.load or LoadSettings(), m.settings.request or RequestSettings()
+    rate, concurrency = load.rate, load.concurrency
+    shape = f"rate {fmt(rate, 2)} req/s" if rate is not None else None
+    shape = shape or (f"concurrency {concurrency}" if concurrency is not None else None)
+    facts = (
+        ("endpoint", m.endpoint),
+        ("model", m.model),
+        ("measured by", f"{m.tool} {m.version or 'version unknown'}"),
+        ("started", m.started_at),
+        ("finished", m.finished_at),
+        ("load", shape),
+        ("prompts", m.prompts.name),
+        ("max_tokens", req.max_tokens),
+        ("stream", req.stream),
+        ("command", " ".join(str(a) for a in m.command or [])),
+        ("imported from", m.imported.source_file if m.imported is not None else None),
+    )
+    t = Table(title, [Column("field", "left"), Column("value", "left")])
+    for label, value in facts:
+        if value is not None and value != "":
+            t.add(text(label), text(str(value)))
+    return t

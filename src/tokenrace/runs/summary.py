@@ -111,7 +111,8 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s.schema_valid_rate = s.structured_output.valid_rate if s.structured_output is not None else None
     found = (cache_warning(s.cache), client_warning(s.client_load), content_warning(s.content))
     energy = ctx.energy.warnings if ctx.energy is not None else []
-    s.warnings = [*resource, *(w for w in found if w is not None), *ctx.warnings, *energy]
+    caveats = s.efficiency.warnings if s.efficiency is not None else []  # the planner's, about its bound
+    s.warnings = [*resource, *(w for w in found if w is not None), *caveats, *ctx.warnings, *energy]
     return s
 
 

@@ -1,0 +1,270 @@
+"""A run's headline, declared once: which figures lead, in what order, with their labels, units and
+the figures that qualify them. The terminal prints it under the summary table, one line per figure
+("label: value · detail"); the HTML report shows the same figures as its "Key numbers" cards.
+
+A sweep's headline (its steps, knee, peak throughput, content, prefill fit and goodput search) is
+declared here too, for the sweep page's cards and the lines under the terminal's step table.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.model.sections import ContentSpeed, Energy, Speculative
+from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary
+from tokenrace.report.render import Cell, pct, text
+
+SEPARATOR = " · "  # between a figure's qualifying parts, on the terminal and on a card alike
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One headline figure: what it is, its value (with its unit), and what qualifies it."""
+
+    label: str
+    value: Cell
+    detail: str = ""
+
+    @property
+    def line(self) -> str:
+        """The figure as the terminal prints it."""
+        return f"{self.label}: {self.value.text}" + (f"{SEPARATOR}{self.detail}" if self.detail else "")
+
+
+def _detail(*parts: str | None) -> str:
+    return SEPARATOR.join(p for p in parts if p)
+
+
+def _ms(value: float | None, digits: int = 1) -> Cell:
+    return Cell(value, digits, suffix=" ms")
+
+
+# --- a run --------------------------------------------------------------------------------------
+
+
+def run_headline(summary: Summary, cost: Cost | None = None, bound: float | None = None) -> list[Figure]:
+    """The run's headline: latency, throughput, requests, then what the run's speed rests on (prefix
+    cache, speculative decoding beside TPOT, energy, content) and its cost. `cost` defaults to the
+    one the run saved; `bound` is the speed of light in output tokens/s, when known."""
+    m = summary.metrics
+    return [
+        Figure("TTFT p50", _ms(m.ttft_ms.p50), f"p95 {_ms(m.ttft_ms.p95).text}"),
+        Figure("TPOT p50", _ms(m.tpot_ms.p50, 2), f"p95 {_ms(m.tpot_ms.p95, 2).text}"),
+        *_speculative(summary.speculative),
+        Figure("E2E p95", _ms(m.e2e_ms.p95), f"p50 {_ms(m.e2e_ms.p50).text}"),
+        _throughput(summary, bound),
+        _requests(summary),
+        *_cache(summary.cache),
+        *_energy(summary.energy),
+        *_content(summary.content),
+        *_cost(cost if cost is not None else summary.cost),
+    ]
+
+
+def _speculative(spec: Speculative | None) -> list[Figure]:
+    """Beside TPOT: the engine's own acceptance, which moves TPOT with the content."""
+    if spec is None or spec.acceptance_rate is None:
+        return []
+    steps = spec.tokens_per_step
+    per_step = f"{Cell(steps, 2).text} tokens per step" if steps is not None else None
+    return [
+        Figure(
+            "speculative decoding",
+            pct(spec.acceptance_rate),
+            _detail(per_step, f"accepted ÷ draft tokens ({spec.source})"),
+        )
+    ]
+
+
+def _throughput(summary: Summary, bound: float | None) -> Figure:
+    tp, pooling = summary.throughput, summary.pooling
+    over = f"{Cell(tp.requests_per_s, 2).text} req/s over {Cell(tp.window_s, 2).text} s"
+    if pooling is not None:
+        # Embeddings and rerank generate nothing: their work is the inputs (documents) and their tokens.
+        if pooling.api == "embeddings":
+            items = Cell(pooling.inputs_per_s, 2, suffix=" inputs/s")
+        else:
+            items = Cell(pooling.documents_per_s, 2, suffix=" documents/s")
+        dim = f"vectors of {pooling.embedding_dim} dimensions" if pooling.embedding_dim else None
+        return Figure("throughput", items, _detail(f"{Cell(pooling.input_tokens_per_s).text} input tok/s", over, dim))
+    light = None
+    if bound and tp.output_tokens_per_s:
+        light = f"{Cell(tp.output_tokens_per_s / bound, 0, scale=100.0).text} % of speed of light"
+    steady = f"steady {Cell(tp.steady_output_tokens_per_s).text} tok/s"
+    return Figure("throughput", Cell(tp.output_tokens_per_s, suffix=" output tok/s"), _detail(over, steady, light))
+
+
+def _requests(summary: Summary) -> Figure:
+    req = summary.requests
+    kinds = ", ".join(f"{k} x{n}" for k, n in summary.errors_by_kind.items())
+    return Figure(
+        "requests",
+        text(f"{req.succeeded}/{req.total} ok"),
+        _detail(
+            f"error rate {pct(summary.error_rate, 2).text}",
+            f"errors: {kinds}" if kinds else None,
+            f"cancelled by the client: {req.cancelled}" if req.cancelled else None,
+        ),
+    )
+
+
+def _cache(c: Cache | None) -> list[Figure]:
+    """The prefix cache's share of the prompt, and whether prompts were busted; nothing when unknown."""
+    if c is None:
+        return []
+    busted = {True: "prompts busted (a unique prefix per request)", False: "prompts not busted", None: None}[c.busted]
+    server = c.server
+    engine = None
+    if server is not None and server.hit_rate is not None:
+        engine = f"engine's own counters {pct(server.hit_rate).text} ({server.source})"
+    if c.hit_rate is None:
+        return [
+            Figure(
+                "prefix cache", text("not reported"), _detail("the server did not report cached tokens", busted, engine)
+            )
+        ]
+    share = f"{Cell(c.cached_tokens).text} of {Cell(c.prompt_tokens).text} prompt tokens cached, from {_source_text(c.source)}"
+    return [Figure("prefix cache", pct(c.hit_rate), _detail(share, busted, engine))]
+
+
+def _source_text(source: dict[str, int] | str | None) -> str:
+    if isinstance(source, dict):
+        return ", ".join(f"{k} x{v}" for k, v in source.items())
+    return source or "—"
+
+
+def _energy(energy: Energy | None) -> list[Figure]:
+    if energy is None:
+        return []
+    if energy.output_tokens_per_joule is None:
+        return [Figure("energy", text("not measured"), energy.reason or "")]
+    return [
+        Figure(
+            "energy",
+            Cell(energy.output_tokens_per_joule, 2, suffix=" output tok/J"),
+            _detail(
+                f"{Cell(energy.joules).text} J over {Cell(energy.window_s, 2).text} s on {len(energy.gpus)} GPU(s)",
+                f"mean {Cell(energy.mean_power_w).text} W",
+                f"{energy.source}, {energy.method or 'method unknown'}",
+            ),
+        )
+    ]
+
+
+def _content(content: ContentSpeed | None) -> list[Figure]:
+    if content is None or not content.kinds:
+        return []
+    kinds = ", ".join(f"{k} {_ms(v.tpot_ms_p50, 2).text}" for k, v in content.kinds.items())
+    ratio = f"slowest ÷ fastest {Cell(content.ratio, 2, prefix='×').text}" if content.ratio is not None else None
+    return [Figure("TPOT p50 by content", text(kinds), _detail(ratio, content.verdict))]
+
+
+def _cost(c: Cost | None) -> list[Figure]:
+    if c is None:
+        return []
+    per_k = f"{Cell(c.usd_per_1k_requests, 4, prefix='$').text} per 1k requests"
+    return [
+        Figure(
+            "cost per million output tokens",
+            Cell(c.usd_per_million_output_tokens, 4, prefix="$"),
+            _detail(per_k, basis(c)),
+        )
+    ]
+
+
+def basis(c: Cost) -> str:
+    """What a cost rests on: the GPUs and their hourly price, or the API's price per token."""
+    if c.basis == "gpu" and c.gpu is not None:
+        g = c.gpu
+        return f"{g.gpus} GPU(s) at {Cell(g.usd_per_gpu_hour, 2, prefix='$').text}/GPU-hour at the measured throughput"
+    p = c.price or PriceBasis()
+    when = f", {p.date}" if p.date else ""
+    return f"{Cell(p.input_per_m, 3, prefix='$').text} in / {Cell(p.output_per_m, 3, prefix='$').text} out per M tokens ({p.source}{when})"
+
+
+# --- a sweep or a profile -----------------------------------------------------------------------
+
+
+def sweep_headline(s: SweepFile | ProfileFile) -> list[Figure]:
+    """A sweep's (or the embedded profile's) headline: its steps and why it stopped, the knee (and
+    its cost, from the knee's step row when priced), the peak throughput, and what the sweep found
+    besides (content, prefill, goodput)."""
+    figures = [Figure("steps", Cell(len(s.steps)), _stopped(s)), *_knee(s)]
+    best = max((r.throughput_tokens_per_s for r in s.steps if r.throughput_tokens_per_s is not None), default=None)
+    figures.append(Figure("peak throughput", Cell(best, suffix=" output tok/s")))
+    if not isinstance(s, SweepFile):
+        return figures
+    figures += _content(s.content)
+    p = s.prefill
+    if p is not None:
+        fit = f"TTFT = {_ms(p.intercept_ms).text} + {Cell(p.slope_ms_per_token, 4).text} ms/token"
+        points = f"R² {Cell(p.r2, 3).text} ({p.points} points)"
+        figures.append(Figure("prefill", Cell(p.prefill_tokens_per_s, suffix=" tok/s"), _detail(fit, points)))
+    g = s.goodput_search
+    if g is not None:
+        share = f"meeting {g.slo} for ≥{pct(g.attainment or 0, 0).text} of requests"
+        bracket = f"bracket [{Cell(g.lower, 3).text}, {Cell(g.upper, 3).text}], {g.probes} probes ({g.reason})"
+        figures.append(Figure("max goodput rate", Cell(g.best_rate, 3, suffix=" req/s"), _detail(share, bracket)))
+    return figures
+
+
+def _stopped(s: SweepFile | ProfileFile) -> str:
+    if isinstance(s, ProfileFile):
+        engine = s.engine.engine if s.engine else None
+        return f"the fixed profile: cold, warm and concurrency steps{f' on {engine}' if engine else ''}"
+    return f"stopped: {s.stop_reason or 'no reason recorded (an older sweep.json)'}"
+
+
+def _knee(s: SweepFile | ProfileFile) -> list[Figure]:
+    if not isinstance(s, SweepFile):  # the profile is a fixed ramp: no knee is looked for
+        return []
+    knee = s.knee
+    if knee is None:
+        if s.sweep not in ("concurrency", "rate") or not s.steps:
+            return []
+        if s.stop_reason == "completed":
+            return [Figure("knee", text("not reached"), "throughput still grew at the last step")]
+        return [Figure("knee", text("none"), f"{s.stop_reason} at the first step")]
+    at = f"concurrency {knee.concurrency}" if s.sweep == "concurrency" else f"rate {Cell(knee.rate, 2).text} req/s"
+    figures = [
+        Figure(
+            "knee",
+            text(knee.step),
+            _detail(
+                at,
+                f"{Cell(knee.throughput_tokens_per_s).text} output tok/s",
+                f"E2E p95 {_ms(knee.e2e_p95_ms).text}",
+                knee.reason,
+            ),
+        )
+    ]
+    cost = next((r.cost for r in s.steps if r.step == knee.step and r.cost is not None), None)
+    usd = cost.usd_per_million_output_tokens if cost is not None else knee.usd_per_million_output_tokens
+    if usd is not None:
+        figures.append(
+            Figure("cost per million output tokens at the knee", Cell(usd, 4, prefix="$"), basis(cost) if cost else "")
+        )
+    return figures
+
+
+# --- renderers ----------------------------------------------------------------------------------
+
+
+def to_lines(figures: Sequence[Figure]) -> list[str]:
+    """The headline as the terminal prints it: one line per figure."""
+    return [f.line for f in figures]
+
+
+def to_cards(figures: Sequence[Figure]) -> str:
+    """The headline as the HTML report's cards: label, value, detail."""
+    out = []
+    for f in figures:
+        detail = f"<div class='sub'>{html.escape(f.detail)}</div>" if f.detail else ""
+        out.append(
+            f"<div class='card'><div class='label'>{html.escape(f.label)}</div>"
+            f"<div class='value'>{html.escape(f.value.text)}</div>{detail}</div>"
+        )
+    return f"<div class='cards'>{''.join(out)}</div>"
