@@ -17,7 +17,9 @@ from tokenrace.client.records import RequestRecord, derived
 from tokenrace.load.tokens import fill_token_counts
 from tokenrace.testing.fake_server import spawn_fake_server
 
-TTFT_MS, ITL_MS, TOKENS = 60, 8, 12
+# 40 tokens, so that one stall of this shared machine at the first or last chunk (16 ms was seen in
+# a full run) moves the TPOT by under half a millisecond; the bound stays the chat tests' 1 ms.
+TTFT_MS, ITL_MS, TOKENS = 60, 8, 40
 PER_INPUT_MS, PER_DOCUMENT_MS = 4.0, 3.0
 
 
