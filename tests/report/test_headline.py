@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenrace.model.run import Knee, StepRow, SweepFile
+from tokenrace.model.run import Knee, ProfileFile, StepRow, SweepFile
 from tokenrace.model.summary import Cost, GpuBasis, PoolingFigures, RequestCounts, Summary, Throughput
 from tokenrace.report.headline import run_headline, sweep_headline, to_cards, to_lines
 
@@ -56,3 +56,16 @@ def test_a_sweep_says_its_knee_and_the_knee_steps_cost() -> None:
     ]
     no_knee = sweep.model_copy(update={"knee": None, "stop_reason": "completed"})
     assert to_lines(sweep_headline(no_knee))[1] == "knee: not reached · throughput still grew at the last step"
+
+
+def test_a_profiles_peak_throughput_is_the_largest_figure_its_table_shows() -> None:
+    # The profile's step table shows output tokens over each step's window; the headline must quote
+    # that column, not the steady throughput a sweep compares (48.7 against the table's 48.9 once).
+    profile = ProfileFile(
+        steps=[
+            StepRow(step="c2", concurrency=2, output_tokens_per_s=45.6, throughput_tokens_per_s=45.9),
+            StepRow(step="c4", concurrency=4, output_tokens_per_s=48.9, throughput_tokens_per_s=48.7),
+        ]
+    )
+    table = [row.output_tokens_per_s for row in profile.steps]
+    assert to_lines(sweep_headline(profile))[-1] == f"peak throughput: {max(table):.1f} output tok/s"

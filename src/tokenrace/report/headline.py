@@ -193,7 +193,13 @@ def sweep_headline(s: SweepFile | ProfileFile) -> list[Figure]:
     its cost, from the knee's step row when priced), the peak throughput, and what the sweep found
     besides (content, prefill, goodput)."""
     figures = [Figure("steps", Cell(len(s.steps)), _stopped(s)), *_knee(s)]
-    best = max((r.throughput_tokens_per_s for r in s.steps if r.throughput_tokens_per_s is not None), default=None)
+    # The figure the step table beside it shows: a sweep compares steady throughput between steps,
+    # the profile's table shows each step's output tokens over its window.
+    if isinstance(s, SweepFile):
+        values = [r.throughput_tokens_per_s for r in s.steps]
+    else:
+        values = [r.output_tokens_per_s for r in s.steps]
+    best = max((v for v in values if v is not None), default=None)
     figures.append(Figure("peak throughput", Cell(best, suffix=" output tok/s")))
     if not isinstance(s, SweepFile):
         return figures
