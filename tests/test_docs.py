@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tokenrace.figures.slo import parse_slo
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
 
@@ -22,7 +23,7 @@ def test_cli_md_is_generated_from_current_help(tmp_path: Path) -> None:
 
 def test_every_summary_metric_is_defined_in_metrics_md() -> None:
     text = (ROOT / "docs" / "metrics.md").read_text()
-    s = summarize([], Windows(), slo={"ttft_ms": 1})
+    s = summarize([], Windows(), slo=parse_slo("ttft<=1ms"))
     for name in type(s.metrics).model_fields:
         assert f"`{name}`" in text, name
     for key in (

@@ -26,7 +26,7 @@ from tokenrace.figures.cost import Price
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.report.claim import write_claim_report
 from tokenrace.runs.history import Filters, History
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.testing.fake_server import spawn_fake_server
 
 UNREACHABLE = "http://127.0.0.1:9"  # nothing listens: a request would fail with a connection error

@@ -32,7 +32,7 @@ from tokenrace.figures.cost import (
 )
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Cost, Summary
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 

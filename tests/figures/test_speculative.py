@@ -15,7 +15,8 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
-from tokenrace.runs.session import BenchSession, BenchSettings
+from tokenrace.runs.session import BenchSession
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.testing.fake_server import FakeServerThread
 from tokenrace.testing.fake_spec import SpecCounters
 

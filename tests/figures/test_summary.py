@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from tokenrace.client.records import RequestRecord
-from tokenrace.errors import UsageError
 from tokenrace.figures.client_load import ClientObservation, client_load, client_warning
-from tokenrace.figures.summary import parse_slo, summarize
+from tokenrace.figures.slo import parse_slo
+from tokenrace.figures.summary import summarize
 from tokenrace.load.calibration import ClientCeiling
 from tokenrace.load.windows import Windows
 
@@ -58,11 +58,26 @@ def test_errors_rates_and_goodput() -> None:
     bad.fail("http_500", "boom", 500)
     cancelled = rec(3, 0, [], None, None)
     cancelled.fail("cancelled", "ctrl-c")
-    s = summarize([good, slow, bad, cancelled], Windows(), slo={"ttft_ms": 500})
+    s = summarize([good, slow, bad, cancelled], Windows(), slo=parse_slo("ttft<=500ms"))
     assert s.requests.model_dump() == {"total": 3, "succeeded": 2, "failed": 1, "cancelled": 1}
     assert s.error_rate == pytest.approx(1 / 3)
     assert s.errors_by_kind == {"http_500": 1}
     assert s.goodput.requests == 1 and s.goodput.fraction == pytest.approx(1 / 3)
+
+
+def test_goodput_counts_requests_within_every_slo() -> None:
+    # TTFT is the first chunk's time; ITL the gaps between chunks.
+    at_limit = rec(0, 0, [500, 510, 520], [1, 1, 1], 3)
+    late = rec(1, 0, [501, 511], [1, 1], 2)
+    gappy = rec(2, 0, [100, 110, 410], [1, 1, 1], 3)
+    records = [at_limit, late, gappy]
+    s = summarize(records, Windows(), slo=parse_slo("ttft<=500ms,itl<=200ms"))
+    assert (
+        s.goodput is not None and s.goodput.requests == 1
+    )  # the limit itself is within; 501 ms and a 300 ms gap are not
+    assert s.goodput.slo == {"ttft_ms": 500, "itl_ms": 200}  # as summary.json has always kept it
+    legacy = summarize(records, Windows(), slo=parse_slo("ttft=500ms,itl=200ms"))
+    assert legacy.goodput == s.goodput
 
 
 def test_throughput_windows() -> None:
@@ -82,15 +97,6 @@ def test_token_sources_are_reported() -> None:
     s = summarize([a, b], Windows())
     assert s.token_count_source.output_tokens == {"usage": 1, "chunks": 1}
     assert s.token_count_source.approximate is True
-
-
-def test_parse_slo() -> None:
-    assert parse_slo("ttft=500ms,tpot=50ms,e2e=10s") == {"ttft_ms": 500, "tpot_ms": 50, "e2e_ms": 10000}
-    assert parse_slo(None) is None
-    with pytest.raises(UsageError):
-        parse_slo("speed=fast")
-    with pytest.raises(UsageError):
-        parse_slo("ttft=soon")
 
 
 def test_tokens_per_chunk_mean_pools_known_and_usage_only_requests() -> None:

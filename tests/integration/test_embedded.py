@@ -17,7 +17,8 @@ from tests.integration.conftest import embedded_engine, require_embedded
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
-from tokenrace.runs.session import BenchSession, BenchSettings, PromptSpec
+from tokenrace.runs.session import BenchSession
+from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.serve.launch import RunningEngine
 
 pytestmark = pytest.mark.embedded

@@ -19,7 +19,8 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.load.workload import WorkloadSpec
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSession, BenchSettings
+from tokenrace.runs.session import BenchSession
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.serve.launch import RunningEngine
 
 pytestmark = pytest.mark.embedded

@@ -20,7 +20,8 @@ from tokenrace.load.content import KINDS, Content, content_prompts, parse_conten
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSession, BenchSettings, PromptSpec, read_inputs
+from tokenrace.runs.session import BenchSession, read_inputs
+from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 

@@ -13,7 +13,8 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.load.saturation import Detector, SaturationRule, Tick
-from tokenrace.runs.session import BenchSession, BenchSettings
+from tokenrace.runs.session import BenchSession
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.testing.fake_server import spawn_fake_server
 
 

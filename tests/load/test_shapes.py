@@ -16,7 +16,6 @@ from tokenrace.load.shapes import (
     RateSegment,
     Stage,
     concurrency_plan,
-    parse_duration_s,
     parse_stages,
     ramp_offsets,
     shaped_offsets,
@@ -113,9 +112,3 @@ def test_concurrency_stages_plan() -> None:
         parse_stages("10s@0", "concurrency")
     with pytest.raises(UsageError, match="rate or concurrency"):
         parse_stages("10s@1", "users")  # type: ignore[arg-type]
-
-
-def test_parse_duration() -> None:
-    assert [parse_duration_s(t) for t in ("90", "90s", "5m", "1h", "250ms")] == [90, 90, 300, 3600, 0.25]
-    with pytest.raises(UsageError, match="ramp: cannot read"):
-        parse_duration_s("soon", "ramp")

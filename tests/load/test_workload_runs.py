@@ -27,7 +27,8 @@ from tokenrace.report.html import build, write
 from tokenrace.report.tables import headline_lines
 from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSession, BenchSettings
+from tokenrace.runs.session import BenchSession
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 

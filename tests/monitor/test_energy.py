@@ -19,7 +19,8 @@ from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
 from tokenrace.monitor.energy import EnergyMeter, EnergyUnavailable, EnergyWindow, NvmlEnergy, parse_dcgm
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSession, BenchSettings, read_inputs
+from tokenrace.runs.session import BenchSession, read_inputs
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.testing.fake_server import FakeServerThread
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -18,7 +18,7 @@ from tokenrace.report.render import to_rich
 from tokenrace.report.tables import headline_lines, sweep_table
 from tokenrace.runs.reader import load_dir
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSettings, PromptSpec
+from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 

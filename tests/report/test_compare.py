@@ -26,7 +26,7 @@ from tokenrace.model.summary import Summary, Throughput
 from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
 from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
 

@@ -20,7 +20,7 @@ from tokenrace.quality.suites import resolve_suites
 from tokenrace.report.compare import compare
 from tokenrace.report.html import build
 from tokenrace.runs.reader import load
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 
 SAMPLES = 10  # per built-in suite: 60 items

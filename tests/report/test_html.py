@@ -39,7 +39,7 @@ from tokenrace.report.tables import (
     sweep_lines,
 )
 from tokenrace.runs.reader import load
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.serve.launch import RunningEngine
 from tokenrace.sweep.profile import _run_steps
 from tokenrace.sweep.runner import SweepPlan, run_sweep

@@ -20,7 +20,8 @@ from tokenrace.load.windows import Windows
 from tokenrace.model.monitor import MonitorSettings, Resources, TimeseriesLine
 from tokenrace.runs.instruments import discover_metrics_url, monitor_for_bench
 from tokenrace.runs.reader import load
-from tokenrace.runs.session import BenchSession, BenchSettings
+from tokenrace.runs.session import BenchSession
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 from tokenrace.testing.fake_server import FakeServerThread
 

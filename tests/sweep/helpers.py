@@ -10,7 +10,8 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.load.runner import Load
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSession, BenchSettings
+from tokenrace.runs.session import BenchSession
+from tokenrace.runs.settings import BenchSettings
 
 
 def bench(base_url: str, out: Path, label: str | None = None, max_tokens: int = 16, **load: Any) -> Run:

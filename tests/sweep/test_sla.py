@@ -16,7 +16,7 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.objectives import Sample, judge, parse_objectives
 from tokenrace.load.runner import Load
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep import sla
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import spawn_fake_server

@@ -17,12 +17,13 @@ from tests.conftest import line_count, sigint_default, wait_until
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.figures.slo import parse_slo
 from tokenrace.load.runner import Load
 from tokenrace.model.engine import EngineRecord
 from tokenrace.report.html import build
 from tokenrace.runs.history import Filters, History
 from tokenrace.runs.reader import load
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.profile import _run_steps
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 
@@ -121,7 +122,7 @@ def test_prompt_length_sweep_fits_ttft(fake: Any, tmp_path: Path) -> None:
 def test_max_goodput_records_every_probe(knee_server: Any, tmp_path: Path) -> None:
     # e2e ~ 50 ms + 20 ms per other request in flight: 150 ms allows about 5 others, near 35-40 req/s.
     s = settings(knee_server.url, tmp_path / "g", requests=40, cold=False)
-    s.slo = {"e2e_ms": 150.0}
+    s.slo = parse_slo("e2e<=150ms")
     plan = SweepPlan(kind="goodput", start_rate=8, tolerance=0.25, max_probes=8, attainment=0.9)
     r = asyncio.run(run_sweep(s, plan))
     g = r.sweep.goodput_search

@@ -51,7 +51,7 @@ from tokenrace.model.summary import Summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.run import Run
 from tokenrace.runs.samples import sample_of
-from tokenrace.runs.session import BenchSettings, PromptSpec
+from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.sweep.runner import ProgressFor, StepRunner, SweepPlan, run_sweep
 

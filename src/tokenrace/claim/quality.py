@@ -11,7 +11,7 @@ from pathlib import Path
 from tokenrace.claim.models import ClaimFile, ClaimQuality, Condition, ConditionFigures
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import resolve_suites
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 
 QUALITY_DIR = "quality"
 

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from tokenrace import aio
 from tokenrace.cli import bench_quality
-from tokenrace.cli.common import Options, echo_json
-from tokenrace.cli.options import bench_options, embedded_serves, settings_from_options
+from tokenrace.cli.common import echo_json
+from tokenrace.cli.options import BenchOptions, bench_options, embedded_serves, settings_from_options
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.figures.efficiency import EfficiencySpec
@@ -21,7 +21,8 @@ from tokenrace.model.run import ProfileFile
 from tokenrace.report.tables import print_profile, print_summary
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSession, BenchSettings, read_inputs
+from tokenrace.runs.session import BenchSession, read_inputs
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.serve.embedded import EmbeddedOptions, default_model
 from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
 
@@ -41,30 +42,30 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     profile: one cold request, 10 warm requests at concurrency 1, then concurrency 2 and 4.
     With --quality-samples N, a quality pass follows on the same endpoint (RUN/quality/).
     """
-    settings = settings_from_options(o)
-    samples = o["quality_samples"]
-    assert samples is None or isinstance(samples, int)
+    opts = BenchOptions.of(o)
+    settings = settings_from_options(opts)
+    samples = opts.quality_samples
     bench_quality.check_samples(samples, settings.request.api)
     if settings.endpoint is None:
         explicit = any(ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE for k in LOAD_FLAGS)
-        _embedded(ctx, settings, o, single_run=explicit)
+        _embedded(ctx, settings, opts, single_run=explicit)
         return
-    progress = LiveProgress(settings.load.requests, enabled=not o["as_json"])
+    progress = LiveProgress(settings.load.requests, enabled=not opts.as_json)
     with progress:
         result = aio.run(BenchSession(settings, progress, sys.argv).run())
     index_quietly(result.directory)
     quality = None
     if samples and not result.interrupted:
         base_url, model = settings.endpoint.base_url, str(result.manifest.model)
-        quality = bench_quality.run_pass(settings, base_url, model, samples, result.directory, bool(o["as_json"]))
-    report(result, bool(o["as_json"]), quality)
+        quality = bench_quality.run_pass(settings, base_url, model, samples, result.directory, opts.as_json)
+    report(result, opts.as_json, quality)
 
 
 LOAD_FLAGS = ("concurrency", "rate", "requests", "duration")
 
 
-def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_run: bool) -> None:
-    model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
+def _embedded(ctx: click.Context, settings: BenchSettings, o: BenchOptions, single_run: bool) -> None:
+    model = o.model if o.model and o.model.endswith(".gguf") else None
     settings.model = None
     embeddings = embedded_serves(settings.request.api)
     if ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.COMMANDLINE:
@@ -84,9 +85,9 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
     )
 
     def progress_for(name: str, load: object) -> LiveProgress:
-        return LiveProgress(getattr(load, "requests", None), enabled=not o["as_json"])
+        return LiveProgress(getattr(load, "requests", None), enabled=not o.as_json)
 
-    samples = o["quality_samples"]
+    samples = o.quality_samples
     after = None
     if isinstance(samples, int):
         # Inside the profile, so that the pass asks the engine that was measured before it stops.
@@ -97,7 +98,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
                 engine.model,
                 samples,
                 directory,
-                bool(o["as_json"]),
+                o.as_json,
                 engine.info,
             )
 
@@ -110,7 +111,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
             after,
         )
     )
-    if o["as_json"]:
+    if o.as_json:
         _echo_with_quality(result.sweep, quality)
     else:
         assert isinstance(result.data, ProfileFile)

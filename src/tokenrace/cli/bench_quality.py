@@ -23,7 +23,7 @@ from tokenrace.quality.models import QualityResult
 from tokenrace.quality.runner import QualitySettings, run_quality
 from tokenrace.quality.suites import resolve_suites
 from tokenrace.report.quality import QUALITY_SUBDIR
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 
 OPTION = click.option(
     "--quality-samples",

@@ -15,7 +15,7 @@ from rich.console import Console
 from tokenrace.aio import run as run_async
 from tokenrace.claim.battery import Battery, ClaimSettings, Notify
 from tokenrace.claim.models import ClaimFile, read_claim
-from tokenrace.cli.common import echo_json, parse_duration_s, parse_headers, parse_json_object
+from tokenrace.cli.common import echo_json, parse_headers, parse_json_object
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, ResolvedEndpoint, resolve_endpoint
 from tokenrace.errors import InvalidInput
@@ -25,11 +25,12 @@ from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
 from tokenrace.report.claim import plan_table, print_claim, write_claim_report
 from tokenrace.report.render import to_rich
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import ProgressFor
+from tokenrace.units import parse_duration_s
 
 EMBEDDED_SLOTS = 8
 EMBEDDED_CTX_PER_SLOT = 1024

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from pydantic import JsonValue
@@ -14,41 +15,15 @@ from tokenrace.errors import UsageError
 # click's parsed option values. Their types are set by the option declarations, which mypy cannot see,
 # so the CLI edge takes them as Any and the core receives typed settings built from them.
 Options = dict[str, Any]
+T = TypeVar("T")
 
 
-def parse_duration_s(text: str | None, flag: str = "--duration") -> float | None:
-    """`90`, `90s`, `5m`, `1h`, `250ms` -> seconds."""
-    if text is None:
-        return None
-    t = text.strip().lower()
-    for suffix, scale in (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if t.endswith(suffix):
-            t, mult = t[: -len(suffix)], scale
-            break
-    else:
-        mult = 1.0
-    try:
-        value = float(t) * mult
-    except ValueError:
-        raise UsageError(f"{flag}: cannot read {text!r} (use 90, 90s, 5m)") from None
-    if value <= 0:
-        raise UsageError(f"{flag} must be positive")
-    return value
-
-
-def parse_mean_std(text: str | None, flag: str) -> tuple[int, float] | None:
-    """`512` or `512,64` -> (mean, std)."""
-    if text is None:
-        return None
-    parts = text.split(",")
-    try:
-        mean = int(parts[0])
-        std = float(parts[1]) if len(parts) > 1 else 0.0
-    except ValueError:
-        raise UsageError(f"{flag}: expected MEAN or MEAN,STD in tokens, got {text!r}") from None
-    if mean < 1 or std < 0 or len(parts) > 2:
-        raise UsageError(f"{flag}: expected MEAN>=1 and STD>=0, got {text!r}")
-    return mean, std
+def picked(cls: type[T], o: Options, *leave: str) -> T:
+    """The options dataclass `cls`, from the click values it declares (other commands' options, and
+    the fields named in `leave`, are not passed)."""
+    assert dataclasses.is_dataclass(cls)
+    names = (f.name for f in dataclasses.fields(cls) if f.name not in leave)
+    return cls(**{name: o[name] for name in names if name in o})
 
 
 def parse_json_object(text: str | None, flag: str) -> dict[str, JsonValue]:

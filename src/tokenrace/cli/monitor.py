@@ -10,13 +10,14 @@ from urllib.parse import urlsplit
 
 import click
 
-from tokenrace.cli.common import echo_json, parse_duration_s
+from tokenrace.cli.common import echo_json
 from tokenrace.errors import UsageError
 from tokenrace.model.files import TIMESERIES
 from tokenrace.model.monitor import ResourcesFile, TimeseriesLine
 from tokenrace.monitor import MonitorSession, is_local_url, resource_warnings
 from tokenrace.monitor.render import live_line, summary_lines
 from tokenrace.runs.store import default_run_dir, write_model
+from tokenrace.units import parse_duration_s
 
 RESOURCES = "resources.json"
 

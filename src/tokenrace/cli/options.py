@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from tokenrace.cli.common import Options, parse_duration_s, parse_headers, parse_json_object, parse_mean_std
-from tokenrace.cli.workload_options import apply_workload_options, workload_options
+from tokenrace.cli.common import Options, parse_headers, parse_json_object, picked
+from tokenrace.cli.workload_options import WorkloadOptions, apply_workload_options, workload_options
 from tokenrace.client.providers import PROVIDERS, provider_api, resolve_endpoint
 from tokenrace.client.request import API_NAMES, RequestOptions
 from tokenrace.client.structured import read_schema, read_tools, tool_choice
@@ -17,10 +19,11 @@ from tokenrace.client.transport import Timeouts
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import CostSpec, spec
 from tokenrace.figures.efficiency import EfficiencySpec
-from tokenrace.figures.summary import parse_slo
+from tokenrace.figures.slo import parse_slo
 from tokenrace.load.runner import Load
 from tokenrace.load.workers import WorkersSpec, parse_workers
-from tokenrace.runs.session import BenchSettings, PromptSpec
+from tokenrace.runs.settings import BenchSettings, PromptSpec
+from tokenrace.units import parse_duration_s, parse_mean_std
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -151,7 +154,11 @@ _OPTIONS = [
         help="What the model is asked to write, at the same prompt and output lengths: continue prose (natural), "
         "repeat a given passage (copy), write out a given random string (random), or all three interleaved.",
     ),
-    click.option("--slo", help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s."),
+    click.option(
+        "--slo",
+        help="Goodput SLOs, ceilings on each request's ttft, tpot, e2e or itl (its largest chunk gap), "
+        "e.g. ttft<=500ms,tpot<=50ms,e2e<=10s (ttft=500ms reads as ttft<=500ms).",
+    ),
     click.option("--timeout-connect", type=float, default=10.0, show_default=True, help="Seconds."),
     click.option(
         "--timeout-first-byte",
@@ -193,41 +200,112 @@ def bench_options(fn: F) -> F:
     return cost_options(workload_options(fn))
 
 
-def settings_from_options(o: Options) -> BenchSettings:
-    return apply_workload_options(_settings(o), o)
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    """The options `bench_options` declares, as click parsed them (defaults: click's). A command
+    with more options of its own reads them apart (sweep's `SweepOptions`)."""
+
+    url: str | None = None
+    api_key: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    api: str | None = None
+    batch_size: int | None = None
+    documents: int | None = None
+    rerank_format: str | None = None
+    stream: bool = True
+    include_usage: bool = True
+    max_tokens: int = 256
+    temperature: float | None = None
+    seed: int = 0
+    ignore_eos: bool = False
+    extra_body: str | None = None
+    tools_file: str | None = None
+    tool_choice: str | None = None
+    response_format_file: str | None = None
+    headers: tuple[str, ...] = ()
+    concurrency: int = 1
+    rate: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    requests: int | None = None
+    duration: str | None = None
+    warmup: int = 0
+    keep_awake: bool = False
+    cold: bool = True
+    prompt: str | None = None
+    prompts_file: str | None = None
+    input_tokens: str | None = None
+    output_tokens: str | None = None
+    tokenizer: str | None = None
+    hardware: str | None = None
+    model_config: str | None = None
+    precision: str | None = None
+    devices: int | None = None
+    monitor: bool = False
+    monitor_interval: str = "1s"
+    metrics_url: str | None = None
+    dcgm_url: str | None = None
+    content: str | None = None
+    slo: str | None = None
+    timeout_connect: float = 10.0
+    timeout_first_byte: float = 120.0
+    timeout_idle: float = 60.0
+    timeout_total: float = 600.0
+    output: Path | None = None
+    label: str | None = None
+    max_error_rate: float | None = None
+    workers: str | None = None
+    ray: str | None = None
+    as_json: bool = False
+    workload: WorkloadOptions = field(default_factory=WorkloadOptions)
+    cost: CostOptions = field(default_factory=lambda: CostOptions())  # declared with the cost flags below
+    quality_samples: int | None = None  # bench only: `bench_quality.OPTION`
+
+    @classmethod
+    def of(cls, o: Options) -> BenchOptions:
+        """The typed options out of click's keyword arguments (names it does not declare are left)."""
+        return dataclasses.replace(
+            picked(cls, o, "workload", "cost"), workload=picked(WorkloadOptions, o), cost=picked(CostOptions, o)
+        )
 
 
-def chosen_api(o: Options) -> str:
+def settings_from_options(o: Options | BenchOptions) -> BenchSettings:
+    opts = o if isinstance(o, BenchOptions) else BenchOptions.of(o)
+    return apply_workload_options(_settings(opts), opts.workload, opts.requests, opts.duration)
+
+
+def chosen_api(o: BenchOptions) -> str:
     """--api, else the provider preset's API, else chat."""
-    return str(o.get("api") or provider_api(o.get("provider")) or "chat")
+    return o.api or provider_api(o.provider) or "chat"
 
 
-def _settings(o: Options) -> BenchSettings:
+def _settings(o: BenchOptions) -> BenchSettings:
     api = chosen_api(o)
-    if o.get("rerank_format") is not None and api != "rerank":
+    if o.rerank_format is not None and api != "rerank":
         raise InvalidInput("rerank_format", f"chooses the rerank API's shape; the API is {api}")
-    endpoint = resolve_endpoint(o["url"], o["api_key"], o["provider"], api)
-    extra = parse_json_object(o["extra_body"], "--extra-body")
-    if o["ignore_eos"]:
+    endpoint = resolve_endpoint(o.url, o.api_key, o.provider, api)
+    extra = parse_json_object(o.extra_body, "--extra-body")
+    if o.ignore_eos:
         extra.setdefault("ignore_eos", True)
-    duration = parse_duration_s(o["duration"])
-    requests = o["requests"] if o["requests"] is not None or duration else 100
-    output_tokens = parse_mean_std(o["output_tokens"], "--output-tokens")
-    headers, env_headers = parse_headers(o["headers"])
-    tools = read_tools(o["tools_file"]) if o.get("tools_file") else None
-    choice = tool_choice(o["tool_choice"], tools) if o.get("tool_choice") else None
-    schema_name, schema = read_schema(o["response_format_file"]) if o.get("response_format_file") else ("answer", None)
+    duration = parse_duration_s(o.duration, "--duration")
+    requests = o.requests if o.requests is not None or duration else 100
+    headers, env_headers = parse_headers(o.headers)
+    tools = read_tools(o.tools_file) if o.tools_file else None
+    choice = tool_choice(o.tool_choice, tools) if o.tool_choice else None
+    schema_name, schema = read_schema(o.response_format_file) if o.response_format_file else ("answer", None)
     return BenchSettings(
         endpoint=endpoint,
-        model=o["model"],
+        model=o.model,
         request=RequestOptions(
             api=api,
-            rerank_format=o.get("rerank_format") or "cohere",
-            stream=o["stream"],
-            include_usage=o["include_usage"],
-            max_tokens=o["max_tokens"],
-            temperature=o["temperature"],
-            seed=o["seed"],
+            rerank_format=o.rerank_format or "cohere",
+            stream=o.stream,
+            include_usage=o.include_usage,
+            max_tokens=o.max_tokens,
+            temperature=o.temperature,
+            seed=o.seed,
             extra_body=extra,
             extra_headers=headers,
             tools=tools,
@@ -235,41 +313,41 @@ def _settings(o: Options) -> BenchSettings:
             response_schema=schema,
             response_schema_name=schema_name,
         ),
-        timeouts=Timeouts(o["timeout_connect"], o["timeout_first_byte"], o["timeout_idle"], o["timeout_total"]),
+        timeouts=Timeouts(o.timeout_connect, o.timeout_first_byte, o.timeout_idle, o.timeout_total),
         load=Load(
-            concurrency=o["concurrency"],
-            rate=o["rate"],
-            arrival=o["arrival"],
-            burstiness=o["burstiness"],
-            max_concurrency=o["max_concurrency"],
+            concurrency=o.concurrency,
+            rate=o.rate,
+            arrival=o.arrival,
+            burstiness=o.burstiness,
+            max_concurrency=o.max_concurrency,
             requests=requests,
             duration_s=duration,
-            warmup=o["warmup"],
-            cold=o["cold"],
-            seed=o["seed"],
-            keep_awake=bool(o["keep_awake"]),
+            warmup=o.warmup,
+            cold=o.cold,
+            seed=o.seed,
+            keep_awake=o.keep_awake,
         ),
         prompts=PromptSpec(
-            text=o["prompt"],
-            file=o["prompts_file"],
-            input_tokens=parse_mean_std(o["input_tokens"], "--input-tokens"),
-            output_tokens=output_tokens,
-            content=o.get("content"),
-            batch_size=o.get("batch_size"),
-            documents=o.get("documents"),
+            text=o.prompt,
+            file=o.prompts_file,
+            input_tokens=parse_mean_std(o.input_tokens, "--input-tokens"),
+            output_tokens=parse_mean_std(o.output_tokens, "--output-tokens"),
+            content=o.content,
+            batch_size=o.batch_size,
+            documents=o.documents,
         ),
-        tokenizer=o["tokenizer"],
-        slo=parse_slo(o["slo"]),
-        output=o["output"],
-        label=o["label"],
-        max_error_rate=o["max_error_rate"],
+        tokenizer=o.tokenizer,
+        slo=parse_slo(o.slo),
+        output=o.output,
+        label=o.label,
+        max_error_rate=o.max_error_rate,
         efficiency=_efficiency_spec(o),
-        cost=spec_from_options(o),
-        monitor=bool(o["monitor"]),
-        monitor_interval_s=parse_duration_s(o["monitor_interval"], "--monitor-interval") or 1.0,
-        metrics_url=o["metrics_url"],
-        dcgm_url=o.get("dcgm_url"),
-        workers=_workers_spec(o.get("workers"), o.get("ray")),
+        cost=o.cost.spec(),
+        monitor=o.monitor,
+        monitor_interval_s=parse_duration_s(o.monitor_interval, "--monitor-interval"),
+        metrics_url=o.metrics_url,
+        dcgm_url=o.dcgm_url,
+        workers=_workers_spec(o.workers, o.ray),
         secret_headers=env_headers,
     )
 
@@ -291,13 +369,13 @@ def _workers_spec(workers: str | None, ray: str | None) -> WorkersSpec | None:
     return WorkersSpec(parse_workers(workers), ray)
 
 
-def _efficiency_spec(o: Options) -> EfficiencySpec | None:
-    hardware, model = o["hardware"], o["model_config"]
+def _efficiency_spec(o: BenchOptions) -> EfficiencySpec | None:
+    hardware, model = o.hardware, o.model_config
     if not hardware and not model:
         return None
     if not hardware or not model:
         raise UsageError("--hardware and --model-config go together (the bound needs both)")
-    return EfficiencySpec(str(hardware), str(model), o["precision"], o["devices"])
+    return EfficiencySpec(hardware, model, o.precision, o.devices)
 
 
 # --- cost flags ---------------------------------------------------------------------------------
@@ -324,5 +402,16 @@ def cost_options(fn: F) -> F:
     return fn
 
 
+@dataclass(frozen=True, slots=True)
+class CostOptions:
+    price: str | None = None
+    gpu_hour_cost: float | None = None
+    gpus: int | None = None
+
+    def spec(self) -> CostSpec | None:
+        return spec(self.price, self.gpu_hour_cost, self.gpus)
+
+
 def spec_from_options(o: Options) -> CostSpec | None:
-    return spec(o.get("price"), o.get("gpu_hour_cost"), o.get("gpus"))
+    """The cost of click's --price, --gpu-hour-cost and --gpus (for commands that take only those)."""
+    return picked(CostOptions, o).spec()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -13,8 +12,8 @@ from typing import Any
 import click
 
 from tokenrace import aio
-from tokenrace.cli.common import Options, echo_json
-from tokenrace.cli.options import bench_options, cost_options, embedded_serves, settings_from_options, spec_from_options
+from tokenrace.cli.common import Options, echo_json, picked
+from tokenrace.cli.options import BenchOptions, bench_options, cost_options, embedded_serves, settings_from_options
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.figures.objectives import parse_objectives
@@ -23,7 +22,8 @@ from tokenrace.load.runner import Load
 from tokenrace.model.run import SweepFile
 from tokenrace.report.tables import print_sweep
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSettings, read_inputs
+from tokenrace.runs.session import read_inputs
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
@@ -60,7 +60,7 @@ class SweepOptions:
 
     @classmethod
     def of(cls, o: Options) -> SweepOptions:
-        return cls(**{f.name: o[f.name] for f in dataclasses.fields(cls) if f.name in o})
+        return picked(cls, o)
 
 
 def _cost_options_unless_shared(fn: Any) -> Any:
@@ -132,20 +132,21 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     and marks the knee. Writes sweep.json beside the step directories. Without --url it sweeps the
     embedded model at 1, 2, 4, ... 32.
     """
-    settings = settings_from_options(o)
+    opts = BenchOptions.of(o)
+    settings = settings_from_options(opts)
 
     def explicit(name: str) -> bool:
         return ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
 
     plan = plan_from_options(SweepOptions.of(o), settings, explicit("requests") or explicit("duration"))
-    cost = spec_from_options(o)
-    quiet = bool(o["as_json"])
+    cost = opts.cost.spec()
+    quiet = opts.as_json
     if settings.endpoint is None:
-        model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
+        model = opts.model if opts.model and opts.model.endswith(".gguf") else None
         result = _embedded(settings, plan, model, quiet, explicit, cost)
     else:
         result = aio.run(run_sweep(settings, plan, _progress_for(quiet), sys.argv, cost))
-    _report(result, bool(o["as_json"]))
+    _report(result, opts.as_json)
 
 
 def plan_from_options(o: SweepOptions, settings: BenchSettings, explicit_count: bool) -> SweepPlan:

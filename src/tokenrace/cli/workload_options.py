@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
 
-from tokenrace.cli.common import Options, parse_duration_s
 from tokenrace.errors import UsageError
-from tokenrace.load.shapes import parse_stages
+from tokenrace.load.shapes import StagesKind, parse_stages
 from tokenrace.load.workload import WorkloadSpec
-from tokenrace.load.workloads.images import DEFAULT_SIZES, ImageSpec, parse_sizes
+from tokenrace.load.workloads.images import DEFAULT_SIZES, ImageFormat, ImageSpec, parse_sizes
 from tokenrace.load.workloads.sessions import DEFAULT_SESSION_HEADER, parse_turns
 from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
+from tokenrace.units import parse_duration_s
 
 F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
 
 _OPTIONS = [
     click.option(
@@ -120,65 +120,91 @@ def workload_options(fn: F) -> F:
     return fn
 
 
-def apply_workload_options(settings: BenchSettings, o: Options) -> BenchSettings:
-    """The settings with the workload flags applied (all parsed here, before any network call)."""
-    if o.get("skip_invalid_sessions") and not o.get("sessions_file"):
+@dataclass(frozen=True, slots=True)
+class WorkloadOptions:
+    """The workload flags, as click parsed them (defaults: click's)."""
+
+    cache_bust: bool | None = None
+    shared_prefix_tokens: int | None = None
+    prefix_groups: int = 1
+    turns: str | None = None
+    think_time: str | None = None
+    sessions_file: str | None = None
+    skip_invalid_sessions: bool = False
+    session_header: str | None = DEFAULT_SESSION_HEADER
+    trace_file: str | None = None
+    trace_format: str = "mooncake"
+    trace_speed: float = 1.0
+    trace_block_tokens: int = DEFAULT_BLOCK_TOKENS
+    ramp: str | None = None
+    stages: str | None = None
+    stages_kind: StagesKind = "rate"
+    images: int | None = None
+    image_size: str | None = None
+    image_format: ImageFormat | None = None
+    image_share: float | None = None
+    image_dir: str | None = None
+    cancel_rate: float = 0.0
+    probe_rate: float | None = None
+    saturation_stop: bool = True
+
+
+def apply_workload_options(
+    settings: BenchSettings, o: WorkloadOptions, requests: int | None, duration: str | None
+) -> BenchSettings:
+    """The settings with the workload flags applied (all parsed here, before any network call).
+    `requests` and `duration`: --requests and --duration as given (None: not given)."""
+    if o.skip_invalid_sessions and not o.sessions_file:
         raise UsageError("--skip-invalid-sessions applies to a --sessions file; none was given")
-    turns = parse_turns(o["turns"]) if o.get("turns") else None
-    think = parse_duration_s(o.get("think_time"), "--think-time") or 0.0
-    stages = parse_stages(o["stages"], o.get("stages_kind") or "rate") if o.get("stages") else None
-    ramp = parse_duration_s(o.get("ramp"), "--ramp")
+    turns = parse_turns(o.turns) if o.turns else None
+    think = parse_duration_s(o.think_time, "--think-time") or 0.0
+    stages = parse_stages(o.stages, o.stages_kind) if o.stages else None
+    ramp = parse_duration_s(o.ramp, "--ramp")
     workload = WorkloadSpec(
-        cache_bust=o.get("cache_bust"),
-        shared_prefix_tokens=o.get("shared_prefix_tokens"),
-        prefix_groups=_given(o, "prefix_groups", 1),
+        cache_bust=o.cache_bust,
+        shared_prefix_tokens=o.shared_prefix_tokens,
+        prefix_groups=o.prefix_groups,
         turns=turns,
         think_time_s=think,
-        sessions_file=o.get("sessions_file"),
-        skip_invalid_sessions=bool(o.get("skip_invalid_sessions")),
-        session_header=o.get("session_header") or None,
-        trace_file=o.get("trace_file"),
-        trace_format=o.get("trace_format") or "mooncake",
-        trace_speed=_given(o, "trace_speed", 1.0),
-        trace_block_tokens=_given(o, "trace_block_tokens", DEFAULT_BLOCK_TOKENS),
+        sessions_file=o.sessions_file,
+        skip_invalid_sessions=o.skip_invalid_sessions,
+        session_header=o.session_header or None,
+        trace_file=o.trace_file,
+        trace_format=o.trace_format,
+        trace_speed=o.trace_speed,
+        trace_block_tokens=o.trace_block_tokens,
         images=_image_spec(o),
     )
     load = dataclasses.replace(
         settings.load,
         ramp_s=ramp,
         stages=stages,
-        stages_kind=o.get("stages_kind") or "rate",
-        cancel_rate=o.get("cancel_rate") or 0.0,
-        probe_rate=o.get("probe_rate"),
-        saturation_stop=o.get("saturation_stop", True) is not False,
+        stages_kind=o.stages_kind,
+        cancel_rate=o.cancel_rate,
+        probe_rate=o.probe_rate,
+        saturation_stop=o.saturation_stop,
     )
-    if (workload.trace_file or workload.sessions_file) and o.get("requests") is None and not o.get("duration"):
+    if (workload.trace_file or workload.sessions_file) and requests is None and not duration:
         load = dataclasses.replace(load, requests=None, duration_s=None)  # the whole file
-    if stages is not None and o.get("requests") is None:
+    if stages is not None and requests is None:
         load = dataclasses.replace(load, requests=None)  # the stages say how long
     load.validate(finite=bool(workload.trace_file or workload.sessions_file))
     return dataclasses.replace(settings, workload=workload, load=load)
 
 
-def _image_spec(o: Options) -> ImageSpec | None:
+def _image_spec(o: WorkloadOptions) -> ImageSpec | None:
     """--images and its companions; None when the requests carry no generated or folder images."""
-    if o.get("images") is None and not o.get("image_dir"):
+    if o.images is None and not o.image_dir:
         for flag in ("image_size", "image_format", "image_share"):
-            if o.get(flag) is not None:
+            if getattr(o, flag) is not None:
                 raise UsageError(f"--{flag.replace('_', '-')} shapes the images of --images N (or --image-dir)")
         return None
-    if o.get("image_dir") and o.get("image_size"):
+    if o.image_dir and o.image_size:
         raise UsageError("--image-size applies to generated images; the files of --image-dir keep their own sizes")
     return ImageSpec(
-        count=_given(o, "images", 1),
-        sizes=parse_sizes(o["image_size"]) if o.get("image_size") else DEFAULT_SIZES,
-        format=o.get("image_format") or "png",
-        share=_given(o, "image_share", 1.0),
-        directory=o.get("image_dir"),
+        count=1 if o.images is None else o.images,  # a 0 is checked and refused, not replaced
+        sizes=parse_sizes(o.image_size) if o.image_size else DEFAULT_SIZES,
+        format=o.image_format or "png",
+        share=1.0 if o.image_share is None else o.image_share,
+        directory=o.image_dir,
     )
-
-
-def _given(o: Options, name: str, default: T) -> T:
-    """The flag's value, 0 included (a 0 is checked and refused, not silently replaced by the default)."""
-    value = o.get(name)
-    return default if value is None else value

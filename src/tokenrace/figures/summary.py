@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
-from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import source_of
+from tokenrace.figures.slo import Slo, slo_limits
 from tokenrace.load.windows import Windows
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import (
@@ -28,8 +28,6 @@ from tokenrace.model.summary import (
     TurnStats,
 )
 from tokenrace.stats import describe, describe_mean
-
-SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
 
 
 def _ms(ns: int) -> float:
@@ -54,16 +52,17 @@ def _itl(records: Sequence[RequestRecord]) -> tuple[list[float], list[float], li
     return chunk_gaps, token_gaps, weights, per_chunk
 
 
-def _meets(r: RequestRecord, slo: dict[str, float]) -> bool:
+def _meets(r: RequestRecord, slo: Slo) -> bool:
+    """Whether one succeeded request is within every SLO (a value it lacks fails it)."""
     d = derived(r)
-    for name, limit in slo.items():
-        if name == "itl_ms":
+    for o in slo:
+        if o.figure == "itl":
             gaps = [_ms(b - a) for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
-            if gaps and max(gaps) > limit:
+            if gaps and not o.holds(max(gaps)):
                 return False
             continue
-        value = d.get(name)
-        if value is None or value > limit:
+        value = d.get(f"{o.figure}_ms")
+        if value is None or not o.holds(value):
             return False
     return True
 
@@ -100,7 +99,7 @@ def _steady_tokens_per_s(records: Sequence[RequestRecord], w: Windows) -> float 
     return round(total / ((w.steady_end_ns - w.steady_start_ns) / 1e9), 4)
 
 
-def summarize(records: Sequence[RequestRecord], windows: Windows, slo: dict[str, float] | None = None) -> Summary:
+def summarize(records: Sequence[RequestRecord], windows: Windows, slo: Slo | None = None) -> Summary:
     """The figures of the records alone; `runs.summary.build_summary` adds what the run observed."""
     measured = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
     cancelled = sum(1 for r in records if r.phase == "measure" and r.error_kind == "cancelled")
@@ -160,10 +159,10 @@ def summarize(records: Sequence[RequestRecord], windows: Windows, slo: dict[str,
     )
 
 
-def _goodput(ok: Sequence[RequestRecord], measured: int, window_s: float | None, slo: dict[str, float]) -> Goodput:
+def _goodput(ok: Sequence[RequestRecord], measured: int, window_s: float | None, slo: Slo) -> Goodput:
     good = sum(1 for r in ok if _meets(r, slo))
     return Goodput(
-        slo=slo,
+        slo=slo_limits(slo),
         requests=good,
         fraction=round(good / measured, 6) if measured else None,
         requests_per_s=round(good / window_s, 4) if window_s else None,
@@ -245,30 +244,3 @@ def _cold(records: Sequence[RequestRecord]) -> Cold | None:
         return None
     d = derived(cold)
     return Cold(seq=cold.seq, ttft_ms=d["ttft_ms"], e2e_ms=d["e2e_ms"], error_kind=cold.error_kind)
-
-
-def parse_slo(text: str | None) -> dict[str, float] | None:
-    """`ttft=500ms,tpot=50ms,e2e=10s` -> {"ttft_ms": 500, "tpot_ms": 50, "e2e_ms": 10000}."""
-    if not text:
-        return None
-    out: dict[str, float] = {}
-    for part in text.split(","):
-        name, _, value = part.strip().partition("=")
-        key = f"{name.strip().lower()}_ms"
-        if key not in SLO_METRICS or not value:
-            raise InvalidInput("slo", f"expected NAME=VALUE with NAME in ttft, tpot, itl, e2e; got {part!r}")
-        out[key] = _duration_ms(value.strip(), part)
-    return out
-
-
-def _duration_ms(value: str, part: str) -> float:
-    for suffix, scale in (("ms", 1.0), ("us", 1e-3), ("s", 1000.0)):
-        if value.endswith(suffix):
-            try:
-                return float(value[: -len(suffix)]) * scale
-            except ValueError:
-                break
-    try:
-        return float(value)  # bare numbers are milliseconds
-    except ValueError:
-        raise InvalidInput("slo", f"cannot read the duration in {part!r} (use 500ms or 2s)") from None

@@ -20,6 +20,7 @@ from typing import Literal, TypeAlias
 
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.load.arrivals import ARRIVALS, gaps
+from tokenrace.units import parse_duration_s
 
 StagesKind: TypeAlias = Literal["rate", "concurrency"]
 
@@ -191,20 +192,3 @@ def parse_stages(text: str, kind: StagesKind = "rate") -> tuple[Stage, ...]:
     elif not any(s.value > 0 for s in stages):
         raise InvalidInput("stages", "every stage has rate 0")
     return tuple(stages)
-
-
-def parse_duration_s(text: str, what: str = "duration") -> float:
-    """`90`, `90s`, `5m`, `1h`, `250ms` -> seconds (positive). `what` names the field in errors."""
-    t = text.strip().lower()
-    mult = 1.0
-    for suffix, scale in (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if t.endswith(suffix):
-            t, mult = t[: -len(suffix)], scale
-            break
-    try:
-        value = float(t) * mult
-    except ValueError:
-        raise UsageError(f"{what}: cannot read the duration {text!r} (use 90, 90s, 5m, 250ms)") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise UsageError(f"{what}: the duration must be positive, got {text!r}")
-    return value

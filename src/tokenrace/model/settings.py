@@ -1,5 +1,5 @@
-"""manifest.json's `settings`: the run's settings as saved (runs/session.py's BenchSettings, with the
-endpoint's key replaced by where it came from and secret header and body values hidden).
+"""manifest.json's `settings`: the run's settings as saved (`runs.settings.BenchSettings.saved()`, with
+the endpoint's key replaced by where it came from and secret header and body values hidden).
 
 Every field may be missing: files of older versions and runs imported from other tools
 (runs/importers.py) hold only part of it. Numbers keep the JSON type they were given in (`Number`):

@@ -7,16 +7,12 @@ A setting that only means something for generated text is refused by name rather
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tokenrace.client.request import API_NAMES, POOLING_APIS
 from tokenrace.errors import InvalidInput
+from tokenrace.runs.settings import BenchSettings
 
-if TYPE_CHECKING:
-    from tokenrace.runs.session import BenchSettings
-
-# SLO metrics a one-body answer has no value for (e2e is the only latency it has).
-STREAM_SLOS = ("ttft_ms", "tpot_ms", "itl_ms")
+# SLO figures a one-body answer has no value for (e2e is the only latency it has).
+STREAM_SLOS = ("ttft", "tpot", "itl")
 
 
 def check_api_fit(s: BenchSettings) -> None:
@@ -41,9 +37,9 @@ def check_api_fit(s: BenchSettings) -> None:
     for param, given, what in refused:
         if given:
             raise InvalidInput(param, f"{what}; {why}")
-    stream_slos = sorted(k for k in (s.slo or {}) if k in STREAM_SLOS)
+    stream_slos = sorted(o.figure for o in s.slo or () if o.figure in STREAM_SLOS)
     if stream_slos:
-        names = ", ".join(k.removesuffix("_ms") for k in stream_slos)
+        names = ", ".join(stream_slos)
         raise InvalidInput("slo", f"{names} need a streamed answer; {why}: use e2e")
 
 

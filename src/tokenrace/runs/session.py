@@ -6,7 +6,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,19 +14,17 @@ from urllib.parse import urlsplit
 
 from tokenrace import __version__
 from tokenrace.client.images import IMAGE_APIS
-from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+from tokenrace.client.openai import OpenAIClient, Prompt
 from tokenrace.client.providers import HOSTED_HOSTS, ResolvedEndpoint
 from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.client.structured import STRUCTURED_APIS
-from tokenrace.client.transport import Timeouts
 from tokenrace.doctor import collect_environment, probe_server_environment
 from tokenrace.engines import WITH_METRICS, server_root
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import server_cache
 from tokenrace.figures.client_load import ClientObservation
-from tokenrace.figures.cost import CostSpec
-from tokenrace.figures.efficiency import EfficiencySpec, check_spec
+from tokenrace.figures.efficiency import check_spec
 from tokenrace.load import prompts as prompt_sets
 from tokenrace.load.calibration import CpuMeter, calibrated_ceiling
 from tokenrace.load.content import DEFAULT_INPUT_TOKENS, content_prompts, parse_content
@@ -41,89 +39,29 @@ from tokenrace.load.workers import (
     Pool,
     ProcessPool,
     WorkersLost,
-    WorkersSpec,
     fault_warnings,
     manifest_section,
     peak_in_flight,
     resolve_count,
 )
-from tokenrace.load.workload import Built, WorkloadFiles, WorkloadSpec, build_workload, read_workload_files
-from tokenrace.model.engine import EngineRecord
+from tokenrace.load.workload import Built, WorkloadFiles, build_workload, read_workload_files
 from tokenrace.model.environment import Environment
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest, PromptsInfo, WorkersInfo, Workload
 from tokenrace.model.monitor import MonitorSettings, Resources
-from tokenrace.model.settings import RunSettings
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
 from tokenrace.monitor.session import MonitorSession, load_timeseries
-from tokenrace.redact import Redactor, redact_argv, redact_fields, redact_headers, secret_values
+from tokenrace.redact import Redactor, redact_argv
 from tokenrace.runs.api_fit import check_api_fit
 from tokenrace.runs.instruments import monitor_for_bench
 from tokenrace.runs.run import Run
+from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.runs.store import RunStore, default_run_dir
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 
-
-@dataclass(slots=True)
-class PromptSpec:
-    text: str | None = None
-    file: str | None = None
-    input_tokens: tuple[int, float] | None = None
-    output_tokens: tuple[int, float] | None = None
-    count: int = 64
-    batch_size: int | None = None  # embeddings: inputs per request (None: 1)
-    documents: int | None = None  # rerank: documents per request (None: DEFAULT_DOCUMENTS)
-    content: str | None = None  # natural | copy | random | all: what the model is asked to write
-
-
-@dataclass(slots=True)
-class BenchSettings:
-    endpoint: ResolvedEndpoint | None  # None: the embedded engine supplies one
-    model: str | None = None
-    request: RequestOptions = field(default_factory=RequestOptions)
-    timeouts: Timeouts = field(default_factory=Timeouts)
-    load: Load = field(default_factory=Load)
-    prompts: PromptSpec = field(default_factory=PromptSpec)
-    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
-    tokenizer: str | None = None
-    slo: dict[str, float] | None = None
-    output: Path | None = None
-    label: str | None = None
-    max_error_rate: float | None = None  # None: fail only when every request failed
-    engine: EngineRecord | None = None  # what launched the server, when tokenrace did
-    efficiency: EfficiencySpec | None = None  # hardware + model: report % of the speed of light
-    cost: CostSpec | None = None  # --price or --gpu-hour-cost: cost beside speed
-    monitor: bool = False  # sample GPU/system/server metrics into timeseries.jsonl
-    monitor_interval_s: float = 1.0
-    metrics_url: str | None = None  # the server's Prometheus /metrics (default: discovered)
-    workers: WorkersSpec | None = None  # spread the sends over worker processes or Ray actors
-    secret_headers: tuple[str, ...] = ()  # extra headers whose values are secret whatever their names (from env:)
-    dcgm_url: str | None = None  # a DCGM exporter's /metrics: the remote server's GPU energy
-
-    def secrets(self) -> list[str]:
-        """Every secret value these settings hold: scrubbed from every file, log line and message."""
-        key = self.endpoint.api_key if self.endpoint else None
-        marked = frozenset(self.secret_headers)
-        return [v for v in (key, *secret_values(self.request.extra_headers, self.request.extra_body, marked)) if v]
-
-
 Progress = Callable[[RequestRecord], None]
-
-
-def _settings_for_manifest(s: BenchSettings) -> RunSettings:
-    d = asdict(s)
-    e = s.endpoint
-    d["endpoint"] = {
-        "base_url": e.base_url if e else None,
-        "provider": e.provider if e else None,
-        "api_key_from": e.key_source if e else None,  # the variable's name, never the key
-    }
-    d["output"] = str(s.output) if s.output else None
-    d["request"]["extra_headers"] = redact_headers(s.request.extra_headers, frozenset(s.secret_headers))
-    d["request"]["extra_body"] = redact_fields(s.request.extra_body)
-    return RunSettings.model_validate(d)
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,7 +489,7 @@ class BenchSession:
             schema_version=SCHEMA_VERSION,
             version=__version__,
             command=self.argv,
-            settings=_settings_for_manifest(self.s),
+            settings=self.s.saved(),
             endpoint=self.endpoint.base_url,
             provider=self.endpoint.provider,
             model=client.model,

@@ -22,6 +22,7 @@ from tokenrace.figures.energy import energy_section
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
 from tokenrace.figures.images import image_figures
 from tokenrace.figures.pooling import not_measured, pooling_figures
+from tokenrace.figures.slo import Slo
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.figures.structured import schema_figures, tool_figures
 from tokenrace.figures.summary import by_turn, probes_section, stopped_section, summarize
@@ -48,7 +49,7 @@ class RunContext:
     """What the summary needs beyond the records: how the load ran and what else was observed."""
 
     windows: Windows
-    slo: dict[str, float] | None = None
+    slo: Slo | None = None
     max_error_rate: float | None = None  # None: the run failed only when every request failed
     interrupted: bool = False
     concurrency: int = 1  # what efficiency is planned at (open loop: the most in flight)

@@ -16,7 +16,7 @@ from tokenrace.model.manifest import Manifest
 from tokenrace.model.run import ProfileFile, Warm
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.run import Run
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import RunningEngine, start_embedded

@@ -43,6 +43,7 @@ from tokenrace.figures.objectives import (
     judge_all,
     parse_objective,
 )
+from tokenrace.figures.slo import slo_limits
 from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SUMMARY, SWEEP
@@ -57,7 +58,8 @@ from tokenrace.runs.reader import load_dir
 from tokenrace.runs.rows import step_row
 from tokenrace.runs.run import Run
 from tokenrace.runs.samples import sample_of
-from tokenrace.runs.session import BenchSession, BenchSettings, Progress, PromptSpec
+from tokenrace.runs.session import BenchSession, Progress
+from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.runs.store import default_run_dir, read_json, write_model
 from tokenrace.sweep import knee as kn
 from tokenrace.sweep import sla
@@ -105,7 +107,7 @@ class SweepPlan:
         if self.kind == "concurrency" and template.load.rate is not None:
             raise InvalidInput("rate", "is open loop; a concurrency sweep is closed loop (sweep rates instead)")
         if self.kind == "goodput" and not template.slo:
-            raise InvalidInput("slo", "a goodput search needs SLOs, e.g. ttft=500ms,tpot=50ms")
+            raise InvalidInput("slo", "a goodput search needs SLOs, e.g. ttft<=500ms,tpot<=50ms")
         if self.kind == "sla":
             self._check_sla(template)
         self._check_rules()
@@ -116,7 +118,7 @@ class SweepPlan:
         if self.search not in ("concurrency", "rate"):
             raise InvalidInput("search", f"must be concurrency or rate, got {self.search!r}")
         if any(o.figure == "goodput" for o in self.objectives) and not template.slo:
-            raise InvalidInput("slo", "a goodput objective needs per-request SLOs, e.g. ttft=500ms")
+            raise InvalidInput("slo", "a goodput objective needs per-request SLOs, e.g. ttft<=500ms")
         if self.search == "concurrency" and template.load.rate is not None:
             raise InvalidInput("rate", "is open loop; a concurrency search is closed loop (search rates instead)")
         if self.max_value is not None and not self.max_value > 0:
@@ -377,7 +379,7 @@ class Sweep:
             reason=boundary.reason if boundary else "interrupted",
             probes=len(self.state.rows),
             attainment=self.plan.attainment,
-            slo=self.template.slo,
+            slo=slo_limits(self.template.slo) if self.template.slo else None,
             best_step=row.step if row else None,
             goodput_requests_per_s=row.goodput_requests_per_s if row else None,
         )
