@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tokenrace.errors import UsageError
-from tokenrace.units import parse_duration_s, parse_mean_std
+from tokenrace.units import parse_duration_s, parse_mean_std, parse_values
 
 
 def test_parse_duration() -> None:
@@ -25,3 +25,11 @@ def test_parse_mean_std() -> None:
     for bad in ("many", "0", "512,-1", "1,2,3"):
         with pytest.raises(UsageError, match="--input-tokens: expected MEAN"):
             parse_mean_std(bad, "--input-tokens")
+
+
+def test_parse_values() -> None:
+    assert parse_values("1, 2,4.5", "--rates") == (1.0, 2.0, 4.5)
+    assert parse_values(None, "--rates") is None
+    for bad, message in (("1,fast", "comma-separated numbers"), ("1,0", "positive numbers"), ("inf", "positive")):
+        with pytest.raises(UsageError, match=f"--rates: expected {message}"):
+            parse_values(bad, "--rates")

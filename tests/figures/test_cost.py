@@ -27,7 +27,6 @@ from tokenrace.figures.cost import (
     cost_of,
     gpu_cost,
     lookup,
-    parse_price,
     spec,
 )
 from tokenrace.load.runner import Load
@@ -35,6 +34,7 @@ from tokenrace.model.summary import Cost, Summary
 from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.units import parse_price_per_m
 
 
 def summary(
@@ -53,11 +53,11 @@ def summary(
 
 
 def test_parse_price_and_flags() -> None:
-    assert parse_price("in=0.59,out=0.79") == Price(0.59, 0.79)
-    assert parse_price(" out=2 , in=1 ") == Price(1.0, 2.0)
+    assert parse_price_per_m("in=0.59,out=0.79") == (0.59, 0.79)
+    assert parse_price_per_m(" out=2 , in=1 ") == (1.0, 2.0)
     for bad in ("0.59,0.79", "in=0.5", "in=x,out=1", "in=-1,out=1", "in=1,out=1,cached=0.1"):
         with pytest.raises(InvalidInput, match="expected in=X,out=Y") as err:
-            parse_price(bad)
+            parse_price_per_m(bad)
         assert err.value.param == "price"
     with pytest.raises(InvalidInput, match="give one"):
         spec("in=1,out=1", 2.5, None)

@@ -18,11 +18,12 @@ from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.errors import InvalidInput
 from tokenrace.load.prompts import builtin, from_jsonl
 from tokenrace.load.workload import Prompts, Sessions, TraceLoad, WorkloadSpec, build_workload
-from tokenrace.load.workloads.images import ImageSpec, attach, build_bank, decode, generate, parse_sizes, read_dir
+from tokenrace.load.workloads.images import ImageSpec, attach, build_bank, decode, generate, read_dir
 from tokenrace.load.workloads.sessions import TurnsSpec, load_messages_jsonl, load_sharegpt, session_prompt
 from tokenrace.model.summary import Summary
 from tokenrace.report.tables import headline_lines
 from tokenrace.testing.fake_server import spawn_fake_server
+from tokenrace.units import parse_sizes
 
 UNREACHABLE = "http://127.0.0.1:9"
 

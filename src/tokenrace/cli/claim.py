@@ -19,7 +19,7 @@ from tokenrace.cli.common import echo_json, parse_headers, parse_json_object
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, ResolvedEndpoint, resolve_endpoint
 from tokenrace.errors import InvalidInput
-from tokenrace.figures.cost import lookup, parse_price
+from tokenrace.figures.cost import Price, lookup
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
@@ -30,7 +30,7 @@ from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import ProgressFor
-from tokenrace.units import parse_duration_s
+from tokenrace.units import parse_duration_s, parse_price_per_m
 
 EMBEDDED_SLOTS = 8
 EMBEDDED_CTX_PER_SLOT = 1024
@@ -146,7 +146,7 @@ def _settings(o: ClaimOptions) -> tuple[BenchSettings, ClaimSettings]:
         label=o.label or "claim",
         secret_headers=env_headers,
     )
-    price = parse_price(o.price) if o.price else lookup(endpoint.provider if endpoint else None, o.model)
+    price = Price(*parse_price_per_m(o.price)) if o.price else lookup(endpoint.provider if endpoint else None, o.model)
     cs = ClaimSettings(
         template=settings,
         expectations=expectations,

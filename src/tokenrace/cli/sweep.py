@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from tokenrace.sweep.knee import DEFAULT_MAX_ERROR_RATE
 from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import DEFAULT_CONCURRENCIES, SweepPlan, run_sweep
 from tokenrace.sweep.sla import SearchKind
+from tokenrace.units import parse_values
 
 EMBEDDED_CONCURRENCIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 MAX_EMBEDDED_SLOTS = 32
@@ -181,19 +181,6 @@ def plan_from_options(o: SweepOptions, settings: BenchSettings, explicit_count: 
         repeats=o.repeats,
         max_value=o.max_value,
     )
-
-
-def parse_values(text: str | None, flag: str) -> tuple[float, ...] | None:
-    """'1,2,4,8' -> (1.0, 2.0, 4.0, 8.0)."""
-    if text is None:
-        return None
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
-    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
-        raise UsageError(f"{flag}: expected positive numbers, got {text!r}")
-    return values
 
 
 def _progress_for(quiet: bool) -> Any:

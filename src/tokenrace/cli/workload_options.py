@@ -13,11 +13,11 @@ import click
 from tokenrace.errors import UsageError
 from tokenrace.load.shapes import StagesKind, parse_stages
 from tokenrace.load.workload import WorkloadSpec
-from tokenrace.load.workloads.images import DEFAULT_SIZES, ImageFormat, ImageSpec, parse_sizes
+from tokenrace.load.workloads.images import DEFAULT_SIZES, ImageFormat, ImageSpec
 from tokenrace.load.workloads.sessions import DEFAULT_SESSION_HEADER, parse_turns
 from tokenrace.load.workloads.traces import DEFAULT_BLOCK_TOKENS
 from tokenrace.runs.settings import BenchSettings
-from tokenrace.units import parse_duration_s
+from tokenrace.units import parse_duration_s, parse_sizes
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -16,6 +16,7 @@ from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Cost, GpuBasis, PriceBasis, Summary
 from tokenrace.paths import home
+from tokenrace.units import parse_price_per_m
 
 PRICE_FILE = "prices.toml"
 
@@ -42,20 +43,6 @@ class CostSpec:
     gpu: GpuCost | None = None
 
 
-def parse_price(text: str) -> Price:
-    """`in=0.59,out=0.79` -> Price(0.59, 0.79)."""
-    parts: dict[str, float] = {}
-    for part in text.split(","):
-        name, _, value = part.strip().partition("=")
-        try:
-            parts[name.strip().lower()] = float(value)
-        except ValueError:
-            raise InvalidInput("price", f"expected in=X,out=Y in $ per million tokens, got {text!r}") from None
-    if set(parts) != {"in", "out"} or min(parts.values()) < 0:
-        raise InvalidInput("price", f"expected in=X,out=Y (both, not negative) in $ per million tokens, got {text!r}")
-    return Price(parts["in"], parts["out"])
-
-
 def spec(price: str | None, gpu_hour_cost: float | None, gpus: int | None) -> CostSpec | None:
     if price and gpu_hour_cost is not None:
         raise InvalidInput(
@@ -69,7 +56,7 @@ def spec(price: str | None, gpu_hour_cost: float | None, gpus: int | None) -> Co
         return CostSpec(gpu=GpuCost(gpu_hour_cost, gpus or 1))
     if gpus not in (None, 1):
         raise InvalidInput("gpus", "counts the GPUs a GPU-hour cost is paid for: give that cost too")
-    return CostSpec(price=parse_price(price)) if price else None
+    return CostSpec(price=Price(*parse_price_per_m(price))) if price else None
 
 
 # --- the price table -------------------------------------------------------------------------------

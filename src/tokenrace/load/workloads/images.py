@@ -57,19 +57,6 @@ class ImageSpec:
                 raise InvalidInput("image_size", f"{w}x{h} is not a usable size (1x1 up to 64 megapixels)")
 
 
-def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
-    """`512x512,1024x768` -> ((512, 512), (1024, 768))."""
-    sizes = []
-    for part in text.split(","):
-        w, sep, h = part.strip().lower().partition("x")
-        if not sep or not w.isdigit() or not h.isdigit():
-            raise InvalidInput(
-                "image_size", f"cannot read {part.strip()!r}: use WxH, or a list such as 512x512,1024x768"
-            )
-        sizes.append((int(w), int(h)))
-    return tuple(sizes)
-
-
 def generate(size: tuple[int, int], fmt: ImageFormat, seed: int, index: int, k: int, salt: int = 0) -> Image:
     """Image `k` of request `index`: noise of exactly `size`, encoded as `fmt`; the same for the same
     (seed, index, k, salt), different for any other. `salt`: the run's own (from its nonce), so a later
