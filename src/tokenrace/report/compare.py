@@ -140,7 +140,7 @@ def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> R
         ci.low,
         ci.high,
         ci.significant,
-        _verdict(ci.ratio, ci.significant, lower_is_better=True),
+        _verdict(ci.ratio, ci.significant, lower_is_better=True, needed=ci.needed, stat=stat),
     )
 
 
@@ -250,11 +250,15 @@ def _efficiency(run: Run) -> float | None:
     return e.decode_pct_of_bound if e is not None else None
 
 
-def _verdict(ratio: float | None, significant: bool | None, lower_is_better: bool) -> str:
+def _verdict(
+    ratio: float | None, significant: bool | None, lower_is_better: bool, needed: int | None = None, stat: str = ""
+) -> str:
     if ratio is None:
         return "—"
     better = ratio < 1 if lower_is_better else ratio > 1
     word = "better" if better else "worse"
+    if significant is None and needed is not None:
+        return f"unbounded: a {stat} needs {needed} requests a run"
     if significant is None:
         return f"B {word} (no CI)" if ratio != 1 else "same"
     return f"B {word}" if significant else "within noise"
