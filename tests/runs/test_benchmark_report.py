@@ -23,7 +23,7 @@ from tokenrace.errors import UsageError
 from tokenrace.load.runner import Load
 from tokenrace.report.compare import compare
 from tokenrace.runs.benchmark_report import reports, write_reports
-from tokenrace.runs.importers import detect, from_benchmark_report
+from tokenrace.runs.importers import detect, from_benchmark_report, import_to_dir
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSession, BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
@@ -203,3 +203,12 @@ def test_reports_it_cannot_read_say_why(tmp_path: Path, capsys: pytest.CaptureFi
         load(old)
     code, _, err = in_process(capsys, "export", str(tmp_path / "missing"), "--output", str(tmp_path / "r.json"))
     assert code == 2 and err.strip().count("\n") == 0 and "no such run directory" in err
+
+
+def test_a_report_imported_into_a_run_directory_keeps_its_figures(run_dir: Path, tmp_path: Path) -> None:
+    """`runs --import`: a directory with the report's summary and no records, read as statistics only."""
+    directory = import_to_dir(EXAMPLE, tmp_path / "imported")
+    kept, direct = load(directory), load(EXAMPLE)
+    assert kept.records() == [] and kept.summary.metrics == direct.summary.metrics
+    by = {r.metric: r for r in compare([load(run_dir), kept]).comparisons[0].rows}
+    assert by["ttft_ms.p50"].b == direct.summary.metrics.ttft_ms.p50 and by["ttft_ms.p50"].ci_low is None
