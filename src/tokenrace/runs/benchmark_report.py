@@ -53,6 +53,7 @@ from tokenrace.model.records import RecordLine
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Summary
 from tokenrace.runs.run import Run
+from tokenrace.stats import describe
 
 TOOL = "tokenrace"
 SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
@@ -272,23 +273,8 @@ def _statistics(stats: Stats, unit: Unit, values: Sequence[float | None]) -> Sta
 
 
 def _statistics_of(values: Sequence[float], unit: Unit) -> Statistics | None:
-    """A distribution only the format asks for, from the records (rounded as tokenrace's are)."""
-    if not values:
-        return None
-    arr = np.asarray(values, dtype=float)
-    p50, p90, p95, p99 = (_r4(v) for v in np.percentile(arr, (50, 90, 95, 99)))
-    return Statistics(
-        units=unit,
-        mean=_r4(arr.mean()),
-        stddev=_r4(arr.std(ddof=1)) if arr.size > 1 else None,
-        min=_r4(arr.min()),
-        p50=p50,
-        p90=p90,
-        p95=p95,
-        p99=p99,
-        max=_r4(arr.max()),
-        **_percentiles(list(values)),
-    )
+    """A distribution only the format asks for, from the records, described as tokenrace's are."""
+    return _statistics(describe(values), unit, values)
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
