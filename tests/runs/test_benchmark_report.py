@@ -212,3 +212,17 @@ def test_a_report_imported_into_a_run_directory_keeps_its_figures(run_dir: Path,
     assert kept.records() == [] and kept.summary.metrics == direct.summary.metrics
     by = {r.metric: r for r in compare([load(run_dir), kept]).comparisons[0].rows}
     assert by["ttft_ms.p50"].b == direct.summary.metrics.ttft_ms.p50 and by["ttft_ms.p50"].ci_low is None
+
+
+def test_an_imported_vllm_run_exports_under_vllms_name(tmp_path: Path) -> None:
+    """A vLLM bench serve result converted: the load generator is vLLM's, its version unknown."""
+    vllm = Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "vllm_bench_serve.json"
+    (path,) = write_reports(load(vllm), tmp_path / "vllm.json")
+    doc = json.loads(path.read_text())
+    valid(doc)
+    standardized = doc["scenario"]["load"]["standardized"]
+    assert (standardized["tool"], standardized["tool_version"]) == ("vllm-benchmark", "unknown")
+    back = load(path)
+    assert back.manifest.model == load(vllm).manifest.model and back.manifest.tool == "vllm-benchmark"
+    row = {r.metric: r for r in compare([load(vllm), back]).comparisons[0].rows}["ttft_ms.p50"]
+    assert row.b == pytest.approx(row.a, rel=1e-3)

@@ -56,6 +56,9 @@ from tokenrace.runs.run import Run
 from tokenrace.stats import describe
 
 TOOL = "tokenrace"
+# An imported run's load generator under the name llm-d-benchmark gives it (its WorkloadGenerator).
+GENERATORS = {"vllm bench serve": "vllm-benchmark", "aiperf": "aiperf"}
+UNKNOWN_VERSION = "unknown"  # the format requires a version; an imported file did not give one
 SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
 # Percentiles the format names beyond ours (p50, p90, p95, p99), from the records.
 EXTRA_PERCENTILES = {"p0p1": 0.1, "p1": 1.0, "p5": 5.0, "p10": 10.0, "p25": 25.0, "p75": 75.0, "p99p9": 99.9}
@@ -197,8 +200,8 @@ def _load(s: Summary, m: Manifest, stage: int) -> Load | None:
     return Load(
         metadata=LoadMetadata(cfg_id=_config_id(native), description=m.prompts.name),
         standardized=LoadStandardized(
-            tool=TOOL,
-            tool_version=m.version or __version__,
+            tool=GENERATORS.get(m.tool, m.tool) if m.imported else TOOL,
+            tool_version=m.version or (UNKNOWN_VERSION if m.imported else __version__),
             parallelism=m.workers.count if m.workers and m.workers.count >= 1 else 1,
             source=_source(m),
             stage=stage,

@@ -31,7 +31,7 @@ from tokenrace.model.records import RecordLine
 from tokenrace.model.sections import Speculative
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Imported, RequestCounts, Summary
-from tokenrace.runs.benchmark_report import NATIVE_KEYS, SUFFIXES, TOOL
+from tokenrace.runs.benchmark_report import NATIVE_KEYS, SUFFIXES
 from tokenrace.runs.run import Run
 from tokenrace.runs.store import default_run_dir, write_json, write_model
 from tokenrace.runs.summary import RunContext, build_summary
@@ -512,10 +512,11 @@ def _br_rate(stat: Any, unit: str, path: Path) -> float | None:
 
 
 def _br_manifest(doc: dict[str, Any], load: dict[str, Any], path: Path) -> Manifest:
-    """tokenrace's own reports carry a slice of its manifest as the load's native config; another
-    tool's give what their standardized load and stack say."""
+    """Reports tokenrace wrote (of its own runs or of imported ones) carry a slice of the manifest as
+    the load's native config; another tool's give what their standardized load and stack say."""
     native = _at(doc, "scenario", "load", "native", "config")
-    ours = load.get("tool") == TOOL and isinstance(native, dict)
+    # A report tokenrace wrote: its native config is that slice and nothing else.
+    ours = isinstance(native, dict) and isinstance(native.get("settings"), dict) and set(native) <= NATIVE_KEYS
     fields: dict[str, Any] = {k: v for k, v in native.items() if k in NATIVE_KEYS} if ours else {}
     fields.setdefault("settings", _br_settings(load))
     stack = _at(doc, "scenario", "stack") or []
