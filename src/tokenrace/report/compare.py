@@ -125,7 +125,23 @@ def failures(run: Run) -> list[float]:
 # --- rows --------------------------------------------------------------------------------------
 
 
+def statistics_only(run: Run) -> bool:
+    """A run read from a file of statistics without requests (an llm-d Benchmark Report): its rows
+    show the file's figures, with no interval."""
+    return run.summary.imported is not None and not run.records()
+
+
+def summary_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> Row:
+    """A latency row from the summaries' statistics, no interval: one side has no records."""
+    va, vb = (getattr(getattr(r.summary.metrics, key), stat) for r in (a, b))
+    ratio = vb / va if va and vb is not None else None
+    verdict = _verdict(ratio, None, lower_is_better=True)
+    return Row(f"{key}.{stat}", f"{label} {stat}", unit, va, vb, ratio, None, None, None, verdict)
+
+
 def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> Row:
+    if statistics_only(a) or statistics_only(b):
+        return summary_row(a, b, key, label, unit, stat)
     if key == "itl_chunk_ms":
         ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True)
     else:
@@ -206,6 +222,11 @@ def _token_arrivals(ok: list[RecordLine]) -> tuple[list[float], list[float]]:
 
 
 def error_row(a: Run, b: Run) -> Row:
+    if statistics_only(a) or statistics_only(b):
+        ea, eb = a.summary.error_rate, b.summary.error_rate
+        diff = eb - ea if ea is not None and eb is not None else None
+        verdict = "—" if diff is None else "same" if diff == 0 else ("B fails more" if diff > 0 else "B fails less")
+        return Row("error_rate", "error rate", "fraction", ea, eb, diff, None, None, None, verdict, kind="difference")
     diff, low, high = bs.difference_ci(failures(a), failures(b))
     sig = None if low is None or high is None else bool(low > 0 or high < 0)
     if diff is not None and diff == 0 and low == 0 and high == 0:
