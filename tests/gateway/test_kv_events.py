@@ -33,7 +33,7 @@ from tokenrace.gateway.kvevents import KVEvents
 from tokenrace.gateway.prompt_tokens import PromptTokenizer
 from tokenrace.gateway.routing import Candidate, Load, Weights, parse_load, scored
 from tokenrace.gateway.runtime import Backend, Route
-from tokenrace.testing.fake_kv_events import FakeKVPublisher
+from tokenrace.testing.fake_kv_events import FakeKVPublisher, VLLMEvents
 from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ENV, GatewayThread, config_text
@@ -72,16 +72,37 @@ def text(ids: list[int]) -> str:
 # --- the wire and the index ------------------------------------------------------------------------
 
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kv_events"
+
+
+def test_decodes_the_frames_a_real_vllm_published() -> None:
+    recorded = json.loads((FIXTURES / "vllm-0.32.0-cpu.json").read_text())
+    (topic, seq, payload) = (bytes.fromhex(f) for f in recorded["frames"][0])
+    assert topic == b"kv" and int.from_bytes(seq, "big") == 0
+    (event,) = decode_batch(payload)
+    assert isinstance(event, Stored) and event.plain and event.parent is None and event.block_size == 128
+    # 617 prompt tokens: four whole blocks stored; the engine's hashes are 64-bit ints in this release.
+    assert len(event.hashes) == 4 and all(isinstance(h, int) for h in event.hashes) and len(event.tokens) == 512
+    blocks = InstanceBlocks()
+    blocks.apply([event])
+    assert blocks.prefix(chain_keys([*event.tokens, 1, 2, 3], 128)) == 4
+    # The fake publisher sends the same fields, in the same layout.
+    fake = msgpack.unpackb(VLLMEvents(128).encode([VLLMEvents(128).stored(event.tokens)]))
+    real = msgpack.unpackb(payload)
+    assert list(fake[1][0]) == list(real[1][0]) and len(fake) == len(real)
+
+
 @pytest.mark.parametrize("layout", ["map", "array"])
-def test_decodes_vllms_batches_in_both_layouts(layout: str) -> None:
-    pub = FakeKVPublisher.__new__(FakeKVPublisher)  # encoding only: no sockets
-    pub.block_size, pub.layout, pub.seed = 4, layout, b"\x01" * 32  # type: ignore[assignment]
+@pytest.mark.parametrize("int_hashes", [True, False], ids=["int-hashes", "bytes-hashes"])
+def test_decodes_vllms_batches_in_both_layouts(layout: str, int_hashes: bool) -> None:
+    pub = VLLMEvents(4, "map" if layout == "map" else "array", int_hashes)
     stored = pub.stored(list(range(10)))
     payload = pub.encode([stored, pub.removed(stored["block_hashes"][1:]), pub.cleared()])
     raw = msgpack.unpackb(payload)
     assert isinstance(raw, list) and len(raw) == 3  # [ts, events, data_parallel_rank]
     events = decode_batch(payload)
     assert events[0] == Stored(stored["block_hashes"], None, list(range(8)), 4, True)
+    assert isinstance(stored["block_hashes"][0], int if int_hashes else bytes)
     assert events[1] == Removed(stored["block_hashes"][1:]) and events[2] == Cleared()
     with pytest.raises(BadEvent):
         decode_batch(b"\xc1")

