@@ -92,6 +92,11 @@ class Call:
         else:
             sticky = request.headers.get(route.sticky_header.lower()) if route.sticky_header else None
             chain = route.plan(route.point(sticky))
+        tokenizer = next((t for t in (target.tokenizes() for target, _ in chain) if t is not None), None)
+        if tokenizer is not None:
+            # Milliseconds for a long prompt: on a worker thread, off the event loop (prompt_tokens.py).
+            tokens = await asyncio.get_running_loop().run_in_executor(None, tokenizer.tokens, self.body)
+            self._tokens = (tokenizer, tokens)
         self._maybe_shadow()
         failures: list[tuple[str, Failure]] = []
         previous: str | None = None

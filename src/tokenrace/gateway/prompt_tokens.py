@@ -27,7 +27,9 @@ class TokenizerError(ValueError):
 
 
 class PromptTokenizer:
-    """The token ids of a request's prompt, as the engine serving the model would make them."""
+    """The token ids of a request's prompt, as the engine serving the model would make them.
+
+    `tokens` takes milliseconds for long prompts: the request path calls it on a worker thread."""
 
     def __init__(self, path: str | Path) -> None:
         from tokenizers import Tokenizer  # noqa: PLC0415 - import cost: tokenizers only for a pool that tokenizes
@@ -61,11 +63,16 @@ class PromptTokenizer:
                 text = self._template.render(messages=messages, add_generation_prompt=True, **self._specials)
             except Exception:  # noqa: BLE001 - a template that refuses these messages: no prefix to match, the request still goes
                 return None
-            return list(self._tok.encode(text, add_special_tokens=False).ids)
+            return self._encode(text, add_special_tokens=False)
         prompt = body.prompt()
         if isinstance(prompt, str):
-            return list(self._tok.encode(prompt, add_special_tokens=True).ids)
+            return self._encode(prompt, add_special_tokens=True)
         return prompt
+
+    def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        # encode_batch, not encode: it lets go of the GIL while the Rust side works, so a long
+        # prompt tokenized on a worker thread does not stop the gateway's event loop.
+        return list(self._tok.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids)
 
 
 def _template_and_specials(path: Path) -> tuple[str | None, dict[str, str]]:

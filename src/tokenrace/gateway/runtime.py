@@ -269,6 +269,13 @@ class Target:
         self.decisions.record(choice.name, choice.reason, choice.detail)
         return choice
 
+    def tokenizes(self) -> PromptTokenizer | None:
+        """The tokenizer a request's prompt needs before this pool chooses (None: it needs none):
+        a scored pool with a tokenizer, once an instance's events said the block size."""
+        if self.tokenizer is None or not any(b.kv is not None and b.kv.block_size for b in self.backends):
+            return None
+        return self.tokenizer
+
     def _prefix_keys(self, request: KeySource | None) -> list[int]:
         """The chain keys of the request's whole blocks (kvblocks), in the engines' block size."""
         if self.tokenizer is None or request is None:
