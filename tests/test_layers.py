@@ -41,6 +41,7 @@ INSIDE: dict[str, list[set[str]]] = {
         {"config"},
         {"breaker", "canary", "ratelimit"},
         {"runtime"},
+        {"follow"},  # a task per followed backend (the scrapes', the KV events')
         {"scrape", "kvevents", "shared"},
         {"context"},  # the small protocols the request path receives instead of the app
         {"shadow", "attempt"},  # one attempt at one backend

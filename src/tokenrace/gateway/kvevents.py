@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import zmq
 import zmq.asyncio
 
+from tokenrace.gateway.follow import PerBackend
 from tokenrace.gateway.kvblocks import BadEvent, InstanceBlocks, decode_batch
 
 if TYPE_CHECKING:
@@ -39,28 +40,17 @@ log = logging.getLogger("tokenrace.gateway")
 END_SEQ = -1  # the replay's last answer
 
 
-class KVEvents:
+class KVEvents(PerBackend):
     """The subscription tasks, kept in step with the backends the current runtime follows."""
 
+    task_name = "kv-events"
+
     def __init__(self) -> None:
-        self._tasks: dict[Backend, asyncio.Task[None]] = {}
+        super().__init__()
         self._ctx = zmq.asyncio.Context()
 
-    def follow(self, backends: list[Backend]) -> None:
-        """Follow exactly these backends from now on (start new tasks, stop dropped ones)."""
-        wanted = set(backends)
-        for backend in [b for b in self._tasks if b not in wanted]:
-            self._tasks.pop(backend).cancel()
-        loop = asyncio.get_running_loop()
-        for backend in wanted - set(self._tasks):
-            self._tasks[backend] = loop.create_task(self._forever(backend), name=f"kv-events-{backend.name}")
-
     async def close(self) -> None:
-        tasks = list(self._tasks.values())
-        self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.stop()
         self._ctx.destroy(linger=0)
 
     async def _forever(self, backend: Backend) -> None:
