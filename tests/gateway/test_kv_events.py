@@ -18,7 +18,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tokenrace.gateway.body import RequestBody
-from tokenrace.gateway.config import BackendConfig, ConfigError, parse_config
+from tokenrace.gateway.config import BackendConfig, ConfigError, parse_config, resolve_secrets
 from tokenrace.gateway.kvblocks import (
     BadEvent,
     Cleared,
@@ -32,7 +32,7 @@ from tokenrace.gateway.kvblocks import (
 from tokenrace.gateway.kvevents import KVEvents
 from tokenrace.gateway.prompt_tokens import PromptTokenizer
 from tokenrace.gateway.routing import Candidate, Load, Weights, parse_load, scored
-from tokenrace.gateway.runtime import Backend, Route
+from tokenrace.gateway.runtime import Backend, Route, Runtime
 from tokenrace.testing.fake_kv_events import FakeKVPublisher, VLLMEvents
 from tokenrace.testing.fake_server import FakeServerThread
 
@@ -319,3 +319,15 @@ def test_the_pin_header_is_read_by_the_gateway_and_not_forwarded() -> None:
             "t.yaml",
             ENV,
         )
+
+
+def test_a_tokenizer_file_that_does_not_read_is_a_configuration_error(tmp_path: Path) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{not a tokenizer")
+    pool = {"backend": ["a", "b"], "policy": "scored", "tokenizer": str(bad)}
+    text_ = config_text(
+        {"a": {"url": "http://h/v1"}, "b": {"url": "http://i/v1"}}, [{"model": "m", "backends": [pool]}]
+    )
+    config = parse_config(text_, "t.yaml", ENV)  # the file is there: the schema lets it through
+    with pytest.raises(ConfigError, match="cannot read it as a tokenizer.json"):
+        Runtime(config, resolve_secrets(config, ENV), 1)
