@@ -28,7 +28,7 @@ from .test_kv_events import free_port
 from .test_pool_routing import until
 from .test_proxy import state
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]  # vLLM starts in a minute or two on 2 cores
 
 VLLM_PYTHON = Path(os.environ.get("TOKENRACE_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 MODEL = os.environ.get("TOKENRACE_VLLM_MODEL")
