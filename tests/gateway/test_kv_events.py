@@ -109,6 +109,9 @@ def test_decodes_vllms_batches_in_both_layouts(layout: str, int_hashes: bool) ->
         decode_batch(b"\xc1")
     with pytest.raises(BadEvent):
         decode_batch(msgpack.packb([0.0, [["Unknown", []]], 0]))
+    odd = {"type": "BlockStored", "block_hashes": [1], "parent_block_hash": None, "token_ids": ["x"], "block_size": 1}
+    with pytest.raises(BadEvent, match="not token ids"):
+        decode_batch(msgpack.packb([0.0, [odd], 0]))
 
 
 def test_the_index_follows_stores_removals_and_clears_by_its_own_chain_keys() -> None:

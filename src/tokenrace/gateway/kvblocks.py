@@ -116,13 +116,15 @@ def _event(raw: Any) -> Event:
     tokens, size, parent = fields.get("token_ids"), fields.get("block_size"), fields.get("parent_block_hash")
     if not isinstance(tokens, list) or not isinstance(size, int) or size < 1:
         raise BadEvent("BlockStored: token_ids or block_size missing")
+    if not all(isinstance(t, int) and 0 <= t < 2**32 for t in tokens):
+        raise BadEvent("BlockStored: token_ids are not token ids")
     if parent is not None and not isinstance(parent, bytes | int):
         raise BadEvent("BlockStored: parent_block_hash is not a hash")
     extra = fields.get("extra_keys")
     plain = (
         fields.get("lora_id") is None
         and fields.get("lora_name") is None
-        and (extra is None or all(e is None for e in extra))
+        and (extra is None or (isinstance(extra, list) and all(e is None for e in extra)))
     )
     return Stored(hashes, parent, tokens, size, plain)
 

@@ -63,7 +63,14 @@ class KVEvents(PerBackend):
         try:
             while True:
                 frames = await sub.recv_multipart()
-                await self._receive(frames, config, blocks)
+                try:
+                    await self._receive(frames, config, blocks)
+                except (
+                    zmq.ZMQError,
+                    ValueError,
+                ) as exc:  # a broken replay, a batch that decodes oddly: the next one may be fine
+                    blocks.bad += 1
+                    log.warning("kv events from %s: %s", config.endpoint, exc)
         finally:
             sub.close(linger=0)
 
