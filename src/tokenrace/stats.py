@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenrace.model.stats import Stats
+from tokenrace.model.stats import Spread, Stats
 
 PERCENTILES = (50, 90, 95, 99)
 KEYS = ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "max")
@@ -43,6 +43,32 @@ def describe(values: Sequence[float], weights: Sequence[int] | None = None) -> S
         std=_r4(float(arr.std(ddof=1))) if arr.size > 1 else None,
         min=_r4(float(arr.min())),
         p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        max=_r4(float(arr.max())),
+    )
+
+
+SPREAD_PERCENTILES = (5, 25, 50, 75, 90, 95, 99)
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """`describe` with the references' percentiles (P5 ... P99): the same numpy linear interpolation
+    (pandas' `quantile`, which LLMPerf uses, interpolates the same way)."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return Spread()
+    p5, p25, p50, p75, p90, p95, p99 = (_r4(float(v)) for v in np.percentile(arr, SPREAD_PERCENTILES))
+    return Spread(
+        count=int(arr.size),
+        mean=_r4(float(arr.mean())),
+        std=_r4(float(arr.std(ddof=1))) if arr.size > 1 else None,
+        min=_r4(float(arr.min())),
+        p5=p5,
+        p25=p25,
+        p50=p50,
+        p75=p75,
         p90=p90,
         p95=p95,
         p99=p99,

@@ -72,3 +72,4 @@ class SweepPlanSection(_Model):
     search: str | None = None
     repeats: int | None = None
     max_value: Number | None = None
+    offline: bool | None = None  # a last step with every request in flight at once (--offline)
