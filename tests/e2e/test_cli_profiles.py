@@ -57,6 +57,10 @@ def test_bench_aa_profile_busts_the_cache_and_shows_its_percentiles(server: Any,
     assert set(aa) == {"output_speed_tok_s", "ttft_s", "e2e_100_tokens_s"}
     assert aa["output_speed_tok_s"]["count"] == 3 and aa["output_speed_tok_s"]["p5"] is not None
     assert "Artificial Analysis figures" in p.stdout and "P75" in p.stdout
+    html = tmp_path / "aa.html"
+    r = tokenrace("report", str(out), "-o", str(html))
+    assert r.returncode == 0, r.stderr
+    assert "Artificial Analysis figures" in html.read_text()
 
 
 def test_unknown_profile_is_one_line(server: Any) -> None:
@@ -82,3 +86,14 @@ def test_sweep_endpoints_profile_adds_the_offline_point_and_pareto_plot(server: 
     r = tokenrace("report", str(out), "-o", str(html))
     assert r.returncode == 0, r.stderr
     assert "MLPerf Endpoints: tokens/s per user against system tokens/s" in html.read_text()
+
+
+def test_claim_profile_sets_the_output_length_its_plan_prices(tmp_path: Path) -> None:
+    # A host that is never reached: the plan is shown, then --yes is required without a terminal.
+    hosted = ["claim", "--url", "http://192.0.2.1:9/v1", "--expect", "ttft_p50<=200ms", "--price", "in=0,out=1000000"]
+    plain = tokenrace(*hosted, "-o", str(tmp_path / "a"))
+    profiled = tokenrace(*hosted, "--profile", "llmperf", "-o", str(tmp_path / "b"))
+    given = tokenrace(*hosted, "--profile", "llmperf", "--max-tokens", "10", "-o", str(tmp_path / "c"))
+    assert plain.returncode == profiled.returncode == given.returncode == 2
+    # The warm part's 11 requests at $1 per output token: 128 tokens by default, 150 with llmperf, 10 given.
+    assert "1,408.0000" in plain.stderr and "1,650.0000" in profiled.stderr and "110.0000" in given.stderr

@@ -29,7 +29,7 @@ from tokenrace.runs.watch import DEFAULT_PER_DAY, Watcher, WatchSpec, WatchStore
 
 def watch_defaults(p: Profile) -> Defaults:
     """The profile's run, with its scheduled runs' request count (Artificial Analysis: one prompt)."""
-    return {**run_defaults(p), "requests": p.watch_requests}
+    return {**run_defaults(p), "requests": p.watch_requests, "per_day": p.watch_per_day}
 
 
 def default_name(o: Options) -> str:
@@ -45,7 +45,10 @@ def default_name(o: Options) -> str:
 @profile_option
 @click.option("--name", help="The watch's name (default: PROFILE-MODEL@HOST); the schedule is kept under it.")
 @click.option(
-    "--per-day", type=int, default=DEFAULT_PER_DAY, show_default=True, help="Runs a day, each at a random minute."
+    "--per-day",
+    type=int,
+    help=f"Runs a day, each at a random minute [default: the profile's: {DEFAULT_PER_DAY}, "
+    "1 for aa-parallel and aa-100k].",
 )
 @click.option("--max-cost", type=float, help="Spend at most this many dollars over the watch (needs a price).")
 @click.option("--once", is_flag=True, help="Run the slot that is due, if any, and exit (for cron).")
