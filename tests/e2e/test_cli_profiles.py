@@ -44,7 +44,7 @@ def test_bench_profile_sets_defaults_that_flags_override(server: Any, tmp_path: 
     ref = json.loads((out / "summary.json").read_text())["reference"]
     assert ref["reference"] == "llmperf" and ref["llmperf"]["num_completed_requests"] == 6
     assert ref["llmperf"]["inter_token_latency_s"]["p50"] > 0
-    assert "LLMPerf figures" in p.stdout
+    assert "LLMPerf figures" in p.stdout and "overall output throughput" in p.stdout
 
 
 def test_bench_aa_profile_busts_the_cache_and_shows_its_percentiles(server: Any, tmp_path: Path) -> None:

@@ -131,8 +131,9 @@ def _report(name: str, o: Options) -> None:
     if o["as_json"]:
         echo_json([s.model_dump(mode="json") for s in slots if s.status != "planned"])
         return
-    Console().print(to_rich(watch_table(name, slots, now, published)))
-    for note in watch_table(name, slots, now, published).notes:
+    table = watch_table(name, slots, now, published)
+    Console().print(to_rich(table))
+    for note in table.notes:
         click.echo(note)
     out = o.get("html_file") or Path(o["output"] or Path("runs") / f"watch-{name}") / "watch.html"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -162,6 +162,8 @@ def print_summary(
         console.print(line, highlight=False)
     for table in reference_tables(summary.reference):
         console.print(to_rich(table))
+        for note in table.notes:
+            console.print(note, highlight=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +334,10 @@ def print_sweep(s: SweepFile, console: Console | None = None) -> None:
     for line in sweep_lines(s) + sla_lines(s):
         console.print(line, highlight=False)
     if any(r.endpoints is not None for r in s.steps):
-        console.print(to_rich(endpoints_table([(r.step, r) for r in s.steps])))
+        table = endpoints_table([(r.step, r) for r in s.steps])
+        console.print(to_rich(table))
+        for note in table.notes:
+            console.print(note, highlight=False)
 
 
 def _model_name(summary: ProfileFile, path: str | None) -> str:
