@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "quality": "tokenrace.cli.quality",
     "calibrate": "tokenrace.cli.calibrate",
     "claim": "tokenrace.cli.claim",
+    "watch": "tokenrace.cli.watch",
 }
 
 
