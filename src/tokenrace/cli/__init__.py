@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "quality": "tokenrace.cli.quality",
     "calibrate": "tokenrace.cli.calibrate",
     "claim": "tokenrace.cli.claim",
+    "mlperf": "tokenrace.cli.mlperf",
 }
 
 
