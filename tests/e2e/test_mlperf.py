@@ -1,0 +1,127 @@
+"""`tokenrace mlperf` against the fake server: MLCommons' LoadGen schedules and judges, tokenrace sends.
+
+LoadGen runs for seconds here (a shortened minimum duration, a small minimum query count); its
+verdict and figures are read from the logs it writes into the run directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import require_module
+
+from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.client.request import RequestOptions
+from tokenrace.figures.mlperf import AGREE_MS, DETAIL_LOG, SUMMARY_LOG
+from tokenrace.load.mlperf import MlperfSpec
+from tokenrace.runs.mlperf import MlperfResult, MlperfSession
+from tokenrace.runs.session import BenchSettings
+from tokenrace.testing.fake_server import spawn_fake_server
+
+require_module("mlperf_loadgen", "pip install 'tokenrace[mlperf]'")
+
+
+def _run(url: str, out: Path, spec: MlperfSpec, max_tokens: int = 16) -> MlperfResult:
+    settings = BenchSettings(
+        endpoint=ResolvedEndpoint(url, None, None, None), output=out, request=RequestOptions(max_tokens=max_tokens)
+    )
+    return asyncio.run(MlperfSession(settings, spec, argv=["tokenrace", "mlperf"]).run_mlperf())
+
+
+def test_loadgen_and_tokenrace_agree_on_the_same_requests(tmp_path: Path) -> None:
+    # A server that keeps its programmed timing (ttft 20 ms, 2 ms a token), at 8 queries/s.
+    with spawn_fake_server({"ttft_ms": 20, "itl_ms": 2, "output_tokens": 24}) as srv:
+        spec = MlperfSpec("server", ttft_ms=2000, tpot_ms=200, target_qps=8, min_duration_s=4, min_queries=40)
+        result = _run(srv.base_url, tmp_path / "run", spec, max_tokens=24)
+    lg = result.loadgen
+    assert lg is not None and lg.validity is not None
+    assert lg.query_count is not None and lg.query_count >= 40
+    assert result.failed == 0
+    assert lg.errors == 0, "LoadGen logged errors: a sample completed twice, or without its first token"
+    rows = {a.figure: a for a in result.agreement}
+    # LoadGen's clock starts at the query's scheduled time, before the hand-over and the send, and
+    # stops when FirstTokenComplete is called, after the arrival stamp: per request it can only be
+    # later, so every order statistic is too (0.01 ms: the logged figures' rounding).
+    for p in ("p50", "p90", "p99"):
+        ttft = rows[f"TTFT {p}"]
+        assert ttft.loadgen_ms is not None and ttft.tokenrace_ms is not None
+        assert ttft.loadgen_ms >= ttft.tokenrace_ms - 0.01, ttft
+    # What LoadGen adds is the client's hand-over: from it, the two clocks agree within 1 ms.
+    assert abs(rows["TTFT p50"].handover_difference_ms) <= AGREE_MS, rows["TTFT p50"]
+    assert abs(rows["TTFT p99"].difference_ms) <= 10 * AGREE_MS, rows["TTFT p99"]
+    # TPOT spans the whole answer on both sides: the hand-over does not enter it.
+    for p in ("p50", "p90", "p99"):
+        tpot = rows[f"TPOT {p}"]
+        assert tpot.agrees, tpot
+    # A normal run directory, LoadGen's logs beside it.
+    names = {p.name for p in result.run.directory.iterdir()}
+    assert {"records.jsonl", "summary.json", "manifest.json", SUMMARY_LOG, DETAIL_LOG} <= names
+    lines = (result.run.directory / "records.jsonl").read_text().splitlines()
+    assert len(lines) == lg.query_count
+
+
+def test_a_server_that_breaks_tpot_is_invalid(tmp_path: Path) -> None:
+    with spawn_fake_server({"ttft_ms": 5, "itl_ms": 25, "output_tokens": 6}) as srv:
+        spec = MlperfSpec("server", ttft_ms=2000, tpot_ms=10, target_qps=10, min_duration_s=2, min_queries=20)
+        result = _run(srv.base_url, tmp_path / "run", spec, max_tokens=6)
+    lg = result.loadgen
+    assert lg is not None
+    assert lg.validity == "INVALID"
+    assert lg.perf_constraints_met is False
+    assert lg.invalid_reason is not None and "TPOT" in lg.invalid_reason
+    assert result.run.summary.metrics.tpot_ms.p50 > 10
+
+
+def tokenrace(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_cli_prints_the_verdict_beside_tokenrace_and_keeps_the_logs(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with spawn_fake_server({"ttft_ms": 10, "itl_ms": 1, "output_tokens": 8}) as srv:
+        p = tokenrace(
+            "mlperf", "--url", srv.base_url, "--bounds", "llama2-70b", "--target-qps", "50", "--duration", "2s",
+            "--max-tokens", "8", "-o", str(out),
+        )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "LoadGen: Result is " in p.stdout
+    assert "not comparable with published MLPerf results" in p.stdout
+    assert "Completed tokens per second" in p.stdout
+    assert "LoadGen beside tokenrace" in p.stdout
+    assert (out / SUMMARY_LOG).is_file() and (out / DETAIL_LOG).is_file()
+    # The run directory reads as any other run.
+    shown = tokenrace("show", str(out), "--json")
+    assert shown.returncode == 0, shown.stderr
+    summary: dict[str, Any] = json.loads(shown.stdout)
+    assert summary["requests"]["succeeded"] >= 100  # MLPerf's minimum query count, kept under --duration
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--bounds", "gpt-oss-120b", "--scenario", "interactive", "--target-qps", "1"), "--tpot: "),
+        (("--scenario", "server", "--target-qps", "1"), "--ttft: "),
+        (("--bounds", "llama2-70b"), "--target-qps: "),
+        (("--bounds", "mixtral-8x7b", "--scenario", "interactive", "--target-qps", "1"), "--bounds: "),
+        (("--scenario", "offline", "--find-peak"), "--find-peak: "),
+    ],
+)
+def test_bad_input_is_one_line(args: tuple[str, ...], message: str) -> None:
+    p = tokenrace("mlperf", "--url", "http://127.0.0.1:9/v1", *args)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith(f"error: {message}"), p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
