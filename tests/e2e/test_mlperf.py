@@ -44,7 +44,7 @@ def test_loadgen_and_tokenrace_agree_on_the_same_requests(tmp_path: Path) -> Non
     assert lg is not None and lg.validity is not None
     assert lg.query_count is not None and lg.query_count >= 40
     assert result.failed == 0
-    assert lg.errors == 0, "LoadGen logged errors: a sample completed twice, or without its first token"
+    assert lg.errors == (), "LoadGen logged errors: a sample completed twice, or without its first token"
     rows = {a.figure: a for a in result.agreement}
     # LoadGen's clock starts at the query's scheduled time, before the hand-over and the send, and
     # stops when FirstTokenComplete is called, after the arrival stamp: per request it can only be

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import click
+from pydantic import JsonValue
 
 from tokenrace import aio
 from tokenrace.cli.common import Options, echo_json, parse_duration_s
@@ -26,7 +27,7 @@ from tokenrace.report.render import to_rich
 from tokenrace.report.tables import print_summary, stdout_console
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.mlperf import MlperfResult, MlperfSession
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.session import BenchSettings, Progress
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.profile import embedded_settings
@@ -99,7 +100,8 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     Writes a normal run directory (records.jsonl, summary.json, manifest.json) with LoadGen's
     mlperf_log_summary.txt and mlperf_log_detail.txt beside them, and prints LoadGen's verdict beside
     tokenrace's socket-stamped TTFT and TPOT for the same requests. With no --url, starts the embedded
-    llama.cpp model as bench does.
+    llama.cpp model as bench does (--max-tokens 64 unless given). --max-concurrency caps the requests
+    in flight (offline: 64 unless given). docs/mlperf.md has the bounds' sources.
     """
     spec = spec_from_options(o)
     settings = settings_from_some(o)
@@ -107,10 +109,10 @@ def command(ctx: click.Context, /, **o: Any) -> None:
         if ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.COMMANDLINE:
             settings.request.max_tokens = EMBEDDED_MAX_TOKENS
         click.echo("starting the embedded model (llama.cpp llama-server, SmolLM2-135M-Instruct Q4_1)...", err=True)
-        result = aio.run(_embedded(settings, spec))
-    else:
-        with LiveProgress(None, enabled=not o["as_json"]) as progress:
-            result = aio.run(MlperfSession(settings, spec, progress, sys.argv).run_mlperf())
+    with LiveProgress(None, enabled=not o["as_json"]) as progress:
+        result = aio.run(
+            _embedded(settings, spec, progress) if settings.endpoint is None else _session(settings, spec, progress)
+        )
     index_quietly(result.run.directory)
     report(result, bool(o["as_json"]))
 
@@ -137,11 +139,15 @@ def spec_from_options(o: Options) -> MlperfSpec:
     return spec
 
 
-async def _embedded(settings: BenchSettings, spec: MlperfSpec) -> MlperfResult:
+async def _session(settings: BenchSettings, spec: MlperfSpec, progress: Progress) -> MlperfResult:
+    return await MlperfSession(settings, spec, progress, sys.argv).run_mlperf()
+
+
+async def _embedded(settings: BenchSettings, spec: MlperfSpec, progress: Progress) -> MlperfResult:
     settings.load.keep_awake = False  # the engine shares these cores: a spinning client would slow it
     engine = await start_embedded(EmbeddedOptions())
     try:
-        return await MlperfSession(embedded_settings(engine, settings), spec, None, sys.argv).run_mlperf()
+        return await _session(embedded_settings(engine, settings), spec, progress)
     finally:
         engine.stop()
 
@@ -171,7 +177,7 @@ def report(result: MlperfResult, as_json: bool) -> None:
         sys.exit(130)
 
 
-def _as_json(result: MlperfResult) -> dict[str, Any]:
+def _as_json(result: MlperfResult) -> JsonValue:
     lg = result.loadgen
     return {
         "scenario": result.spec.scenario,
@@ -199,7 +205,7 @@ def _as_json(result: MlperfResult) -> dict[str, Any]:
             }
             for a in result.agreement
         ],
-        "notes": verdict_lines(result),
+        "notes": list[JsonValue](verdict_lines(result)),
         "run_directory": str(result.run.directory),
         "summary": result.run.summary.model_dump(mode="json"),
     }

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
 
 SUMMARY_LOG = "mlperf_log_summary.txt"
@@ -49,7 +51,7 @@ class LoadgenResult:
     ttft_ns: dict[float, int] = field(default_factory=dict)  # percentile -> first token latency
     tpot_ns: dict[float, int] = field(default_factory=dict)  # percentile -> time per output token
     peak_qps: float | None = None  # find-peak: the highest rate that met the bounds
-    errors: int = 0  # entries LoadGen logged as errors
+    errors: tuple[str, ...] = ()  # what LoadGen logged as errors, in order
 
 
 def read_loadgen(directory: Path) -> LoadgenResult | None:
@@ -57,8 +59,8 @@ def read_loadgen(directory: Path) -> LoadgenResult | None:
     path = directory / DETAIL_LOG
     if not path.is_file():
         return None
-    entries: dict[str, Any] = {}
-    errors = 0
+    entries: dict[str, JsonValue] = {}
+    errors: list[str] = []
     peak: float | None = None
     for line in path.read_text(errors="replace").splitlines():
         if not line.startswith(":::MLLOG "):
@@ -72,7 +74,7 @@ def read_loadgen(directory: Path) -> LoadgenResult | None:
             continue
         entries[key] = value
         if (obj.get("metadata") or {}).get("is_error"):
-            errors += 1
+            errors.append(" ".join(str(value).split()))
         if key == "generic_message" and isinstance(value, str) and PEAK_MARK in value:
             peak = _number(value.split(PEAK_MARK, 1)[1].strip())
     return LoadgenResult(
@@ -95,7 +97,7 @@ def read_loadgen(directory: Path) -> LoadgenResult | None:
         ttft_ns=_percentiles(entries, "result_first_token_{p}_percentile_latency_ns"),
         tpot_ns=_percentiles(entries, "result_time_per_output_token_{p}_percentile_ns"),
         peak_qps=peak,
-        errors=errors,
+        errors=tuple(errors),
     )
 
 
@@ -170,7 +172,7 @@ def agreement(result: LoadgenResult, records: Iterable[RequestRecord]) -> list[A
     return rows
 
 
-def _percentiles(entries: dict[str, Any], pattern: str) -> dict[float, int]:
+def _percentiles(entries: dict[str, JsonValue], pattern: str) -> dict[float, int]:
     out: dict[float, int] = {}
     for p in PERCENTILES:
         v = _int(entries.get(pattern.format(p=f"{p:.2f}")))

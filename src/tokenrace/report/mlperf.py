@@ -64,8 +64,10 @@ def verdict_lines(result: MlperfResult) -> list[str]:
         lines.append(f"  Samples per second: {lg.samples_per_s:,.2f}")
     if lg.peak_qps is not None:
         lines.append(f"  peak rate found: {lg.peak_qps:g} queries/s")
-    if lg.errors:
-        lines.append(f"  LoadGen logged {lg.errors} error(s): see {DETAIL_LOG}")
+    for message in lg.errors[:3]:
+        lines.append(f"  LoadGen error: {message}")
+    if len(lg.errors) > 3:
+        lines.append(f"  ... {len(lg.errors) - 3} more LoadGen errors in {DETAIL_LOG}")
     if result.failed:
         lines.append(
             f"{result.failed} request(s) failed; LoadGen counted each as answered when it failed, "

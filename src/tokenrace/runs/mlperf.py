@@ -89,7 +89,12 @@ class MlperfSession(BenchSession):
             run=run,
             spec=self.spec,
             loadgen=result,
-            agreement=agreement(result, records) if result is not None and not self.spec.find_peak else [],
+            agreement=agreement(result, records) if result is not None and self._compared() else [],
             failed=sum(1 for r in records if not r.ok),
             trials=runner.trials if runner is not None else 0,
         )
+
+    def _compared(self) -> bool:
+        """Whether LoadGen's latencies are tokenrace's requests': not under find-peak (LoadGen logs its
+        peak trial, tokenrace records all of them), not offline (LoadGen logs no token latencies)."""
+        return not self.spec.find_peak and self.spec.scenario != "offline"
