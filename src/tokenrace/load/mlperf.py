@@ -17,13 +17,15 @@ import contextlib
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
 from tokenrace.client.records import RequestRecord
+from tokenrace.client.request import Prompt
 from tokenrace.errors import InvalidInput, PreflightError
+from tokenrace.load.prompts import PromptSet
 from tokenrace.load.runner import Finish, Send, quiet_gc
 from tokenrace.load.windows import Windows
 from tokenrace.load.workload import Prompts
@@ -228,6 +230,13 @@ def output_tokens_now(rec: RequestRecord) -> int:
     return rec.output_tokens if rec.output_tokens is not None else len(rec.chunk_ns)
 
 
+def tokens_for_loadgen(n: int) -> int:
+    """The count LoadGen is given. It needs 2 or more (TPOT divides by tokens - 1; with fewer it logs
+    an error and divides by -1, which would make the answer look fast): an answer of 0 or 1 token,
+    usually a failed request, is given as 2, so its whole time after the first token is its TPOT."""
+    return max(n, 2)
+
+
 class LoadgenRunner:
     """A runner for BenchSession whose schedule is LoadGen's (same `run`, `records`, `windows`)."""
 
@@ -244,7 +253,8 @@ class LoadgenRunner:
         self.records: list[RequestRecord] = []
         self.windows = Windows()
         self.trials = 0  # LoadGen's performance runs (find-peak runs several; each ends with a flush)
-        self.tokens_reported: dict[int, int] = {}  # seq -> n_tokens given to LoadGen
+        self.tokens_reported: dict[int, int] = {}  # seq -> output tokens known when LoadGen was told
+        self.padded = 0  # answers of fewer than 2 tokens, given to LoadGen as 2 (tokens_for_loadgen)
         self._seq = 0
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -312,7 +322,7 @@ class LoadgenRunner:
         assert lg is not None
         seq = self._seq
         self._seq += 1
-        prompt = self.workload.pick(index)
+        prompt = self._prompt(index, seq)
         rec = RequestRecord(seq=seq, phase="measure", intended_start_ns=issued_ns, content=prompt.content)
         first_done = False
 
@@ -337,10 +347,18 @@ class LoadgenRunner:
             n = output_tokens_now(rec)
             if not first_done:
                 lg.FirstTokenComplete([lg.QuerySampleResponse(sample_id, 0, 0)])
-            lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0, n)])
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0, tokens_for_loadgen(n))])
             self.tokens_reported[seq] = n
+            self.padded += n < 2
             self.records.append(rec)
         await self.finish(rec, prompt)
+
+    def _prompt(self, index: int, seq: int) -> Prompt:
+        """LoadGen's sample `index`, made this request's own by `seq` (its cache-busting tag, shared
+        prefix group and images), as every request of a run is: a sample LoadGen draws twice is
+        not served from the prefix cache the second time."""
+        w = self.workload
+        return replace(w, base=PromptSet((w.base.pick(index),), w.base.name)).pick(seq)
 
     def _abandon(self) -> None:
         """Interrupted: cancel the sends in flight (each answers LoadGen as it ends)."""

@@ -70,8 +70,13 @@ def verdict_lines(result: MlperfResult) -> list[str]:
         lines.append(f"  ... {len(lg.errors) - 3} more LoadGen errors in {DETAIL_LOG}")
     if result.failed:
         lines.append(
-            f"{result.failed} request(s) failed; LoadGen counted each as answered when it failed, "
-            "so its verdict covers answers that never came"
+            f"tokenrace: {result.failed} request(s) failed, so this is no valid MLPerf run whatever LoadGen "
+            "says: LoadGen counted each as answered when it failed (and its latencies hold them; tokenrace's do not)"
+        )
+    if result.padded:
+        lines.append(
+            f"tokenrace: {result.padded} answer(s) had fewer than 2 tokens and were given to LoadGen as 2 "
+            "(its TPOT needs 2 or more)"
         )
     if result.spec.find_peak:
         lines.append(

@@ -20,6 +20,8 @@ from tokenrace.load.workload import Built, Prompts
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings, Progress
 
+SERVER_POOL = 1024  # connections the client may hold open in the server scenario
+
 
 @dataclass(frozen=True, slots=True)
 class MlperfResult:
@@ -31,6 +33,7 @@ class MlperfResult:
     agreement: list[Agreement]
     failed: int  # requests that failed; LoadGen counted each as answered when it failed
     trials: int  # LoadGen's performance runs (find-peak: several)
+    padded: int = 0  # answers of fewer than 2 tokens, given to LoadGen as 2
 
 
 def mlperf_settings(settings: BenchSettings, spec: MlperfSpec) -> BenchSettings:
@@ -49,7 +52,9 @@ def mlperf_settings(settings: BenchSettings, spec: MlperfSpec) -> BenchSettings:
     load = replace(
         settings.load,
         rate=rate,
-        concurrency=spec.max_concurrency or 1,
+        # The server scenario limits nothing in flight: the client's pool must not either (aiohttp
+        # would queue what is over its size, and LoadGen would count the wait as the server's).
+        concurrency=spec.max_concurrency or SERVER_POOL,
         requests=None,
         duration_s=spec.min_duration_s,
         warmup=0,
@@ -92,6 +97,7 @@ class MlperfSession(BenchSession):
             agreement=agreement(result, records) if result is not None and self._compared() else [],
             failed=sum(1 for r in records if not r.ok),
             trials=runner.trials if runner is not None else 0,
+            padded=runner.padded if runner is not None else 0,
         )
 
     def _compared(self) -> bool:
