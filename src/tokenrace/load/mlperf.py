@@ -127,19 +127,19 @@ def resolve_bounds(
             raise InvalidInput(
                 "tpot",
                 f"{row.model} {row.scenario}: the rules say TPOT {row.tpot_ms:g} ms, LoadGen's mlperf.conf "
-                f"{row.conf_tpot_ms:g} ms; say which with --tpot",
+                f"{row.conf_tpot_ms:g} ms; give the one to hold",
             )
         if row.conf_ttft_ms is not None and ttft_ms is None:
             raise InvalidInput(
                 "ttft",
                 f"{row.model} {row.scenario}: the rules say TTFT {row.ttft_ms:g} ms, LoadGen's mlperf.conf "
-                f"{row.conf_ttft_ms:g} ms; say which with --ttft",
+                f"{row.conf_ttft_ms:g} ms; give the one to hold",
             )
     ttft = ttft_ms if ttft_ms is not None else (row.ttft_ms if row else None)
     tpot = tpot_ms if tpot_ms is not None else (row.tpot_ms if row else None)
     if ttft is None or tpot is None:
         missing = "ttft" if ttft is None else "tpot"
-        raise InvalidInput(missing, f"the {scenario} scenario needs a bound: --bounds MODEL or --ttft and --tpot")
+        raise InvalidInput(missing, f"the {scenario} scenario needs a bound: a model's from MLPerf's table, or TTFT and TPOT of your own")
     return ttft, tpot, row
 
 
@@ -166,11 +166,11 @@ class MlperfSpec:
         if self.target_qps is not None and not (self.target_qps > 0 and math.isfinite(self.target_qps)):
             raise InvalidInput("target_qps", f"must be a positive number of queries/s, got {self.target_qps}")
         if self.scenario != "offline" and self.target_qps is None and not self.find_peak:
-            raise InvalidInput("target_qps", f"the {self.scenario} scenario needs a rate (or --find-peak)")
+            raise InvalidInput("target_qps", f"the {self.scenario} scenario needs a rate (or a peak search from 1 query/s)")
         if self.find_peak and self.scenario == "offline":
             raise InvalidInput("find_peak", "LoadGen searches a peak rate in the server scenario only")
         if self.min_queries < 1:
-            raise InvalidInput("min_queries", f"must be at least 1, got {self.min_queries}")
+            raise ValueError(f"min_queries must be at least 1, got {self.min_queries}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise InvalidInput("max_concurrency", "must be at least 1")
 
