@@ -9,6 +9,9 @@ from tests.conftest import require_module
 from tokenrace.errors import InvalidInput
 from tokenrace.load.mlperf import (
     BOUNDS,
+    MIN_DURATION_S,
+    OFFLINE_SAMPLES,
+    PERCENTILE,
     QSL_RNG_SEED,
     SAMPLE_INDEX_RNG_SEED,
     SCHEDULE_RNG_SEED,
@@ -41,6 +44,19 @@ def test_each_row_matches_loadgens_mlperf_conf(row) -> None:  # type: ignore[no-
         SCHEDULE_RNG_SEED,
     )
     assert row.source  # every row says where it comes from
+    # What tokenrace sets for every LLM, as mlperf.conf does.
+    ours = loadgen_settings(lg, MlperfSpec("server", ttft, tpot, target_qps=1))
+    assert (s.server_target_latency_ns, s.server_target_latency_percentile) == (0, PERCENTILE)
+    assert (ours.server_target_latency_ns, ours.server_target_latency_percentile) == (0, PERCENTILE)
+    assert s.sample_concatenate_permutation and ours.sample_concatenate_permutation
+    assert s.min_duration_ms == ours.min_duration_ms == MIN_DURATION_S * 1000
+
+
+@pytest.mark.parametrize("model", [m for m in OFFLINE_SAMPLES if m != "gpt-oss-120b"])
+def test_offline_sample_counts_match_mlperf_conf(model: str) -> None:
+    s = lg.TestSettings()
+    assert s.FromConfig("", _conf_name(model, "offline"), "Offline", 0) == 0
+    assert s.min_query_count == OFFLINE_SAMPLES[model]
 
 
 def test_rules_and_conf_disagree_so_none_is_picked() -> None:

@@ -92,6 +92,7 @@ OFFLINE_SAMPLES: dict[str, int] = {
     "llama3.1-405b": 8_313,
     "mixtral-8x7b": 15_000,
     "deepseek-r1": 4_388,
+    "gpt-oss-120b": 6_396,  # mlperf.conf lists none; the rules' data set size (its performance sample count)
 }
 
 
