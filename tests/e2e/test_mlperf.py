@@ -22,7 +22,8 @@ from tokenrace.client.request import RequestOptions
 from tokenrace.figures.mlperf import AGREE_MS, DETAIL_LOG, SUMMARY_LOG
 from tokenrace.load.mlperf import MlperfSpec
 from tokenrace.runs.mlperf import MlperfResult, MlperfSession
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.session import BenchSettings, PromptSpec
+from tokenrace.stats import requests_needed
 from tokenrace.testing.fake_server import spawn_fake_server
 
 require_module("mlperf_loadgen", "pip install 'tokenrace[mlperf]'")
@@ -84,6 +85,33 @@ def test_a_server_that_breaks_tpot_is_invalid(tmp_path: Path) -> None:
     assert lg.perf_constraints_met is False
     assert lg.invalid_reason is not None and "TPOT" in lg.invalid_reason
     assert result.run.summary.metrics.tpot_ms.p50 > 10
+
+
+def test_early_stopping_agrees_with_loadgens_on_the_same_requests(tmp_path: Path) -> None:
+    # Two kinds of answer, far on either side of a 10 ms TPOT bound (2 ms and 40 ms a token), so
+    # that the requests over it are the same whoever's clock counts them.
+    prompts = tmp_path / "prompts.jsonl"
+    lines = [{"prompt": f"Tell me about tides, please ({i})."} for i in range(3)]
+    lines.append({"prompt": "Tell me about tides, SLOWLY please."})
+    prompts.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    config = {"ttft_ms": 5, "itl_ms": 2, "output_tokens": 6, "when_prompt_contains": {"SLOWLY": {"itl_ms": 40}}}
+    with spawn_fake_server(config) as srv:
+        settings = BenchSettings(
+            endpoint=ResolvedEndpoint(srv.base_url, None, None, None),
+            output=tmp_path / "run",
+            request=RequestOptions(max_tokens=6),
+            prompts=PromptSpec(file=str(prompts)),
+        )
+        spec = MlperfSpec("server", ttft_ms=2000, tpot_ms=10, target_qps=20, min_duration_s=2, min_queries=40)
+        result = asyncio.run(MlperfSession(settings, spec, argv=["tokenrace", "mlperf"]).run_mlperf())
+    lg = result.loadgen
+    assert lg is not None and lg.query_count is not None
+    tpot = {s.figure: s for s in result.early_stops}["TPOT"]
+    assert tpot.n == lg.query_count
+    assert 0 < tpot.over < tpot.n, tpot  # both kinds were drawn
+    # LoadGen: "Processed n queries ... would need to run at least K more": n + K in all.
+    assert lg.early_stopping_needs["TPOT"] == tpot.needed == requests_needed(0.99, 0.99, tpot.over)
+    assert lg.early_stopping_met is False and not tpot.met
 
 
 def tokenrace(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+from tokenrace.stats import requests_needed
 
 SUMMARY_LOG = "mlperf_log_summary.txt"
 DETAIL_LOG = "mlperf_log_detail.txt"
@@ -29,6 +31,9 @@ LOG_FILES = (SUMMARY_LOG, DETAIL_LOG, "mlperf_log_accuracy.json", "mlperf_log_tr
 AGREE_MS = 1.0  # the two clocks "agree" within this many ms
 PERCENTILES = (50.0, 90.0, 99.0)
 PEAK_MARK = "Found peak performance field: "
+# LoadGen's early-stopping test: 99 % confidence, no tolerance (results.cc, PerformanceSummary::EarlyStopping).
+EARLY_STOPPING_CONFIDENCE = 0.99
+_NEEDED = re.compile(r"Processed (\d+) queries.*?Would need to run at least (\d+) more queries", re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,9 @@ class LoadgenResult:
     ttft_ns: dict[float, int] = field(default_factory=dict)  # percentile -> first token latency
     tpot_ns: dict[float, int] = field(default_factory=dict)  # percentile -> time per output token
     peak_qps: float | None = None  # find-peak: the highest rate that met the bounds
+    # Per figure (TTFT, TPOT): the queries LoadGen's early-stopping test says the run needed in all
+    # (processed + "would need to run at least K more"); absent when it passed or was not evaluated.
+    early_stopping_needs: dict[str, int] = field(default_factory=dict)
     errors: tuple[str, ...] = ()  # what LoadGen logged as errors, in order
 
 
@@ -89,6 +97,11 @@ def read_loadgen(directory: Path) -> LoadgenResult | None:
             for k in ("early_stopping_result", "early_stopping_ttft_result", "early_stopping_tpot_result")
             if (v := entries.get(k))
         ),
+        early_stopping_needs={
+            name: needs
+            for name, key in (("TTFT", "early_stopping_ttft_result"), ("TPOT", "early_stopping_tpot_result"))
+            if (needs := _needs(entries.get(key))) is not None
+        },
         query_count=_int(entries.get("result_query_count")),
         completed_samples_per_s=_number(entries.get("result_completed_samples_per_sec")),
         completed_tokens_per_s=_number(entries.get("result_completed_tokens_per_second")),
@@ -170,6 +183,42 @@ def agreement(result: LoadgenResult, records: Iterable[RequestRecord]) -> list[A
         lg = result.tpot_ns.get(p)
         rows.append(Agreement(f"TPOT p{p:g}", None if lg is None else lg / NS_PER_MS, loadgen_percentile(tpot, p)))
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyStop:
+    """LoadGen's early-stopping test computed with tokenrace's own rule (`stats.requests_needed`) on
+    tokenrace's stamps: with `over` of `n` requests above the bound, the p99 is within it at 99 %
+    confidence once `n >= needed`. A failed request counts as over (LoadGen counts its failure time)."""
+
+    figure: str  # TTFT | TPOT
+    bound_ms: float
+    over: int
+    n: int
+    needed: int
+
+    @property
+    def met(self) -> bool:
+        return self.n >= self.needed
+
+
+def early_stops(records: Iterable[RequestRecord], ttft_ms: float, tpot_ms: float, q: float) -> list[EarlyStop]:
+    """TTFT and TPOT against their bounds by the project's order-statistics rule, as LoadGen tests them."""
+    measured = [r for r in records if r.phase == "measure"]
+    out = []
+    for name, key, bound in (("TTFT", "ttft_ms", ttft_ms), ("TPOT", "tpot_ms", tpot_ms)):
+        over = 0
+        for rec in measured:
+            value = derived(rec)[key] if rec.ok else None
+            over += not rec.ok or (value is not None and value > bound)
+        needed = requests_needed(q, EARLY_STOPPING_CONFIDENCE, over)
+        out.append(EarlyStop(name, bound, over, len(measured), needed))
+    return out
+
+
+def _needs(v: JsonValue) -> int | None:
+    m = _NEEDED.search(v) if isinstance(v, str) else None
+    return int(m.group(1)) + int(m.group(2)) if m else None
 
 
 def _percentiles(entries: dict[str, JsonValue], pattern: str) -> dict[float, int]:

@@ -140,7 +140,10 @@ def resolve_bounds(
     tpot = tpot_ms if tpot_ms is not None else (row.tpot_ms if row else None)
     if ttft is None or tpot is None:
         missing = "ttft" if ttft is None else "tpot"
-        raise InvalidInput(missing, f"the {scenario} scenario needs a bound: a model's from MLPerf's table, or TTFT and TPOT of your own")
+        raise InvalidInput(
+            missing,
+            f"the {scenario} scenario needs a bound: a model's from MLPerf's table, or TTFT and TPOT of your own",
+        )
     return ttft, tpot, row
 
 
@@ -167,7 +170,9 @@ class MlperfSpec:
         if self.target_qps is not None and not (self.target_qps > 0 and math.isfinite(self.target_qps)):
             raise InvalidInput("target_qps", f"must be a positive number of queries/s, got {self.target_qps}")
         if self.scenario != "offline" and self.target_qps is None and not self.find_peak:
-            raise InvalidInput("target_qps", f"the {self.scenario} scenario needs a rate (or a peak search from 1 query/s)")
+            raise InvalidInput(
+                "target_qps", f"the {self.scenario} scenario needs a rate (or a peak search from 1 query/s)"
+            )
         if self.find_peak and self.scenario == "offline":
             raise InvalidInput("find_peak", "LoadGen searches a peak rate in the server scenario only")
         if self.min_queries < 1:

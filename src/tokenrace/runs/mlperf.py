@@ -7,14 +7,15 @@ same run directory, so `show`, `report` and `compare` read the run as any other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenrace.client.openai import OpenAIClient
+from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import InvalidInput
-from tokenrace.figures.mlperf import Agreement, LoadgenResult, agreement, read_loadgen
-from tokenrace.load.mlperf import LoadgenRunner, MlperfSpec, loadgen
+from tokenrace.figures.mlperf import Agreement, EarlyStop, LoadgenResult, agreement, early_stops, read_loadgen
+from tokenrace.load.mlperf import PERCENTILE, LoadgenRunner, MlperfSpec, loadgen
 from tokenrace.load.workers import Dispatcher
 from tokenrace.load.workload import Built, Prompts
 from tokenrace.runs.run import Run
@@ -34,6 +35,7 @@ class MlperfResult:
     failed: int  # requests that failed; LoadGen counted each as answered when it failed
     trials: int  # LoadGen's performance runs (find-peak: several)
     padded: int = 0  # answers of fewer than 2 tokens, given to LoadGen as 2
+    early_stops: list[EarlyStop] = field(default_factory=list)  # LoadGen's test by tokenrace's rule
 
 
 def mlperf_settings(settings: BenchSettings, spec: MlperfSpec) -> BenchSettings:
@@ -98,7 +100,14 @@ class MlperfSession(BenchSession):
             failed=sum(1 for r in records if not r.ok),
             trials=runner.trials if runner is not None else 0,
             padded=runner.padded if runner is not None else 0,
+            early_stops=self._early_stops(records),
         )
+
+    def _early_stops(self, records: list[RequestRecord]) -> list[EarlyStop]:
+        spec = self.spec
+        if not self._compared() or spec.ttft_ms is None or spec.tpot_ms is None:
+            return []
+        return early_stops(records, spec.ttft_ms, spec.tpot_ms, PERCENTILE)
 
     def _compared(self) -> bool:
         """Whether LoadGen's latencies are tokenrace's requests': not under find-peak (LoadGen logs its
