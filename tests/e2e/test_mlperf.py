@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import require_module
+from tests.conftest import line_count, require_module, sigint_default, wait_until
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.request import RequestOptions
@@ -143,6 +144,22 @@ def test_cli_prints_the_verdict_beside_tokenrace_and_keeps_the_logs(tmp_path: Pa
     assert shown.returncode == 0, shown.stderr
     summary: dict[str, Any] = json.loads(shown.stdout)
     assert summary["requests"]["succeeded"] >= 100  # MLPerf's minimum query count, kept under --duration
+
+
+def test_ctrl_c_exits_130_without_waiting_for_loadgens_schedule(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with spawn_fake_server({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 8}) as srv:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "tokenrace", "mlperf", "--url", srv.base_url, "--ttft", "2000", "--tpot", "200",
+             "--target-qps", "10", "--duration", "60s", "--max-tokens", "8", "-o", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default,
+        )  # fmt: skip
+        wait_until(lambda: line_count(out / "records.jsonl") >= 5, 60, "the first records")
+        p.send_signal(signal.SIGINT)
+        _out, err = p.communicate(timeout=30)  # LoadGen's schedule had most of a minute to go
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "terminate" not in err
+    assert line_count(out / "records.jsonl") >= 5
 
 
 @pytest.mark.parametrize(

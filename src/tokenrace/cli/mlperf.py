@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 from typing import Any
@@ -173,8 +174,12 @@ def report(result: MlperfResult, as_json: bool) -> None:
             click.echo(line)
         click.echo(f"run directory: {result.run.directory}")
     if result.run.interrupted:
-        click.echo("interrupted: what was measured is saved", err=True)
-        sys.exit(130)
+        click.echo("interrupted: what was measured is saved; LoadGen's logs are incomplete", err=True)
+        # LoadGen's schedule runs on in its thread and cannot be stopped from outside; a normal exit
+        # would destroy its objects under it (C++ terminate). The run's files are closed already.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
 
 
 def _as_json(result: MlperfResult) -> JsonValue:

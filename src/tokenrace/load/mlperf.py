@@ -238,8 +238,7 @@ def output_tokens_now(rec: RequestRecord) -> int:
 
 def tokens_for_loadgen(n: int) -> int:
     """The count LoadGen is given. It needs 2 or more (TPOT divides by tokens - 1; with fewer it logs
-    an error and divides by -1, which would make the answer look fast): an answer of 0 or 1 token,
-    usually a failed request, is given as 2, so its whole time after the first token is its TPOT."""
+    an error and divides by -1): an answer of 0 or 1 token, usually a failed request, is given as 2."""
     return max(n, 2)
 
 
@@ -266,6 +265,7 @@ class LoadgenRunner:
         self._tasks: set[asyncio.Task[None]] = set()
         self._cap = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
         self._lg: ModuleType | None = None
+        self._stopping = False
 
     async def run(self) -> list[RequestRecord]:
         lg = self._lg = loadgen()
@@ -275,10 +275,17 @@ class LoadgenRunner:
         def issue(samples: Any) -> None:  # LoadGen's thread
             issued = perf_ns()
             items = [(s.id, s.index) for s in samples]
-            loop.call_soon_threadsafe(self._issue, items, issued)
+            if self._stopping:
+                _answer_now(lg, items)
+                return
+            try:
+                loop.call_soon_threadsafe(self._issue, items, issued)
+            except RuntimeError:  # the loop has closed (interrupted): an exception here would abort LoadGen
+                _answer_now(lg, items)
 
         def flush() -> None:  # LoadGen's thread: a performance run has issued its last query
-            loop.call_soon_threadsafe(self._flushed)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._flushed)
 
         sut = lg.ConstructSUT(issue, flush)
         qsl = lg.ConstructQSL(self.sample_count, self.sample_count, _noop, _noop)
@@ -367,9 +374,18 @@ class LoadgenRunner:
         return replace(w, base=PromptSet((w.base.pick(index),), w.base.name)).pick(seq)
 
     def _abandon(self) -> None:
-        """Interrupted: cancel the sends in flight (each answers LoadGen as it ends)."""
+        """Interrupted: cancel the sends in flight (each answers LoadGen as it ends); LoadGen's
+        schedule goes on in its thread, and what it issues from now on is answered at once."""
+        self._stopping = True
         for t in self._tasks:
             t.cancel()
+
+
+def _answer_now(lg: ModuleType, items: list[tuple[int, int]]) -> None:
+    """Complete queries without sending them (the run was interrupted), so that LoadGen can end."""
+    for sample_id, _index in items:
+        lg.FirstTokenComplete([lg.QuerySampleResponse(sample_id, 0, 0)])
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0, tokens_for_loadgen(0))])
 
 
 def _noop(_samples: Any) -> None:

@@ -54,12 +54,6 @@ def verdict_lines(result: MlperfResult) -> list[str]:
         lines.append(f"  why: {lg.invalid_reason}")
     for es in lg.early_stopping:
         lines.append(f"  early stopping: {es}")
-    for stop in result.early_stops:
-        mark = "met" if stop.met else "not met"
-        lines.append(
-            f"tokenrace's rule on its own stamps: {stop.figure} {stop.over:,} of {stop.n:,} over {stop.bound_ms:g} ms, "
-            f"p99 within it at 99 % confidence from {stop.needed:,} requests: {mark}"
-        )
     if lg.completed_tokens_per_s is not None:
         lines.append(f"  Completed tokens per second: {lg.completed_tokens_per_s:,.2f}")
     if lg.completed_samples_per_s is not None:
@@ -74,6 +68,12 @@ def verdict_lines(result: MlperfResult) -> list[str]:
         lines.append(f"  LoadGen error: {message}")
     if len(lg.errors) > 3:
         lines.append(f"  ... {len(lg.errors) - 3} more LoadGen errors in {DETAIL_LOG}")
+    for stop in result.early_stops:
+        mark = "met" if stop.met else "not met"
+        lines.append(
+            f"tokenrace's early stopping on its own stamps: {stop.figure} {stop.over:,} of {stop.n:,} over "
+            f"{stop.bound_ms:g} ms; the p99 is within it at 99 % confidence from {stop.needed:,} requests: {mark}"
+        )
     if result.failed:
         lines.append(
             f"tokenrace: {result.failed} request(s) failed, so this is no valid MLPerf run whatever LoadGen "
