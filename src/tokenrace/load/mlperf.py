@@ -258,7 +258,6 @@ class LoadgenRunner:
         self.records: list[RequestRecord] = []
         self.windows = Windows()
         self.trials = 0  # LoadGen's performance runs (find-peak runs several; each ends with a flush)
-        self.tokens_reported: dict[int, int] = {}  # seq -> output tokens known when LoadGen was told
         self.padded = 0  # answers of fewer than 2 tokens, given to LoadGen as 2 (tokens_for_loadgen)
         self._seq = 0
         self._in_flight = 0
@@ -298,7 +297,8 @@ class LoadgenRunner:
             try:
                 lg.StartTestWithLogSettings(sut, qsl, settings, logs, audit)
             finally:
-                loop.call_soon_threadsafe(_settle, done)
+                with contextlib.suppress(RuntimeError):  # the loop has closed (interrupted)
+                    loop.call_soon_threadsafe(_settle, done)
 
         # A daemon thread rather than the loop's executor: after Ctrl-C the process must not wait
         # for LoadGen's schedule to run out.
@@ -320,7 +320,9 @@ class LoadgenRunner:
     def _issue(self, items: list[tuple[int, int]], issued_ns: int) -> None:
         if self.windows.steady_start_ns is None:
             self.windows.steady_start_ns = issued_ns
-            self.windows.offered_rate = self.spec.target_qps if self.spec.scenario != "offline" else None
+            # A peak search changes its rate trial by trial; offline has none.
+            steady = self.spec.scenario != "offline" and not self.spec.find_peak
+            self.windows.offered_rate = self.spec.target_qps if steady else None
         for sample_id, index in items:
             task = asyncio.ensure_future(self._one(sample_id, index, issued_ns))
             self._tasks.add(task)
@@ -361,7 +363,6 @@ class LoadgenRunner:
             if not first_done:
                 lg.FirstTokenComplete([lg.QuerySampleResponse(sample_id, 0, 0)])
             lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0, tokens_for_loadgen(n))])
-            self.tokens_reported[seq] = n
             self.padded += n < 2
             self.records.append(rec)
         await self.finish(rec, prompt)
