@@ -102,6 +102,7 @@ class RequestRecord:
     error_message: str | None = None
     retry_after_s: float | None = None
     response_id: str | None = None
+    served_by: str | None = None  # the instance a tokenrace gateway named (X-Tokenrace-Backend)
     usage: Usage | None = None
     server_timing: EngineTimings | None = None  # the engine's own clock, when it reports it
     new_connection: bool | None = None
@@ -184,6 +185,7 @@ class RequestRecord:
             "error_message": self.error_message,
             "retry_after_s": self.retry_after_s,
             "response_id": self.response_id,
+            "served_by": self.served_by,
             "server_timing": self.server_timing,
             "images": self.images,
             "image_bytes": self.image_bytes,
