@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "tokenrace.cli.calibrate",
     "claim": "tokenrace.cli.claim",
     "watch": "tokenrace.cli.watch",
+    "mlperf": "tokenrace.cli.mlperf",
 }
 
 

@@ -6,6 +6,7 @@ Times are integers from `time.perf_counter_ns()`; derived millisecond figures ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
@@ -118,6 +119,9 @@ class RequestRecord:
     documents: int | None = None  # rerank: documents ranked by this request
     embedding_dim: int | None = None  # embeddings: the length of the vectors the server returned
     content: str | None = None  # the kind of content asked for (--content), when one was
+    # Called with the stamp of the first content chunk as it is read (MLPerf LoadGen's FirstTokenComplete);
+    # never written to records.jsonl.
+    on_first_token: Callable[[int], None] | None = None
 
     @property
     def ok(self) -> bool:
