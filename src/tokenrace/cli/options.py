@@ -262,6 +262,7 @@ class BenchOptions:
     workload: WorkloadOptions = field(default_factory=WorkloadOptions)
     cost: CostOptions = field(default_factory=lambda: CostOptions())  # declared with the cost flags below
     quality_samples: int | None = None  # bench only: `bench_quality.OPTION`
+    profile: str | None = None  # `cli.profiles.profile_option`; applied to the other options before they are read
 
     @classmethod
     def of(cls, o: Options) -> BenchOptions:
@@ -415,3 +416,36 @@ class CostOptions:
 def spec_from_options(o: Options) -> CostSpec | None:
     """The cost of click's --price, --gpu-hour-cost and --gpus (for commands that take only those)."""
     return picked(CostOptions, o).spec()
+
+
+# --- a subset, for a command that measures its own way (mlperf) ----------------------------------
+
+
+def _name_of(opt: Callable[[Any], Any]) -> str | None:
+    """The parameter name a shared option declares (applied to a throwaway function to read it)."""
+
+    def probe() -> None: ...
+
+    opt(probe)
+    params: list[click.Parameter] = getattr(probe, "__click_params__", [])
+    return params[-1].name if params else None
+
+
+def options_named(*names: str) -> Callable[[F], F]:
+    """Only the shared options called `names`, as bench has them (same flags, help and defaults).
+    Read the result back with `settings_from_some(o)`."""
+    chosen = [opt for opt in _OPTIONS if _name_of(opt) in names]
+    assert len(chosen) == len(names), f"no shared option for {set(names) - {_name_of(o) for o in _OPTIONS}}"
+
+    def apply(fn: F) -> F:
+        for opt in reversed(chosen):
+            fn = opt(fn)
+        return fn
+
+    return apply
+
+
+def settings_from_some(o: Options) -> BenchSettings:
+    """Settings from a command that takes some of the shared options: the others at bench's defaults
+    (`BenchOptions` holds click's defaults)."""
+    return settings_from_options(o)

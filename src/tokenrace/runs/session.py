@@ -451,6 +451,7 @@ class BenchSession:
             api=s.request.api,
             stream=s.request.stream,
             energy=self.energy,
+            profile=s.profile,
         )
 
     def _send_checked(self, inner: Send, client: OpenAIClient, models: list[str]) -> Any:
