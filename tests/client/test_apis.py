@@ -13,8 +13,8 @@ import pytest
 from tokenrace.client.apis import api_for
 from tokenrace.client.conversation import ChatMessage
 from tokenrace.client.openai import OpenAIClient
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import Prompt, RequestOptions, RequestSpec
+from tokenrace.model.records import RequestRecord
 
 SYSTEM_AND_USER: list[ChatMessage] = [
     {"role": "system", "content": "be brief"},

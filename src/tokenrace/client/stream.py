@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.sse import SSEParser
 from tokenrace.client.transport import StampingHandler, Timeouts
+from tokenrace.model.records import RequestRecord
 
 perf_ns = time.perf_counter_ns
 

@@ -23,7 +23,7 @@ from tokenrace import __version__
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.monitor import TimeseriesLine
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.model.summary import Cost
 from tokenrace.plan import plan
@@ -190,7 +190,7 @@ class TimelineBar:
     error: Span | None
 
     @classmethod
-    def of(cls, r: RecordLine, t0: float) -> TimelineBar:
+    def of(cls, r: RequestRecord, t0: float) -> TimelineBar:
         start = ((r.start_ms or 0.0) - t0) / 1000
         e2e, ttft = r.e2e_ms, r.ttft_ms
         end = start + (e2e or 0.0) / 1000

@@ -12,10 +12,11 @@ import orjson
 
 from tokenrace.client.apis.base import Api, body_object
 from tokenrace.client.conversation import ChatMessage
-from tokenrace.client.records import RequestRecord, cached_tokens_of
+from tokenrace.client.records import cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader, error_message_from_body
 from tokenrace.client.structured import response_format
+from tokenrace.model.records import RequestRecord
 
 
 def chat_messages(prompt: Prompt) -> list[ChatMessage]:

@@ -15,10 +15,11 @@ from typing import Any
 from tokenrace.client.apis.base import Api, body_object, count
 from tokenrace.client.conversation import Content
 from tokenrace.client.images import ResponsesPart, responses_part
-from tokenrace.client.records import RequestRecord, Usage, cached_tokens_of
+from tokenrace.client.records import cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader
 from tokenrace.client.structured import Tool, ToolChoice, response_format
+from tokenrace.model.records import RequestRecord, Usage
 
 END_EVENTS = ("response.completed", "response.incomplete")
 
