@@ -94,10 +94,6 @@ def _cdf_y(n: int) -> np.ndarray:
     return np.arange(1, n + 1) / n
 
 
-def _series_name(run: Run, step: str | None = None) -> str:
-    return step or run.name
-
-
 # --- charts ----------------------------------------------------------------------------------------
 
 

@@ -272,8 +272,8 @@ class Sweep:
                 self.state.stop_reason = "errors"
                 break
         rows = self.state.rows
-        fit = kn.fit_prefill([r.prompt_tokens_mean for r in rows], [r.ttft_ms.p50 for r in rows])
-        self.state.prefill = PrefillFit.model_validate({**fit.to_dict(), "x": "prompt_tokens mean", "y": "ttft_ms p50"})
+        tokens, ttft = [r.prompt_tokens_mean for r in rows], [r.ttft_ms.p50 for r in rows]
+        self.state.prefill = kn.fit_prefill(tokens, ttft, x="prompt_tokens mean", y="ttft_ms p50")
 
     async def _contents(self) -> None:
         """Each kind of content alone at the same load (so the engine's counters belong to it), then compared."""
