@@ -145,12 +145,12 @@ class StructuredResponsesReader(ResponsesReader):
 
     def _tool(self, text: str, t: int) -> None:
         rec = self.rec
-        if rec.first_token_ns is None:
+        if not self.chunk_ns:
             rec.first_token_ns = t
         if rec.first_tool_ns is None:
             rec.first_tool_ns = t
-        rec.chunk_ns.append(t)
-        rec.chunk_chars.append(len(text))
+        self.chunk_ns.append(t)
+        self.chunk_chars.append(len(text))
         self.pieces.append(text)
 
     def structured(self) -> tuple[str, int]:
