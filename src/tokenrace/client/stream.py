@@ -137,6 +137,13 @@ class StreamReader:
         for ev in self.parser.close():
             self.on_event(ev.data, perf_ns())
 
+    def first_token(self, t: int) -> None:
+        """The first content chunk arrived at `t`."""
+        rec = self.rec
+        rec.first_token_ns = t
+        if rec.on_first_token is not None:
+            rec.on_first_token(t)
+
     def end(self) -> None:
         """The stream is over (or cut): what the reader held goes to the record."""
         self.rec.text = "".join(self.pieces)
@@ -161,7 +168,7 @@ class StreamReader:
         """One content chunk arrived at `t` (answer and/or reasoning text; at least one non-empty)."""
         chunk_ns = self.chunk_ns
         if not chunk_ns:
-            self.rec.first_token_ns = t
+            self.first_token(t)
         if answer and not self.answered:
             self.answered = True
             self.rec.first_answer_ns = t

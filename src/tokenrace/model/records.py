@@ -10,6 +10,7 @@ are None, never 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import ConfigDict, Field
@@ -119,6 +120,7 @@ class RequestRecord(_Model):
     error_message: str | None = None
     retry_after_s: float | None = None
     response_id: str | None = None
+    served_by: str | None = None  # the backend (a pool's instance) a tokenrace gateway said answered
     server_timing: ServerTiming | None = None  # the engine's own clock, when it reports it
     images: int = 0  # images the request carried
     image_bytes: int | None = 0  # their encoded bytes (None: one was a URL the client never read)
@@ -155,6 +157,8 @@ class RequestRecord(_Model):
     usage: Usage | None = Field(default=None, exclude=True)
     # the client cancels the stream after this many content chunks
     cancel_after_chunks: int | None = Field(default=None, exclude=True)
+    # called with the stamp of the first content chunk as it is read (MLPerf LoadGen's FirstTokenComplete)
+    on_first_token: Callable[[int], None] | None = Field(default=None, exclude=True)
 
     @property
     def ok(self) -> bool:

@@ -45,3 +45,21 @@ class Percentiles(_Model):
     @model_serializer(mode="wrap")
     def _shown(self, handler: SerializerFunctionWrapHandler) -> ShownPercentiles:
         return cast(ShownPercentiles, {k: v for k, v in handler(self).items() if k in self.model_fields_set})
+
+
+class Spread(_Model):
+    """A distribution with the percentiles the public references report (Artificial Analysis: P5, P25,
+    P50, P75, P95; LLMPerf: P25 to P99), as `tokenrace.stats.spread` computes it; None when undefined."""
+
+    count: int = 0
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    p5: float | None = None
+    p25: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None

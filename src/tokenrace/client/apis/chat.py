@@ -131,7 +131,7 @@ class ChatReader(StreamReader):
         if answer or reasoning:
             chunk_ns = self.chunk_ns
             if not chunk_ns:
-                self.rec.first_token_ns = t
+                self.first_token(t)
             if answer and not self.answered:
                 self.answered = True
                 self.rec.first_answer_ns = t
@@ -165,7 +165,7 @@ class StructuredChatReader(ChatReader):
         if answer or reasoning or tool:
             chunk_ns = self.chunk_ns
             if not chunk_ns:
-                rec.first_token_ns = t
+                self.first_token(t)
             if answer and not self.answered:
                 self.answered = True
                 rec.first_answer_ns = t

@@ -146,7 +146,9 @@ class StructuredResponsesReader(ResponsesReader):
     def _tool(self, text: str, t: int) -> None:
         rec = self.rec
         if not self.chunk_ns:
-            rec.first_token_ns = t
+            self.first_token(t)
+            if rec.on_first_token is not None:
+                rec.on_first_token(t)
         if rec.first_tool_ns is None:
             rec.first_tool_ns = t
         self.chunk_ns.append(t)
