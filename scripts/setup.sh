@@ -32,8 +32,10 @@ export CMAKE_ARGS="$(tr '\n' ' ' < scripts/llama_cmake_args.txt)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
 
 has_server() {
-  .venv/bin/python -c 'import sys; from tokenrace.serve.embedded import find_llama_server, binary_works
-b = find_llama_server(); sys.exit(0 if b and binary_works(b) else 1)' 2>/dev/null
+  # `llama-server --version` runs: the binary and every shared library it needs are there.
+  .venv/bin/python -c 'import os, subprocess, sys; from tokenrace.serve.embedded import find_llama_server, binary_env
+b = find_llama_server(); sys.exit(1 if b is None else subprocess.run([str(b), "--version"], capture_output=True,
+    timeout=30, env={**os.environ, **binary_env(b)}).returncode)' 2>/dev/null
 }
 
 install() {
