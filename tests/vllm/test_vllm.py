@@ -56,6 +56,12 @@ def families(text: str) -> set[str]:
     return set(re.findall(r"^# TYPE (\S+) ", text, re.MULTILINE))
 
 
+def vllm_families(text: str) -> set[str]:
+    """The engine's own families (`vllm:`), declared at start whatever was asked of it; the HTTP
+    ones appear with the first request to each route."""
+    return {f for f in families(text) if f.startswith("vllm:")}
+
+
 def test_the_catalog_names_what_vllm_really_serves(vllm: RunningEngine) -> None:
     text = metrics_text(vllm)
     declared = families(text)
@@ -77,7 +83,7 @@ def test_the_catalog_names_what_vllm_really_serves(vllm: RunningEngine) -> None:
 def test_the_recorded_fixture_is_this_vllms_page(vllm: RunningEngine) -> None:
     """The capture in tests/fixtures/metrics declares the families the running version declares:
     a new vLLM that renames one fails here until the capture is taken again (see its README)."""
-    assert families(CAPTURE.read_text()) == families(metrics_text(vllm))
+    assert vllm_families(CAPTURE.read_text()) == vllm_families(metrics_text(vllm))
 
 
 def test_a_shared_prefix_hits_the_cache_by_the_counters_and_by_usage(vllm: RunningEngine, tmp_path: Path) -> None:
@@ -87,13 +93,13 @@ def test_a_shared_prefix_hits_the_cache_by_the_counters_and_by_usage(vllm: Runni
     assert cache.requests_reporting == 6, cache  # every answer's usage says how many prompt tokens were cached
     server = cache.server
     assert server is not None and server.source.startswith("vllm"), cache
-    # The engine counts whole KV blocks and the usage the same blocks: the two agree.
-    assert server.hit_rate == pytest.approx(cache.hit_rate, abs=0.02), cache
+    # The engine's counters and the answers' usage count the same tokens: they agree exactly.
+    assert (server.hits, server.queries) == (cache.cached_tokens, cache.prompt_tokens), cache
     # Five of six requests find the 512 shared tokens (of about 600): well over half, under 5/6.
     assert 0.55 < cache.hit_rate < 5 / 6, cache
     # Busted prompts (a unique prefix first) find nothing but the chat template's opening block.
     busted = bench(vllm, tmp_path / "busted", load={"requests": 4}).summary.cache
-    assert busted.busted is True and busted.hit_rate < 0.5 * cache.hit_rate, busted
+    assert busted.busted is True and busted.hit_rate < 0.2, busted
 
 
 def test_speculative_acceptance_is_read_from_the_counters(vllm: RunningEngine, tmp_path: Path) -> None:
@@ -105,7 +111,10 @@ def test_speculative_acceptance_is_read_from_the_counters(vllm: RunningEngine, t
         assert s.acceptance_rate == pytest.approx(s.accepted_tokens / s.draft_tokens), (c, s)
         assert s.per_position is not None and len(s.per_position) == 3, (c, s)
     # Asked to copy text from its prompt, the model writes what ngram drafting finds in the prompt.
-    assert spec["copy"].acceptance_rate > spec["natural"].acceptance_rate, spec
+    # (Measured: 96 % of copy drafts accepted, 30 % of natural ones.)
+    assert (
+        spec["copy"].acceptance_rate > 0.6 and spec["copy"].acceptance_rate > spec["natural"].acceptance_rate + 0.2
+    ), spec
 
 
 @pytest.mark.parametrize("api", ["chat", "completions", "responses", "messages"])
