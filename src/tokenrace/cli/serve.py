@@ -32,6 +32,7 @@ from tokenrace.serve.vllm_cpu import (
     hf_folder,
     require_vllm_python,
     vllm_cpu_command,
+    vllm_cpu_env,
 )
 
 
@@ -136,7 +137,8 @@ def _serve_vllm_cpu(model: str | None, o: Options) -> None:
         folder = hf_folder(source) if source.suffix == ".gguf" else source
         name = source.stem if source.suffix == ".gguf" else source.name
         click.echo("# no GPU detected: vLLM's CPU build, the GGUF turned into a Hugging Face folder once", err=True)
-        click.echo(shlex.join(vllm_cpu_command(require_vllm_python(), folder, name, opts.port or 0, opts)))
+        env = " ".join(f"{k}={v}" for k, v in vllm_cpu_env(opts).items())
+        click.echo(f"{env} {shlex.join(vllm_cpu_command(require_vllm_python(), folder, name, opts.port or 0, opts))}")
         return
     click.echo("no GPU detected: starting vLLM's CPU build (.venv-vllm; about a minute)...", err=True)
     _serve_until_ctrl_c(asyncio.run(start_vllm_cpu(opts, float(o["ready_timeout"]))), "vllm")
