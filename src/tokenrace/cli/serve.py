@@ -43,7 +43,8 @@ from tokenrace.serve.vllm_cpu import (
     "--model",
     "model_opt",
     help="GGUF file (embedded, llamacpp) or model id/path (vllm, sglang). "
-    "vllm without a GPU: vLLM's CPU build serves the embedded model, a GGUF file or a Hugging Face folder.",
+    "vllm with no MODEL or a GGUF file, on a machine without a GPU: vLLM's CPU build serves it "
+    "(default: the embedded model).",
 )
 @click.option("--fake", is_flag=True, help="Serve the fake OpenAI server (a measuring instrument) instead.")
 @click.option("--fake-config", help='JSON settings for --fake, e.g. \'{"ttft_ms": 100, "itl_ms": 10}\'.')
@@ -82,10 +83,17 @@ def command(
     if engine == "embedded":
         _serve_embedded(model, o)
         return
-    if engine == "vllm" and detect_gpu()[1] == 0:
+    if engine == "vllm" and _on_cpu(model, o):
         _serve_vllm_cpu(model, o)
         return
     _serve_engine(engine, model, o)
+
+
+def _on_cpu(model: str | None, o: Options) -> bool:
+    """`--engine vllm` with no MODEL (or a GGUF file), no --hardware and no GPU here: vLLM's CPU
+    build. A model id, or a GPU named, keeps the GPU launch (its command, its fit check)."""
+    gguf = model is None or model.endswith(".gguf")
+    return gguf and not o["hardware"] and detect_gpu()[1] == 0
 
 
 def _wait_for_ctrl_c() -> None:
