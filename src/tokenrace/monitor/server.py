@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -132,11 +133,12 @@ def _hist_mean_ms(now: Scrape, before: Scrape | None, names: tuple[str, ...]) ->
     of `names` that had any."""
     if before is None:
         return None
-    for name in names:
-        mean = _one_hist_mean_ms(now, before, name)
-        if mean is not None:
-            return mean
-    return None
+    return first_found(names, lambda name: _one_hist_mean_ms(now, before, name))
+
+
+def first_found(names: tuple[str, ...], mean: Callable[[str], float | None]) -> float | None:
+    """`mean` of the first of `names` (an engine's newest name first) that has a value."""
+    return next((m for m in map(mean, names) if m is not None), None)
 
 
 def _one_hist_mean_ms(now: Scrape, before: Scrape, name: str) -> float | None:
@@ -251,11 +253,7 @@ def is_local_url(url: str) -> bool:
 
 def first_histogram_mean_delta(before: str, after: str, names: tuple[str, ...]) -> float | None:
     """`histogram_mean_delta` of the first of `names` (an engine's newest name first) that has one."""
-    for name in names:
-        mean = histogram_mean_delta(before, after, name)
-        if mean is not None:
-            return mean
-    return None
+    return first_found(names, lambda name: histogram_mean_delta(before, after, name))
 
 
 def histogram_mean_delta(before: str, after: str, name: str) -> float | None:
