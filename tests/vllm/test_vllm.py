@@ -128,6 +128,8 @@ def test_every_generating_route(vllm: RunningEngine, tmp_path: Path, api: str) -
     assert s.requests.succeeded == 2 and s.requests.failed == 0, (s.requests, s.errors_by_kind)
     assert s.api == api and s.metrics.output_tokens.mean and s.metrics.output_tokens.mean > 0, s.metrics
     assert run.manifest.engine is not None and run.manifest.engine.engine == "vLLM (CPU build)"
+    server = run.manifest.server  # what doctor's probe saw: the engine from its own answers
+    assert server is not None and server.engine == "vllm" and server.engine_version == "0.32.0", server
 
 
 def test_the_engine_clock_beside_the_clients(vllm: RunningEngine, tmp_path: Path) -> None:

@@ -55,6 +55,8 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     samples = o["quality_samples"]
     assert samples is None or isinstance(samples, int)
     bench_quality.check_samples(samples, settings.request.api)
+    if settings.endpoint is not None and o["engine"] != "embedded":
+        raise UsageError(f"--engine {o['engine']} starts an engine for the run: leave out --url (and OPENAI_BASE_URL)")
     if settings.endpoint is None:
         explicit = any(ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE for k in LOAD_FLAGS)
         _embedded(ctx, settings, o, single_run=explicit)
