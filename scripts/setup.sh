@@ -17,8 +17,8 @@ want_debian=0
 want_engines=0
 for arg in "$@"; do
   case "$arg" in
-    # otel, ray: their tests run in CI too; so do the vLLM tests (--engines)
-    --tests) extras="embedded,test,otel,ray"; want_debian=1; want_engines=1 ;;
+    # otel, ray, mlperf: their tests run in CI too; so do the vLLM tests (--engines)
+    --tests) extras="embedded,test,otel,ray,mlperf"; want_debian=1; want_engines=1 ;;
     --engines) want_engines=1 ;;
     *) echo "usage: scripts/setup.sh [--tests] [--engines]" >&2; exit 2 ;;
   esac

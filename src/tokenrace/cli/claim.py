@@ -16,6 +16,7 @@ from tokenrace.aio import run as run_async
 from tokenrace.claim.battery import Battery, ClaimSettings, Notify
 from tokenrace.claim.models import ClaimFile, read_claim
 from tokenrace.cli.common import echo_json, parse_duration_s, parse_headers, parse_json_object
+from tokenrace.cli.profiles import apply_profile, profile_option
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, ResolvedEndpoint, resolve_endpoint
 from tokenrace.errors import InvalidInput
@@ -52,6 +53,7 @@ class ClaimOptions:
     max_concurrency: int
     max_prompt_tokens: int
     max_error_rate: float
+    confidence: float
     quality_samples: int | None
     api: str
     max_tokens: int
@@ -64,6 +66,7 @@ class ClaimOptions:
     label: str | None
     yes: bool
     as_json: bool
+    profile: str | None = None
 
 
 @click.command("claim")
@@ -84,6 +87,13 @@ class ClaimOptions:
 @click.option("--max-concurrency", type=int, default=64, show_default=True, help="The highest concurrency tried.")
 @click.option("--max-prompt-tokens", type=int, default=32768, show_default=True, help="The longest prompt tried.")
 @click.option("--max-error-rate", type=float, default=0.05, show_default=True, help="A condition fails above it.")
+@click.option(
+    "--confidence",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="Each verdict's confidence; a condition's checks split it between their looks (docs/claim.md).",
+)
 @click.option("--quality-samples", type=int, help="Also a quality pass: N items of each built-in suite.")
 @click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
 @click.option("--max-tokens", type=int, default=128, show_default=True, help="Output tokens per request.")
@@ -96,15 +106,19 @@ class ClaimOptions:
 @click.option("--label", help="A name for this claim.")
 @click.option("--yes", is_flag=True, help="Send without asking (required for a hosted API without a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print claim.json.")
+@profile_option
 def command(**o: Any) -> None:
     """Test a claim ("serves 150 tokens/s per user, first token under 200 ms") and give a verdict:
-    holds, holds only under (the limits), or fails, with the figures behind it.
+    holds, holds only under (the limits), fails, or unproven (not enough evidence, and what would
+    decide it), with the figures behind it.
 
     Runs the battery within --budget: a cold request and warm ones, the highest concurrency at which
     every expectation holds, prompts from short to long, busted against shared prefixes, drift at the
     end, and optionally a quality pass. Writes claim.json and report.html beside one run directory per
     step. Without --url it tests the embedded model.
     """
+    # A profile sets the output length; every step's summary adds the figures of its reference.
+    apply_profile(click.get_current_context(), o, lambda p: {"max_tokens": p.output_tokens} if p.output_tokens else {})
     opts = ClaimOptions(**o)
     settings, cs = _settings(opts)
     if settings.endpoint is None:
@@ -144,6 +158,7 @@ def _settings(o: ClaimOptions) -> tuple[BenchSettings, ClaimSettings]:
         output=o.output,
         label=o.label or "claim",
         secret_headers=env_headers,
+        profile=o.profile,
     )
     price = parse_price(o.price) if o.price else lookup(endpoint.provider if endpoint else None, o.model)
     cs = ClaimSettings(
@@ -158,6 +173,7 @@ def _settings(o: ClaimOptions) -> tuple[BenchSettings, ClaimSettings]:
         max_concurrency=o.max_concurrency,
         max_prompt_tokens=o.max_prompt_tokens,
         max_error_rate=o.max_error_rate,
+        confidence=o.confidence,
     )
     if cs.quality_samples is not None and cs.quality_samples < 1:
         raise InvalidInput("quality_samples", f"must be at least 1, got {cs.quality_samples}")

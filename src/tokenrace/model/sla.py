@@ -72,3 +72,6 @@ class SweepPlanSection(_Model):
     search: str | None = None
     repeats: int | None = None
     max_value: Number | None = None
+    confidence: Number | None = None
+    min_requests: int | None = None
+    offline: bool | None = None  # a last step with every request in flight at once (--offline)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tokenrace.claim.models import ClaimFile, Condition, ConditionCheck, Verdict, read_claim
+from tokenrace.claim.models import ClaimFile, Condition, Verdict, read_claim
+from tokenrace.report.checks import check_cell
 from tokenrace.report.html import Page, _run_page, _sweep_page, render
 from tokenrace.report.render import BLANK, Cell, Column, Table, Tone, fmt, text, to_html, to_markdown, to_rich
 from tokenrace.runs.history import dir_kind
@@ -22,15 +23,17 @@ VERDICT_WORDS: dict[Verdict | None, str] = {
     "holds": "HOLDS",
     "holds_only_under": "HOLDS ONLY UNDER",
     "fails": "FAILS",
+    "unproven": "UNPROVEN",
     None: "NO VERDICT",
 }
 VERDICT_COLORS: dict[Verdict | None, str] = {
     "holds": "green",
     "holds_only_under": "yellow",
     "fails": "red",
+    "unproven": "magenta",
     None: "white",
 }
-HELD_TONE: dict[str, Tone] = {"yes": "good", "no": "bad"}
+HELD_TONE: dict[str, Tone] = {"held": "good", "failed": "bad", "unproven": "warn", "yes": "good", "no": "bad"}
 
 
 def claim_title(claim: ClaimFile) -> str:
@@ -38,7 +41,8 @@ def claim_title(claim: ClaimFile) -> str:
 
 
 def claim_table(claim: ClaimFile) -> Table:
-    """One row per condition; one column per expectation (✓/✗, the figure, its 95 % interval)."""
+    """One row per condition; one column per expectation (✓/✗/?, the figure, its bounds: "no bound"
+    where the requests cannot bound that side), and what the evidence shows (held, failed, unproven)."""
     expectations = [e.text for e in claim.expectations]
     t = Table(
         claim_title(claim),
@@ -46,13 +50,13 @@ def claim_table(claim: ClaimFile) -> Table:
             Column("condition", "left"),
             Column("value", "left"),
             *(Column(e) for e in expectations),
-            Column("held", "left"),
+            Column("outcome", "left"),
             Column("run / why not", "left"),
         ],
     )
     for c in claim.conditions:
         by_text = {k.objective: k for k in c.checks}
-        checks = [_check(by_text.get(e)) if c.held is not None else BLANK for e in expectations]
+        checks = [check_cell(by_text.get(e)) if c.held is not None else BLANK for e in expectations]
         held = _held(c)
         where = c.skipped or c.run_dir or ""
         t.add(
@@ -65,24 +69,13 @@ def claim_table(claim: ClaimFile) -> Table:
     return t
 
 
-def _check(k: ConditionCheck | None) -> Cell:
-    """ "✓ 412.0 [395.1, 431.7]": the figure as the cell's value, whether it held and its interval around it."""
-    if k is None or k.value is None:
-        return Cell(None)
-    digits = 3 if k.name in ("error_rate", "goodput") else 1
-    ci = (
-        f" [{fmt(k.ci_low, digits)}, {fmt(k.ci_high, digits)}]"
-        if k.ci_low is not None and k.ci_high is not None
-        else ""
-    )
-    return Cell(k.value, digits, prefix="✓ " if k.held else "✗ ", suffix=ci, tone="good" if k.held else "bad")
-
-
 def _held(c: Condition) -> str:
     if c.skipped:
         return "skipped"
     if c.held is None:
         return "beside" if c.dimension == "quality" else "—"
+    if c.outcome is not None:
+        return c.outcome
     return "yes" if c.held else "no"
 
 
@@ -112,14 +105,20 @@ def _pct(v: float | None) -> float | None:
 def plan_table(claim: ClaimFile) -> Table:
     """What the battery will send at most, part by part, and what the limits already leave out."""
     priced = any(s.usd is not None for s in claim.plan)
-    columns = [Column("part", "left"), Column("requests"), Column("seconds"), *((Column("$"),) if priced else ())]
+    columns = [
+        Column("part", "left"),
+        Column("requests"),
+        Column("to decide one"),
+        Column("seconds"),
+        *((Column("$"),) if priced else ()),
+    ]
     t = Table("plan (at most)", columns)
     for s in claim.plan:
         part = s.dimension + (f" (up to {s.max_concurrency} in flight)" if s.max_concurrency else "")
-        t.add(text(part), Cell(s.requests), Cell(s.seconds, 0), *((Cell(s.usd, 4),) if priced else ()))
+        t.add(text(part), Cell(s.requests), Cell(s.needed), Cell(s.seconds, 0), *((Cell(s.usd, 4),) if priced else ()))
     for c in claim.conditions:
         if c.skipped:
-            t.add(text(f"{c.dimension}: left out ({c.skipped})"), BLANK, BLANK, *((BLANK,) if priced else ()))
+            t.add(text(f"{c.dimension}: left out ({c.skipped})"), BLANK, BLANK, BLANK, *((BLANK,) if priced else ()))
     return t
 
 

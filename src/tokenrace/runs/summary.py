@@ -22,9 +22,11 @@ from tokenrace.figures.energy import energy_section
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
 from tokenrace.figures.images import image_figures
 from tokenrace.figures.pooling import not_measured, pooling_figures
+from tokenrace.figures.reference import reference_section
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.figures.structured import schema_figures, tool_figures
 from tokenrace.figures.summary import by_turn, probes_section, stopped_section, summarize
+from tokenrace.figures.tails import tail_warning
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
 from tokenrace.model.monitor import Resources, TimeseriesLine
@@ -70,6 +72,7 @@ class RunContext:
     energy: EnergyWindow | None = None  # the GPUs' energy over the load (NVML or a DCGM exporter)
     api: str = "chat"  # the API the run spoke
     stream: bool = True  # the answers were streamed
+    profile: str | None = None  # --profile: add the figures of its reference (figures/reference.py)
 
 
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
@@ -106,10 +109,17 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
         s.client_load = client_load(ok, s.throughput.window_s, s.max_in_flight or 0, ctx.client)
         s.client_bound = s.client_load.client_bound
     s.images = image_figures(ok)
+    closed = ctx.windows.offered_rate is None
+    s.reference = reference_section(ctx.profile, records, ctx.concurrency if closed else None)
     s.tools = tool_figures(ok)
     s.structured_output = schema_figures(ok, ctx.response_schema)
     s.schema_valid_rate = s.structured_output.valid_rate if s.structured_output is not None else None
-    found = (cache_warning(s.cache), client_warning(s.client_load), content_warning(s.content))
+    found = (
+        cache_warning(s.cache),
+        client_warning(s.client_load),
+        content_warning(s.content),
+        tail_warning(s.metrics),
+    )
     energy = ctx.energy.warnings if ctx.energy is not None else []
     caveats = s.efficiency.warnings if s.efficiency is not None else []  # the planner's, about its bound
     s.warnings = [*resource, *(w for w in found if w is not None), *caveats, *ctx.warnings, *energy]
