@@ -18,7 +18,7 @@ import numpy as np
 from tokenrace.engines import WITH_HISTOGRAMS
 from tokenrace.model.records import RequestRecord, ServerTiming
 from tokenrace.model.summary import ClockPair, EngineClock
-from tokenrace.monitor.server import histogram_mean_delta
+from tokenrace.monitor.server import first_histogram_mean_delta
 
 
 def llamacpp_times(timing: ServerTiming | None) -> tuple[float | None, float | None]:
@@ -74,8 +74,8 @@ def from_metrics_delta(
     names = ENGINE_HISTOGRAMS.get(engine)
     if names is None:
         return None
-    s_ttft = histogram_mean_delta(before, after, names["ttft_s"])
-    s_tpot = histogram_mean_delta(before, after, names["tpot_s"])
+    s_ttft = first_histogram_mean_delta(before, after, names["ttft_s"])
+    s_tpot = first_histogram_mean_delta(before, after, names["tpot_s"])
     if s_ttft is None and s_tpot is None:
         return None
 
