@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
+from tokenrace.model.metrics import METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +40,17 @@ def test_every_summary_metric_is_defined_in_metrics_md() -> None:
         assert f"throughput.{key}" in text, key
     for key in type(s).model_fields:  # every section of summary.json, a new one included
         assert f"`{key}" in text, key
+
+
+def test_every_declared_metric_has_its_row_and_unit_in_metrics_md() -> None:
+    """Each metric's declaration (model/metrics.py) names it and its unit as a table row of metrics.md does."""
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in (ROOT / "docs" / "metrics.md").read_text().splitlines()
+        if line.startswith("|")
+    ]
+    for m in METRICS:
+        assert any(f"`{m.name}`" in row[0] and len(row) > 1 and row[1] == m.unit for row in rows), (m.name, m.unit)
 
 
 def _human_documents() -> list[Path]:

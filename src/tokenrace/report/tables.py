@@ -14,6 +14,7 @@ from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.engine import ModelFile, ProfileEngine
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.metrics import METRICS
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.model.summary import Cost, Summary, TurnStats
@@ -23,29 +24,18 @@ from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, p
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
 
-ROWS = (
-    ("TTFT", "ttft_ms", "ms"),
-    ("TTFT answer", "ttfa_ms", "ms"),
-    ("TPOT", "tpot_ms", "ms"),
-    ("ITL (chunk)", "itl_chunk_ms", "ms"),
-    ("ITL (token)", "itl_token_ms", "ms"),
-    ("E2E", "e2e_ms", "ms"),
-    ("Schedule lag", "schedule_lag_ms", "ms"),
-    ("Output tokens", "output_tokens", "tok"),
-    ("Prompt tokens", "prompt_tokens", "tok"),
-    ("Cached tokens", "cached_tokens", "tok"),
-    ("Tokens/chunk", "tokens_per_chunk", "tok"),
-)
+# The summary table's rows, from the metrics' declarations (model/metrics.py): (label, field, unit, digits).
+ROWS = tuple((m.display.label, m.name, m.display.unit, m.display.digits) for m in METRICS if m.display)
 COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
 def summary_table(summary: Summary, title: str | None = None) -> Table:
     """Each latency and size statistic of the run, one row per metric it measured."""
     t = Table(title, [Column("metric", "left"), Column("unit", "left"), *(Column(c) for c in COLS)])
-    for label, key, unit in ROWS:
+    for label, key, unit, digits in ROWS:
         m = getattr(summary.metrics, key)
         if m.count:
-            t.add(text(label), text(unit), *(num(getattr(m, c), 0 if c == "count" else 1) for c in COLS))
+            t.add(text(label), text(unit), *(num(getattr(m, c), 0 if c == "count" else digits) for c in COLS))
     return t
 
 
