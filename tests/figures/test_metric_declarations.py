@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.figures.test_summary import rec
 
+from tokenrace.figures.pooling import not_measured
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.metrics import METRICS
@@ -41,3 +42,13 @@ def test_summary_table_rows_are_the_declared_displays() -> None:
     shown = [(str(row.cells[0].value), str(row.cells[1].value)) for row in table.rows]
     declared = [(m.display.label, m.display.unit) for m in METRICS if m.display]
     assert shown == declared
+
+
+def test_streamed_metrics_are_the_ones_an_unstreamed_answer_lacks() -> None:
+    # One body: no chunks, no first token; usage gave the output count.
+    body = rec(0, 0, [], None, 5)
+    m = summarize([body], Windows()).metrics
+    streamed = set(not_measured("chat", stream=False))
+    assert streamed == {d.name for d in METRICS if d.streamed}
+    assert all(getattr(m, name).count == 0 for name in streamed)
+    assert m.e2e_ms.count == 1 and m.output_tokens.count == 1

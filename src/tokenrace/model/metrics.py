@@ -36,10 +36,13 @@ class Metric:
     definition: str  # one line; docs/metrics.md has the full definition
     over: Over
     # The figure of one settled record, None where undefined. None for a metric that pools
-    # several values per request (gaps between chunks, tokens per chunk): `figures/summary.py`'s
-    # `POOLED` computes those over the records.
+    # several values per request (gaps between chunks, tokens per chunk): `summarize`
+    # (figures/summary.py) computes those over the records, by name.
     value: Callable[[RequestRecord], float | None] | None
     display: Display | None = None  # None: not a row of the summary table
+    # Needs a streamed answer (a first token, chunks): null in a run whose answers came in one body
+    # (no-stream, embeddings, rerank), and `not_measured` says why.
+    streamed: bool = False
 
 
 # In the order of the summary table's rows; the rest after them.
@@ -51,6 +54,7 @@ METRICS: tuple[Metric, ...] = (
         "succeeded",
         value=lambda r: r.ttft_ms,
         display=Display("TTFT", "ms"),
+        streamed=True,
     ),
     Metric(
         "ttfa_ms",
@@ -59,6 +63,7 @@ METRICS: tuple[Metric, ...] = (
         "succeeded",
         value=lambda r: r.ttfa_ms,
         display=Display("TTFT answer", "ms"),
+        streamed=True,
     ),
     Metric(
         "tpot_ms",
@@ -67,6 +72,7 @@ METRICS: tuple[Metric, ...] = (
         "succeeded",
         value=lambda r: r.tpot_ms,
         display=Display("TPOT", "ms"),
+        streamed=True,
     ),
     Metric(
         "itl_chunk_ms",
@@ -75,6 +81,7 @@ METRICS: tuple[Metric, ...] = (
         "succeeded",
         value=None,
         display=Display("ITL (chunk)", "ms"),
+        streamed=True,
     ),
     Metric(
         "itl_token_ms",
@@ -83,6 +90,7 @@ METRICS: tuple[Metric, ...] = (
         "succeeded",
         value=None,
         display=Display("ITL (token)", "ms"),
+        streamed=True,
     ),
     Metric(
         "e2e_ms",
@@ -131,6 +139,7 @@ METRICS: tuple[Metric, ...] = (
         "succeeded",
         value=None,
         display=Display("Tokens/chunk", "tok"),
+        streamed=True,
     ),
     Metric(
         "connect_ms",
@@ -163,3 +172,4 @@ METRICS: tuple[Metric, ...] = (
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+STREAMED = tuple(m.name for m in METRICS if m.streamed)
