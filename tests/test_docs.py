@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
-from tokenrace.model.metrics import METRICS
+from tokenrace.model.metrics import FIGURES, METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,14 +43,16 @@ def test_every_summary_metric_is_defined_in_metrics_md() -> None:
 
 
 def test_every_declared_metric_has_its_row_and_unit_in_metrics_md() -> None:
-    """Each metric's declaration (model/metrics.py) names it and its unit as a table row of metrics.md does."""
+    """Each metric's and section figure's declaration (model/metrics.py) names it and its unit as a
+    table row of metrics.md does."""
     rows = [
         [cell.strip() for cell in line.strip().strip("|").split("|")]
         for line in (ROOT / "docs" / "metrics.md").read_text().splitlines()
         if line.startswith("|")
     ]
-    for m in METRICS:
-        assert any(f"`{m.name}`" in row[0] and len(row) > 1 and row[1] == m.unit for row in rows), (m.name, m.unit)
+    declared = [(m.name, m.unit) for m in METRICS] + [(f.name, f.unit) for f in FIGURES]
+    for name, unit in declared:
+        assert any(f"`{name}`" in row[0] and len(row) > 1 and row[1] == unit for row in rows), (name, unit)
 
 
 def _human_documents() -> list[Path]:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
+from pydantic import BaseModel
 from tests.figures.test_summary import rec
 
 from tokenrace.figures.pooling import not_measured
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
-from tokenrace.model.metrics import METRICS
-from tokenrace.model.summary import Metrics
+from tokenrace.model.metrics import FIGURES, METRICS
+from tokenrace.model.summary import Metrics, Summary
 from tokenrace.report.tables import summary_table
 
 
@@ -52,3 +55,13 @@ def test_streamed_metrics_are_the_ones_an_unstreamed_answer_lacks() -> None:
     assert streamed == {d.name for d in METRICS if d.streamed}
     assert all(getattr(m, name).count == 0 for name in streamed)
     assert m.e2e_ms.count == 1 and m.output_tokens.count == 1
+
+
+def test_every_section_figure_names_a_field_of_summary_json() -> None:
+    for figure in FIGURES:
+        model: type[BaseModel] = Summary
+        *sections, field = figure.name.split(".")
+        for section in sections:
+            annotation = model.model_fields[section].annotation
+            model = next(a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel))
+        assert field in model.model_fields, figure.name

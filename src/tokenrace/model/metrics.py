@@ -173,3 +173,69 @@ METRICS: tuple[Metric, ...] = (
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 STREAMED = tuple(m.name for m in METRICS if m.streamed)
+
+
+@dataclass(frozen=True, slots=True)
+class SectionFigure:
+    """One number of a summary section (speculative decoding, energy, embeddings and rerank,
+    structured output), which a run has once, not per request: its path in summary.json, unit,
+    definition and how the headline shows it (a `Display` unit of "%" shows a fraction in per cent)."""
+
+    name: str  # its path in summary.json: "energy.output_tokens_per_joule"
+    unit: str  # as docs/metrics.md's row writes it
+    definition: str  # one line; docs/metrics.md has the full definition
+    display: Display
+
+
+ACCEPTANCE_RATE = SectionFigure(
+    "speculative.acceptance_rate", "fraction", "accepted ÷ draft tokens", Display("speculative decoding", "%")
+)
+TOKENS_PER_STEP = SectionFigure(
+    "speculative.tokens_per_step",
+    "tokens",
+    "1 + accepted ÷ drafts: tokens each verification step emits",
+    Display("tokens per step", "tokens per step", 2),
+)
+TOKENS_PER_JOULE = SectionFigure(
+    "energy.output_tokens_per_joule",
+    "tokens/J",
+    "output tokens ÷ joules over the window",
+    Display("energy", "output tok/J", 2),
+)
+JOULES = SectionFigure("energy.joules", "J", "GPU energy over the window, all GPUs", Display("energy", "J"))
+ENERGY_WINDOW = SectionFigure("energy.window_s", "s", "between the first and the last reading", Display("over", "s", 2))
+MEAN_POWER = SectionFigure("energy.mean_power_w", "W", "joules ÷ window", Display("mean power", "W"))
+INPUTS_PER_S = SectionFigure(
+    "pooling.inputs_per_s",
+    "texts/s",
+    "embeddings: inputs of succeeded requests ÷ window",
+    Display("throughput", "inputs/s", 2),
+)
+DOCUMENTS_PER_S = SectionFigure(
+    "pooling.documents_per_s",
+    "texts/s",
+    "rerank: documents of succeeded requests ÷ window",
+    Display("throughput", "documents/s", 2),
+)
+INPUT_TOKENS_PER_S = SectionFigure(
+    "pooling.input_tokens_per_s",
+    "tokens/s",
+    "prompt tokens of succeeded requests ÷ window",
+    Display("input tokens", "input tok/s"),
+)
+SCHEMA_VALID_RATE = SectionFigure(
+    "structured_output.valid_rate", "fraction", "valid ÷ checked answers", Display("response schema", "%")
+)
+
+FIGURES: tuple[SectionFigure, ...] = (
+    ACCEPTANCE_RATE,
+    TOKENS_PER_STEP,
+    TOKENS_PER_JOULE,
+    JOULES,
+    ENERGY_WINDOW,
+    MEAN_POWER,
+    INPUTS_PER_S,
+    DOCUMENTS_PER_S,
+    INPUT_TOKENS_PER_S,
+    SCHEMA_VALID_RATE,
+)

@@ -14,11 +14,11 @@ from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.engine import ModelFile, ProfileEngine
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.metrics import METRICS
+from tokenrace.model.metrics import METRICS, SCHEMA_VALID_RATE
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.model.summary import Cost, Summary, TurnStats
-from tokenrace.report.headline import run_headline, sweep_headline, to_lines
+from tokenrace.report.headline import run_headline, shown, sweep_headline, to_lines
 from tokenrace.report.reference import endpoints_table, reference_tables
 from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
 from tokenrace.report.sla import sla_lines, sla_table
@@ -117,8 +117,8 @@ def structured_lines(summary: Summary) -> list[str]:
         )
     so = summary.structured_output
     if so is not None:
-        rate = "n/a (nothing checked)" if so.valid_rate is None else f"{fmt(_pct(so.valid_rate))} %"
-        out.append(f"response schema: {rate} valid ({so.valid} of {so.checked} answers checked)")
+        rate = "n/a (nothing checked)" if so.valid_rate is None else shown(SCHEMA_VALID_RATE, so.valid_rate).text
+        out.append(f"{SCHEMA_VALID_RATE.display.label}: {rate} valid ({so.valid} of {so.checked} answers checked)")
     return out
 
 
