@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install tokenrace with the embedded engine (and, with --tests, what the tests need).
+# Create .venv and install tokenrace with the embedded engine and the gateway (and, with --tests, what
+# the tests need).
 #
 # The embedded engine is llama.cpp's own llama-server, compiled from the llama-cpp-python source
 # distribution on PyPI in the same build as the Python bindings (one compile, cached by pip's wheel
@@ -8,11 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras="embedded"
+extras="embedded,gateway"
 want_debian=0
 for arg in "$@"; do
   case "$arg" in
-    --tests) extras="embedded,test,otel,ray"; want_debian=1 ;;  # otel, ray: their tests run in CI too
+    --tests) extras="embedded,gateway,test,otel,ray"; want_debian=1 ;;  # otel, ray: their tests run in CI too
     *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
   esac
 done

@@ -4,6 +4,8 @@ import asyncio
 import importlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -93,6 +95,28 @@ def fake_key(prefix: str, name: str = "test") -> str:
     """A key-shaped test value (e.g. `fake_key("gsk_")`), built at run time so that no string a
     secret scanner would take for a real key is committed. It matches the redactor's patterns."""
     return f"{prefix}notarealkey{name}{'0' * 8}"
+
+
+def tokenrace(
+    *args: str,
+    home: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 180,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`tokenrace ARGS` as a real process (its own interpreter, no stdin), for what only a process
+    shows: the exit path, signals, what a fresh import costs. `home` is its TOKENRACE_HOME; `env` adds
+    to this process's environment. For flags and errors, `in_process` answers without the start-up."""
+    extra = {**(env or {}), **({"TOKENRACE_HOME": str(home)} if home is not None else {})}
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **extra},
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
 
 
 def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import sigint_default
-from tests.e2e.test_cli_bench import tokenrace as run_cli
+from tests.conftest import sigint_default, tokenrace
 from tests.integration.conftest import require_embedded
 
 from tokenrace.claim.battery import Battery, ClaimSettings, plan
@@ -53,10 +52,6 @@ def claim_settings(url: str, out: Path, expect: str, budget_s: float = 180.0) ->
     return ClaimSettings(
         template, parse_objectives(expect, "expect"), budget_s, max_concurrency=16, max_prompt_tokens=4096
     )
-
-
-def tokenrace(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, env={"TOKENRACE_HOME": str(home)}, timeout=timeout)
 
 
 def test_claim_holds_only_under_the_slots_and_a_prompt_length(claim_server: object, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from tests.runs.test_history import tokenrace
+from tests.conftest import tokenrace
 from tests.sweep.helpers import bench
 
 from tokenrace.claim.models import ClaimFile, read_claim

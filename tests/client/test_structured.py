@@ -12,8 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from pydantic import JsonValue
-from tests.conftest import run
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import run, tokenrace
 
 from tokenrace.client.apis.chat import ChatReader, StructuredChatReader
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions

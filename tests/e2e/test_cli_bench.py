@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,23 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import fake_key, line_count, sigint_default, wait_until
+from tests.conftest import fake_key, line_count, sigint_default, tokenrace, wait_until
 
 from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import spawn_fake_server
 
 SECRET = fake_key("sk-", "donotleak")
-
-
-def tokenrace(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture(scope="module")

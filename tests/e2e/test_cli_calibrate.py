@@ -11,14 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.test_cli_bench import tokenrace as run_cli
+from tests.conftest import tokenrace
 
 from tokenrace.load.calibration import Calibration, MachineInfo, load_calibration, save_calibration
 from tokenrace.testing.fake_server import spawn_fake_server
-
-
-def tokenrace(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, env={"TOKENRACE_HOME": str(home)})
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import fake_key
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import fake_key, tokenrace
 
 from tokenrace.redact import is_secret_field, is_secret_header, redact_headers
 from tokenrace.testing.fake_server import spawn_fake_server

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +10,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
+from tests.conftest import tokenrace
 from tests.sweep.helpers import bench
 
 from tokenrace.cli.options import cost_options, spec_from_options
@@ -126,17 +124,6 @@ def test_cost_options_decorator() -> None:
 def server() -> Iterator[FakeServerThread]:
     with FakeServerThread({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8}) as srv:
         yield srv
-
-
-def tokenrace(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def test_cost_in_show_compare_and_sweep(server: FakeServerThread, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from PIL import Image as PILImage
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import tokenrace
 
 from tokenrace.client.images import ImageTally, anthropic_part, responses_part, with_images
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions

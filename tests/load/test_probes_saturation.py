@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import tokenrace
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint

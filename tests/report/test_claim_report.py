@@ -14,12 +14,12 @@ from tokenrace.load.runner import Load
 from tokenrace.model.run import SweepFile
 from tokenrace.report.compare import compare, compare_table
 from tokenrace.report.html import build
-from tokenrace.report.render import to_rich
 from tokenrace.report.tables import headline_lines, sweep_table
 from tokenrace.runs.reader import load_dir
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, PromptSpec
 from tokenrace.sweep.runner import SweepPlan, run_sweep
+from tokenrace.table import to_rich
 from tokenrace.testing.fake_server import FakeServerThread
 
 SERVER = {

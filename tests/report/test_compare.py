@@ -6,15 +6,13 @@ import asyncio
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from tests.conftest import tokenrace
 from tests.sweep.helpers import bench
 
 from tokenrace.client.openai import RequestOptions
@@ -51,17 +49,6 @@ def runs(
         "b": bench(b.base_url, d / "b", label="slow-ttft", requests=30, concurrency=2).directory,
         "odd": bench(b.base_url, d / "odd", label="odd", requests=30, concurrency=4, max_tokens=8).directory,
     }
-
-
-def tokenrace(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def rows(report: Any) -> dict[str, Any]:

@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import tokenrace
 from tests.sweep.helpers import bench
 
 from tokenrace.errors import UsageError
 from tokenrace.runs.history import SCHEMA_VERSION, Filters, History, history_path, run_id
-
-
-def tokenrace(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TOKENRACE_HOME": str(home)},
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def test_location_is_tokenrace_home_and_schema_is_recorded(tokenrace_home: Path) -> None:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import tokenrace
 
 from tokenrace.errors import UsageError
 from tokenrace.report.compare import compare
@@ -19,18 +17,6 @@ from tokenrace.runs.reader import load
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 VLLM = FIXTURES / "vllm_bench_serve.json"
 AIPERF = FIXTURES / "aiperf" / "profile_export.jsonl"
-
-
-def tokenrace(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-    )
 
 
 def test_detects_both_formats(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tests.conftest import line_count, sigint_default, wait_until
+from tests.conftest import line_count, sigint_default, tokenrace, wait_until
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
@@ -27,17 +27,6 @@ from tokenrace.sweep.profile import _run_steps
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 
 RUN_FILES = ["manifest.json", "records.jsonl", "summary.json"]
-
-
-def tokenrace(*args: str, home: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TOKENRACE_HOME": str(home)},
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def settings(url: str, out: Path, **load: Any) -> BenchSettings:

@@ -24,12 +24,12 @@ from tokenrace.figures.objectives import parse_objectives
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
 from tokenrace.report.claim import plan_table, print_claim, write_claim_report
-from tokenrace.report.render import to_rich
 from tokenrace.runs.session import BenchSettings
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import ProgressFor
+from tokenrace.table import to_rich
 
 EMBEDDED_SLOTS = 8
 EMBEDDED_CTX_PER_SLOT = 1024

@@ -9,9 +9,9 @@ import click
 
 from tokenrace.cli.common import echo_json
 from tokenrace.report.history import runs_table
-from tokenrace.report.render import to_csv, to_markdown, to_rich
 from tokenrace.report.tables import wide_console
 from tokenrace.runs.history import Filters, History
+from tokenrace.table import to_csv, to_markdown, to_rich
 
 
 @click.command("runs")

@@ -14,7 +14,6 @@ from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.report.claim import claim_markdown, claim_table, print_claim
-from tokenrace.report.render import fmt, to_csv, to_markdown, to_rich
 from tokenrace.report.tables import (
     manifest_table,
     print_profile,
@@ -27,6 +26,7 @@ from tokenrace.report.tables import (
 from tokenrace.runs.history import dir_kind, resolve_run
 from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
+from tokenrace.table import fmt, to_csv, to_markdown, to_rich
 
 
 @click.command("show")

@@ -1,7 +1,7 @@
 """A claim's tables and its HTML page: the verdict in a plain sentence first, then every condition
 against the expectations, then the evidence (the concurrency search, the baseline's run).
 
-Declared once here as `report.render` tables (`claim_table`, `plan_table`): the terminal, the HTML
+Declared once here as `tokenrace.table` tables (`claim_table`, `plan_table`): the terminal, the HTML
 section, `show --markdown` and `show --csv` draw the same rows.
 """
 
@@ -14,9 +14,9 @@ from rich.console import Console
 
 from tokenrace.claim.models import ClaimFile, Condition, ConditionCheck, Verdict, read_claim
 from tokenrace.report.html import Page, _run_page, _sweep_page, render
-from tokenrace.report.render import BLANK, Cell, Column, Table, Tone, fmt, text, to_html, to_markdown, to_rich
 from tokenrace.runs.history import dir_kind
 from tokenrace.runs.reader import load_dir
+from tokenrace.table import BLANK, Cell, Column, Table, Tone, fmt, text, to_html, to_markdown, to_rich
 
 VERDICT_WORDS: dict[Verdict | None, str] = {
     "holds": "HOLDS",

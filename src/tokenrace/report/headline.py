@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary
-from tokenrace.report.render import Cell, pct, text
+from tokenrace.table import Cell, pct, text
 
 SEPARATOR = " · "  # between a figure's qualifying parts, on the terminal and on a card alike
 

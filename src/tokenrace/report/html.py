@@ -32,10 +32,10 @@ from tokenrace.report.compare import Report, compare, compare_table, cost_rows
 from tokenrace.report.headline import run_headline, sweep_headline, to_cards
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
-from tokenrace.report.render import num, to_html
 from tokenrace.report.sla import sla_html
 from tokenrace.report.tables import manifest_table, steps_table, summary_table, with_costs
 from tokenrace.runs.run import Run
+from tokenrace.table import num, to_html
 
 PALETTE = ("#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
 MAX_TIMELINE = 1500  # requests drawn in a timeline; more are thinned evenly (and the chart says so)

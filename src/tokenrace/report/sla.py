@@ -12,7 +12,7 @@ from rich.table import Table
 from tokenrace.model.claim import ConditionCheck
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.model.sla import SlaPoint
-from tokenrace.report.render import fmt
+from tokenrace.table import fmt
 
 
 def sla_rows(s: SweepFile) -> tuple[list[str], list[list[str]], list[str]]:

@@ -1,4 +1,4 @@
-"""The tables of a run, a sweep and a profile, declared once (report/render.py renders them for the
+"""The tables of a run, a sweep and a profile, declared once (tokenrace/table.py renders them for the
 terminal, HTML, Markdown and CSV), and the text lines printed under them."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.model.summary import Cost, Summary, TurnStats
 from tokenrace.report.headline import run_headline, sweep_headline, to_lines
-from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
+from tokenrace.table import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
 
 ROWS = (
     ("TTFT", "ttft_ms", "ms"),
