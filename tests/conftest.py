@@ -76,6 +76,16 @@ def require_module(name: str, install: str) -> ModuleType:
     return require(name, module, install)
 
 
+REAL_ENGINES = ("embedded", "vllm")  # markers of the tests that start a real inference engine
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on a real engine is slow: it belongs to the full suite, not the fast tier."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in REAL_ENGINES):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def tokenrace_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Runs made by tests index into a throwaway history, never the user's."""

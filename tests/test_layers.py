@@ -32,7 +32,11 @@ ALLOWED_EXTRA = {"gateway": {"client", "stats"}}  # the gateway uses the client 
 # one takes a place here.
 INSIDE: dict[str, list[set[str]]] = {
     "gateway": [
-        {"body", "views"},  # the request body as the gateway reads it; the typed state it shows and shares
+        {
+            "body",
+            "clock",
+            "views",
+        },  # the request body as the gateway reads it; its clock; the typed state it shows and shares
         {"headers", "http", "metrics", "routing", "stream", "telemetry", "upstream", "watchdog", "yamlpos"},
         {"config.schema"},
         {"config.load"},

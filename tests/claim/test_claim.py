@@ -10,12 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import sigint_default, tokenrace
+from tests.conftest import sigint_default, tokenrace, wait_until
 from tests.integration.conftest import require_embedded
 
 from tokenrace.claim.battery import Battery, ClaimSettings, plan
@@ -165,9 +164,7 @@ def test_ctrl_c_keeps_the_finished_conditions_and_a_partial_verdict(
         stdin=subprocess.DEVNULL,
         preexec_fn=sigint_default,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and "warm" not in _measured(out / "claim.json"):
-        time.sleep(0.1)
+    wait_until(lambda: "warm" in _measured(out / "claim.json"), 60, "the warm condition in claim.json")
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

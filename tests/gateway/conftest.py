@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from tests.conftest import require
 
+from tokenrace.gateway import clock
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import GatewayThread, config_text, spawn_gateway
+from .helpers import GatewayThread, SteppedClock, config_text, spawn_gateway
 
 FAST = {"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8, "models": ["m"]}
 
@@ -51,6 +52,15 @@ def gateway() -> Iterator[Callable[..., GatewayThread]]:
     yield make
     for gw in started:
         gw.stop()
+
+
+@pytest.fixture
+def gateway_clock() -> Iterator[SteppedClock]:
+    """The clock of the gateways in this process (GatewayThread), moved forward by the test."""
+    stepped = SteppedClock()
+    previous = clock.use(stepped)
+    yield stepped
+    clock.use(previous)
 
 
 def require_redis_server() -> str:

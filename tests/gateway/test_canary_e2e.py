@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import wait_until
 
 from tokenrace.testing.fake_server import FakeServerThread
 
@@ -76,13 +77,16 @@ def canary_state(gw: GatewayThread) -> dict[str, Any]:
 
 
 def wait_for(gw: GatewayThread, predicate: Any, timeout: float = 15.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        snap = canary_state(gw)
-        if predicate(snap):
-            return snap
-        time.sleep(0.05)
-    raise AssertionError(f"canary never got there: {json.dumps(snap)[:2000]}")
+    seen: list[dict[str, Any]] = []
+
+    def reached() -> dict[str, Any] | None:
+        seen.append(canary_state(gw))
+        return seen[-1] if predicate(seen[-1]) else None
+
+    try:
+        return wait_until(reached, timeout, "the canary's state")
+    except pytest.fail.Exception:
+        raise AssertionError(f"canary never got there: {json.dumps(seen[-1])[:2000]}") from None
 
 
 def write(path: Path, backends: dict[str, Any], canary: dict[str, Any] = CANARY) -> str:

@@ -8,7 +8,6 @@ import json
 import random
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, cast
 import aiohttp
 import pytest
 from aiohttp import web
+from tests.conftest import wait_until
 
 from tokenrace.gateway.config import BackendConfig, ConfigError, Secret, parse_config
 from tokenrace.gateway.routing import HashRing, hash64
@@ -38,10 +38,7 @@ def waiting(path: Path, n: int, kv: float = 0.1) -> None:
 
 
 def until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    give_up = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < give_up, "condition not met in time"
-        time.sleep(0.05)
+    wait_until(check, timeout_s)
 
 
 def served_by(gw: GatewayThread, n: int, **kw: Any) -> list[str]:

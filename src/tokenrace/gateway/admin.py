@@ -6,13 +6,13 @@ The proxied endpoints are `admission.handle`; `app.build_handler` dispatches bet
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from urllib.parse import unquote
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tokenrace import __version__
+from tokenrace.gateway import clock
 from tokenrace.gateway.admission import Refused
 from tokenrace.gateway.context import AdminContext
 from tokenrace.gateway.http import Reply, Request, error_reply, json_reply
@@ -35,7 +35,7 @@ CANARY_ACTIONS = ("pause", "resume", "promote", "rollback")
 
 def state(gw: AdminContext) -> GatewayState:
     """The whole gateway's live state, for /admin/state."""
-    now = time.monotonic()
+    now = clock.monotonic()
     rt = gw.runtime
     backends = {}
     for name, b in rt.backends.items():
@@ -108,7 +108,7 @@ def list_models(gw: AdminContext, request: Request) -> Reply:
 def healthz(gw: AdminContext, request: Request) -> Reply:
     if gw.draining:
         return json_reply({"status": "draining"}, status=503)
-    now = time.monotonic()
+    now = clock.monotonic()
     open_ = sorted(n for n, b in gw.runtime.backends.items() if b.breaker.refresh(now) == "open")
     return json_reply({"status": "ok", "backends": len(gw.runtime.backends), "breakers_open": open_})
 
@@ -149,13 +149,13 @@ async def admin_canary(gw: AdminContext, request: Request, name: str | None, act
         )
     assert route.canary is not None and route.canary_target is not None
     try:
-        decision = route.canary.admin(action, time.monotonic())
+        decision = route.canary.admin(action, clock.monotonic())
     except ValueError as exc:
         return error_reply(409, str(exc), "invalid_request_error", "conflict")
     gw.on_decision(route.name, route.canary_target.label, decision)
     if gw.shared is not None:
         await gw.shared.decided(route, decision)  # every instance follows within one sync
-    return view_reply(CanaryReply(route=route.name, decision=decision, canary=route.canary.snapshot(time.monotonic())))
+    return view_reply(CanaryReply(route=route.name, decision=decision, canary=route.canary.snapshot(clock.monotonic())))
 
 
 def _canary_route(gw: AdminContext, name: str | None) -> Route | None:
