@@ -84,7 +84,9 @@ def wait_for(gw: GatewayThread, predicate: Any, timeout: float = 15.0) -> dict[s
         return seen[-1] if predicate(seen[-1]) else None
 
     try:
-        return wait_until(reached, timeout, "the canary's state")
+        snap = wait_until(reached, timeout, "the canary's state")
+        assert snap is not None
+        return snap
     except pytest.fail.Exception:
         raise AssertionError(f"canary never got there: {json.dumps(seen[-1])[:2000]}") from None
 

@@ -33,10 +33,10 @@ from tokenrace.report.html import build, planner_bound, resource_series, write
 from tokenrace.report.tables import (
     headline_lines,
     manifest_table,
-    print_profile,
-    print_summary,
-    print_sweep,
+    profile_view,
+    summary_view,
     sweep_lines,
+    sweep_view,
 )
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSettings
@@ -193,8 +193,8 @@ def test_no_none_in_human_text(made: dict[str, Path], profile_dir: Path) -> None
         assert not re.search(r"\bNone\b", text), re.findall(r".{60}\bNone\b.{60}", text)[:3]
     console = Console(record=True, width=200)
     assert isinstance(profile.sweep, ProfileFile)
-    print_profile(profile.sweep, console)
-    print_summary(load(made["run"]).summary, console, title="run")
+    console.print(profile_view(profile.sweep))
+    console.print(summary_view(load(made["run"]).summary, title="run"))
     printed = console.export_text()
     assert "SmolLM2-135M-Instruct-Q4_1.gguf" in printed and "@ http://127.0.0.1:" in printed
     assert not re.search(r"\bNone\b", printed), printed
@@ -213,7 +213,7 @@ def test_terminal_and_html_show_the_same_summary_and_step_rows(made: dict[str, P
     )
     for summary in (run.summary, run.summary.model_copy(update={"metrics": metrics})):
         console = Console(record=True, width=200)
-        print_summary(summary, console, title="run")
+        console.print(summary_view(summary, title="run"))
         printed = re.findall(r"^│ (\S[^│]*?) +│", console.export_text(), re.M)
         page = build([replace(run, data=summary)])
         key_numbers = page.split("<h2>Key numbers</h2>", 1)[1].split("</section>", 1)[0]
@@ -222,7 +222,7 @@ def test_terminal_and_html_show_the_same_summary_and_step_rows(made: dict[str, P
 
     console = Console(record=True, width=200)
     assert isinstance(sweep.data, SweepFile)
-    print_sweep(sweep.data, console)
+    console.print(sweep_view(sweep.data))
     sweep_text = console.export_text()
     steps = [r.step for r in sweep.sweep.steps]
     sweep_page = build([sweep]).split("<h2>Key numbers</h2>", 1)[1].split("</section>", 1)[0]
@@ -330,7 +330,7 @@ def test_the_terminal_headline_and_the_html_cards_show_the_same_figures_in_order
         cards = _cards(build([replace(run, data=summary)]))
         assert [c[0] for c in cards] == labels
         console = Console(record=True, width=400)
-        print_summary(summary, console, title="run")
+        console.print(summary_view(summary, title="run"))
         printed = _under_the_table(console.export_text())
         assert printed[: len(cards)] == [_as_line(c) for c in cards]
         assert not any(line.startswith(tuple(f"{x}:" for x in HEADLINE)) for line in printed[len(cards) :])
@@ -342,7 +342,7 @@ def test_the_terminal_headline_and_the_html_cards_show_the_same_figures_in_order
     assert isinstance(sweep.data, SweepFile)
     cards = _cards(build([sweep]))
     console = Console(record=True, width=400)
-    print_sweep(sweep.data, console)
+    console.print(sweep_view(sweep.data))
     printed = _under_the_table(console.export_text())
     assert [c[0] for c in cards][:2] == ["steps", "knee"] and "peak throughput" in [c[0] for c in cards]
     assert printed[: len(cards)] == [_as_line(c) for c in cards] == sweep_lines(sweep.data)
@@ -356,7 +356,7 @@ def test_the_cards_a_browser_shows_are_the_terminal_headline(made: dict[str, Pat
     check = load_page(html_file, ARTIFACTS / "report-headline.png", max_height=1200)
     assert check.console_errors == [], check
     console = Console(record=True, width=400)
-    print_summary(summary, console, title="run")
+    console.print(summary_view(summary, title="run"))
     assert [_as_line(c) for c in check.cards] == _under_the_table(console.export_text())[: len(HEADLINE)]
     assert [c[0] for c in check.cards] == HEADLINE
 

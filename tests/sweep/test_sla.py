@@ -16,9 +16,12 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.objectives import Sample, judge, parse_objectives
 from tokenrace.load.runner import Load
+from tokenrace.model.run import SweepFile
+from tokenrace.report.sla import sla_table
 from tokenrace.runs.session import BenchSettings
 from tokenrace.sweep import sla
 from tokenrace.sweep.runner import SweepPlan, run_sweep
+from tokenrace.table import to_csv, to_html, to_markdown
 from tokenrace.testing.fake_server import spawn_fake_server
 
 # Each request holds a slot ~30 + 8 x 20 = 190 ms; a queued one waits about that long for its first
@@ -110,6 +113,16 @@ def test_sla_search_finds_the_slots_of_the_server(slots_server: object, tmp_path
     assert saved["sla"]["highest_passing"] == found["highest_passing"]
     c4 = [row for row in saved["steps"] if row["value"] == 4][-1]
     assert c4["passed"] and c4["checks"][0]["ci_high"] < 120  # the interval is recorded with the verdict
+    # One declared table, every renderer: the same steps, the boundary marked, the outcome as a note.
+    assert isinstance(r.sweep, SweepFile)
+    table = sla_table(r.sweep)
+    objectives = [o.text for o in r.sweep.sla.objectives]
+    assert "ttft_p99<=120ms" in objectives
+    assert [c.label for c in table.columns] == ["step", "concurrency", *objectives, "verdict", ""]
+    markdown, csv_text, html_text = to_markdown(table), to_csv(table), to_html(table)
+    assert "◀ highest passing" in markdown and "◀ lowest failing" in markdown
+    assert "highest passing concurrency 4" in markdown and "highest passing concurrency 4" in html_text
+    assert len(csv_text.splitlines()) == 1 + len(table.rows) == 1 + sum(row.checks is not None for row in r.sweep.steps)
 
 
 def test_an_sla_sweep_resumes_where_it_stopped(slots_server: object, tmp_path: Path) -> None:

@@ -7,9 +7,8 @@ from typing import Any
 
 import click
 
-from tokenrace.cli.common import echo_json
+from tokenrace.cli.common import echo_json, wide_console
 from tokenrace.report.history import runs_table
-from tokenrace.report.tables import wide_console
 from tokenrace.runs.history import Filters, History
 from tokenrace.table import to_csv, to_markdown, to_rich
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Group
 
 from tokenrace.claim.models import ClaimFile, Condition, ConditionCheck, Verdict, read_claim
 from tokenrace.report.html import Page, _run_page, _sweep_page, render
+from tokenrace.report.tables import lines_view
 from tokenrace.runs.history import dir_kind
 from tokenrace.runs.reader import load_dir
 from tokenrace.table import BLANK, Cell, Column, Table, Tone, fmt, text, to_html, to_markdown, to_rich
@@ -123,13 +124,11 @@ def plan_table(claim: ClaimFile) -> Table:
     return t
 
 
-def print_claim(claim: ClaimFile, console: Console) -> None:
+def claim_view(claim: ClaimFile) -> Group:
     """The conditions table, titled with the verdict in its colour, then the sentence and the limits."""
     table = to_rich(claim_table(claim))
     table.title_style = f"bold {VERDICT_COLORS[claim.verdict]}"
-    console.print(table)
-    for line in claim_lines(claim):
-        console.print(line, highlight=False)
+    return Group(table, *lines_view(claim_lines(claim)))
 
 
 def claim_markdown(claim: ClaimFile) -> str:

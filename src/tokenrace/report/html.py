@@ -692,7 +692,7 @@ th, td { padding:6px 10px; border-bottom:1px solid var(--line); text-align:left;
 th.num { text-align:right; }
 thead th { background:#f1f5f9; font-weight:600; }
 td.num { text-align:right; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
-tr.better td, p.better, td.better { color:#15803d; } tr.worse td, p.worse, td.worse { color:#b91c1c; } td.warn-row { color:#a16207; }
+tr.better td, p.better, td.better { color:#15803d; } tr.worse td, p.worse, td.worse { color:#b91c1c; } td.warn-row { color:#a16207; } td.muted, tr.muted td { color:#6b7280; }
 tr.knee td { background:#ecfdf5; font-weight:600; }
 .warn { border:2px solid #dc2626; background:#fef2f2; color:#7f1d1d; border-radius:10px; padding:12px 16px; margin-bottom:14px; }
 .warn ul { margin:6px 0 0; padding-left:20px; }
