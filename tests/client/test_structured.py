@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from pydantic import JsonValue
-from tests.conftest import run, tokenrace
+from tests.conftest import in_process, run, tokenrace
 
 from tokenrace.client.apis.chat import ChatReader, StructuredChatReader
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -164,12 +164,14 @@ def test_tools_and_schema_files_are_checked(tmp_path: Path) -> None:
         (json.dumps(SCHEMA), ["--response-format", "{f}", "--api", "completions"], "--response-format"),
     ],
 )
-def test_bad_tools_and_schemas_exit_2_naming_the_flag(tmp_path: Path, content: str, args: list[str], flag: str) -> None:
+def test_bad_tools_and_schemas_exit_2_naming_the_flag(
+    tmp_path: Path, content: str, args: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = tmp_path / "file.json"
     f.write_text(content)
-    p = tokenrace("bench", "--url", UNREACHABLE, "--requests", "2", *[a.format(f=f) for a in args])
-    assert p.returncode == 2 and p.stderr.startswith(f"error: {flag}"), p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1 and "127.0.0.1:9" not in p.stderr
+    code, _, err = in_process(capsys, "bench", "--url", UNREACHABLE, "--requests", "2", *[a.format(f=f) for a in args])
+    assert code == 2 and err.startswith(f"error: {flag}"), err
+    assert len(err.strip().splitlines()) == 1 and "127.0.0.1:9" not in err
 
 
 def _bench(server: Any, out: Path, *args: str) -> dict[str, Any]:
