@@ -18,7 +18,7 @@ interval for the difference of two paired proportions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +74,9 @@ class RatioCI:
     ratio: float | None
     low: float | None
     high: float | None
+    # A percentile that a run's requests cannot bound has no honest interval: the requests each run
+    # would need (the order-statistic rule, both sides at the interval's confidence); None otherwise.
+    needed: int | None = None
 
     @property
     def significant(self) -> bool | None:
@@ -155,6 +158,11 @@ def ratio_ci(
     ratio = sb / sa if sa is not None and sb is not None and sa > 0 else None
     if ratio is None or xa is None or xb is None or len(xa) < 2 or len(xb) < 2:
         return RatioCI(sa, sb, ratio, None, None)  # a statistic needs one value; an interval two
+    needed = bounding_requests(stat, confidence)
+    if needed is not None and min(len(xa), len(xb)) < needed:
+        # The bootstrap would still give an interval, and a narrow one: it never reaches past the
+        # largest value resampled. Too few requests to bound the percentile is no interval.
+        return RatioCI(sa, sb, ratio, None, None, needed)
     rng = np.random.default_rng(seed)
     ra = _draw(xa, stat, rng, resamples, grouped)
     rb = _draw(xb, stat, rng, resamples, grouped)
@@ -167,6 +175,16 @@ def ratio_ci(
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     return RatioCI(sa, sb, ratio, float(low), float(high))
+
+
+def bounding_requests(stat: str, confidence: float = CONFIDENCE) -> int | None:
+    """The requests that bound a percentile statistic ('p99') on both sides of a two-sided interval
+    at `confidence` (each side at (1 + c) / 2); None for a mean."""
+    if not stat.startswith("p"):
+        return None
+    q = float(stat.removeprefix("p")) / 100
+    side = (1 + confidence) / 2
+    return max(requests_needed(q, side), requests_needed(1 - q, side))
 
 
 def _as_groups(
@@ -321,3 +339,156 @@ def paired_difference_ci(
     lower = math.sqrt(max(0.0, (p_b - l_b) ** 2 - 2 * phi * (p_b - l_b) * (u_a - p_a) + (u_a - p_a) ** 2))
     upper = math.sqrt(max(0.0, (u_b - p_b) ** 2 - 2 * phi * (u_b - p_b) * (p_a - l_a) + (p_a - l_a) ** 2))
     return diff, max(-1.0, diff - lower), min(1.0, diff + upper)
+
+
+# --- percentiles bounded by order statistics (MLPerf LoadGen's early-stopping rule) ---------------
+#
+# A percentile of n requests is bounded without any assumption on the latency's distribution: the
+# number of requests under the true q-quantile is Bin(n, q), so the k-th smallest value lies above
+# the quantile with probability P(Bin(n, q) <= k - 1). The upper bound at confidence c is the
+# smallest order statistic with that probability >= c; when even the largest value does not reach
+# c, the n requests cannot bound the percentile from above and the bound is open (None). The same
+# rule, read as a count of requests over a limit, is LoadGen's early-stopping test (mlcommons/
+# inference, loadgen/results.cc): with t of n over the limit, the percentile is within it at
+# confidence c when P(Bin(n, 1 - q) <= t) <= 1 - c. The percentile bootstrap cannot do this: its
+# interval never reaches past the largest value, so a handful of fast requests "bound" any p99.
+#
+# The binomial tails are summed exactly in log space (no statistics package is a dependency; the
+# sums are the definition, as LoadGen computes them).
+
+
+def binom_cdf(k: int, n: int, p: float) -> float:
+    """P(Bin(n, p) <= k)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    if p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    if k > n * p:  # sum the shorter, upper tail and take it from 1
+        return max(0.0, 1.0 - _binom_sum(k + 1, n, n, p))
+    return min(1.0, _binom_sum(0, k, n, p))
+
+
+def _binom_sum(lo: int, hi: int, n: int, p: float) -> float:
+    lp, lq, ln = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    terms = [ln - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq for i in range(lo, hi + 1)]
+    top = max(terms)
+    return math.exp(top) * math.fsum(math.exp(t - top) for t in terms)
+
+
+def requests_needed(q: float, confidence: float, over: int = 0) -> int:
+    """The fewest requests with which `over` of them above a limit still shows the q-quantile (q in
+    (0, 1)) within it at `confidence`: LoadGen's n = h + t, with h the smallest value such that
+    I(q; h, t + 1) <= 1 - c (the regularized incomplete beta, here the binomial tail it equals)."""
+    if not 0 < q < 1 or not 0 < confidence < 1 or over < 0:
+        raise ValueError(
+            f"requests_needed: need 0 < q < 1, 0 < confidence < 1, over >= 0; got {q}, {confidence}, {over}"
+        )
+    alpha = 1.0 - confidence
+
+    def enough(n: int) -> bool:
+        return binom_cdf(over, n, 1.0 - q) <= alpha
+
+    hi = over + 1
+    while not enough(hi):
+        hi *= 2
+    lo = hi // 2
+    while hi - lo > 1:  # binom_cdf(over, n, .) falls as n grows: bisect for the first n that is enough
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi if hi > over else over + 1
+
+
+@dataclass(frozen=True, slots=True)
+class PercentileBound:
+    """A percentile of n values with its distribution-free bounds at `confidence`, each one-sided
+    (together they cover the percentile with probability at least 2c - 1). None: open, the values
+    cannot bound that side; `needed_for_upper` / `needed_for_lower` say how many would."""
+
+    q: float  # in (0, 1)
+    n: int
+    value: float | None
+    low: float | None
+    high: float | None
+    confidence: float
+
+    @property
+    def needed_for_upper(self) -> int:
+        return requests_needed(self.q, self.confidence)
+
+    @property
+    def needed_for_lower(self) -> int:
+        return requests_needed(1.0 - self.q, self.confidence)
+
+
+def percentile_bounds(values: Sequence[float], q: float, confidence: float = CONFIDENCE) -> PercentileBound:
+    """The q-quantile (q in (0, 1)) of `values` and its order-statistic bounds (see above)."""
+    arr = np.sort(np.asarray(values, dtype=float))
+    n = int(arr.size)
+    if n == 0:
+        return PercentileBound(q, 0, None, None, None, confidence)
+    value = float(np.percentile(arr, q * 100))
+    cdf = _binom_cdf_all(n, q)  # cdf[i] = P(Bin(n, q) <= i)
+    # upper: the smallest k with P(Bin(n, q) <= k - 1) >= c
+    ks = np.nonzero(cdf[:n] >= confidence)[0]
+    # lower: the largest j with P(Bin(n, q) >= j) >= c, i.e. 1 - P(Bin(n, q) <= j - 1) >= c
+    js = np.nonzero(1.0 - cdf[:n] >= confidence)[0]  # index i stands for j = i + 1
+    high = float(arr[ks[0]]) if ks.size else None
+    low = float(arr[js[-1]]) if js.size else None
+    return PercentileBound(q, n, value, low, high, confidence)
+
+
+def _binom_cdf_all(n: int, p: float) -> np.ndarray:
+    """P(Bin(n, p) <= i) for i = 0 .. n, at once (log factorials, normalised in log space)."""
+    logfact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=float)))])
+    i = np.arange(n + 1, dtype=float)
+    logpmf = logfact[n] - logfact[: n + 1] - logfact[::-1] + i * math.log(p) + (n - i) * math.log1p(-p)
+    pmf = np.exp(logpmf - logpmf.max())
+    return np.asarray(np.cumsum(pmf) / pmf.sum(), dtype=float)
+
+
+def share_bounds(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+    """Exact (Clopper-Pearson) one-sided bounds at `confidence` on the share behind k of n: the
+    lowest share under which k or more would be seen with probability 1 - c, and the highest under
+    which k or fewer would. The lower bound reaches q exactly when LoadGen's test passes for the
+    q-quantile with n - k requests over the limit. (None, None) with no trial."""
+    if not 0 <= k <= n:
+        raise ValueError(f"share_bounds: need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return None, None
+    alpha = 1.0 - confidence
+
+    def root(f: Callable[[float], bool]) -> float:  # the boundary of a monotone predicate on [0, 1]
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) else (lo, mid)
+        return lo
+
+    # P(Bin(n, p) >= k) rises with p: the lower bound is the largest p where it is still <= alpha
+    low = 0.0 if k == 0 else root(lambda p: 1.0 - binom_cdf(k - 1, n, p) <= alpha)
+    # P(Bin(n, p) <= k) falls with p: the upper bound is the largest p where it is still >= alpha
+    high = 1.0 if k == n else root(lambda p: binom_cdf(k, n, p) >= alpha)
+    return low, high
+
+
+def shown_open(low: float | None, high: float | None) -> bool:
+    """Whether either side of an interval is open."""
+    return low is None or high is None
+
+
+def fisher_greater(a: int, n1: int, b: int, n2: int) -> float:
+    """One-sided Fisher exact test: the p-value that group 1 (a of n1) has a larger share than group
+    2 (b of n2) by chance alone, P(X >= a) for X hypergeometric with the margins fixed."""
+    if not (0 <= a <= n1 and 0 <= b <= n2):
+        raise ValueError(f"fisher_greater: need 0 <= a <= n1 and 0 <= b <= n2; got {a}/{n1}, {b}/{n2}")
+    total, hits = n1 + n2, a + b
+    if n1 == 0 or n2 == 0 or hits == 0:
+        return 1.0
+    denom = math.comb(total, n1)
+    top = min(hits, n1)
+    num = sum(math.comb(hits, x) * math.comb(total - hits, n1 - x) for x in range(a, top + 1))
+    return min(1.0, num / denom)

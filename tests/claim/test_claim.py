@@ -28,14 +28,17 @@ from tokenrace.runs.session import BenchSettings
 from tokenrace.testing.fake_server import spawn_fake_server
 
 UNREACHABLE = "http://127.0.0.1:9"  # nothing listens: a request would fail with a connection error
-# 4 slots; a request holds one for its TTFT + 30 x 10 ms; TTFT = 40 ms + 0.12 ms per prompt token
+# 4 slots; a request holds one for its TTFT + 30 x 5 ms; TTFT = 40 ms + 0.12 ms per prompt token
 # (+ the queue). Without a tokenizer that decodes, a synthetic prompt asked for N tokens has about
-# 0.75 N by the fake's count: short prompts ~65 ms, "2048" (~1540 tokens) ~225 ms, "4096" (~3070)
-# ~408 ms; with five in flight the fifth waits for a slot (the first time for a whole request, over
-# 360 ms). The limit, 320 ms, sits about 90 ms from either side, so a loaded 2-core machine's tail
-# latency cannot move a boundary.
-CLAIM_SERVER = {"ttft_ms": 40, "itl_ms": 10, "output_tokens": 30, "slots": 4, "prefill_ms_per_token": 0.12}
-LIMIT = "ttft_p99<=320ms"
+# 0.75 N by the fake's count: short prompts ~52 ms, "1024" (~770 tokens) ~132 ms, "2048" (~1540) ~225
+# ms; with five in flight one request in five waits for a whole request (~190 ms) for its slot. The
+# limit is on TTFT p90, 180 ms: about 45 ms from either side, and a loaded 2-core machine's odd slow
+# request moves a p90 far less than a p99.
+CLAIM_SERVER = {"ttft_ms": 40, "itl_ms": 5, "output_tokens": 30, "slots": 4, "prefill_ms_per_token": 0.12}
+LIMIT = "ttft_p90<=180ms"
+# 3 % of requests, at random, take 600 ms for their first token; the rest 20 ms: TTFT p99 is 600 ms
+# whatever the load, prompt, cache or content.
+SLOW_TAIL = {"ttft_ms": 20, "itl_ms": 1, "output_tokens": 2, "slow_rate": 0.03, "slow_ttft_ms": 600}
 
 
 @pytest.fixture(scope="module")
@@ -53,25 +56,60 @@ def claim_settings(url: str, out: Path, expect: str, budget_s: float = 180.0) ->
     )
 
 
+@pytest.mark.slow
 def test_claim_holds_only_under_the_slots_and_a_prompt_length(claim_server: object, tmp_path: Path) -> None:
     url = claim_server.url  # type: ignore[attr-defined]
-    cs = claim_settings(url, tmp_path / "c", LIMIT)
+    cs = claim_settings(url, tmp_path / "c", LIMIT, budget_s=240)
+    cs.max_prompt_tokens = 2048
     claim = asyncio.run(Battery(cs).run())
     assert claim.verdict == "holds_only_under", claim.sentence
-    assert claim.limits.concurrency == 4 and claim.limits.concurrency_failing == 5
-    assert claim.limits.prompt_tokens == 2048 and claim.limits.prompt_tokens_failing == 4096
-    assert "concurrency ≤ 4" in (claim.sentence or "") and "prompts ≤ 2048 tokens" in (claim.sentence or "")
-    assert claim.elapsed_s is not None and claim.elapsed_s < 180
+    assert "concurrency ≤ 4" in claim.restrictions and "prompts ≤ 1024 tokens" in claim.restrictions, claim.sentence
+    assert claim.elapsed_s is not None and claim.elapsed_s < 240
     saved = json.loads((tmp_path / "c" / "claim.json").read_text())
     dims = {c["dimension"] for c in saved["conditions"]}
     assert {"cold", "warm", "concurrency", "prompt_tokens", "cache", "content", "drift"} <= dims
-    content = [c["value"] for c in saved["conditions"] if c["dimension"] == "content" and c["held"]]
-    assert content == ["natural", "copy", "random"]  # the fake's speed does not depend on what it writes
+    content = [c for c in saved["conditions"] if c["dimension"] == "content" and c["held"] is not None]
+    assert all(c["outcome"] != "failed" for c in content)  # the fake's speed does not depend on what it writes
+    assert all(
+        c["figures"]["prompt_tokens_mean"] == pytest.approx(96, abs=20) for c in content
+    )  # the baseline's length
     warm = next(c for c in saved["conditions"] if c["dimension"] == "warm")
-    assert warm["held"] and warm["checks"][0]["ci_high"] < 320 and (tmp_path / "c" / warm["run_dir"]).is_dir()
+    assert (
+        warm["outcome"] == "held" and warm["checks"][0]["ci_high"] < 180 and (tmp_path / "c" / warm["run_dir"]).is_dir()
+    )
+    assert warm["checks"][0]["requests"] >= 39  # p90 at 0.95 split over 3 looks, none over the limit
     assert (tmp_path / "c" / "concurrency" / "sweep.json").exists()
     page = write_claim_report(tmp_path / "c", tmp_path / "report.html").read_text()
     assert page.index("HOLDS ONLY UNDER") < page.index("SLA search")  # the claim first, then the evidence
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_random_slow_tail_never_holds_and_names_no_restriction(seed: int, tmp_path: Path) -> None:
+    with spawn_fake_server({**SLOW_TAIL, "seed": seed}) as srv:
+        cs = claim_settings(srv.url, tmp_path / "c", "ttft_p99<=300ms", budget_s=60)
+        cs.template.load.seed = seed
+        claim = asyncio.run(Battery(cs).run())
+    assert claim.verdict in ("fails", "unproven"), claim.sentence
+    assert claim.restrictions == []
+    for c in claim.conditions:
+        if c.dimension == "cold":
+            continue  # one request, judged as the event it is, bounds no percentile
+        assert all(k.outcome != "held" for k in c.checks if k.name == "ttft_p99"), (c.dimension, c.value, c.checks)
+    if claim.verdict == "unproven":
+        assert "needed" in claim.reasons[0], claim.reasons
+
+
+@pytest.mark.slow
+def test_the_same_server_without_its_tail_holds_with_its_p99_certified(tmp_path: Path) -> None:
+    with spawn_fake_server({**SLOW_TAIL, "slow_rate": 0.0}) as srv:
+        cs = claim_settings(srv.url, tmp_path / "c", "ttft_p99<=300ms", budget_s=90)
+        cs.max_prompt_tokens = 512
+        claim = asyncio.run(Battery(cs).run())
+    assert claim.verdict == "holds", claim.sentence
+    warm = next(c for c in claim.conditions if c.dimension == "warm")
+    assert warm.outcome == "held" and warm.checks[0].ci_high is not None and warm.checks[0].ci_high < 300
+    assert (warm.checks[0].requests or 0) >= 407  # p99 at 0.95 split over 3 looks
 
 
 def test_the_quality_pass_is_reported_beside_the_verdict(tmp_path: Path) -> None:

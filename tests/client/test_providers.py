@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from tests.conftest import fake_key
 
-from tokenrace.client.providers import normalize_base_url, provider_api, resolve_endpoint
+from tokenrace.client.providers import hosted_provider, normalize_base_url, provider_api, resolve_endpoint
 from tokenrace.engines import server_root
 from tokenrace.errors import UsageError
 from tokenrace.redact import Redactor, redact_argv
@@ -82,3 +82,25 @@ def test_anthropic_preset_and_the_messages_key(monkeypatch: pytest.MonkeyPatch) 
     e = resolve_endpoint("http://h:1", None, None, "embeddings")
     assert e is not None and e.key_source == "OPENAI_API_KEY"
     assert normalize_base_url("http://h:1/v1/embeddings") == "http://h:1/v1"
+
+
+@pytest.mark.parametrize(
+    "name,base,env",
+    [
+        ("cerebras", "https://api.cerebras.ai/v1", "CEREBRAS_API_KEY"),
+        ("sambanova", "https://api.sambanova.ai/v1", "SAMBANOVA_API_KEY"),
+    ],
+)
+def test_record_speed_vendors_have_presets(monkeypatch: pytest.MonkeyPatch, name: str, base: str, env: str) -> None:
+    """Cerebras and SambaNova beside Groq: their own base URL and key variable, and their host is
+    known as theirs (a --url to it is priced and reported as that provider)."""
+    monkeypatch.setenv(env, fake_key("key-", name))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other")  # never sent to another vendor while the preset's is set
+    e = resolve_endpoint(None, None, name)
+    assert e is not None and (e.base_url, e.api_key, e.key_source, e.provider) == (
+        base,
+        fake_key("key-", name),
+        env,
+        name,
+    )
+    assert hosted_provider(f"{base}/chat/completions") == name and provider_api(name) == "chat"

@@ -38,10 +38,21 @@ from tokenrace.claim.models import (
     PlannedStep,
 )
 from tokenrace.claim.quality import quality_condition
-from tokenrace.claim.verdict import decide
+from tokenrace.claim.verdict import decide, outcome_of
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cost import Price
-from tokenrace.figures.objectives import Objective, all_held, error_guard, judge_all
+from tokenrace.figures.objectives import (
+    Check,
+    Objective,
+    Sample,
+    all_held,
+    decided,
+    error_guard,
+    judge_all,
+    look_confidence,
+    requests_to_decide,
+    still_needed,
+)
 from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
 from tokenrace.load.workload import WorkloadSpec
@@ -53,6 +64,7 @@ from tokenrace.runs.run import Run
 from tokenrace.runs.samples import sample_of
 from tokenrace.runs.session import BenchSettings, PromptSpec
 from tokenrace.runs.store import default_run_dir, write_json
+from tokenrace.stats import CONFIDENCE
 from tokenrace.sweep.runner import ProgressFor, StepRunner, SweepPlan, run_sweep
 
 MIN_BUDGET_S = 20.0  # the cold request and one warm step, on a fast server, with the run's own overheads
@@ -66,8 +78,12 @@ SHARES = {
     "quality": 0.10,
     "drift": 0.15,
 }
-WARM_REQUESTS = 10
-LADDER_REQUESTS = 6  # requests per prompt length and per cache condition
+WARM_REQUESTS = 10  # the least the baseline sends, whatever the objectives need
+LADDER_REQUESTS = 6  # the least any other condition sends
+LOOKS = 3  # checks of a condition's evidence, planned in advance; the confidence is split between them
+SEARCH_LOOKS = 2  # the concurrency search: a value's first run and one repeat
+DRIFT_SEED_OFFSET = 1000
+MAX_CONDITION_REQUESTS = 5000  # a condition's planned requests, at most (a p99.9 at 0.99 wants 4603)
 SHORT_PROMPT = 128
 CACHE_PROMPT = 1024
 SEARCH_STEPS = 8
@@ -87,8 +103,11 @@ class ClaimSettings:
     max_concurrency: int = 64
     max_prompt_tokens: int = 32768
     max_error_rate: float = 0.05
+    confidence: float = CONFIDENCE
 
     def validate(self) -> None:
+        if not 0.5 < self.confidence < 1:
+            raise InvalidInput("confidence", f"must lie between 0.5 and 1 (e.g. 0.95), got {self.confidence:g}")
         if not self.expectations:
             raise InvalidInput("expect", "give at least one expectation, e.g. ttft_p50<=200ms")
         if not self.budget_s >= MIN_BUDGET_S:
@@ -107,6 +126,23 @@ class ClaimSettings:
             raise InvalidInput("context", f"must be at least {SHORT_PROMPT * 2} tokens, got {self.context_tokens}")
 
     @property
+    def look_confidence(self) -> float:
+        """Each of a condition's LOOKS checks is made at this confidence (docs/claim.md)."""
+        return look_confidence(self.confidence, LOOKS)
+
+    @property
+    def condition_requests(self) -> int:
+        """The fewest requests that could decide a condition (none over a limit): its first run's size."""
+        need = requests_to_decide(self.expectations, self.look_confidence)
+        return min(MAX_CONDITION_REQUESTS, max(LADDER_REQUESTS, need))
+
+    @property
+    def search_requests(self) -> int:
+        """The same for one run of the concurrency search, whose values are judged up to SEARCH_LOOKS times."""
+        need = requests_to_decide(self.expectations, look_confidence(self.confidence, SEARCH_LOOKS))
+        return min(MAX_CONDITION_REQUESTS, max(8, need))
+
+    @property
     def objectives(self) -> tuple[Objective, ...]:
         """The expectations, and the error rate unless they name it."""
         if any(o.figure == "error_rate" for o in self.expectations):
@@ -121,21 +157,25 @@ def plan(cs: ClaimSettings) -> tuple[list[PlannedStep], list[Condition]]:
     """What the battery will send at most, in order, and what it leaves out before starting (request
     and cost limits). Seconds are each part's share of the budget; the last part is the drift's."""
     max_tokens = cs.template.request.max_tokens or 256
+    n = cs.condition_requests
+    share = cs.budget_s
     steps = [
-        PlannedStep(dimension="warm", requests=1 + WARM_REQUESTS, seconds=cs.budget_s * SHARES["warm"]),
+        PlannedStep(dimension="warm", requests=1 + max(WARM_REQUESTS, n), seconds=share * SHARES["warm"], needed=n),
         PlannedStep(
-            dimension="concurrency", requests=_search_requests(cs), seconds=cs.budget_s * SHARES["concurrency"]
+            dimension="concurrency",
+            requests=_search_requests(cs),
+            seconds=share * SHARES["concurrency"],
+            needed=cs.search_requests,
         ),
         PlannedStep(
             dimension="prompt_tokens",
-            requests=LADDER_REQUESTS * len(prompt_ladder(cs.max_prompt_tokens)),
-            seconds=cs.budget_s * SHARES["prompt_tokens"],
+            requests=n * len(prompt_ladder(cs.max_prompt_tokens)),
+            seconds=share * SHARES["prompt_tokens"],
+            needed=n,
         ),
-        PlannedStep(dimension="cache", requests=2 * LADDER_REQUESTS, seconds=cs.budget_s * SHARES["cache"]),
-        PlannedStep(
-            dimension="content", requests=len(CONTENT_KINDS) * LADDER_REQUESTS, seconds=cs.budget_s * SHARES["content"]
-        ),
-        PlannedStep(dimension="drift", requests=2 * WARM_REQUESTS, seconds=cs.budget_s * SHARES["drift"]),
+        PlannedStep(dimension="cache", requests=2 * n, seconds=share * SHARES["cache"], needed=n),
+        PlannedStep(dimension="content", requests=len(CONTENT_KINDS) * n, seconds=share * SHARES["content"], needed=n),
+        PlannedStep(dimension="drift", requests=max(WARM_REQUESTS, n), seconds=share * SHARES["drift"], needed=n),
     ]
     if cs.quality_samples:
         steps.append(PlannedStep(dimension="quality", requests=cs.quality_samples * 8, seconds=0.0))
@@ -172,7 +212,7 @@ def _fit_search(
     """Lower the search's highest concurrency until its worst case fits what the limits leave; it
     stays as planned when even concurrency 2 does not fit (the plan then leaves the search out)."""
     for c in range(cs.max_concurrency, 1, -1):
-        step.requests = SEARCH_STEPS * max(8, 4 * c)
+        step.requests = SEARCH_STEPS * max(cs.search_requests, 4 * c)
         step.usd = _round(price_of(step))
         fits_requests = cs.max_requests is None or requests + step.requests <= cs.max_requests
         fits_cost = cs.max_cost_usd is None or step.usd is None or usd + step.usd <= cs.max_cost_usd
@@ -188,8 +228,8 @@ def _round(v: float | None) -> float | None:
 
 
 def _search_requests(cs: ClaimSettings) -> int:
-    """At most: SEARCH_STEPS runs of max(8, 4 x c) requests at the highest concurrency tried."""
-    return SEARCH_STEPS * max(8, 4 * cs.max_concurrency)
+    """At most: SEARCH_STEPS runs of max(planned, 4 x c) requests at the highest concurrency tried."""
+    return SEARCH_STEPS * max(cs.search_requests, 4 * cs.max_concurrency)
 
 
 def prompt_ladder(cap: int) -> list[int]:
@@ -202,6 +242,41 @@ def prompt_ladder(cap: int) -> list[int]:
 
 
 # --- the battery ------------------------------------------------------------------------------------
+
+# Which undecided conditions the budget left over goes to first.
+PRIORITY: tuple[Dimension, ...] = (
+    "warm",
+    "concurrency",
+    "prompt_tokens",
+    "cache",
+    "content",
+    "drift",
+    "cold",
+    "quality",
+)
+
+
+@dataclass(slots=True)
+class Measured:
+    """A condition measured in one or more runs (looks): how its runs are made, and what they show."""
+
+    name: str
+    dimension: Dimension
+    value: int | str
+    prompts: PromptSpec
+    workload: WorkloadSpec | None = None
+    factor: float = 1.0  # a request's latency over the baseline's (longer prompts prefill longer)
+    sample: Sample = field(default_factory=Sample)
+    runs: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    index: int | None = None  # its place in claim.conditions
+
+
+def _as_event(c: Check) -> Check:
+    """A check of one request: its figure held or missed, decided either way."""
+    if c.held is None:
+        return c
+    return dataclasses.replace(c, outcome="held" if c.held else "failed", over=0 if c.held else 1, needed=None)
 
 
 @dataclass(slots=True)
@@ -216,6 +291,7 @@ class Battery:
     e2e_s: float = 1.0  # a warm request's latency, once measured: what each part's need is estimated from
     context: int | None = None
     planned: dict[Dimension, PlannedStep] = field(default_factory=dict)
+    measured: list[Measured] = field(default_factory=list)  # conditions that may be looked at again
 
     def __post_init__(self) -> None:
         self.cs.validate()
@@ -232,6 +308,7 @@ class Battery:
             model=t.model,
             directory=str(self.directory),
             budget_s=self.cs.budget_s,
+            confidence=self.cs.confidence,
             max_requests=self.cs.max_requests,
             max_cost_usd=self.cs.max_cost_usd,
             expectations=[o.saved() for o in self.cs.expectations],
@@ -275,7 +352,7 @@ class Battery:
                     self.claim.partial = True
                     break
             else:
-                if not await self._drift():
+                if not await self._top_up() or not await self._drift():
                     self.claim.partial = True
                 elif self.cs.quality_samples:
                     await self._quality()
@@ -297,27 +374,39 @@ class Battery:
         write_json(self.directory / CLAIM_FILE, self.claim.model_dump(mode="json"))
 
     async def _step(
-        self, name: str, load: Load, prompts: PromptSpec | None = None, workload: WorkloadSpec | None = None
+        self,
+        name: str,
+        load: Load,
+        prompts: PromptSpec | None = None,
+        workload: WorkloadSpec | None = None,
+        look: int = 0,
     ) -> Run:
         template = self.cs.template if workload is None else dataclasses.replace(self.cs.template, workload=workload)
         runner = StepRunner(template, self.directory, self.progress_for, self.argv)
-        result = await runner.run(name, dataclasses.replace(load, seed=template.load.seed), prompts)
+        # A later look at a condition draws fresh prompts: the same seed would send the same ones again.
+        seed = None if template.load.seed is None else template.load.seed + look
+        result = await runner.run(name, dataclasses.replace(load, seed=seed), prompts)
         self.claim.requests_sent += result.summary.requests.total + (1 if load.cold else 0)
         return result
 
-    def _condition(
-        self, dimension: Dimension, value: int | str, result: Run, objectives: tuple[Objective, ...] | None = None
-    ) -> Condition:
-        sample = sample_of(result.directory)
-        checks = judge_all(objectives or self.cs.objectives, sample)
+    def _judged(self, m: Measured, result: Run) -> Condition:
+        """The condition as its runs so far show it: checks over every run pooled, at the confidence
+        of one of LOOKS looks; the figures are its last run's, `requests` counts them all."""
+        checks = judge_all(self.cs.objectives, m.sample, self.cs.look_confidence)
+        m.checks = checks
+        figures = figures_of(result.summary)
+        figures["requests"] = m.sample.measured
+        saved = [c.saved() for c in checks]
         return Condition(
-            dimension=dimension,
-            value=value,
+            dimension=m.dimension,
+            value=m.value,
             # A run cut short by Ctrl-C is kept, but judges nothing.
-            held=None if result.interrupted else all_held(checks) if sample.measured else False,
-            figures=figures_of(result.summary),
-            checks=[c.saved() for c in checks],
-            run_dir=str(result.directory.relative_to(self.directory)),
+            held=None if result.interrupted else all_held(checks) if m.sample.measured else False,
+            outcome=None if result.interrupted else outcome_of(saved),
+            figures=figures,
+            checks=saved,
+            run_dir=m.runs[0],
+            runs=list(m.runs),
             skipped="interrupted before it finished" if result.interrupted else None,
         )
 
@@ -329,36 +418,122 @@ class Battery:
         self.notify(f"{dimension}: skipped ({why})")
         self._add(Condition(dimension=dimension, value=value, skipped=why))
 
+    # --- one condition, looked at up to LOOKS times
+
+    async def _look(self, m: Measured, requests: int, deadline_s: float, cold: bool = False) -> Run:
+        """One more run of the condition, pooled with its earlier ones and judged again. It sends
+        `requests` at most and stops at `deadline_s` (seconds left), the end of its part's share."""
+        name = m.name if not m.runs else f"{m.name}-{len(m.runs) + 1}"
+        need_s = requests * self.e2e_s * m.factor
+        duration = max(1.0, min(2 * need_s, self.left_s() - max(deadline_s, self._reserve(m))))
+        load = Load(concurrency=1, requests=requests, cold=cold, duration_s=duration)
+        # The drift repeats the baseline's settings with prompts of its own (a cache must not help it).
+        look = len(m.runs) + (DRIFT_SEED_OFFSET if m.dimension == "drift" else 0)
+        result = await self._step(name, load, m.prompts, m.workload, look=look)
+        sample = sample_of(result.directory)
+        m.sample = sample if not m.runs else m.sample.pooled(sample)
+        m.runs.append(name)
+        condition = self._judged(m, result)
+        if m.index is None:
+            m.index = len(self.claim.conditions)
+            self.claim.conditions.append(condition)
+        else:
+            self.claim.conditions[m.index] = condition
+        self._write()
+        return result
+
+    def _reserve(self, m: Measured) -> float:
+        """What a condition's runs leave for the drift's part (the drift itself, nothing)."""
+        return 0.0 if m.dimension == "drift" else self._drift_reserve()
+
+    def _more(self, m: Measured, deadline_s: float) -> int:
+        """The requests of the condition's next look: what its checks still need, as many as fit before
+        `deadline_s` (seconds left at which its share ends); 0 when decided, out of looks or of time."""
+        if m.index is None or len(m.runs) >= LOOKS or decided(m.checks):
+            return 0
+        needed = still_needed(m.checks)
+        want = max(LADDER_REQUESTS, (needed - m.sample.measured) if needed else self.cs.condition_requests)
+        fit = int((self.left_s() - deadline_s) / (self.e2e_s * m.factor))
+        room = self._requests_left()
+        return max(0, min(want, fit, room if room is not None else want))
+
+    async def _until_decided(self, m: Measured, deadline_s: float, cold: bool = False) -> Run | None:
+        """The condition's first run, then more while it is undecided and its share lasts (its part
+        ends `deadline_s` seconds before the budget does). None when not even a few requests fit
+        (it is then skipped with the reason); else the last run."""
+        requests = self.cs.condition_requests if not cold else max(WARM_REQUESTS, self.cs.condition_requests)
+        few = LADDER_REQUESTS * self.e2e_s * m.factor
+        why = self._room(m.dimension, few, LADDER_REQUESTS, self._reserve(m))
+        if why and not cold:
+            self._skip(m.dimension, why, m.value)
+            return None
+        room = self._requests_left()
+        result = await self._look(m, min(requests, room) if room is not None else requests, deadline_s, cold=cold)
+        self.measured.append(m)
+        while not result.interrupted and (more := self._more(m, deadline_s)) > 0:
+            self.notify(f"{m.dimension} {m.value}: undecided after {m.sample.measured} requests; {more} more...")
+            result = await self._look(m, more, deadline_s)
+        return result
+
+    async def _top_up(self) -> bool:
+        """Time left before the drift's part goes to the undecided conditions, most important first."""
+        for m in sorted(self.measured, key=lambda m: PRIORITY.index(m.dimension)):
+            while (more := self._more(m, self._drift_reserve())) > 0:
+                self.notify(f"{m.dimension} {m.value}: the budget left buys {more} more requests...")
+                if (await self._look(m, more, self._drift_reserve())).interrupted:
+                    return False
+        return True
+
     # --- the conditions
 
     async def _warm(self) -> bool:
         self.notify("cold request, then warm requests one at a time...")
-        load = Load(concurrency=1, requests=WARM_REQUESTS, cold=True, duration_s=self._slice("warm"))
-        result = await self._step("warm", load, PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
+        m = Measured("warm", "warm", 1, PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
+        deadline = self.left_s() - self._slice("warm")
+        result = await self._until_decided(m, deadline, cold=True)
+        assert result is not None
+        first = self.directory / m.runs[0]
         self.claim.model = self.claim.model or result.manifest.model
-        self._add(self._cold_condition(result))
-        self._add(self._condition("warm", 1, result))
+        self.claim.conditions.insert(m.index or 0, self._cold_condition(result, first))
+        m.index = (m.index or 0) + 1
+        self._write()
         e2e = result.summary.metrics.e2e_ms.p50
         self.e2e_s = max(e2e / 1000, 0.01) if e2e else self.e2e_s
         server = result.manifest.server
         self.context = self.cs.context_tokens or (server.max_model_len if server else None)
+        self._say_what_fits()
         return not result.interrupted
 
-    def _cold_condition(self, result: Run) -> Condition:
+    def _say_what_fits(self) -> None:
+        """The plan again, now that a request's latency is known: what each part can decide."""
+        n = self.cs.condition_requests
+        for step in self.claim.plan:
+            if step.dimension in ("warm", "quality"):
+                continue
+            per = (step.needed or n) * self.e2e_s
+            verdict = "can decide a condition" if per <= step.seconds else "cannot decide even one condition"
+            self.notify(
+                f"  {step.dimension}: {step.needed or n} requests decide a condition if none is over a limit "
+                f"(about {per:.0f} s at {self.e2e_s:.1f} s a request); its share, {step.seconds:.0f} s, {verdict}"
+            )
+
+    def _cold_condition(self, result: Run, first: Path) -> Condition:
+        """The first request alone. It is one event, not a distribution: each figure is judged as it
+        is (held or failed, never unproven), and the verdict asks whether it differs from the
+        baseline beyond chance before calling it a restriction."""
         cold = result.summary.cold
         per_request = tuple(o for o in self.cs.objectives if o.kind in ("time", "speed") or o.figure == "error_rate")
         if not cold:
             return Condition(dimension="cold", skipped="no cold request was sent")
-        sample = sample_of(result.directory, phase="cold")
-        checks = judge_all(per_request, sample)
-        # One request has no interval: its figures are judged as they are.
+        checks = [_as_event(c) for c in judge_all(per_request, sample_of(first, phase="cold"))]
         return Condition(
             dimension="cold",
             value="first request",
             held=all_held(checks),
+            outcome=outcome_of([c.saved() for c in checks]),
             figures=ConditionFigures(ttft_ms=cold.ttft_ms, e2e_ms=cold.e2e_ms, error_kind=cold.error_kind),
             checks=[c.saved() for c in checks],
-            run_dir="warm",
+            run_dir=first.name,
         )
 
     def _slice(self, part: Dimension) -> float:
@@ -371,8 +546,9 @@ class Battery:
 
     async def _concurrency(self) -> bool:
         steps = SEARCH_STEPS
-        need = 3 * 8 * self.e2e_s  # the first three steps at least
-        why = self._room("concurrency", need, 8 * 3, self._drift_reserve())
+        per_step = self.cs.search_requests
+        need = 3 * per_step * self.e2e_s  # the first three steps at least (concurrency 1, 2, 4)
+        why = self._room("concurrency", min(need, 3 * 8 * self.e2e_s), 8 * 3, self._drift_reserve())
         if why:
             self._skip("concurrency", why)
             return True
@@ -380,7 +556,9 @@ class Battery:
         self.notify(f"concurrency: searching for the highest that meets the expectations ({budget:.0f} s)...")
         template = dataclasses.replace(
             self.cs.template,
-            load=Load(requests=8, cold=False, duration_s=max(budget / steps, 1.0), seed=self.cs.template.load.seed),
+            load=Load(
+                requests=per_step, cold=False, duration_s=max(budget / steps, 1.0), seed=self.cs.template.load.seed
+            ),
             # each step is capped; the search gets as many steps as fit its share
             prompts=PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)),
             output=self.directory / "concurrency",
@@ -391,9 +569,11 @@ class Battery:
             search="concurrency",
             max_value=float(self._max_concurrency()),
             max_probes=steps,
-            repeats=1,
+            repeats=SEARCH_LOOKS - 1,
             requests_per_worker=4,
             max_error_rate=self.cs.max_error_rate,
+            confidence=self.cs.confidence,
+            min_requests=per_step,
         )
         result = await run_sweep(template, search, self.progress_for, self.argv)
         sweep = result.sweep
@@ -407,22 +587,29 @@ class Battery:
         room = self._requests_left()
         if room is None:
             return planned
-        # Every step may send max(8, 4 x c): keep the worst case inside the request limit.
+        # Every step may send max(planned, 4 x c): keep the worst case inside the request limit.
         return max(1, min(planned, room // (4 * SEARCH_STEPS)))
 
     def _search_conditions(self, sweep: SweepFile) -> None:
         rows = [r for r in sweep.steps if r.checks is not None and r.value is not None]
         for value in sorted({r.value for r in rows if r.value is not None}):
-            last = [r for r in rows if r.value == value][-1]  # the pooled verdict at that value
+            runs = [r for r in rows if r.value == value]
+            last = runs[-1]  # the pooled verdict at that value
+            checks = last.checks or []
+            outcome = outcome_of(checks)
             self.claim.conditions.append(
                 Condition(
                     dimension="concurrency",
                     value=int(value),
                     held=bool(last.passed),
+                    outcome=outcome,
                     figures=_row_figures(last),
-                    checks=last.checks or [],
-                    run_dir=f"concurrency/{last.step}",
-                    note=None if last.certain else "unclear: an interval reaches over a limit",
+                    checks=checks,
+                    run_dir=f"concurrency/{runs[0].step}",
+                    runs=[f"concurrency/{r.step}" for r in runs],
+                    note=None
+                    if outcome != "unproven"
+                    else "undecided: the requests cannot bound a figure clear of its limit",
                 )
             )
         best = sweep.sla.highest_passing if sweep.sla else None
@@ -444,24 +631,22 @@ class Battery:
         self.notify(f"prompt length: {', '.join(map(str, sizes))} tokens, one at a time...")
         deadline = self.left_s() - min(self._slice("prompt_tokens"), self.left_s() - self._drift_reserve())
         for i, n in enumerate(sizes):
-            need = LADDER_REQUESTS * self.e2e_s * (1 + n / 2048)  # longer prompts take longer to prefill
-            why = self._room("prompt_tokens", need, LADDER_REQUESTS, self._drift_reserve())
-            if why or self.left_s() - need < deadline:
+            m = Measured(f"prompt-{n}", "prompt_tokens", n, PromptSpec(input_tokens=(n, 0.0)), factor=1 + n / 2048)
+            need = LADDER_REQUESTS * self.e2e_s * m.factor  # longer prompts take longer to prefill
+            if self.left_s() - need < deadline:
                 share = max(self.left_s() - deadline, 0)
-                self._skip(
-                    "prompt_tokens", why or f"its share: it needs about {need:.0f} s, {share:.0f} s were left", n
-                )
+                self._skip("prompt_tokens", f"its share: it needs about {need:.0f} s, {share:.0f} s were left", n)
                 continue
-            load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need))
-            result = await self._step(f"prompt-{n}", load, PromptSpec(input_tokens=(n, 0.0)))
-            condition = self._condition("prompt_tokens", n, result)
-            condition.figures["prompt_tokens_mean"] = result.summary.metrics.prompt_tokens.mean
-            self._add(condition)
+            result = await self._until_decided(m, deadline)
+            if result is None:
+                continue
             if result.interrupted:
                 return False
-            if condition.held:
+            condition = self.claim.conditions[m.index or 0]
+            condition.figures["prompt_tokens_mean"] = result.summary.metrics.prompt_tokens.mean
+            if condition.outcome == "held":
                 self.claim.limits.prompt_tokens = n
-            else:
+            elif condition.outcome == "failed":
                 self.claim.limits.prompt_tokens_failing = n
                 for longer in sizes[i + 1 :]:
                     self._skip("prompt_tokens", f"a shorter prompt ({n} tokens) already failed", longer)
@@ -469,75 +654,75 @@ class Battery:
         return True
 
     async def _cache(self) -> bool:
+        """The same prompt length busted and behind a shared prefix: the verdict compares the two with
+        each other, so a difference that prompt length explains is never called the cache's."""
         size = CACHE_PROMPT if not self.context else min(CACHE_PROMPT, self.context // 2)
-        need = 2 * LADDER_REQUESTS * self.e2e_s * (1 + size / 2048)  # longer prompts take longer to prefill
+        factor = 1 + size / 2048  # longer prompts take longer to prefill
+        need = 2 * LADDER_REQUESTS * self.e2e_s * factor
         why = self._room("cache", need, 2 * LADDER_REQUESTS, self._drift_reserve())
         if why:
             self._skip("cache", why)
             return True
         self.notify(f"cache: {size}-token prompts, busted and behind a shared prefix...")
-        load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need / 2))
-        busted = await self._step(
-            "cache-busted", load, PromptSpec(input_tokens=(size, 0.0)), WorkloadSpec(cache_bust=True)
+        deadline = self.left_s() - min(self._slice("cache"), self.left_s() - self._drift_reserve())
+        busted = Measured(
+            "cache-busted",
+            "cache",
+            "busted",
+            PromptSpec(input_tokens=(size, 0.0)),
+            WorkloadSpec(cache_bust=True),
+            factor,
         )
-        self._add(self._condition("cache", "busted", busted))
-        if busted.interrupted:
-            return False
-        shared_prefix = size - SHORT_PROMPT
-        shared = await self._step(
+        # each gets half of what is left of the share
+        result = await self._until_decided(busted, (self.left_s() + deadline) / 2)
+        if result is None or result.interrupted:
+            return result is None
+        shared = Measured(
             "cache-shared",
-            dataclasses.replace(load, duration_s=self._cap(need / 2)),
+            "cache",
+            "shared_prefix",
             PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)),
-            WorkloadSpec(shared_prefix_tokens=shared_prefix),
+            WorkloadSpec(shared_prefix_tokens=size - SHORT_PROMPT),
+            factor,
         )
-        condition = self._condition("cache", "shared_prefix", shared)
-        self._add(condition)
-        return not shared.interrupted
+        result = await self._until_decided(shared, deadline)
+        return result is None or not result.interrupted
 
     async def _content(self) -> bool:
         """What the model is asked to write (natural prose, a copy of the prompt, random text), each
-        alone at the baseline's load: speed that depends on content points at speculative decoding."""
+        alone at the baseline's load and prompt length: speed that depends on content points at
+        speculative decoding, and nothing else differs from the baseline."""
+        deadline = self.left_s() - min(self._slice("content"), self.left_s() - self._drift_reserve())
         for kind in CONTENT_KINDS:
-            need = LADDER_REQUESTS * self.e2e_s
-            why = self._room("content", need, LADDER_REQUESTS, self._drift_reserve())
-            if why:
-                self._skip("content", why, str(kind))
-                continue
-            load = Load(concurrency=1, requests=LADDER_REQUESTS, cold=False, duration_s=self._cap(need))
+            m = Measured(
+                f"content-{kind}", "content", str(kind), PromptSpec(content=str(kind), input_tokens=(SHORT_PROMPT, 0.0))
+            )
             try:
-                result = await self._step(f"content-{kind}", load, PromptSpec(content=str(kind)))
+                result = await self._until_decided(m, deadline)
             except InvalidInput as exc:  # an API that writes no text, say
                 self._skip("content", exc.problem, str(kind))
                 return True
-            self._add(self._condition("content", str(kind), result))
-            if result.interrupted:
+            if result is not None and result.interrupted:
                 return False
         return True
 
     async def _drift(self) -> bool:
         left = self.left_s()
-        need = WARM_REQUESTS * self.e2e_s
-        why = self._room("drift", need, WARM_REQUESTS)
+        need = LADDER_REQUESTS * self.e2e_s
+        why = self._room("drift", need, LADDER_REQUESTS)
         if why:
             self._skip("drift", why)
             return True
         self.notify(f"drift: the baseline again for the budget's last part ({left:.0f} s left)...")
-        requests = 2 * WARM_REQUESTS
-        room = self._requests_left()
-        if room is not None:
-            requests = min(requests, room)
-        load = Load(
-            concurrency=1,
-            requests=requests,
-            cold=False,
-            duration_s=max(min(left - self.e2e_s, self._slice("drift")), 1.0),
-        )
-        result = await self._step("drift", load, PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
-        condition = self._condition("drift", "end of the budget", result)
+        m = Measured("drift", "drift", "end of the budget", PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
+        result = await self._until_decided(m, deadline_s=self.e2e_s)
+        if result is None:
+            return True
+        condition = self.claim.conditions[m.index or 0]
         warm = next((c for c in self.claim.conditions if c.dimension == "warm"), None)
         if warm is not None:
             condition.figures["vs_warm"] = _ratios(warm.figures, condition.figures)
-        self._add(condition)
+        self._write()
         return not result.interrupted
 
     async def _quality(self) -> None:

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "runs": "tokenrace.cli.runs",
     "show": "tokenrace.cli.show",
     "compare": "tokenrace.cli.compare",
+    "export": "tokenrace.cli.export",
     "report": "tokenrace.cli.report",
     "gateway": "tokenrace.cli.gateway",
     "quality": "tokenrace.cli.quality",

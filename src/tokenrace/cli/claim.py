@@ -52,6 +52,7 @@ class ClaimOptions:
     max_concurrency: int
     max_prompt_tokens: int
     max_error_rate: float
+    confidence: float
     quality_samples: int | None
     api: str
     max_tokens: int
@@ -84,6 +85,13 @@ class ClaimOptions:
 @click.option("--max-concurrency", type=int, default=64, show_default=True, help="The highest concurrency tried.")
 @click.option("--max-prompt-tokens", type=int, default=32768, show_default=True, help="The longest prompt tried.")
 @click.option("--max-error-rate", type=float, default=0.05, show_default=True, help="A condition fails above it.")
+@click.option(
+    "--confidence",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="Each verdict's confidence; a condition's checks split it between their looks (docs/claim.md).",
+)
 @click.option("--quality-samples", type=int, help="Also a quality pass: N items of each built-in suite.")
 @click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
 @click.option("--max-tokens", type=int, default=128, show_default=True, help="Output tokens per request.")
@@ -98,7 +106,8 @@ class ClaimOptions:
 @click.option("--json", "as_json", is_flag=True, help="Print claim.json.")
 def command(**o: Any) -> None:
     """Test a claim ("serves 150 tokens/s per user, first token under 200 ms") and give a verdict:
-    holds, holds only under (the limits), or fails, with the figures behind it.
+    holds, holds only under (the limits), fails, or unproven (not enough evidence, and what would
+    decide it), with the figures behind it.
 
     Runs the battery within --budget: a cold request and warm ones, the highest concurrency at which
     every expectation holds, prompts from short to long, busted against shared prefixes, drift at the
@@ -158,6 +167,7 @@ def _settings(o: ClaimOptions) -> tuple[BenchSettings, ClaimSettings]:
         max_concurrency=o.max_concurrency,
         max_prompt_tokens=o.max_prompt_tokens,
         max_error_rate=o.max_error_rate,
+        confidence=o.confidence,
     )
     if cs.quality_samples is not None and cs.quality_samples < 1:
         raise InvalidInput("quality_samples", f"must be at least 1, got {cs.quality_samples}")

@@ -30,7 +30,9 @@ def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: boo
     """Compare RUN_A with RUN_B (and more): key metrics, B/A with 95 % bootstrap CIs, and a verdict.
 
     Each RUN is a run or sweep directory, an id or name from `tokenrace runs`, or a vLLM `bench serve`
-    result JSON (--save-result --save-detailed) or an AIPerf profile_export.jsonl. The first is the
+    result JSON (--save-result --save-detailed), an AIPerf profile_export.jsonl, or an llm-d Benchmark
+    Report (llm-d-benchmark, inference-perf, `tokenrace export --format br`; statistics only, so its
+    rows have no interval). The first is the
     baseline A. Sweeps are compared step by step (same concurrency, rate or prompt size). Cost rows
     appear with --price or --gpu-hour-cost, or when the price table knows the runs' provider and model.
     A run with a quality pass (quality.json in its directory or its quality/ subdirectory, as

@@ -12,8 +12,8 @@ import click
 
 from tokenrace.errors import UsageError
 
-# What the gateway extra installs, by import name: the HTTP parser, the YAML file, the shared state.
-EXTRA_MODULES = ("httptools", "yaml", "redis")
+# What the gateway extra installs, by import name: the HTTP parser and the shared state's client.
+EXTRA_MODULES = ("httptools", "redis")
 
 
 def require_gateway_extra() -> None:

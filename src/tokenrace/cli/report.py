@@ -26,7 +26,7 @@ def command(
     runs: tuple[str, ...], output: Path, hardware: str | None, plan_model: str | None, devices: int | None, **o: Any
 ) -> None:
     """Write an HTML report of RUN (a run, sweep or claim directory, an id from `tokenrace runs`, or a
-    vLLM / AIPerf result file); with several RUNs, a comparison against the first.
+    vLLM / AIPerf result file or an llm-d Benchmark Report); with several RUNs, a comparison against the first.
 
     Latency CDFs, latency and throughput against load with the knee, a per-request timeline, tokens per
     chunk, resource charts when the run has timeseries.jsonl, and the manifest. One file, no network.

@@ -27,12 +27,12 @@ from tokenrace.table import to_csv, to_markdown, to_rich
     "imports",
     multiple=True,
     type=click.Path(exists=True, path_type=Path),
-    help="Index this run/sweep directory, or every one below it (repeatable). vLLM/AIPerf result files are converted into a run directory first.",
+    help="Index this run/sweep directory, or every one below it (repeatable). vLLM/AIPerf result files and llm-d Benchmark Reports are converted into a run directory first.",
 )
 @click.option(
     "--import-to",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where converted vLLM/AIPerf runs go (default runs/).",
+    help="Where converted vLLM/AIPerf/Benchmark Report runs go (default runs/).",
 )
 @click.option("--reindex", is_flag=True, help="Re-read every indexed directory and forget those that are gone.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")

@@ -38,7 +38,7 @@ from tokenrace.table import fmt, to_csv, to_markdown, to_rich
 @cost_options
 def command(run: str, as_json: bool, as_markdown: bool, as_csv: bool, **o: Any) -> None:
     """Reprint the report of RUN: a run, sweep, profile or claim directory, an id or name from `tokenrace
-    runs`, or a vLLM `bench serve` result JSON / AIPerf profile_export.jsonl."""
+    runs`, a vLLM `bench serve` result JSON / AIPerf profile_export.jsonl, or an llm-d Benchmark Report."""
     path = resolve_run(run)
     if dir_kind(path) == "claim":
         show_claim(read_claim(path), path, as_json, as_markdown, as_csv)

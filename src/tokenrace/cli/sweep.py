@@ -57,6 +57,7 @@ class SweepOptions:
     search: SearchKind = "concurrency"  # a click.Choice
     repeats: int = 2
     max_value: float | None = None
+    confidence: float = 0.95
 
     @classmethod
     def of(cls, o: Options) -> SweepOptions:
@@ -94,6 +95,13 @@ def _cost_options_unless_shared(fn: Any) -> Any:
     help="--sla, --max-goodput: extra runs at each boundary value until every objective is clear of its limit.",
 )
 @click.option("--max-value", type=float, help="--sla: the highest concurrency or rate tried [default: 256 / 1024].")
+@click.option(
+    "--confidence",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="--sla: each step's verdict confidence, split between a value's runs (docs/sweep.md).",
+)
 @click.option("--max-goodput", is_flag=True, help="Search for the highest request rate that meets --slo.")
 @click.option(
     "--gain-threshold",
@@ -171,6 +179,7 @@ def plan_from_options(o: SweepOptions, settings: BenchSettings, explicit_count: 
         max_error_rate=settings.max_error_rate if settings.max_error_rate is not None else DEFAULT_MAX_ERROR_RATE,
         stop_early=not o.no_stop,
         requests_per_worker=None if explicit_count else 4,
+        min_requests=0 if explicit_count else None,  # a count given is what each step sends
         attainment=o.attainment,
         start_rate=o.start_rate,
         tolerance=o.tolerance,
@@ -179,6 +188,7 @@ def plan_from_options(o: SweepOptions, settings: BenchSettings, explicit_count: 
         search=o.search,
         repeats=o.repeats,
         max_value=o.max_value,
+        confidence=o.confidence,
     )
 
 

@@ -23,8 +23,15 @@ class Provider:
     api: str = "chat"  # the API a run uses there unless --api says otherwise
 
 
+# Each base URL and key variable as the vendor's own documentation gives it. Cerebras: its
+# Inference docs (inference-docs.cerebras.ai: base URL https://api.cerebras.ai/v1, key
+# CEREBRAS_API_KEY). SambaNova: "API keys and URLs" (docs.sambanova.ai/docs/en/get-started/api-keys-urls:
+# base URL https://api.sambanova.ai/v1) and its official Python library (pypi.org/project/sambanova:
+# the key from SAMBANOVA_API_KEY).
 HOSTED_PROVIDERS = (
     Provider("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY", "groq"),
+    Provider("cerebras", "https://api.cerebras.ai/v1", "CEREBRAS_API_KEY", "cerebras"),
+    Provider("sambanova", "https://api.sambanova.ai/v1", "SAMBANOVA_API_KEY", "sambanova"),
     Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "openai"),
     Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", "together"),
     Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "openrouter"),

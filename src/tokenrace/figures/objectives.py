@@ -1,15 +1,20 @@
-"""Objectives on a run's figures ("ttft_p99<=500ms", "output_tok_s_per_user>=150"): parsed, checked
-for sense, and judged against one run's requests with a bootstrap interval (docs/sweep.md, "SLA search").
+"""Objectives on a run's figures ("ttft_p99<=500ms", "ttft<=300ms@99%", "output_tok_s_per_user>=150"):
+parsed, checked for sense, and judged against one run's requests (docs/claim.md, "Three outcomes";
+docs/metrics.md, "Intervals").
 
 An objective names a figure, a statistic, a comparison and a limit. Per-request figures (TTFT, TPOT,
 E2E, ITL, the per-user output speed) are judged by a statistic of the measured, succeeded requests:
-a percentile (`_p50`, `_p90`, `_p95`, `_p99`) or `_mean`; without one, the median. Shares (the error
-rate, goodput attainment) are judged with Wilson's interval; whole-run rates (output tokens/s,
-requests/s) are one figure per run and have no interval.
+a percentile (`_p50`, `_p90`, `_p95`, `_p99`) or `_mean`; without one, the median; or an attainment
+(`@99%`: at least that share of requests within the limit, judged as the percentile it names).
+Shares (the error rate, goodput attainment) are judged with Wilson's interval; whole-run rates
+(output tokens/s, requests/s) are one figure per run and have no interval.
 
-An objective *holds* when the figure meets the limit. It is *clear* when the figure's 95 % interval
-lies wholly on the same side of the limit as the figure itself: more requests would not change the
-answer. A figure with no interval is clear when it is defined (a whole-run rate is one number).
+Every judgement has three outcomes at a confidence c (default 0.95): *held* when the bound on the
+good side of the figure clears the limit, *failed* when the bound on the bad side clears it the
+other way, *unproven* when neither does. Percentile bounds come from order statistics, so a
+percentile that the requests cannot bound stays open: a ceiling on a percentile is LoadGen's
+early-stopping test on the count of requests over the limit (tokenrace.stats.requests_needed). A
+mean's bounds are the bootstrap's.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Literal
 
 from tokenrace.errors import InvalidInput
 from tokenrace.model.claim import ConditionCheck, Expectation
-from tokenrace.stats import statistic_ci, wilson
+from tokenrace.stats import CONFIDENCE, percentile_bounds, requests_needed, share_bounds, statistic_ci, wilson
 
 Kind = Literal["time", "speed", "rate", "share"]
 Op = Literal["<=", "<", ">=", ">"]
@@ -69,9 +75,14 @@ class Objective:
     # A guard (the error rate added to every search) decides pass or fail but never makes a verdict
     # unclear: proving a small error rate takes hundreds of requests, and a step is not run for that.
     guard: bool = False
+    # `ttft<=300ms@99%`: the share of requests that must meet the limit (0.99). Judged as the
+    # percentile it names (p99 for a ceiling, p1 of a floor's figure), shown as the share within.
+    attainment: float | None = None
 
     @property
     def name(self) -> str:
+        if self.attainment is not None:
+            return f"{self.figure}@{self.attainment * 100:g}%"
         return f"{self.figure}_{self.stat}" if self.stat else self.figure
 
     @property
@@ -89,7 +100,13 @@ class Objective:
     def saved(self) -> Expectation:
         """As claim.json (`expectations`) and sweep.json (`sla.objectives`) keep it."""
         return Expectation(
-            figure=self.figure, stat=self.stat, op=self.op, limit=self.limit, text=self.text, guard=self.guard
+            figure=self.figure,
+            stat=self.stat,
+            op=self.op,
+            limit=self.limit,
+            text=self.text,
+            guard=self.guard,
+            attainment=self.attainment,
         )
 
 
@@ -104,7 +121,10 @@ def parse_objectives(text: str, param: str) -> tuple[Objective, ...]:
 
 
 def parse_objective(item: str, param: str) -> Objective:
-    m = _ITEM.match(item.strip().lower())
+    head, at, share = item.strip().lower().partition("@")
+    if at:
+        return _parse_attainment(item, head, share, param)
+    m = _ITEM.match(head)
     if m is None:
         raise InvalidInput(param, f"{item!r} is not FIGURE<=LIMIT (e.g. ttft_p99<=500ms, output_tok_s_per_user>=150)")
     name, op, number, unit = m.groups()
@@ -123,6 +143,26 @@ def parse_objective(item: str, param: str) -> Objective:
         raise InvalidInput(param, f"{item!r}: a share lies between 0 and 1 (or 0 and 100 %)")
     canonical: Op = {"=<": "<=", "=>": ">="}.get(op, op)  # type: ignore[assignment]
     return Objective(figure, stat, canonical, limit, item.strip())
+
+
+def _parse_attainment(item: str, head: str, share: str, param: str) -> Objective:
+    """'ttft<=300ms@99%' -> at least 99 % of requests with TTFT <= 300 ms."""
+    plain = parse_objective(head, param)
+    m = _ITEM.match(head)
+    if m is None or m.group(1) != plain.figure or plain.kind not in ("time", "speed"):
+        raise InvalidInput(
+            param, f"{item!r}: an attainment takes a per-request figure without a statistic (ttft<=300ms@99%)"
+        )
+    text = share.strip()
+    try:
+        value = float(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise InvalidInput(param, f"{item!r}: {share!r} is not a share (99% or 0.99)") from None
+    if not 0 < value < 1:
+        raise InvalidInput(param, f"{item!r}: the share must lie strictly between 0 and 100 %")
+    q = value if plain.upper else 1 - value
+    stat = f"p{round(q * 100, 6):g}"
+    return dataclasses.replace(plain, stat=stat, attainment=value, text=item.strip())
 
 
 def split_name(name: str, param: str, item: str) -> tuple[str, str | None]:
@@ -196,14 +236,33 @@ class Sample:
         )
 
 
+Outcome = Literal["held", "failed", "unproven"]
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
+    """One objective judged on one sample. `low` and `high` are one-sided bounds at `confidence`
+    (None: open, the requests cannot bound that side); `outcome` is `held` when the bound on the good
+    side clears the limit, `failed` when the bound on the bad side clears it the other way, and
+    `unproven` otherwise. `over` counts the requests on the wrong side of the limit and `needed` the
+    requests that would show the objective held if no more of them went over (percentile
+    objectives), None where that is not how the figure is decided."""
+
     objective: Objective
     value: float | None
     low: float | None
     high: float | None
-    held: bool | None  # None: the figure is undefined (no succeeded request)
-    clear: bool
+    held: bool | None  # the figure itself meets the limit; None: undefined (no request succeeded)
+    outcome: Outcome | None
+    confidence: float = CONFIDENCE
+    n: int = 0
+    over: int | None = None
+    needed: int | None = None
+
+    @property
+    def clear(self) -> bool:
+        """Decided either way: more requests would not change the answer (at the confidence)."""
+        return self.outcome in ("held", "failed")
 
     def saved(self) -> ConditionCheck:
         """As claim.json (`conditions[].checks`) and sweep.json (`steps[].checks`) keep it."""
@@ -215,6 +274,11 @@ class Check:
             ci_high=_r(self.high),
             held=self.held,
             clear=self.clear,
+            outcome=self.outcome,
+            confidence=self.confidence,
+            requests=self.n,
+            over=self.over,
+            needed=self.needed,
         )
 
 
@@ -222,45 +286,172 @@ def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
 
 
-def judge(objective: Objective, sample: Sample) -> Check:
-    value, low, high = _figure(objective, sample)
+def judge(objective: Objective, sample: Sample, confidence: float = CONFIDENCE) -> Check:
+    """The objective on the sample's requests: the figure, its bounds and the outcome (see Check)."""
+    o = objective
+    if o.kind in ("time", "speed") and o.stat != "mean":
+        return _judge_percentile(o, sample, confidence)
+    value, low, high, n = _figure(o, sample, confidence)
     if value is None:
-        return Check(objective, None, None, None, None, False)
-    held = objective.holds(value)
-    if low is None or high is None:
-        clear = objective.kind == "rate"
-    else:
-        # Clear: the whole interval is on the value's side of the limit.
-        clear = all(objective.holds(x) == held for x in (low, high))
-    return Check(objective, value, low, high, held, clear)
+        return Check(o, None, None, None, None, None, confidence)
+    held = o.holds(value)
+    over = _bad_count(o, sample)
+    if o.guard or o.kind == "rate":
+        # A guard decides but is never unproven; a whole-run rate is one measured number.
+        return Check(o, value, low, high, held, "held" if held else "failed", confidence, n, over)
+    return Check(o, value, low, high, held, _outcome(o, low, high), confidence, n, over)
 
 
-def judge_all(objectives: Sequence[Objective], sample: Sample) -> list[Check]:
-    return [judge(o, sample) for o in objectives]
-
-
-def _figure(o: Objective, s: Sample) -> tuple[float | None, float | None, float | None]:
+def _bad_count(o: Objective, s: Sample) -> int | None:
+    """Requests on the wrong side of a share's limit (failed ones, or those outside the SLO), for the
+    verdict's comparison of two conditions; None for other figures."""
     if o.figure == "error_rate":
-        return _share(s.failed, s.measured)
+        return s.failed
+    if o.figure == "goodput" and s.within_slo is not None:
+        return s.measured - s.within_slo
+    return None
+
+
+def _outcome(o: Objective, low: float | None, high: float | None) -> Outcome:
+    good, bad = (high, low) if o.upper else (low, high)
+    if good is not None and o.holds(good):
+        return "held"
+    if bad is not None and not o.holds(bad):
+        return "failed"
+    return "unproven"
+
+
+def _judge_percentile(o: Objective, s: Sample, confidence: float) -> Check:
+    """A percentile (or an attainment) of a per-request figure, bounded by order statistics: the
+    outcome is LoadGen's early-stopping test on the count of requests over the limit."""
+    assert o.stat is not None
+    q = percentile_of(o.stat)
+    if o.figure == "itl":
+        return _judge_itl(o, s, q, confidence)
+    values = _per_request(o, s)
+    if not values:
+        return Check(o, None, None, None, None, None, confidence)
+    b = percentile_bounds(values, q, confidence)
+    assert b.value is not None
+    over = sum(1 for v in values if not o.holds(v))
+    outcome = _outcome(o, b.low, b.high)
+    # The requests that would show it held if no more went over: a ceiling bounds the q-quantile
+    # from above, a floor from below (the (1 - q)-quantile of the bad side).
+    needed = None if outcome != "unproven" else requests_needed(q if o.upper else 1 - q, confidence, over)
+    if o.attainment is not None:
+        return _attainment_check(o, len(values), over, outcome, needed, confidence)
+    return Check(o, b.value, b.low, b.high, o.holds(b.value), outcome, confidence, len(values), over, needed)
+
+
+def _attainment_check(
+    o: Objective, n: int, over: int, outcome: Outcome, needed: int | None, confidence: float
+) -> Check:
+    """`ttft<=300ms@99%` is the 99th percentile's test, shown as the share of requests within the
+    limit with its exact (Clopper-Pearson) one-sided bounds; the lower bound reaches the asked share
+    exactly when the percentile's upper bound is within the limit."""
+    within = n - over
+    low, high = share_bounds(within, n, confidence)
+    value = within / n
+    assert o.attainment is not None
+    return Check(o, value, low, high, value >= o.attainment, outcome, confidence, n, over, needed)
+
+
+def _judge_itl(o: Objective, s: Sample, q: float, confidence: float) -> Check:
+    """The gaps of one request are not independent, so their order statistics bound nothing: the
+    interval is the bootstrap over whole requests, and a side stays open until there are as many
+    requests as the binomial rule needs for that side."""
+    groups = [g for g in s.itl_ms if g]
+    value, low, high = statistic_ci(groups, o.stat or "p50", grouped=True, confidence=2 * confidence - 1)
+    if value is None:
+        return Check(o, None, None, None, None, None, confidence)
+    n = len(groups)
+    high = high if n >= requests_needed(q, confidence) else None
+    low = low if n >= requests_needed(1 - q, confidence) else None
+    outcome = _outcome(o, low, high)
+    needed = None
+    if outcome == "unproven":
+        needed = max(n + 1, requests_needed(q if o.upper else 1 - q, confidence))
+    return Check(o, value, low, high, o.holds(value), outcome, confidence, n, None, needed)
+
+
+def _per_request(o: Objective, s: Sample) -> list[float]:
+    if o.figure == "output_tok_s_per_user":
+        return [1000.0 / t for t in s.tpot_ms if t > 0]
+    return {"ttft": s.ttft_ms, "tpot": s.tpot_ms, "e2e": s.e2e_ms}[o.figure]
+
+
+def percentile_of(stat: str) -> float:
+    """'p99' -> 0.99, 'p99.9' -> 0.999."""
+    return float(stat.removeprefix("p")) / 100
+
+
+def judge_all(objectives: Sequence[Objective], sample: Sample, confidence: float = CONFIDENCE) -> list[Check]:
+    return [judge(o, sample, confidence) for o in objectives]
+
+
+def _figure(o: Objective, s: Sample, confidence: float) -> tuple[float | None, float | None, float | None, int]:
+    """A share, a whole-run rate or a mean, with its one-sided bounds at `confidence`, and n."""
+    if o.figure == "error_rate":
+        return (*_share(s.failed, s.measured, confidence), s.measured)
     if o.figure == "goodput":
-        return (None, None, None) if s.within_slo is None else _share(s.within_slo, s.measured)
+        if s.within_slo is None:
+            return None, None, None, 0
+        return (*_share(s.within_slo, s.measured, confidence), s.measured)
     if o.figure in ("output_tok_s", "requests_per_s"):
         values = s.output_tok_s if o.figure == "output_tok_s" else s.requests_per_s
-        return (sum(values) / len(values) if values else None), None, None
-    assert o.stat is not None
+        return (sum(values) / len(values) if values else None), None, None, len(values)
+    # a mean: the bootstrap is sound for it; each side at `confidence` (a 2c - 1 two-sided interval)
+    two_sided = 2 * confidence - 1
     if o.figure == "itl":
-        return statistic_ci([g for g in s.itl_ms if g], o.stat, grouped=True)
-    if o.figure == "output_tok_s_per_user":
-        speeds = [1000.0 / t for t in s.tpot_ms if t > 0]
-        return statistic_ci(speeds, o.stat)
-    return statistic_ci({"ttft": s.ttft_ms, "tpot": s.tpot_ms, "e2e": s.e2e_ms}[o.figure], o.stat)
+        groups = [g for g in s.itl_ms if g]
+        return (*statistic_ci(groups, "mean", grouped=True, confidence=two_sided), len(groups))
+    values = _per_request(o, s)
+    return (*statistic_ci(values, "mean", confidence=two_sided), len(values))
 
 
-def _share(k: int, n: int) -> tuple[float | None, float | None, float | None]:
-    interval = wilson(k, n) if n else None
+def _share(k: int, n: int, confidence: float) -> tuple[float | None, float | None, float | None]:
+    interval = wilson(k, n, NormalDist().inv_cdf(confidence)) if n else None
     if interval is None:
         return None, None, None
     return k / n, interval[0], interval[1]
+
+
+# --- planning: how many requests decide an objective --------------------------------------------------
+
+MEAN_REQUESTS = 10  # a mean's bootstrap wants a few values; the percentile rule sizes the rest
+
+
+def look_confidence(confidence: float, looks: int) -> float:
+    """The confidence of each of `looks` checks planned in advance, so that looking at the evidence
+    that many times keeps the overall error rate at 1 - confidence (Bonferroni: the error rate is
+    split evenly between the looks)."""
+    return 1.0 - (1.0 - confidence) / max(looks, 1)
+
+
+def requests_to_decide(objectives: Sequence[Objective], confidence: float) -> int:
+    """The fewest requests that could decide every objective: the strictest percentile's count with
+    none over the limit (LoadGen's rule), MEAN_REQUESTS for a mean, 1 for a share or a rate."""
+    need = 1
+    for o in objectives:
+        if o.guard or o.kind not in ("time", "speed"):
+            continue
+        if o.stat == "mean" or o.stat is None:
+            need = max(need, MEAN_REQUESTS)
+            continue
+        q = percentile_of(o.stat)
+        need = max(need, requests_needed(q if o.upper else 1 - q, confidence))
+    return need
+
+
+def decided(checks: Sequence[Check]) -> bool:
+    """Every check decided (a failed one decides the whole condition on its own)."""
+    return any(c.outcome == "failed" for c in checks) or all(c.clear for c in checks)
+
+
+def still_needed(checks: Sequence[Check]) -> int | None:
+    """The most requests an unproven check needs in all (None: none says)."""
+    needs = [c.needed for c in checks if c.outcome == "unproven" and c.needed is not None]
+    return max(needs) if needs else None
 
 
 def all_held(checks: Sequence[Check]) -> bool:
@@ -294,19 +485,42 @@ def unit_of(o: Objective) -> str:
 
 
 def describe_check(c: Check) -> str:
-    """'TTFT p99 is 412 ms [395, 431]' - for verdict sentences."""
+    """'TTFT p99 is 412 ms [395, 431]', 'TTFT p99 is 42.0 ms [41.9, no bound] from 10 requests (299
+    needed)' - for verdict sentences. Bounds are one-sided at the check's confidence; an open side
+    reads "no bound"."""
     o = c.objective
     label = LABELS.get(o.figure, o.figure)
-    stat = f" {o.stat}" if o.stat and o.stat != "mean" else (" mean" if o.stat == "mean" else "")
     if c.value is None:
-        return f"{label}{stat} is undefined (no request succeeded)"
+        return f"{label} is undefined (no request succeeded)"
+    if o.attainment is not None:
+        limit = f"{_fmt(o.limit)} {unit_of(o)}".rstrip()
+        text = f"{_pct(c.value)} of requests have {label} {o.op} {limit}{_bounds(c, _pct)}"
+        return text + _evidence(c)
+    stat = f" {o.stat}" if o.stat else ""
     if o.kind == "share":
-        value = f"{c.value * 100:.1f} %"
-        ci = f" [{c.low * 100:.1f}, {c.high * 100:.1f}]" if c.low is not None and c.high is not None else ""
-    else:
-        value = f"{_fmt(c.value)} {unit_of(o)}".rstrip()
-        ci = f" [{_fmt(c.low)}, {_fmt(c.high)}]" if c.low is not None and c.high is not None else ""
-    return f"{label}{stat} is {value}{ci}"
+        return f"{label}{stat} is {_pct(c.value)}{_bounds(c, _pct)}"
+    value = f"{_fmt(c.value)} {unit_of(o)}".rstrip()
+    return f"{label}{stat} is {value}{_bounds(c, _fmt)}" + _evidence(c)
+
+
+def _pct(v: float | None) -> str:
+    return "no bound" if v is None else f"{v * 100:.1f} %"
+
+
+def _bounds(c: Check, fmt: Callable[[float | None], str]) -> str:
+    if c.low is None and c.high is None and c.objective.kind == "rate":
+        return ""
+    if c.low is None and c.high is None and c.n <= 1:
+        return ""
+    return f" [{fmt(c.low) if c.low is not None else 'no bound'}, {fmt(c.high) if c.high is not None else 'no bound'}]"
+
+
+def _evidence(c: Check) -> str:
+    """' from 10 requests (299 needed)' when the requests cannot decide the check."""
+    if c.outcome != "unproven":
+        return ""
+    needed = f", at least {c.needed} needed" if c.needed is not None else ""
+    return f" from {c.n} requests{needed}"
 
 
 def _fmt(v: float | None) -> str:
@@ -318,4 +532,18 @@ def _fmt(v: float | None) -> str:
 def describe_saved_check(c: ConditionCheck) -> str:
     """`describe_check` of a check as saved (`Check.saved()`)."""
     o = parse_objective(c.objective, "expect")
-    return describe_check(Check(o, c.value, c.ci_low, c.ci_high, bool(c.held), False))
+    outcome = c.outcome or ("held" if c.held and c.clear else "failed" if c.held is False and c.clear else "unproven")
+    return describe_check(
+        Check(
+            o,
+            c.value,
+            c.ci_low,
+            c.ci_high,
+            c.held,
+            outcome if c.value is not None else None,
+            c.confidence or CONFIDENCE,
+            c.requests or 0,
+            c.over,
+            c.needed,
+        )
+    )

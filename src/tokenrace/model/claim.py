@@ -13,7 +13,7 @@ from tokenrace.model.quality import Accuracy, Score
 
 CLAIM_FILE = "claim.json"
 CLAIM_SCHEMA_VERSION = 1
-Verdict = Literal["holds", "holds_only_under", "fails"]
+Verdict = Literal["holds", "holds_only_under", "fails", "unproven"]
 Dimension = Literal["cold", "warm", "concurrency", "prompt_tokens", "cache", "content", "drift", "quality"]
 
 
@@ -26,11 +26,19 @@ class Expectation(_Model):
     limit: float | None = None  # in the figure's base unit (ms, tok/s, req/s, a share in [0, 1])
     text: str
     guard: bool = False  # the error rate added to every condition: it decides, it is never unclear
+    attainment: float | None = None  # `ttft<=300ms@99%`: the share of requests that must meet the limit
+
+
+Outcome = Literal["held", "failed", "unproven"]
 
 
 class ConditionCheck(_Model):
-    """One expectation judged on one condition's requests: the figure, its 95 % interval, whether it
-    held (None: undefined, no request succeeded) and whether the interval lies on one side of the limit."""
+    """One expectation judged on one condition's requests (docs/claim.md, "Three outcomes"): the
+    figure and its one-sided bounds at `confidence` (null: open, the requests cannot bound that side),
+    whether the figure itself meets the limit (`held`; null: undefined, no request succeeded), and the
+    outcome: `held` or `failed` when a bound clears the limit, `unproven` when neither does. `over`
+    counts the requests on the wrong side of the limit; `needed` is how many requests in all would
+    show the expectation held if no more went over."""
 
     objective: str
     name: str
@@ -38,7 +46,12 @@ class ConditionCheck(_Model):
     ci_low: float | None = None
     ci_high: float | None = None
     held: bool | None = None
-    clear: bool = False
+    clear: bool = False  # decided: outcome is held or failed
+    outcome: Outcome | None = None
+    confidence: float | None = None
+    requests: int | None = None
+    over: int | None = None
+    needed: int | None = None
 
 
 class DriftRatios(_Model):
@@ -75,15 +88,19 @@ class ConditionFigures(TypedDict, total=False):
 
 
 class Condition(_Model):
-    """One condition of the battery: what was varied, to what, the figures, and whether every
-    expectation held (None: not measured; `skipped` then says why)."""
+    """One condition of the battery: what was varied, to what, the figures, whether every
+    expectation's figure met its limit as measured (`held`; None: not measured, `skipped` then says
+    why), and what the evidence shows (`outcome`): `failed` when some check failed with certainty,
+    `held` when every check held with certainty, `unproven` otherwise."""
 
     dimension: Dimension
     value: int | float | str | None = None
     held: bool | None = None
+    outcome: Outcome | None = None
     figures: ConditionFigures = Field(default_factory=ConditionFigures)
     checks: list[ConditionCheck] = Field(default_factory=list)
     run_dir: str | None = None
+    runs: list[str] = Field(default_factory=list)  # every run pooled into the checks, in order (run_dir first)
     skipped: str | None = None
     note: str | None = None
 
@@ -100,6 +117,7 @@ class PlannedStep(_Model):
     dimension: Dimension
     requests: int
     seconds: float
+    needed: int | None = None  # requests that could decide one of its conditions (none over a limit)
     usd: float | None = None
     max_concurrency: int | None = None  # the search's highest concurrency, lowered to fit the limits
 
@@ -123,6 +141,7 @@ class ClaimFile(_Model):
     started_at: str | None = None
     finished_at: str | None = None
     budget_s: float
+    confidence: float | None = None  # each verdict's; a condition's checks split it between their looks
     max_requests: int | None = None
     max_cost_usd: float | None = None
     expectations: list[Expectation]

@@ -72,3 +72,5 @@ class SweepPlanSection(_Model):
     search: str | None = None
     repeats: int | None = None
     max_value: Number | None = None
+    confidence: Number | None = None
+    min_requests: int | None = None

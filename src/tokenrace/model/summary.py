@@ -269,6 +269,7 @@ WarningCode = Literal[
     "energy.gpu_missing",
     "energy.unavailable",
     "run.note",
+    "stats.tail_unbounded",
     "workers.all_lost",
     "workers.died",
     "workers.lost_requests",

@@ -23,15 +23,19 @@ VERDICT_WORDS: dict[Verdict | None, str] = {
     "holds": "HOLDS",
     "holds_only_under": "HOLDS ONLY UNDER",
     "fails": "FAILS",
+    "unproven": "UNPROVEN",
     None: "NO VERDICT",
 }
 VERDICT_COLORS: dict[Verdict | None, str] = {
     "holds": "green",
     "holds_only_under": "yellow",
     "fails": "red",
+    "unproven": "magenta",
     None: "white",
 }
-HELD_TONE: dict[str, Tone] = {"yes": "good", "no": "bad"}
+HELD_TONE: dict[str, Tone] = {"held": "good", "failed": "bad", "unproven": "warn", "yes": "good", "no": "bad"}
+OPEN = "no bound"
+MARKS = {"held": "✓ ", "failed": "✗ ", "unproven": "? "}
 
 
 def claim_title(claim: ClaimFile) -> str:
@@ -39,7 +43,8 @@ def claim_title(claim: ClaimFile) -> str:
 
 
 def claim_table(claim: ClaimFile) -> Table:
-    """One row per condition; one column per expectation (✓/✗, the figure, its 95 % interval)."""
+    """One row per condition; one column per expectation (✓/✗/?, the figure, its bounds: "no bound"
+    where the requests cannot bound that side), and what the evidence shows (held, failed, unproven)."""
     expectations = [e.text for e in claim.expectations]
     t = Table(
         claim_title(claim),
@@ -47,7 +52,7 @@ def claim_table(claim: ClaimFile) -> Table:
             Column("condition", "left"),
             Column("value", "left"),
             *(Column(e) for e in expectations),
-            Column("held", "left"),
+            Column("outcome", "left"),
             Column("run / why not", "left"),
         ],
     )
@@ -67,16 +72,23 @@ def claim_table(claim: ClaimFile) -> Table:
 
 
 def _check(k: ConditionCheck | None) -> Cell:
-    """ "✓ 412.0 [395.1, 431.7]": the figure as the cell's value, whether it held and its interval around it."""
+    """ "✓ 412.0 [395.1, 431.7]", "? 41.9 [41.8, no bound] n=10, 299 needed": the figure as the cell's
+    value, its outcome (✓ held, ✗ failed, ? unproven), its bounds around it and, when undecided, the
+    requests it had and would need."""
     if k is None or k.value is None:
         return Cell(None)
-    digits = 3 if k.name in ("error_rate", "goodput") else 1
-    ci = (
-        f" [{fmt(k.ci_low, digits)}, {fmt(k.ci_high, digits)}]"
-        if k.ci_low is not None and k.ci_high is not None
-        else ""
-    )
-    return Cell(k.value, digits, prefix="✓ " if k.held else "✗ ", suffix=ci, tone="good" if k.held else "bad")
+    digits = 3 if k.name in ("error_rate", "goodput") or "@" in k.name else 1
+    ci = ""
+    if k.ci_low is not None or k.ci_high is not None or (k.requests or 0) > 1:
+        ci = f" [{_bound(k.ci_low, digits)}, {_bound(k.ci_high, digits)}]"
+    outcome = k.outcome or ("held" if k.held else "failed")
+    if outcome == "unproven":
+        ci += f" n={k.requests}" + (f", {k.needed} needed" if k.needed is not None else "")
+    return Cell(k.value, digits, prefix=MARKS[outcome], suffix=ci, tone=HELD_TONE[outcome])
+
+
+def _bound(v: float | None, digits: int) -> str:
+    return OPEN if v is None else fmt(v, digits)
 
 
 def _held(c: Condition) -> str:
@@ -84,6 +96,8 @@ def _held(c: Condition) -> str:
         return "skipped"
     if c.held is None:
         return "beside" if c.dimension == "quality" else "—"
+    if c.outcome is not None:
+        return c.outcome
     return "yes" if c.held else "no"
 
 
@@ -113,14 +127,20 @@ def _pct(v: float | None) -> float | None:
 def plan_table(claim: ClaimFile) -> Table:
     """What the battery will send at most, part by part, and what the limits already leave out."""
     priced = any(s.usd is not None for s in claim.plan)
-    columns = [Column("part", "left"), Column("requests"), Column("seconds"), *((Column("$"),) if priced else ())]
+    columns = [
+        Column("part", "left"),
+        Column("requests"),
+        Column("to decide one"),
+        Column("seconds"),
+        *((Column("$"),) if priced else ()),
+    ]
     t = Table("plan (at most)", columns)
     for s in claim.plan:
         part = s.dimension + (f" (up to {s.max_concurrency} in flight)" if s.max_concurrency else "")
-        t.add(text(part), Cell(s.requests), Cell(s.seconds, 0), *((Cell(s.usd, 4),) if priced else ()))
+        t.add(text(part), Cell(s.requests), Cell(s.needed), Cell(s.seconds, 0), *((Cell(s.usd, 4),) if priced else ()))
     for c in claim.conditions:
         if c.skipped:
-            t.add(text(f"{c.dimension}: left out ({c.skipped})"), BLANK, BLANK, *((BLANK,) if priced else ()))
+            t.add(text(f"{c.dimension}: left out ({c.skipped})"), BLANK, BLANK, BLANK, *((BLANK,) if priced else ()))
     return t
 
 

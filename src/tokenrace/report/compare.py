@@ -125,7 +125,23 @@ def failures(run: Run) -> list[float]:
 # --- rows --------------------------------------------------------------------------------------
 
 
+def statistics_only(run: Run) -> bool:
+    """A run read from a file of statistics without requests (an llm-d Benchmark Report): its rows
+    show the file's figures, with no interval."""
+    return run.summary.imported is not None and not run.records()
+
+
+def summary_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> Row:
+    """A latency row from the summaries' statistics, no interval: one side has no records."""
+    va, vb = (getattr(getattr(r.summary.metrics, key), stat) for r in (a, b))
+    ratio = vb / va if va and vb is not None else None
+    verdict = _verdict(ratio, None, lower_is_better=True)
+    return Row(f"{key}.{stat}", f"{label} {stat}", unit, va, vb, ratio, None, None, None, verdict)
+
+
 def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> Row:
+    if statistics_only(a) or statistics_only(b):
+        return summary_row(a, b, key, label, unit, stat)
     if key == "itl_chunk_ms":
         ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True)
     else:
@@ -140,7 +156,7 @@ def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> R
         ci.low,
         ci.high,
         ci.significant,
-        _verdict(ci.ratio, ci.significant, lower_is_better=True),
+        _verdict(ci.ratio, ci.significant, lower_is_better=True, needed=ci.needed, stat=stat),
     )
 
 
@@ -206,6 +222,11 @@ def _token_arrivals(ok: list[RecordLine]) -> tuple[list[float], list[float]]:
 
 
 def error_row(a: Run, b: Run) -> Row:
+    if statistics_only(a) or statistics_only(b):
+        ea, eb = a.summary.error_rate, b.summary.error_rate
+        diff = eb - ea if ea is not None and eb is not None else None
+        verdict = "—" if diff is None else "same" if diff == 0 else ("B fails more" if diff > 0 else "B fails less")
+        return Row("error_rate", "error rate", "fraction", ea, eb, diff, None, None, None, verdict, kind="difference")
     diff, low, high = bs.difference_ci(failures(a), failures(b))
     sig = None if low is None or high is None else bool(low > 0 or high < 0)
     if diff is not None and diff == 0 and low == 0 and high == 0:
@@ -250,11 +271,15 @@ def _efficiency(run: Run) -> float | None:
     return e.decode_pct_of_bound if e is not None else None
 
 
-def _verdict(ratio: float | None, significant: bool | None, lower_is_better: bool) -> str:
+def _verdict(
+    ratio: float | None, significant: bool | None, lower_is_better: bool, needed: int | None = None, stat: str = ""
+) -> str:
     if ratio is None:
         return "—"
     better = ratio < 1 if lower_is_better else ratio > 1
     word = "better" if better else "worse"
+    if significant is None and needed is not None:
+        return f"unbounded: a {stat} needs {needed} requests a run"
     if significant is None:
         return f"B {word} (no CI)" if ratio != 1 else "same"
     return f"B {word}" if significant else "within noise"

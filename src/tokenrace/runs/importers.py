@@ -1,18 +1,24 @@
-"""Other tools' per-request results, as tokenrace runs: vLLM `bench serve` and AIPerf.
+"""Other tools' results, as tokenrace runs: vLLM `bench serve`, AIPerf, and llm-d's Benchmark Report.
 
-Each request becomes a RequestRecord (times relative to the first start), and the summary is
-computed by the same `summarize` as our own runs, so every figure keeps its one definition.
-The field mapping is in docs/sweep.md ("Importing vLLM and AIPerf results").
+vLLM and AIPerf keep each request: each becomes a RequestRecord (times relative to the first
+start), and the summary is computed by the same `summarize` as our own runs, so every figure keeps
+its one definition. The field mapping is in docs/sweep.md ("Importing vLLM and AIPerf results").
+A Benchmark Report (llm-d-benchmark, inference-perf, `tokenrace export --format br`) keeps
+statistics only: they become the summary, in tokenrace's units, and the run has no records
+(docs/metrics.md, "llm-d Benchmark Report").
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from tokenrace import __version__
 from tokenrace.client.records import RequestRecord
@@ -23,7 +29,9 @@ from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY, re
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.records import RecordLine
 from tokenrace.model.sections import Speculative
-from tokenrace.model.summary import Imported, Summary
+from tokenrace.model.stats import Stats
+from tokenrace.model.summary import Imported, RequestCounts, Summary
+from tokenrace.runs.benchmark_report import NATIVE_KEYS, SUFFIXES
 from tokenrace.runs.run import Run
 from tokenrace.runs.store import default_run_dir, write_json, write_model
 from tokenrace.runs.summary import RunContext, build_summary
@@ -34,7 +42,9 @@ AIPERF_AGGREGATE = "profile_export_aiperf.json"
 
 
 def detect(path: Path) -> str | None:
-    """'vllm' or 'aiperf' from the file's content, or None."""
+    """'vllm', 'aiperf' or 'br' (llm-d's Benchmark Report) from the file's content, or None."""
+    if read_benchmark_report(path) is not None:
+        return "br"
     try:
         with open(path, "rb") as f:
             first = f.readline()
@@ -65,9 +75,12 @@ def import_file(path: Path) -> Run:
         return from_vllm(_json(path), path)
     if kind == "aiperf":
         return from_aiperf(read_jsonl(path), path, _aiperf_aggregate(path))
+    report = read_benchmark_report(path) if kind == "br" else None
+    if report is not None:
+        return from_benchmark_report(report, path)
     raise UsageError(
-        f"{path}: not a vLLM bench serve result (saved with --save-result --save-detailed) "
-        "nor an AIPerf profile_export.jsonl"
+        f"{path}: not a vLLM bench serve result (saved with --save-result --save-detailed), "
+        "an AIPerf profile_export.jsonl nor an llm-d Benchmark Report (v0.2 or v0.2.1, JSON or YAML)"
     )
 
 
@@ -391,3 +404,161 @@ def _aiperf_manifest(path: Path, agg: dict[str, Any], t0: int) -> dict[str, Any]
             "aggregate_file": str(path.with_name(AIPERF_AGGREGATE)) if agg else None,
         },
     )
+
+
+# --- llm-d's Benchmark Report ---------------------------------------------------------------------
+
+BR_VERSIONS = ("0.2", "0.2.1")  # 0.2.1 only adds optional fields to 0.2
+# The format's units that tokenrace reads, as factors to its own (ms, ms/token, tokens).
+BR_TIME = {"ms": 1.0, "s": 1000.0, "ms/token": 1.0, "s/token": 1000.0}
+BR_COUNT = {"count": 1.0}
+# (summary metric, the report's field): latencies (docs/metrics.md, "llm-d Benchmark Report")
+BR_LATENCY = (
+    ("ttft_ms", "time_to_first_token"),
+    ("tpot_ms", "time_per_output_token"),
+    ("itl_chunk_ms", "inter_token_latency"),
+    ("e2e_ms", "request_latency"),
+)
+BR_LENGTHS = (("prompt_tokens", "input_length"), ("output_tokens", "output_length"))
+
+
+def read_benchmark_report(path: Path) -> dict[str, Any] | None:
+    """The file as a Benchmark Report (JSON or YAML, by its extension), or None when it is not one."""
+    if path.suffix.lower() not in SUFFIXES or not path.is_file():
+        return None
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        # Python's json reads the Infinity a `concurrency: .inf` becomes; orjson does not.
+        doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError):
+        return None
+    is_report = isinstance(doc, dict) and "version" in doc and isinstance(doc.get("run"), dict)
+    return doc if is_report and isinstance(doc.get("results"), dict) else None
+
+
+def from_benchmark_report(doc: dict[str, Any], path: Path) -> Run:
+    """A Benchmark Report as a run: its statistics become the summary, in tokenrace's units; its
+    scenario the manifest. No records: the format has none, so compare shows it without intervals."""
+    version = str(doc.get("version"))
+    if version not in BR_VERSIONS:
+        raise UsageError(f"{path}: Benchmark Report version {version} (tokenrace reads {', '.join(BR_VERSIONS)})")
+    load = _at(doc, "scenario", "load", "standardized") or {}
+    summary = _br_summary(_at(doc, "results", "request_performance", "aggregate") or {}, path)
+    summary.imported = Imported(tool=str(load.get("tool") or "benchmark report"), source_file=str(path))
+    return Run(path, "run", summary, _br_manifest(doc, load, path), _records=[])
+
+
+def _at(doc: Any, *keys: str) -> Any:
+    for k in keys:
+        doc = doc.get(k) if isinstance(doc, dict) else None
+    return doc
+
+
+def _br_summary(aggregate: dict[str, Any], path: Path) -> Summary:
+    """The format counts every request sent (`total`), those that failed (`failures`) and those not
+    completed (`incomplete`, tokenrace's cancelled, which its total leaves out)."""
+    req = aggregate.get("requests") or {}
+    total, failed, incomplete = (_br_int(req.get(k)) for k in ("total", "failures", "incomplete"))
+    s = Summary()
+    if total is not None:
+        measured = total - (incomplete or 0)
+        succeeded = measured - (failed or 0)
+        s.requests = RequestCounts(total=measured, succeeded=succeeded, failed=failed or 0, cancelled=incomplete or 0)
+        s.error_rate = round(failed / measured, 4) if measured and failed is not None else None
+    n = s.requests.succeeded
+    latency = aggregate.get("latency") or {}
+    for ours, theirs in BR_LATENCY:
+        setattr(s.metrics, ours, _br_stats(latency.get(theirs), n, BR_TIME, path, theirs))
+    for ours, theirs in BR_LENGTHS:
+        setattr(s.metrics, ours, _br_stats(req.get(theirs), n, BR_COUNT, path, theirs))
+    rates = aggregate.get("throughput") or {}
+    s.throughput.output_tokens_per_s = _br_rate(rates.get("output_token_rate"), "tokens/s", path)
+    s.throughput.requests_per_s = _br_rate(rates.get("request_rate"), "queries/s", path)
+    return s
+
+
+def _br_int(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _br_number(v: Any, scale: float = 1.0) -> float | None:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        return None
+    return round(float(v) * scale, 4)
+
+
+def _br_stats(stat: Any, count: int, units: dict[str, float], path: Path, name: str) -> Stats:
+    """The format's statistics in our units. `count` is the succeeded requests: the format does not
+    say how many values a statistic pooled."""
+    if not isinstance(stat, dict) or _br_number(stat.get("mean")) is None:
+        return Stats()
+    scale = units.get(str(stat.get("units")))
+    if scale is None:
+        raise UsageError(f"{path}: {name} in {stat.get('units')!r}; tokenrace reads {', '.join(units)}")
+    names = {"mean": "mean", "std": "stddev", "min": "min", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99"}
+    found = {ours: _br_number(stat.get(theirs), scale) for ours, theirs in names.items()}
+    return Stats(count=count, max=_br_number(stat.get("max"), scale), **found)
+
+
+def _br_rate(stat: Any, unit: str, path: Path) -> float | None:
+    if not isinstance(stat, dict):
+        return None
+    if stat.get("units") != unit:
+        raise UsageError(f"{path}: a rate in {stat.get('units')!r}, expected {unit}")
+    return _br_number(stat.get("mean"))
+
+
+def _br_manifest(doc: dict[str, Any], load: dict[str, Any], path: Path) -> Manifest:
+    """Reports tokenrace wrote (of its own runs or of imported ones) carry a slice of the manifest as
+    the load's native config; another tool's give what their standardized load and stack say."""
+    native = _at(doc, "scenario", "load", "native", "config")
+    # A report tokenrace wrote: its native config is that slice and nothing else.
+    ours = isinstance(native, dict) and isinstance(native.get("settings"), dict) and set(native) <= NATIVE_KEYS
+    fields: dict[str, Any] = {k: v for k, v in native.items() if k in NATIVE_KEYS} if ours else {}
+    fields.setdefault("settings", _br_settings(load))
+    stack = _at(doc, "scenario", "stack") or []
+    named = (_at(c, "standardized", "model", "name") or _at(c, "standardized", "model") for c in stack)
+    model = next((m for m in named if isinstance(m, str)), None) or _at(native, "server", "model_name")
+    if isinstance(model, str):
+        fields.setdefault("model", model)
+    time = _at(doc, "run", "time") or {}
+    return Manifest.model_validate(
+        {
+            **fields,
+            "tool": str(load.get("tool") or "benchmark report"),
+            "version": load.get("tool_version"),
+            "started_at": _br_time(time.get("start")),
+            "finished_at": _br_time(time.get("end")),
+            "imported": {
+                "source_file": str(path),
+                "imported_at": datetime.now(UTC).isoformat(),
+                "imported_by": f"tokenrace {__version__}",
+            },
+        }
+    )
+
+
+def _br_time(v: Any) -> str | None:
+    return v.isoformat() if isinstance(v, datetime) else str(v) if v else None
+
+
+def _br_settings(load: dict[str, Any]) -> dict[str, Any]:
+    """Another tool's standardized load as tokenrace's settings: concurrency, rate, and the prompt and
+    output lengths it was set to (a length of distribution `other` is what it measured: left out)."""
+
+    def length(seq: Any) -> list[float] | None:
+        if not isinstance(seq, dict) or _br_number(seq.get("value")) is None or seq.get("distribution") == "other":
+            return None
+        return [float(seq["value"]), float(seq.get("std_dev") or 0.0)]
+
+    concurrency = load.get("concurrency")
+    return {
+        "load": {"concurrency": concurrency if isinstance(concurrency, int) else None, "rate": load.get("rate_qps")},
+        "prompts": {
+            "input_tokens": length(load.get("input_seq_len")),
+            "output_tokens": length(load.get("output_seq_len")),
+        },
+    }

@@ -25,6 +25,7 @@ from tokenrace.figures.pooling import not_measured, pooling_figures
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.figures.structured import schema_figures, tool_figures
 from tokenrace.figures.summary import by_turn, probes_section, stopped_section, summarize
+from tokenrace.figures.tails import tail_warning
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
 from tokenrace.model.monitor import Resources, TimeseriesLine
@@ -109,7 +110,12 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
     s.tools = tool_figures(ok)
     s.structured_output = schema_figures(ok, ctx.response_schema)
     s.schema_valid_rate = s.structured_output.valid_rate if s.structured_output is not None else None
-    found = (cache_warning(s.cache), client_warning(s.client_load), content_warning(s.content))
+    found = (
+        cache_warning(s.cache),
+        client_warning(s.client_load),
+        content_warning(s.content),
+        tail_warning(s.metrics),
+    )
     energy = ctx.energy.warnings if ctx.energy is not None else []
     caveats = s.efficiency.warnings if s.efficiency is not None else []  # the planner's, about its bound
     s.warnings = [*resource, *(w for w in found if w is not None), *caveats, *ctx.warnings, *energy]

@@ -41,7 +41,9 @@ from tokenrace.figures.objectives import (
     all_held,
     error_guard,
     judge_all,
+    look_confidence,
     parse_objective,
+    requests_to_decide,
 )
 from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
@@ -59,6 +61,7 @@ from tokenrace.runs.run import Run
 from tokenrace.runs.samples import sample_of
 from tokenrace.runs.session import BenchSession, BenchSettings, Progress, PromptSpec
 from tokenrace.runs.store import default_run_dir, read_json, write_model
+from tokenrace.stats import CONFIDENCE
 from tokenrace.sweep import knee as kn
 from tokenrace.sweep import sla
 
@@ -91,8 +94,14 @@ class SweepPlan:
     search: sla.SearchKind = "concurrency"  # sla: what the search varies
     repeats: int = 2  # sla, goodput: extra runs at each boundary value until its verdict is clear
     max_value: float | None = None  # sla: the highest concurrency or rate tried (default SLA_MAX)
+    confidence: float = CONFIDENCE  # sla: each verdict's, split between a value's runs (its looks)
+    # sla: every step sends at least this many; None: planned from the objectives (the strictest
+    # percentile at the confidence of one of a value's 1 + repeats looks), 0: no minimum
+    min_requests: int | None = None
 
     def validate(self, template: BenchSettings) -> None:
+        if not 0.5 < self.confidence < 1:
+            raise InvalidInput("confidence", f"must lie between 0.5 and 1 (e.g. 0.95), got {self.confidence:g}")
         if self.kind not in KINDS:
             raise UsageError(f"unknown sweep kind {self.kind!r}; expected one of {', '.join(KINDS)}")
         values = VALUES_PARAM.get(self.kind, "values")
@@ -202,6 +211,9 @@ class Sweep:
         self.argv = argv
         self.parent = template.output or default_run_dir(template.label or f"sweep-{plan.kind}")
         self.objectives = search_objectives(plan, template)
+        if plan.kind == "sla" and plan.min_requests is None:
+            looks = look_confidence(plan.confidence, 1 + plan.repeats)
+            plan.min_requests = requests_to_decide(self.objectives, looks)
         self.samples: dict[float, Sample] = {}
         self.saved: list[tuple[float, StepRow]] = []  # a resumed search's finished steps, in order
         self.started = datetime.now(UTC).isoformat()
@@ -233,7 +245,10 @@ class Sweep:
         cold = base.cold and first
         closed = self.plan.kind == "concurrency" or (self.plan.kind == "sla" and self.plan.search == "concurrency")
         if closed:
-            return _closed(base, int(value), self.plan.requests_per_worker, cold)
+            load = _closed(base, int(value), self.plan.requests_per_worker, cold)
+            if self.plan.kind == "sla" and self.plan.min_requests and load.requests is not None:
+                load = dataclasses.replace(load, requests=max(load.requests, self.plan.min_requests))
+            return load
         if self.plan.kind in ("rate", "goodput", "sla"):
             return dataclasses.replace(base, rate=float(value), cold=cold)
         return dataclasses.replace(base, cold=cold)
@@ -330,7 +345,10 @@ class Sweep:
             directory = result.directory
         sample = sample_of(directory)
         self.samples[value] = self.samples[value].pooled(sample) if value in self.samples else sample
-        checks = judge_all(self.objectives, self.samples[value])
+        # A value is judged after each of its runs: 1 + repeats looks share the confidence.
+        checks = judge_all(
+            self.objectives, self.samples[value], look_confidence(self.plan.confidence, 1 + self.plan.repeats)
+        )
         verdict = sla.Verdict(all_held(checks), all_clear(checks))
         row = self.state.rows[-1]
         row.passed, row.certain, row.checks = verdict.passed, verdict.certain, [c.saved() for c in checks]

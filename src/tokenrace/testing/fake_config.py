@@ -40,6 +40,10 @@ class FakeConfig(BaseModel):
     ttft_ms: float = Field(default=50.0, ge=0)
     itl_ms: float = Field(default=10.0, ge=0)
     jitter_ms: float = Field(default=0.0, ge=0)
+    # A random tail: this share of requests, drawn at random, has `slow_ttft_ms` as its TTFT instead
+    # of `ttft_ms` (a server whose p99 is slow while its median is fast, whatever the load).
+    slow_rate: float = Field(default=0.0, ge=0, le=1)
+    slow_ttft_ms: float = Field(default=0.0, ge=0)
     seed: int = 0
     output_tokens: int = Field(default=32, ge=1)
     output_tokens_std: float = Field(default=0.0, ge=0)

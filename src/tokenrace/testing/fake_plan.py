@@ -202,7 +202,10 @@ class Pacer:
     ) -> None:
         self._config = config
         self._rng = rng
-        ttft = config.ttft_ms + config.prefill_ms_per_token * uncached_tokens + config.load_ttft_ms * others + extra_ms
+        first = config.ttft_ms
+        if config.slow_rate > 0 and rng.random() < config.slow_rate:  # drawn only when asked: other draws stay
+            first = config.slow_ttft_ms
+        ttft = first + config.prefill_ms_per_token * uncached_tokens + config.load_ttft_ms * others + extra_ms
         self._grid_ns = arrival_ns + ms_to_ns(ttft)  # when token `_grid_token` is ready
         self._grid_token = 0
         self._last_deadline = arrival_ns
