@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import pytest
 
@@ -129,16 +129,25 @@ def tokenrace(
     )
 
 
-def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """`tokenrace ARGS` run in this process: (exit code, stdout, stderr)."""
+class Ran(NamedTuple):
+    """What a command run in this process left: its exit code and output, named as a
+    CompletedProcess names them (it unpacks as `code, out, err` too)."""
 
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> Ran:
+    """`tokenrace ARGS` run in this process: no interpreter to start and nothing to import again,
+    with the same exit code and output as the process (`main` maps errors to them)."""
     try:
         main(list(args))
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
-    return code, out, err
+    return Ran(code, out, err)
 
 
 def sigint_default() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.conftest import tokenrace
+from tests.conftest import in_process
 from tests.sweep.helpers import bench
 
 from tokenrace.client.openai import RequestOptions
@@ -87,18 +87,18 @@ def test_conditions_that_differ_are_warned_about(runs: dict[str, Path]) -> None:
     assert "measured output length differs: mean 12.0 (A) vs 8.0 (B) tokens" in text  # max_tokens cut B short
 
 
-def test_cli_outputs(runs: dict[str, Path]) -> None:
-    p = tokenrace("compare", str(runs["a"]), str(runs["odd"]))
+def test_cli_outputs(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    p = in_process(capsys, "compare", str(runs["a"]), str(runs["odd"]))
     assert p.returncode == 0, p.stderr
     assert "conditions differ" in p.stdout and "max_tokens differs" in p.stdout and "TTFT p50" in p.stdout
-    p = tokenrace("compare", str(runs["a"]), str(runs["b"]), "--json")
+    p = in_process(capsys, "compare", str(runs["a"]), str(runs["b"]), "--json")
     doc = json.loads(p.stdout)
     assert doc["method"]["resamples"] == 2000 and doc["comparisons"][0]["rows"][0]["metric"] == "ttft_ms.p50"
-    p = tokenrace("compare", str(runs["a"]), str(runs["odd"]), "--csv", "--strict")
+    p = in_process(capsys, "compare", str(runs["a"]), str(runs["odd"]), "--csv", "--strict")
     assert p.returncode == 1 and "WARNING: max_tokens differs" in p.stderr
     table = list(csv.DictReader(io.StringIO(p.stdout)))
     assert {t["metric"] for t in table} >= {"ttft_ms.p50", "e2e_ms.p95", "error_rate"}
-    p = tokenrace("compare", str(runs["a"]), str(runs["b"]), "--markdown")
+    p = in_process(capsys, "compare", str(runs["a"]), str(runs["b"]), "--markdown")
     assert "| TTFT p50 | ms |" in p.stdout and "B worse" in p.stdout
 
 

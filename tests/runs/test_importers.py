@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.conftest import tokenrace
+from tests.conftest import in_process
 
 from tokenrace.errors import UsageError
 from tokenrace.report.compare import compare
@@ -135,16 +135,16 @@ def test_imported_runs_go_into_the_history_and_compare_with_warnings(tmp_path: P
     assert "model differs" in text and "tool version differs" in text and "concurrency differs: 4 (A) vs 2 (B)" in text
 
 
-def test_cli_import_show_compare_report(tmp_path: Path) -> None:
-    p = tokenrace("runs", "--import", str(AIPERF), "--import-to", str(tmp_path / "imp"))
+def test_cli_import_show_compare_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = in_process(capsys, "runs", "--import", str(AIPERF), "--import-to", str(tmp_path / "imp"))
     assert p.returncode == 0, p.stderr
     assert "converted" in p.stderr and "aiperf" in p.stdout
-    p = tokenrace("show", str(VLLM))
+    p = in_process(capsys, "show", str(VLLM))
     assert p.returncode == 0 and "imported from" in p.stdout and "requests: 9/10 ok" in p.stdout
-    p = tokenrace("compare", str(VLLM), str(AIPERF), "--json")
+    p = in_process(capsys, "compare", str(VLLM), str(AIPERF), "--json")
     assert p.returncode == 0 and "WARNING: model differs" in p.stderr
     assert json.loads(p.stdout)["comparisons"][0]["rows"][0]["metric"] == "ttft_ms.p50"
-    p = tokenrace("report", str(VLLM), "-o", str(tmp_path / "v.html"))
+    p = in_process(capsys, "report", str(VLLM), "-o", str(tmp_path / "v.html"))
     assert p.returncode == 0 and (tmp_path / "v.html").stat().st_size > 1_000_000
 
 
