@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "tokenrace"
 
 # Modules that import nothing else of tokenrace (or only each other): importable from anywhere.
@@ -112,6 +114,7 @@ def _sources() -> list[Path]:
     return paths
 
 
+@pytest.mark.slow
 def test_every_import_goes_down_the_layers() -> None:
     wrong = []
     for path in _sources():

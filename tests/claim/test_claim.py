@@ -112,6 +112,7 @@ def test_the_same_server_without_its_tail_holds_with_its_p99_certified(tmp_path:
     assert (warm.checks[0].requests or 0) >= 407  # p99 at 0.95 split over 3 looks
 
 
+@pytest.mark.slow
 def test_the_quality_pass_is_reported_beside_the_verdict(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8}) as srv:
         cs = claim_settings(srv.url, tmp_path / "c", "ttft_p50<=200ms", 30)
@@ -131,6 +132,7 @@ def test_the_quality_pass_is_reported_beside_the_verdict(tmp_path: Path) -> None
     assert runs and {r.parent_id for r in runs if r.name == "warm"} == {row.id}
 
 
+@pytest.mark.slow
 def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "fault": "500", "fault_rate": 0.5}) as srv:
         claim = asyncio.run(Battery(claim_settings(srv.url, tmp_path / "c", "ttft_p50<=200ms", 20)).run())
@@ -138,6 +140,7 @@ def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> N
     assert "failed" in claim.reasons[0] and "%" in claim.reasons[0], claim.reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "flag", "words"),
     [
@@ -187,6 +190,7 @@ def test_the_request_limit_leaves_parts_out_of_the_plan(claim_server: object, tm
     assert {c.dimension for c in battery.claim.conditions if c.skipped} >= {"concurrency"}
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_finished_conditions_and_a_partial_verdict(
     claim_server: object, tmp_path: Path, tokenrace_home: Path
 ) -> None:
@@ -220,6 +224,7 @@ def _measured(path: Path) -> list[str]:
     return [c["dimension"] for c in json.loads(path.read_text())["conditions"] if c["held"] is not None]
 
 
+@pytest.mark.slow
 @pytest.mark.embedded
 def test_claim_on_the_embedded_engine(tmp_path: Path, tokenrace_home: Path) -> None:
 

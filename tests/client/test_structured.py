@@ -69,6 +69,7 @@ def test_the_plain_path_keeps_its_reader() -> None:
     assert type(tools) is StructuredChatReader
 
 
+@pytest.mark.slow
 def test_tool_call_deltas_are_chunks_and_tokens_timed_as_sent(server: Any) -> None:
     server.reset()
     recs = run(_send(server.base_url, 3, {"tool_calls": 2}, tools=TOOLS, tool_choice="required"))
@@ -181,6 +182,7 @@ def _bench(server: Any, out: Path, *args: str) -> dict[str, Any]:
     return summary
 
 
+@pytest.mark.slow
 def test_bench_summarizes_tool_calls_and_schema_validity(server: Any, tmp_path: Path) -> None:
     tools, schema = tmp_path / "tools.json", tmp_path / "person.json"
     tools.write_text(json.dumps(TOOLS))
@@ -203,6 +205,7 @@ def test_bench_summarizes_tool_calls_and_schema_validity(server: Any, tmp_path: 
     assert s["structured_output"]["checked"] == 0
 
 
+@pytest.mark.slow
 def test_the_headline_speaks_of_tools_and_the_schema(server: Any, tmp_path: Path) -> None:
 
     schema = tmp_path / "person.json"
@@ -250,6 +253,7 @@ def test_tools_and_schema_on_the_responses_api(server: Any) -> None:
     assert whole[0].ok and whole[0].tool_calls == 3
 
 
+@pytest.mark.slow
 def test_bench_on_the_responses_api_counts_tool_calls(server: Any, tmp_path: Path) -> None:
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(TOOLS))

@@ -39,6 +39,7 @@ def test_real_probe_without_gpu_says_so() -> None:
     assert report.exit_code == 1
 
 
+@pytest.mark.slow
 def test_cli_process_exit_code_on_this_machine() -> None:
     start = time.monotonic()
     done = subprocess.run(

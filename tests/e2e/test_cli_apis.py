@@ -46,6 +46,7 @@ def _records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_streamed_apis(server: Any, tmp_path: Path, api: str) -> None:
     server.reset()
@@ -60,6 +61,7 @@ def test_streamed_apis(server: Any, tmp_path: Path, api: str) -> None:
     assert all(e["auth_headers"] == auth for e in sent)  # never Authorization for messages
 
 
+@pytest.mark.slow
 def test_embeddings(server: Any, tmp_path: Path) -> None:
     out = tmp_path / "r"
     summary = _bench(
@@ -82,6 +84,7 @@ def test_embeddings(server: Any, tmp_path: Path) -> None:
     assert manifest["settings"]["request"]["api"] == "embeddings" and manifest["workload"]["cache_bust"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["cohere", "tei"])
 def test_rerank(server: Any, tmp_path: Path, fmt: str) -> None:
     out = tmp_path / "r"
@@ -93,6 +96,7 @@ def test_rerank(server: Any, tmp_path: Path, fmt: str) -> None:
     assert all(r["documents"] == 5 for r in _records(out))
 
 
+@pytest.mark.slow
 def test_the_table_names_the_figures(server: Any, tmp_path: Path) -> None:
     p = tokenrace(
         "bench",
@@ -139,6 +143,7 @@ def test_rerank_needs_a_url(capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     assert code == 2 and err.startswith("error: --api"), err
 
 
+@pytest.mark.slow
 def test_a_server_without_the_api_gives_records_and_a_hint(tmp_path: Path) -> None:
     out = tmp_path / "r"
     with spawn_fake_server({"ttft_ms": 1, "apis": ["chat"]}) as srv:

@@ -32,6 +32,7 @@ def _input_error(result: tuple[int, str, str], flag: str) -> str:
     return str(lines[0])
 
 
+@pytest.mark.slow
 def test_negative_rate_against_an_unreachable_url(tmp_path: Path) -> None:
     p = tokenrace("bench", "--url", UNREACHABLE, "--rate", "-3", "--requests", "2", "-o", str(tmp_path / "r"))
     assert "must be positive, got -3" in _input_error((p.returncode, p.stdout, p.stderr), "--rate")

@@ -41,6 +41,7 @@ def _assert_hidden(run_dir: Path, home: Path, p: Any) -> None:
         assert secret.encode() not in blob, secret
 
 
+@pytest.mark.slow
 def test_every_route_of_a_key_is_hidden(server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
     out = tmp_path / "r"
     p = tokenrace(
@@ -72,6 +73,7 @@ def test_every_route_of_a_key_is_hidden(server: Any, tmp_path: Path, tokenrace_h
     assert json.loads((out / "summary.json").read_text())["requests"]["succeeded"] == 3  # the key was used
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "env"),
     [

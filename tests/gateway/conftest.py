@@ -88,7 +88,8 @@ class GatewayProcess:
                 self.proc.wait(10)
 
 
-@pytest.fixture(params=[1, 2], ids=["one-process", "two-workers"])
+# The two-worker case starts the real processes: it belongs to the full suite, not the fast tier.
+@pytest.fixture(params=[1, pytest.param(2, marks=pytest.mark.slow)], ids=["one-process", "two-workers"])
 def any_gateway(
     request: pytest.FixtureRequest, tmp_path: Path, gateway: Callable[..., GatewayThread]
 ) -> Iterator[Callable[..., GatewayThread | GatewayProcess]]:

@@ -105,6 +105,7 @@ def reload(gw: GatewayThread) -> None:
     assert gw.call(gw.gw.reload) is True
 
 
+@pytest.mark.slow
 def test_canary_advances_when_healthy_and_rolls_back_when_failing(servers: Any, tmp_path: Path) -> None:
     old, new, _ = servers
     path = tmp_path / "gateway.yaml"
@@ -140,6 +141,7 @@ def test_canary_advances_when_healthy_and_rolls_back_when_failing(servers: Any, 
     assert traffic.statuses and all(s == 200 for s in traffic.statuses)  # failures fell back to the baseline
 
 
+@pytest.mark.slow
 def test_canary_rolls_back_when_its_backend_slows(servers: Any, tmp_path: Path) -> None:
     old, new, slow = servers
     path = tmp_path / "gateway.yaml"

@@ -111,6 +111,7 @@ def conversation_hit_rate(gw: GatewayThread, pool: list[FakeServerThread], sessi
     return cached / prompt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("session_header", [True, False], ids=["session-header", "prompt-prefix"])
 def test_prefix_affinity_raises_the_cache_hit_rate_of_a_pool(
     cached_pool: list[FakeServerThread], gateway: Callable[..., GatewayThread], session_header: bool
@@ -177,6 +178,7 @@ async def sessions_in_flight(base_url: str, jitter: random.Random) -> dict[str, 
     return served
 
 
+@pytest.mark.slow
 def test_sessions_all_in_flight_stay_on_one_instance_each(gateway: Callable[..., GatewayThread]) -> None:
     """24 conversations x 4 turns at once on a pool of three with the default affinity settings:
     the hash places them unevenly (within the bound at full load), the pool's load rises from 0 at
@@ -317,6 +319,7 @@ def test_a_reload_starts_and_stops_the_scrapes(tmp_path: Path) -> None:
             assert scraper is not None and gw.call(scraper.following) == []
 
 
+@pytest.mark.slow
 def test_check_names_the_pool_policies(tmp_path: Path) -> None:
     path = tmp_path / "gw.yaml"
     target = {"backend": ["a", "b"], "policy": "prefix_affinity"}

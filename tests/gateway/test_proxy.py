@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import orjson
+import pytest
 from tests.conftest import wait_until
 
 from tokenrace.testing.blackhole import blackhole
@@ -150,6 +151,7 @@ def test_retry_then_fallback_in_order(fakes: tuple[FakeServerThread, FakeServerT
     assert metric(gw, "tokenrace_gateway_upstream_attempts_total", backend="a", outcome="5xx") == 2
 
 
+@pytest.mark.slow
 def test_retry_after_is_respected_or_skipped_when_too_long(
     fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
 ) -> None:
@@ -196,6 +198,7 @@ def test_connection_refused_falls_back_and_all_failing_passes_the_last_error(
     assert status == 500 and "Injected fault" in raw.decode() and headers["x-tokenrace-backend"] == "a"
 
 
+@pytest.mark.slow
 def test_a_backend_whose_connects_hang_times_out_and_falls_back(
     fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
 ) -> None:
@@ -329,6 +332,7 @@ def test_a_stalled_stream_hits_the_idle_limit(
     assert "idle limit" in last["error"]["message"]
 
 
+@pytest.mark.slow
 def test_no_first_byte_in_time_is_504_or_falls_back_when_timeouts_retry(
     fakes: tuple[FakeServerThread, FakeServerThread], any_gateway: Any
 ) -> None:

@@ -129,6 +129,7 @@ def test_bad_requests_are_refused_by_the_gateway_with_clear_errors(fake: FakeSer
         gw.stop()
 
 
+@pytest.mark.slow
 def test_slow_and_idle_clients_time_out(fake: FakeServerThread) -> None:
     gw = start(
         config_text(
@@ -222,6 +223,7 @@ def test_upstream_keys_go_only_to_their_own_backend_and_nowhere_else(
         assert all(secret not in text for text in texts), secret
 
 
+@pytest.mark.slow
 def test_a_client_that_stops_reading_is_cut_off(fake: FakeServerThread) -> None:
     gw = start(
         config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"client_write_s": 0.5})

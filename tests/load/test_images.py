@@ -180,6 +180,7 @@ def _log(server: Any, api: str = "chat") -> list[dict[str, Any]]:
     return [e for e in server.log() if e["path"].endswith(path)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fmt", "api"), [("png", "chat"), ("jpeg", "chat"), ("png", "responses"), ("jpeg", "messages")]
 )
@@ -209,6 +210,7 @@ def test_the_server_receives_n_distinct_decodable_images_per_request(tmp_path: P
     assert all(r["image_bytes"] == sent[r["response_id"]] for r in records)
 
 
+@pytest.mark.slow
 def test_ttft_split_by_image_count_with_the_difference(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 1, "output_tokens": 4, "image_ms": 60}) as server:
         out = tmp_path / "run"
@@ -233,6 +235,7 @@ def _headline(out: Path) -> list[str]:
     return headline_lines(Summary.model_validate_json((out / "summary.json").read_text()))
 
 
+@pytest.mark.slow
 def test_a_server_that_refuses_images_gives_error_records_with_a_hint(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "refuse_images": True}) as server:
         out = tmp_path / "run"

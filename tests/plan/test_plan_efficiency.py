@@ -72,6 +72,7 @@ def test_cpu_bandwidth_probe() -> None:
     assert 1e8 < bandwidth < 1e13
 
 
+@pytest.mark.slow
 def test_cpu_hardware_is_measured_once() -> None:
     first, second = load_hardware("cpu"), load_hardware("cpu")
     assert first is second and first.measured

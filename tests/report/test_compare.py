@@ -55,6 +55,7 @@ def rows(report: Any) -> dict[str, Any]:
     return {r.metric: r for r in report.comparisons[0].rows}
 
 
+@pytest.mark.slow
 def test_a_doubled_ttft_is_significant_and_decode_is_not(runs: dict[str, Path]) -> None:
     r = compare([load(runs["a"]), load(runs["b"])])
     by = rows(r)
@@ -70,6 +71,7 @@ def test_a_doubled_ttft_is_significant_and_decode_is_not(runs: dict[str, Path]) 
     assert r.warnings == []  # same model, prompts, lengths, load, streaming and version
 
 
+@pytest.mark.slow
 def test_a_run_against_itself_is_within_noise(runs: dict[str, Path]) -> None:
     r = compare([load(runs["a"]), load(runs["a"])])
     assert all(row.significant in (False, None) for row in r.comparisons[0].rows)
@@ -80,6 +82,7 @@ def test_a_run_against_itself_is_within_noise(runs: dict[str, Path]) -> None:
     assert p95.ci_low is None and p95.ci_high is None and p95.verdict == "unbounded: a p95 needs 72 requests a run"
 
 
+@pytest.mark.slow
 def test_conditions_that_differ_are_warned_about(runs: dict[str, Path]) -> None:
     r = compare([load(runs["a"]), load(runs["odd"])])
     text = " | ".join(r.warnings)
@@ -102,11 +105,13 @@ def test_cli_outputs(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) 
     assert "| TTFT p50 | ms |" in p.stdout and "B worse" in p.stdout
 
 
+@pytest.mark.slow
 def test_three_runs_compare_against_the_first(runs: dict[str, Path]) -> None:
     r = compare([load(runs["a"]), load(runs["b"]), load(runs["odd"])])
     assert [(c.a, c.b) for c in r.comparisons] == [("fast", "slow-ttft"), ("fast", "odd")]
 
 
+@pytest.mark.slow
 def test_sweeps_are_compared_step_by_step(servers: tuple[FakeServerThread, FakeServerThread], tmp_path: Path) -> None:
     def sweep(srv: FakeServerThread, out: Path, values: tuple[float, ...]) -> Path:
         s = BenchSettings(

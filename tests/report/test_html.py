@@ -104,6 +104,7 @@ def test_resource_series_flattens_monitor_samples() -> None:
     assert resource_series([]) == {}
 
 
+@pytest.mark.slow
 def test_reports_are_self_contained(made: dict[str, Path]) -> None:
     for inputs in ([made["run"]], [made["sweep"]], [made["run"], made["other"]]):
         text = build([load(p) for p in inputs], CostSpec(gpu=GpuCost(2.0)))
@@ -114,6 +115,7 @@ def test_reports_are_self_contained(made: dict[str, Path]) -> None:
     assert "Resources: steady" in run_page and "Tokens per chunk" in run_page and "Manifest" in run_page
 
 
+@pytest.mark.slow
 def test_cli_writes_the_file(made: dict[str, Path]) -> None:
     out = made["dir"] / "cli" / "report.html"
     p = subprocess.run(
@@ -129,6 +131,7 @@ def test_cli_writes_the_file(made: dict[str, Path]) -> None:
     assert "$/M out tok" in out.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.chromium
 @pytest.mark.parametrize("kind", ["run", "sweep", "comparison"])
 def test_report_renders_in_chromium_without_errors(made: dict[str, Path], kind: str) -> None:
@@ -348,6 +351,7 @@ def test_the_terminal_headline_and_the_html_cards_show_the_same_figures_in_order
     assert printed[: len(cards)] == [_as_line(c) for c in cards] == sweep_lines(sweep.data)
 
 
+@pytest.mark.slow
 @pytest.mark.chromium
 def test_the_cards_a_browser_shows_are_the_terminal_headline(made: dict[str, Path]) -> None:
     run = load(made["run"])

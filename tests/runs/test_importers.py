@@ -121,6 +121,7 @@ def test_aiperf_alone_and_in_seconds(tmp_path: Path) -> None:
     assert run.summary.metrics.ttft_ms.p50 == pytest.approx(import_file(AIPERF).summary.metrics.ttft_ms.p50, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_imported_runs_go_into_the_history_and_compare_with_warnings(tmp_path: Path) -> None:
     d = import_to_dir(VLLM, tmp_path / "imports")
     assert sorted(p.name for p in d.iterdir()) == ["manifest.json", "records.jsonl", "summary.json"]

@@ -102,6 +102,7 @@ def test_search_gives_up_on_an_unclear_boundary_after_its_repeats() -> None:
     assert b.highest_passing == 2 and b.runs[2] == 3 and not b.verdicts[2].certain
 
 
+@pytest.mark.slow
 def test_sla_search_finds_the_slots_of_the_server(slots_server: object, tmp_path: Path) -> None:
     url = slots_server.url  # type: ignore[attr-defined]
     plan = SweepPlan(kind="sla", objectives=parse_objectives("ttft_p90<=120ms", "sla"), max_value=16)
@@ -130,6 +131,7 @@ def test_sla_search_finds_the_slots_of_the_server(slots_server: object, tmp_path
     assert len(csv_text.splitlines()) == 1 + len(table.rows) == 1 + sum(row.checks is not None for row in r.sweep.steps)
 
 
+@pytest.mark.slow
 def test_an_sla_sweep_resumes_where_it_stopped(slots_server: object, tmp_path: Path) -> None:
     url = slots_server.url  # type: ignore[attr-defined]
     objectives = parse_objectives("ttft_p90<=120ms", "sla")
@@ -147,6 +149,7 @@ def test_an_sla_sweep_resumes_where_it_stopped(slots_server: object, tmp_path: P
     assert all((tmp_path / "s" / name).stat().st_mtime_ns == t for name, t in made.items())  # not run again
 
 
+@pytest.mark.slow
 def test_sweep_sla_on_the_command_line(slots_server: object, tmp_path: Path, tokenrace_home: Path) -> None:
     url = slots_server.url  # type: ignore[attr-defined]
     args = ["sweep", "--url", url, "--sla", "ttft_p90<=120ms", "--max-value", "8"]
@@ -157,6 +160,7 @@ def test_sweep_sla_on_the_command_line(slots_server: object, tmp_path: Path, tok
     assert p.returncode == 2 and p.stderr.startswith("error: --sla:") and "does not fit" in p.stderr
 
 
+@pytest.mark.slow
 def test_another_search_in_the_same_directory_is_refused(slots_server: object, tmp_path: Path) -> None:
     url = slots_server.url  # type: ignore[attr-defined]
     plan = SweepPlan(kind="sla", objectives=parse_objectives("ttft_p90<=120ms", "sla"), max_probes=2)
