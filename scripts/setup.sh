@@ -13,7 +13,7 @@ extras="embedded,gateway"
 want_debian=0
 for arg in "$@"; do
   case "$arg" in
-    --tests) extras="embedded,gateway,test,otel,ray"; want_debian=1 ;;  # otel, ray: their tests run in CI too
+    --tests) extras="embedded,gateway,test,otel,ray,mlperf"; want_debian=1 ;;  # otel, ray, mlperf: their tests run in CI too
     *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
   esac
 done

@@ -6,16 +6,16 @@ draw the same rows.
 
 from __future__ import annotations
 
-from tokenrace.model.claim import ConditionCheck
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.model.sla import SlaPoint
-from tokenrace.table import Cell, Column, Table, fmt, num, text, to_html
+from tokenrace.report.checks import check_cell
+from tokenrace.table import Column, Table, fmt, num, text, to_html
 
-TITLE = "SLA search (value [95 % CI] after pooling the runs at that load)"
+TITLE = "SLA search (value [bounds] after pooling the runs at that load; ? undecided)"
 
 
 def sla_table(s: SweepFile) -> Table:
-    """One row per step, one column per objective (value [95 % CI]); the verdict says whether every
+    """One row per step, one column per objective (value [bounds]); the verdict says whether every
     objective held and whether that was clear, and the last column marks the boundary. The lines
     under it (`sla_lines`) are its notes."""
     if s.sla is None:
@@ -41,7 +41,7 @@ def sla_table(s: SweepFile) -> Table:
         t.add(
             text(row.step),
             num(row.value, 0 if kind == "concurrency" else 3),
-            *(_check_cell(c) for c in row.checks),
+            *(check_cell(c) for c in row.checks),
             text(verdict, tone="good" if row.passed else "bad"),
             text(f"◀ {mark}" if mark else ""),
             tone="best" if mark else "",
@@ -52,17 +52,6 @@ def sla_table(s: SweepFile) -> Table:
 def _last_at(steps: list[StepRow], value: float | None) -> StepRow | None:
     at = [r for r in steps if value is not None and r.value == value and r.checks is not None]
     return at[-1] if at else None
-
-
-def _check_cell(c: ConditionCheck) -> Cell:
-    if c.value is None:
-        return text(None)
-    share = c.name in ("error_rate", "goodput")
-    digits = 3 if share else 1
-    ci = ""
-    if c.ci_low is not None and c.ci_high is not None:
-        ci = f" [{fmt(c.ci_low, digits)}, {fmt(c.ci_high, digits)}]"
-    return text(f"{'✓' if c.held else '✗'} {fmt(c.value, digits)}{ci}", tone="good" if c.held else "bad")
 
 
 def sla_lines(s: SweepFile) -> list[str]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from tokenrace.client.request import POOLING_APIS
@@ -21,6 +21,7 @@ from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.model.summary import Cost, Summary, TurnStats
 from tokenrace.report.headline import run_headline, sweep_headline, to_lines
+from tokenrace.report.reference import endpoints_table, reference_tables
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
 from tokenrace.table import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
@@ -154,8 +155,11 @@ def lines_view(lines: list[str]) -> list[Text]:
 
 
 def summary_view(summary: Summary, title: str | None = None, cost: Cost | None = None) -> Group:
-    """A run for the terminal: the summary table, then its headline."""
-    return Group(to_rich(summary_table(summary, title)), *lines_view(headline_lines(summary, cost)))
+    """A run for the terminal: the summary table, its headline, then the reference tables with their notes."""
+    parts: list[RenderableType] = [to_rich(summary_table(summary, title)), *lines_view(headline_lines(summary, cost))]
+    for table in reference_tables(summary.reference):
+        parts += [to_rich(table), *lines_view(table.notes)]
+    return Group(*parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,9 +318,14 @@ def with_costs(run: Run, cost: CostSpec | None) -> SweepFile | ProfileFile:
 
 
 def sweep_view(s: SweepFile) -> Group:
-    """A sweep for the terminal: its steps, the SLA search's table when it ran one, then the lines."""
-    tables = [to_rich(sweep_table(s)), *((to_rich(sla_table(s)),) if s.sla else ())]
-    return Group(*tables, *lines_view(sweep_lines(s) + sla_lines(s)))
+    """A sweep for the terminal: its steps, the SLA search's table when it ran one, the lines, then
+    the endpoints of every step when the steps name them."""
+    parts: list[RenderableType] = [to_rich(sweep_table(s)), *((to_rich(sla_table(s)),) if s.sla else ())]
+    parts += lines_view(sweep_lines(s) + sla_lines(s))
+    if any(r.endpoints is not None for r in s.steps):
+        table = endpoints_table([(r.step, r) for r in s.steps])
+        parts += [to_rich(table), *lines_view(table.notes)]
+    return Group(*parts)
 
 
 def _model_name(summary: ProfileFile, path: str | None) -> str:
