@@ -12,8 +12,9 @@ import click
 
 from tokenrace.errors import UsageError
 
-# What the gateway extra installs, by import name: the HTTP parser and the shared state's client.
-EXTRA_MODULES = ("httptools", "redis")
+# What the gateway extra installs, by import name: the HTTP parser, the shared state's client, and
+# the precise prefix routing's KV event stream, its batches and the chat templates.
+EXTRA_MODULES = ("httptools", "redis", "zmq", "msgpack", "jinja2")
 
 
 def require_gateway_extra() -> None:
