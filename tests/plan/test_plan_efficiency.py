@@ -80,6 +80,7 @@ def test_cpu_hardware_is_measured_once() -> None:
     assert "measured" in first.source
 
 
+@pytest.mark.slow
 def test_embedded_model_on_this_cpu(smollm2_gguf) -> None:  # type: ignore[no-untyped-def]
     r = plan(str(smollm2_gguf), "cpu", context=256, input_tokens=128)
     assert r.fits and r.devices == 1

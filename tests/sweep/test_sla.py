@@ -196,6 +196,7 @@ def test_an_attainment_is_the_percentile_test_shown_as_a_share() -> None:
         parse_objectives("ttft_p99<=300ms@99%", "sla")
 
 
+@pytest.mark.slow
 def test_sweep_sla_on_a_random_slow_tail_never_calls_a_passing_step_certain(tmp_path: Path) -> None:
     # 3 % of requests take 600 ms whatever the load: the p99 is 600 ms at every concurrency.
     tail = {"ttft_ms": 20, "itl_ms": 1, "output_tokens": 2, "slow_rate": 0.03, "slow_ttft_ms": 600}
