@@ -137,7 +137,9 @@ def test_bad_sweep_flags_are_one_line(fake: Any, tmp_path: Path, tokenrace_home:
 
 
 def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Path) -> None:
-    engine = SimpleNamespace(base_url=fake.base_url, model="fake-model", info=EngineRecord(engine="fake"))
+    engine = SimpleNamespace(
+        base_url=fake.base_url, model="fake-model", provider="llamacpp", info=EngineRecord(engine="fake")
+    )
     template = BenchSettings(endpoint=None, load=Load(requests=4), output=tmp_path / "p")
     steps = (("c1", Load(concurrency=1, requests=3, cold=True)), ("c2", Load(concurrency=2, requests=4, cold=False)))
     result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]
