@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.metrics import FIGURES, METRICS
@@ -14,6 +16,7 @@ from tokenrace.model.metrics import FIGURES, METRICS
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_cli_md_is_generated_from_current_help(tmp_path: Path) -> None:
     before = (ROOT / "docs" / "cli.md").read_text()
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py")], check=True, timeout=120)

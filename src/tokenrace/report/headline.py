@@ -27,7 +27,7 @@ from tokenrace.model.metrics import (
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary
-from tokenrace.report.render import Cell, pct, text
+from tokenrace.table import Cell, pct, text
 
 SEPARATOR = " · "  # between a figure's qualifying parts, on the terminal and on a card alike
 
