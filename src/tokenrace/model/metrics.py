@@ -178,8 +178,9 @@ STREAMED = tuple(m.name for m in METRICS if m.streamed)
 @dataclass(frozen=True, slots=True)
 class SectionFigure:
     """One number of a summary section (speculative decoding, energy, embeddings and rerank,
-    structured output), which a run has once, not per request: its path in summary.json, unit,
-    definition and how the headline shows it (a `Display` unit of "%" shows a fraction in per cent)."""
+    content, structured output), which a run has once, not per request: its path in summary.json, unit,
+    definition and how the headline shows it (a `Display` unit of "%" shows a fraction in per cent,
+    one of "×" a ratio after that sign)."""
 
     name: str  # its path in summary.json: "energy.output_tokens_per_joule"
     unit: str  # as docs/metrics.md's row writes it
@@ -223,6 +224,12 @@ INPUT_TOKENS_PER_S = SectionFigure(
     "prompt tokens of succeeded requests ÷ window",
     Display("input tokens", "input tok/s"),
 )
+CONTENT_RATIO = SectionFigure(
+    "content.ratio",
+    "ratio",
+    "TPOT p50 of the slowest kind of content ÷ that of the fastest",
+    Display("slowest ÷ fastest", "×", 2),
+)
 SCHEMA_VALID_RATE = SectionFigure(
     "structured_output.valid_rate", "fraction", "valid ÷ checked answers", Display("response schema", "%")
 )
@@ -237,5 +244,6 @@ FIGURES: tuple[SectionFigure, ...] = (
     INPUTS_PER_S,
     DOCUMENTS_PER_S,
     INPUT_TOKENS_PER_S,
+    CONTENT_RATIO,
     SCHEMA_VALID_RATE,
 )

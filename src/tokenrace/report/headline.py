@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tokenrace.model.metrics import (
     ACCEPTANCE_RATE,
+    CONTENT_RATIO,
     DOCUMENTS_PER_S,
     ENERGY_WINDOW,
     INPUT_TOKENS_PER_S,
@@ -79,13 +80,17 @@ def run_headline(summary: Summary, cost: Cost | None = None, bound: float | None
 def shown(figure: SectionFigure, value: float | None) -> Cell:
     """A section's figure as its declaration (model/metrics.py) shows it: digits and unit."""
     d = figure.display
-    return pct(value, d.digits) if d.unit == "%" else Cell(value, d.digits, suffix=f" {d.unit}")
+    if d.unit == "%":
+        return pct(value, d.digits)
+    if d.unit == "×":
+        return Cell(value, d.digits, prefix=d.unit)
+    return Cell(value, d.digits, suffix=f" {d.unit}")
 
 
 def said(figure: SectionFigure, value: float | None) -> str:
     """The same in a line of text, where the unit follows even a missing value ("— J")."""
     d = figure.display
-    return pct(value, d.digits).text if d.unit == "%" else f"{Cell(value, d.digits).text} {d.unit}"
+    return shown(figure, value).text if d.unit in ("%", "×") else f"{Cell(value, d.digits).text} {d.unit}"
 
 
 def _speculative(spec: Speculative | None) -> list[Figure]:
@@ -183,7 +188,7 @@ def _content(content: ContentSpeed | None) -> list[Figure]:
     if content is None or not content.kinds:
         return []
     kinds = ", ".join(f"{k} {_ms(v.tpot_ms_p50, 2).text}" for k, v in content.kinds.items())
-    ratio = f"slowest ÷ fastest {Cell(content.ratio, 2, prefix='×').text}" if content.ratio is not None else None
+    ratio = f"{CONTENT_RATIO.display.label} {said(CONTENT_RATIO, content.ratio)}" if content.ratio is not None else None
     return [Figure("TPOT p50 by content", text(kinds), _detail(ratio, content.verdict))]
 
 
