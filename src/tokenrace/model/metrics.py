@@ -171,7 +171,6 @@ METRICS: tuple[Metric, ...] = (
     ),
 )
 
-BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 STREAMED = tuple(m.name for m in METRICS if m.streamed)
 
 
