@@ -263,6 +263,7 @@ class BenchOptions:
     cost: CostOptions = field(default_factory=lambda: CostOptions())  # declared with the cost flags below
     quality_samples: int | None = None  # bench only: `bench_quality.OPTION`
     profile: str | None = None  # `cli.profiles.profile_option`; applied to the other options before they are read
+    engine: str = "embedded"  # bench only: the engine started when there is no --url
 
     @classmethod
     def of(cls, o: Options) -> BenchOptions:

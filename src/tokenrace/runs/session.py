@@ -16,7 +16,6 @@ from tokenrace import __version__
 from tokenrace.client.images import IMAGE_APIS
 from tokenrace.client.openai import OpenAIClient, Prompt
 from tokenrace.client.providers import HOSTED_HOSTS, ResolvedEndpoint
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.client.structured import STRUCTURED_APIS
 from tokenrace.doctor import collect_environment, probe_server_environment
@@ -49,6 +48,7 @@ from tokenrace.model.environment import Environment
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest, PromptsInfo, WorkersInfo, Workload
 from tokenrace.model.monitor import MonitorSettings, Resources
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
 from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
