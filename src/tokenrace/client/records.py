@@ -91,11 +91,16 @@ class RequestRecord:
     prompt_tokens_source: str | None = None  # usage | tokenizer | estimate
     output_tokens: int | None = None
     output_tokens_source: str | None = None  # usage | tokenizer | chunks
+    # Output tokens counted on the client from what was streamed, whatever usage says (the claim's
+    # TEST06 check compares the two): the tokenizer's count of the text, else the content chunks.
+    streamed_tokens: int | None = None
+    streamed_tokens_source: str | None = None  # tokenizer | chunks
     cached_tokens: int | None = None  # prompt tokens the server served from its prefix cache
     cached_tokens_source: str | None = None  # usage | engine; None when the server did not say
     session_id: str | None = None  # multi-turn: the conversation this request belongs to
     turn: int | None = None  # multi-turn: 1 for a conversation's first request, 2 for the next, ...
     finish_reason: str | None = None
+    finishes: int | None = None  # streamed events that carried a finish reason (chat, completions)
     status: int | None = None
     error_kind: str | None = None
     error_message: str | None = None
@@ -171,10 +176,13 @@ class RequestRecord:
             "cached_tokens_source": self.cached_tokens_source,
             "output_tokens": self.output_tokens,
             "output_tokens_source": self.output_tokens_source,
+            "streamed_tokens": self.streamed_tokens,
+            "streamed_tokens_source": self.streamed_tokens_source,
             "output_chars": len(self.text),
             "max_tokens": self.max_tokens,
             "content": self.content,
             "finish_reason": self.finish_reason,
+            "finishes": self.finishes,
             "status": self.status,
             "error_kind": self.error_kind,
             "error_message": self.error_message,

@@ -57,10 +57,13 @@ class RecordLine(_Model):
     cached_tokens_source: Literal["usage", "engine"] | None = None
     output_tokens: int | None = None
     output_tokens_source: str | None = None
+    streamed_tokens: int | None = None  # counted on the client from the streamed text (or chunks)
+    streamed_tokens_source: Literal["tokenizer", "chunks"] | None = None
     output_chars: int | None = None
     max_tokens: int | None = None
     content: str | None = None  # --content: natural, copy or random
     finish_reason: str | None = None
+    finishes: int | None = None  # streamed events that carried a finish reason; None: not counted
     status: int | None = None
     error_kind: str | None = None
     error_message: str | None = None
