@@ -127,3 +127,28 @@ def test_token_counts_are_judged_within_what_chunks_and_tokenizers_can_tell() ->
     assert compliance.token_count([line()] * 39 + [line(output_tokens=5)], 0.95).outcome == "unproven"
     assert compliance.token_count([line(output_tokens=5)] * 40, 0.95).outcome == "failed"
     assert compliance.token_count([line()] * 9, 0.95).outcome == "unproven"  # too few answers to hold
+
+
+def compliance_condition(value: str, outcome: str, ratio: float | None = None) -> Condition:
+    figures = {"compliance": {"length_ratio": ratio}}
+    return Condition.model_validate(
+        {"dimension": "compliance", "value": value, "held": outcome != "failed", "outcome": outcome, "figures": figures}
+        | {"note": f"{value} note"}
+    )
+
+
+def test_the_verdict_after_the_compliance_conditions() -> None:
+    from tests.claim.test_verdict import claim, warm  # noqa: PLC0415 - the verdict tests' builders
+
+    assert claim(warm(), compliance_condition(compliance.TOKEN_COUNT, "held")).verdict == "holds"
+    undecided = claim(warm(), compliance_condition(compliance.REPEATED_PROMPT, "unproven"))
+    assert undecided.verdict == "holds" and any("repeated_prompt note" in r for r in undecided.reasons)
+    for untrustworthy in (compliance.TOKEN_COUNT, compliance.FINISHES, compliance.REPEATED_PROMPT):
+        c = claim(warm(), compliance_condition(untrustworthy, "failed"))
+        assert c.verdict == "fails" and c.restrictions == [], c.sentence
+        assert c.reasons[0].endswith(f"{untrustworthy} note")
+    short = claim(warm(), compliance_condition(compliance.OUTPUT_LENGTH, "failed", ratio=0.4))
+    assert short.verdict == "unproven" and "Outputs shorter than asked (TEST09)" in (short.sentence or "")
+    # a claim that failed on speed still fails; the short outputs are added to its reasons
+    failed = claim(warm("failed"), compliance_condition(compliance.OUTPUT_LENGTH, "failed", ratio=0.4))
+    assert failed.verdict == "fails" and "outputs shorter than asked" in failed.reasons[0]
