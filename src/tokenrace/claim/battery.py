@@ -736,7 +736,11 @@ class Battery:
         if warm is None:
             return True
         n = self.cs.repeat_requests
-        why = self._room("compliance", (1 + n) * self.e2e_s, 1 + n, self._drift_reserve())
+        need = (1 + n) * self.e2e_s
+        why = self._room("compliance", need, 1 + n, self._drift_reserve())
+        share = min(self._slice("compliance"), self.left_s() - self._drift_reserve())
+        if not why and need > share:  # a run cut short by its share would decide nothing
+            why = f"its share: it needs about {need:.0f} s, {max(share, 0):.0f} s were left"
         if why:
             self._skip("compliance", why, compliance.REPEATED_PROMPT)
             return True

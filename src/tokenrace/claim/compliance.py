@@ -159,10 +159,10 @@ def finishes(answers: Sequence[RecordLine], confidence: float) -> Condition:
 
 def output_length(answers: Sequence[RecordLine], ignore_eos: bool, confidence: float) -> Condition:
     """TEST09: with ignore_eos, the mean of output ÷ max_tokens within ±10 % of 1, its bounds the
-    bootstrap's (each side at `confidence`)."""
+    bootstrap's (each side at `confidence`). Outputs counted as `_produced` says."""
     if not ignore_eos:
         return _skipped(OUTPUT_LENGTH, "needs --ignore-eos: without it the server decides when to stop")
-    pairs = [(r.output_tokens, r.max_tokens) for r in answers if r.output_tokens is not None and r.max_tokens]
+    pairs = [(n, r.max_tokens) for r in answers if (n := _produced(r)) is not None and r.max_tokens]
     if not pairs:
         return _skipped(OUTPUT_LENGTH, "no answer with both an output count and a max_tokens")
     ratios = [out / asked for out, asked in pairs if asked]
@@ -186,6 +186,12 @@ def output_length(answers: Sequence[RecordLine], ignore_eos: bool, confidence: f
     )
     note = f"outputs average {out_mean:.1f} tokens of {asked_mean:.0f} asked ({value * 100:.0f} %) over {len(pairs)}"
     return _condition(OUTPUT_LENGTH, outcome, lo <= value <= hi, figures, note)
+
+
+def _produced(r: RecordLine) -> int | None:
+    """The tokens an answer had: the streamed text's count by a tokenizer, which no misreported usage
+    moves (TEST06 judges the report), else the request's own count."""
+    return r.streamed_tokens if r.streamed_tokens_source == "tokenizer" else r.output_tokens
 
 
 def repeated_prompt(repeated: Sample, distinct: Sample, confidence: float) -> Condition:
