@@ -45,6 +45,10 @@ MIN_ANSWERS = 10  # TEST06 holds when none of at least this many answers disagre
 STRAY_SHARE = 0.01  # TEST06 fails when the share of answers that disagree is certainly above this
 LENGTH_TOLERANCE = 0.10  # TEST09: the mean output within ±10 % of what was asked
 REPEAT_SPEEDUP = 1.10  # TEST04: the repeated prompt at most 10 % faster (MLPerf's threshold)
+# MLPerf relaxes TEST04 to 20 % for very short latencies, where the OS's noise is a larger share; a
+# TPOT of a few ms is such a case (a gap of one or two chunks, stamped on a busy client).
+SHORT_TPOT_MS = 2.0
+SHORT_REPEAT_SPEEDUP = 1.20
 EOS_SLACK = 1  # usage may count the end-of-sequence token, which is never streamed
 TOKENIZER_SLACK = 0.05  # re-encoding streamed text may merge or split a few tokens: 5 %, at least 1
 
@@ -196,7 +200,8 @@ def _produced(r: RecordLine) -> int | None:
 
 def repeated_prompt(repeated: Sample, distinct: Sample, confidence: float) -> Condition:
     """TEST04: distinct p50 ÷ repeated p50 of TPOT (how many times faster the repeated prompt decodes),
-    with its bootstrap interval (each side at `confidence`); at most REPEAT_SPEEDUP. TTFT and E2E are
+    with its bootstrap interval (each side at `confidence`); at most REPEAT_SPEEDUP (SHORT_REPEAT_SPEEDUP
+    when the distinct prompts' TPOT p50 is under SHORT_TPOT_MS). TTFT and E2E are
     shown, not judged: a prefix cache legitimately shortens a repeated prompt's prefill."""
     two_sided = 2 * confidence - 1
     tpot = ratio_ci(repeated.tpot_ms, distinct.tpot_ms, "p50", confidence=two_sided)
@@ -214,19 +219,20 @@ def repeated_prompt(repeated: Sample, distinct: Sample, confidence: float) -> Co
     if tpot.ratio is None:
         note = "TPOT undefined (answers of one token?): nothing to compare"
         return _condition(REPEATED_PROMPT, "unproven", True, figures, note)
+    limit = SHORT_REPEAT_SPEEDUP if tpot.b is not None and tpot.b < SHORT_TPOT_MS else REPEAT_SPEEDUP
     outcome: Outcome = "unproven"
-    if tpot.high is not None and tpot.high <= REPEAT_SPEEDUP:
+    if tpot.high is not None and tpot.high <= limit:
         outcome = "held"
-    elif tpot.low is not None and tpot.low > REPEAT_SPEEDUP:
+    elif tpot.low is not None and tpot.low > limit:
         outcome = "failed"
     bounds = f" [{_fmt(tpot.low)}, {_fmt(tpot.high)}]"
     note = (
-        f"the same prompt repeated decodes {tpot.ratio:.2f}x as fast as distinct ones{bounds} "
+        f"the same prompt repeated decodes {tpot.ratio:.2f}x as fast as distinct ones{bounds}, at most {limit:.2f}x "
         f"({figures.repeated} against {figures.distinct} requests; TTFT {_fmt(ttft.ratio)}x, E2E {_fmt(e2e.ratio)}x)"
     )
     if tpot.needed is not None:
         note += f"; {tpot.needed} requests each would bound it"
-    return _condition(REPEATED_PROMPT, outcome, tpot.ratio <= REPEAT_SPEEDUP, figures, note)
+    return _condition(REPEATED_PROMPT, outcome, tpot.ratio <= limit, figures, note)
 
 
 def _mean(values: Sequence[float]) -> float:
