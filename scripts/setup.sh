@@ -12,7 +12,7 @@ extras="embedded"
 want_debian=0
 for arg in "$@"; do
   case "$arg" in
-    --tests) extras="embedded,test,otel,ray"; want_debian=1 ;;  # otel, ray: their tests run in CI too
+    --tests) extras="embedded,test,otel,ray,mlperf"; want_debian=1 ;;  # otel, ray, mlperf: their tests run in CI too
     *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
   esac
 done

@@ -34,13 +34,15 @@ INSIDE: dict[str, list[set[str]]] = {
     "gateway": [
         {"body", "views"},  # the request body as the gateway reads it; the typed state it shows and shares
         {"headers", "http", "metrics", "routing", "stream", "telemetry", "upstream", "watchdog", "yamlpos"},
+        {"kvblocks", "prompt_tokens"},  # the blocks each engine holds (its KV events); a prompt's token ids
         {"config.schema"},
         {"config.load"},
         {"config.secrets"},
         {"config"},
         {"breaker", "canary", "ratelimit"},
         {"runtime"},
-        {"scrape", "shared"},
+        {"follow"},  # a task per followed backend (the scrapes', the KV events')
+        {"scrape", "kvevents", "shared"},
         {"context"},  # the small protocols the request path receives instead of the app
         {"shadow", "attempt"},  # one attempt at one backend
         {"failover"},  # attempts over the route's backends

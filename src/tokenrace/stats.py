@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenrace.model.stats import Stats
+from tokenrace.model.stats import Spread, Stats
 
 PERCENTILES = (50, 90, 95, 99)
 KEYS = ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "max")
@@ -34,20 +34,31 @@ def describe(values: Sequence[float], weights: Sequence[int] | None = None) -> S
     arr = np.asarray(values, dtype=float)
     if weights is not None:
         arr = np.repeat(arr, np.asarray(weights, dtype=int))
-    if arr.size == 0:
-        return Stats()
-    p50, p90, p95, p99 = (_r4(float(v)) for v in np.percentile(arr, PERCENTILES))
-    return Stats(
-        count=int(arr.size),
-        mean=_r4(float(arr.mean())),
-        std=_r4(float(arr.std(ddof=1))) if arr.size > 1 else None,
-        min=_r4(float(arr.min())),
-        p50=p50,
-        p90=p90,
-        p95=p95,
-        p99=p99,
-        max=_r4(float(arr.max())),
-    )
+    return Stats.model_validate(_described(arr, PERCENTILES)) if arr.size else Stats()
+
+
+SPREAD_PERCENTILES = (5, 25, 50, 75, 90, 95, 99)
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """`describe` with the references' percentiles (P5 ... P99): the same numpy linear interpolation
+    (pandas' `quantile`, which LLMPerf uses, interpolates the same way)."""
+    arr = np.asarray(values, dtype=float)
+    return Spread.model_validate(_described(arr, SPREAD_PERCENTILES)) if arr.size else Spread()
+
+
+def _described(arr: np.ndarray, percentiles: Sequence[int]) -> dict[str, float | int | None]:
+    """count, mean, std, min, max and `p<N>` for each of `percentiles`, of a non-empty array."""
+    out: dict[str, float | int | None] = {
+        "count": int(arr.size),
+        "mean": _r4(float(arr.mean())),
+        "std": _r4(float(arr.std(ddof=1))) if arr.size > 1 else None,
+        "min": _r4(float(arr.min())),
+        "max": _r4(float(arr.max())),
+    }
+    for p, v in zip(percentiles, np.percentile(arr, percentiles), strict=True):
+        out[f"p{p}"] = _r4(float(v))
+    return out
 
 
 def describe_mean(total: float, count: int) -> Stats:

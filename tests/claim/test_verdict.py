@@ -78,7 +78,7 @@ def test_an_undecided_baseline_is_unproven_and_says_what_is_missing() -> None:
         warm("unproven", requests=10, needed=299), condition("concurrency", 2, "failed", 400.0, over=5, requests=8)
     )
     assert c.verdict == "unproven" and c.restrictions == []
-    assert c.reasons == ["ttft_p99 of the baseline: 10 requests, at least 299 needed"]
+    assert c.reasons == ["TTFT p99 of the baseline: 10 requests, at least 299 needed"]
     assert (c.sentence or "").startswith("Unproven: not enough evidence.")
 
 

@@ -15,7 +15,9 @@ from .helpers import CLIENT_KEY, ROOT, GatewayThread, config_text
 
 def test_bench_client_through_the_gateway(tmp_path: Path) -> None:
     with FakeServerThread({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 16, "models": ["m"]}) as fake:
-        with GatewayThread(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])) as gw:
+        # Two instances (of one fake) in a pool: each record names the one that answered it.
+        backends = {"a": {"url": fake.base_url}, "b": {"url": fake.base_url}}
+        with GatewayThread(config_text(backends, [{"model": "m", "backends": [{"backend": ["a", "b"]}]}])) as gw:
             env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OPENAI_API_KEY": CLIENT_KEY}
             argv = [
                 sys.executable,
@@ -45,4 +47,5 @@ def test_bench_client_through_the_gateway(tmp_path: Path) -> None:
             assert len(served) == 30 and all(r["error_kind"] is None for r in served)
             assert all(r["output_tokens"] == 16 and r["output_tokens_source"] == "usage" for r in served)
             assert summary["error_rate"] == 0
+            assert {r["served_by"] for r in served} == {"a", "b"}
             assert CLIENT_KEY not in out.stdout + out.stderr + (tmp_path / "run" / "manifest.json").read_text()

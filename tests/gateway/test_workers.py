@@ -27,6 +27,7 @@ from tokenrace.errors import InvalidInput
 from tokenrace.gateway import admin
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
+from tokenrace.gateway.prompt_tokens import PromptTokenizer
 from tokenrace.gateway.supervisor import worker_count
 from tokenrace.gateway.views import GatewayState
 from tokenrace.gateway.workers import merge_metrics, merge_state
@@ -190,6 +191,9 @@ class Keyed:
 
     def affinity_key(self, header: str | None, prefix_chars: int) -> str | None:
         return self.key
+
+    def prompt_tokens(self, tokenizer: PromptTokenizer) -> list[int] | None:
+        return None  # no scored pool here
 
 
 def worker_view(policy: str, keys: list[str]) -> GatewayState:

@@ -14,7 +14,7 @@ from tests.sweep.test_sweep_e2e import tokenrace
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
-from tokenrace.figures.objectives import Sample, judge, parse_objectives
+from tokenrace.figures.objectives import Sample, describe_check, judge, parse_objectives
 from tokenrace.load.runner import Load
 from tokenrace.runs.session import BenchSettings
 from tokenrace.sweep import sla
@@ -152,3 +152,40 @@ def test_another_search_in_the_same_directory_is_refused(slots_server: object, t
     with pytest.raises(InvalidInput) as err:
         asyncio.run(run_sweep(settings(url, tmp_path / "s"), other))
     assert err.value.param == "output"
+
+
+def test_a_p99_from_a_handful_of_requests_is_unproven_with_the_count_it_needs() -> None:
+    (o,) = parse_objectives("ttft_p99<=300ms", "sla")
+    few = judge(o, Sample(ttft_ms=[40.0] * 10, measured=10))
+    assert few.held and few.outcome == "unproven" and few.high is None and few.needed == 299
+    assert describe_check(few) == "TTFT p99 is 40.0 ms [40.0, no bound] from 10 requests, at least 299 needed"
+    assert judge(o, Sample(ttft_ms=[40.0] * 299, measured=299)).outcome == "held"
+    slow = judge(o, Sample(ttft_ms=[40.0] * 291 + [600.0] * 9, measured=300))
+    assert slow.outcome == "failed" and slow.over == 9
+
+
+def test_an_attainment_is_the_percentile_test_shown_as_a_share() -> None:
+    (share,) = parse_objectives("ttft<=300ms@99%", "sla")
+    (p99,) = parse_objectives("ttft_p99<=300ms", "sla")
+    assert share.name == "ttft@99%" and share.stat == "p99" and share.attainment == 0.99
+    for values in ([40.0] * 299, [40.0] * 298, [40.0] * 470 + [600.0] * 3, [40.0] * 90 + [600.0] * 10):
+        s = Sample(ttft_ms=values, measured=len(values))
+        assert judge(share, s).outcome == judge(p99, s).outcome
+    held = judge(share, Sample(ttft_ms=[40.0] * 299, measured=299))
+    assert held.value == 1.0 and held.low is not None and held.low >= 0.99
+    (floor,) = parse_objectives("output_tok_s_per_user>=20@90%", "sla")
+    assert floor.stat == "p10"  # at least 90 % of requests at 20 tok/s or more: the 10th percentile
+    with pytest.raises(InvalidInput, match="without a statistic"):
+        parse_objectives("ttft_p99<=300ms@99%", "sla")
+
+
+def test_sweep_sla_on_a_random_slow_tail_never_calls_a_passing_step_certain(tmp_path: Path) -> None:
+    # 3 % of requests take 600 ms whatever the load: the p99 is 600 ms at every concurrency.
+    tail = {"ttft_ms": 20, "itl_ms": 1, "output_tokens": 2, "slow_rate": 0.03, "slow_ttft_ms": 600}
+    with spawn_fake_server(tail) as srv:
+        base = settings(srv.url, tmp_path / "s")
+        base.load = Load(requests=None, duration_s=4, cold=False)
+        plan = SweepPlan(kind="sla", objectives=parse_objectives("ttft_p99<=300ms", "sla"), max_value=4, max_probes=5)
+        r = asyncio.run(run_sweep(base, plan))
+    rows = r.sweep.model_dump(mode="json")["steps"]
+    assert rows and not any(row["passed"] and row["certain"] for row in rows)

@@ -252,8 +252,8 @@ def _search_requests(cs: ClaimSettings) -> int:
 
 
 def prompt_ladder(cap: int) -> list[int]:
-    """128, 256, 512, ... up to `cap` tokens."""
-    sizes, n = [], SHORT_PROMPT
+    """256, 512, 1024, ... up to `cap` tokens: the baseline is the 128-token point."""
+    sizes, n = [], 2 * SHORT_PROMPT
     while n <= cap:
         sizes.append(n)
         n *= 2

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from tokenrace.claim import compliance
 from tokenrace.claim.models import ClaimFile, Condition, ConditionCheck
-from tokenrace.figures.objectives import describe_saved_check
+from tokenrace.figures.objectives import describe_saved_check, label_of, parse_objective
 from tokenrace.model.claim import Outcome
 from tokenrace.stats import CONFIDENCE, fisher_greater
 
@@ -297,7 +297,7 @@ def _missing(c: Condition, where: str) -> str:
         if k.outcome != "unproven":
             continue
         need = f", at least {k.needed} needed" if k.needed is not None else ", its bounds reach over the limit"
-        parts.append(f"{k.name} {where}: {k.requests or 0} requests{need}")
+        parts.append(f"{label_of(parse_objective(k.objective, 'expect'))} {where}: {k.requests or 0} requests{need}")
     return "; ".join(parts) if parts else f"{where}: undecided"
 
 

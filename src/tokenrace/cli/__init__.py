@@ -32,6 +32,8 @@ COMMANDS: dict[str, str] = {
     "quality": "tokenrace.cli.quality",
     "calibrate": "tokenrace.cli.calibrate",
     "claim": "tokenrace.cli.claim",
+    "watch": "tokenrace.cli.watch",
+    "mlperf": "tokenrace.cli.mlperf",
 }
 
 

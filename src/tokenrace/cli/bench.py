@@ -13,6 +13,7 @@ from tokenrace import aio
 from tokenrace.cli import bench_quality
 from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, embedded_serves, settings_from_options
+from tokenrace.cli.profiles import apply_profile, profile_option, run_defaults
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.figures.efficiency import EfficiencySpec
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 @click.command("bench")
 @bench_options
+@profile_option
 @bench_quality.OPTION
 @click.pass_context
 def command(ctx: click.Context, /, **o: Any) -> None:
@@ -41,12 +43,15 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     profile: one cold request, 10 warm requests at concurrency 1, then concurrency 2 and 4.
     With --quality-samples N, a quality pass follows on the same endpoint (RUN/quality/).
     """
+    chosen = apply_profile(ctx, o, run_defaults)
     settings = settings_from_options(o)
+    settings.profile = chosen.name if chosen else None
     samples = o["quality_samples"]
     assert samples is None or isinstance(samples, int)
     bench_quality.check_samples(samples, settings.request.api)
     if settings.endpoint is None:
         explicit = any(ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE for k in LOAD_FLAGS)
+        explicit = explicit or chosen is not None  # a profile's load is one run
         _embedded(ctx, settings, o, single_run=explicit)
         return
     progress = LiveProgress(settings.load.requests, enabled=not o["as_json"])
@@ -67,7 +72,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
     model = str(o["model"]) if o["model"] and str(o["model"]).endswith(".gguf") else None
     settings.model = None
     embeddings = embedded_serves(settings.request.api)
-    if ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.COMMANDLINE:
+    if ctx.get_parameter_source("max_tokens") != click.core.ParameterSource.COMMANDLINE and not settings.profile:
         settings.request.max_tokens = 64  # keeps the default profile well under a minute on 2 cores
     if ctx.get_parameter_source("keep_awake") != click.core.ParameterSource.COMMANDLINE:
         # The engine shares this machine's cores with the client: CPU the ticker would take is

@@ -16,6 +16,7 @@ from tokenrace.aio import run as run_async
 from tokenrace.claim.battery import Battery, ClaimSettings, Notify
 from tokenrace.claim.models import ClaimFile, read_claim
 from tokenrace.cli.common import echo_json, parse_duration_s, parse_headers, parse_json_object
+from tokenrace.cli.profiles import apply_profile, profile_option
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, ResolvedEndpoint, resolve_endpoint
 from tokenrace.errors import InvalidInput
@@ -65,6 +66,7 @@ class ClaimOptions:
     label: str | None
     yes: bool
     as_json: bool
+    profile: str | None = None
 
 
 @click.command("claim")
@@ -104,6 +106,7 @@ class ClaimOptions:
 @click.option("--label", help="A name for this claim.")
 @click.option("--yes", is_flag=True, help="Send without asking (required for a hosted API without a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print claim.json.")
+@profile_option
 def command(**o: Any) -> None:
     """Test a claim ("serves 150 tokens/s per user, first token under 200 ms") and give a verdict:
     holds, holds only under (the limits), fails, or unproven (not enough evidence, and what would
@@ -114,6 +117,8 @@ def command(**o: Any) -> None:
     end, and optionally a quality pass. Writes claim.json and report.html beside one run directory per
     step. Without --url it tests the embedded model.
     """
+    # A profile sets the output length; every step's summary adds the figures of its reference.
+    apply_profile(click.get_current_context(), o, lambda p: {"max_tokens": p.output_tokens} if p.output_tokens else {})
     opts = ClaimOptions(**o)
     settings, cs = _settings(opts)
     if settings.endpoint is None:
@@ -153,6 +158,7 @@ def _settings(o: ClaimOptions) -> tuple[BenchSettings, ClaimSettings]:
         output=o.output,
         label=o.label or "claim",
         secret_headers=env_headers,
+        profile=o.profile,
     )
     price = parse_price(o.price) if o.price else lookup(endpoint.provider if endpoint else None, o.model)
     cs = ClaimSettings(

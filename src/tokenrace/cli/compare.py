@@ -12,6 +12,7 @@ from rich.panel import Panel
 
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.quality import print_paired
+from tokenrace.errors import InvalidInput
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows, to_csv, to_markdown
 from tokenrace.report.quality import QualitySection, sides_table
 from tokenrace.report.render import fmt, to_rich
@@ -25,8 +26,17 @@ from tokenrace.runs.reader import load
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown tables.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per metric.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the conditions differ.")
+@click.option(
+    "--confidence",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="The intervals' confidence (docs/metrics.md, 'Intervals').",
+)
 @cost_options
-def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: bool, strict: bool, **o: Any) -> None:
+def command(
+    runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: bool, strict: bool, confidence: float, **o: Any
+) -> None:
     """Compare RUN_A with RUN_B (and more): key metrics, B/A with 95 % bootstrap CIs, and a verdict.
 
     Each RUN is a run or sweep directory, an id or name from `tokenrace runs`, or a vLLM `bench serve`
@@ -39,7 +49,9 @@ def command(runs: tuple[str, ...], as_json: bool, as_markdown: bool, as_csv: boo
     `bench --quality-samples` writes) adds its accuracy, and the paired verdict when both sides
     answered the same items.
     """
-    report = compare([load(r) for r in runs], extra=cost_rows(spec_from_options(o)))
+    if not 0.5 < confidence < 1:
+        raise InvalidInput("confidence", f"must lie between 0.5 and 1 (e.g. 0.95), got {confidence:g}")
+    report = compare([load(r) for r in runs], extra=cost_rows(spec_from_options(o)), confidence=confidence)
     if as_json or as_markdown or as_csv:
         for w in report.warnings:
             click.echo(f"WARNING: {w}", err=True)

@@ -326,3 +326,46 @@ def cost_options(fn: F) -> F:
 
 def spec_from_options(o: Options) -> CostSpec | None:
     return spec(o.get("price"), o.get("gpu_hour_cost"), o.get("gpus"))
+
+
+# --- a subset, for a command that measures its own way (mlperf) ----------------------------------
+
+
+def _name_of(opt: Callable[[Any], Any]) -> str | None:
+    """The parameter name a shared option declares (applied to a throwaway function to read it)."""
+
+    def probe() -> None: ...
+
+    opt(probe)
+    params: list[click.Parameter] = getattr(probe, "__click_params__", [])
+    return params[-1].name if params else None
+
+
+def options_named(*names: str) -> Callable[[F], F]:
+    """Only the shared options called `names`, as bench has them (same flags, help and defaults).
+    Read the result back with `settings_from_some(o)`."""
+    chosen = [opt for opt in _OPTIONS if _name_of(opt) in names]
+    assert len(chosen) == len(names), f"no shared option for {set(names) - {_name_of(o) for o in _OPTIONS}}"
+
+    def apply(fn: F) -> F:
+        for opt in reversed(chosen):
+            fn = opt(fn)
+        return fn
+
+    return apply
+
+
+def bench_defaults() -> Options:
+    """Every bench option's value when it is not given, as bench parses an empty command line."""
+
+    @bench_options
+    def probe(**_: Any) -> None: ...
+
+    command = click.Command("probe", params=getattr(probe, "__click_params__", []))
+    with command.make_context("probe", [], resilient_parsing=True) as ctx:
+        return dict(ctx.params)
+
+
+def settings_from_some(o: Options) -> BenchSettings:
+    """Settings from a command that takes some of the shared options: the others at bench's defaults."""
+    return settings_from_options({**bench_defaults(), **o})

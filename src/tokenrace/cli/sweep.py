@@ -15,6 +15,7 @@ import click
 from tokenrace import aio
 from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, cost_options, embedded_serves, settings_from_options, spec_from_options
+from tokenrace.cli.profiles import apply_profile, profile_option, run_defaults, sweep_defaults
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec
 from tokenrace.figures.objectives import parse_objectives
@@ -58,6 +59,7 @@ class SweepOptions:
     repeats: int = 2
     max_value: float | None = None
     confidence: float = 0.95
+    offline: bool = False
 
     @classmethod
     def of(cls, o: Options) -> SweepOptions:
@@ -73,6 +75,7 @@ def _cost_options_unless_shared(fn: Any) -> Any:
 
 @click.command("sweep")
 @bench_options
+@profile_option
 @click.option("--concurrencies", help="Concurrency steps [default: 1,2,4,...,256, stopping at saturation].")
 @click.option("--rates", help="Open-loop request rates, one step each, e.g. 1,2,4,8.")
 @click.option("--input-lengths", help="Prompt-length sweep: synthetic prompt sizes in tokens, e.g. 128,512,2048.")
@@ -101,6 +104,12 @@ def _cost_options_unless_shared(fn: Any) -> Any:
     default=0.95,
     show_default=True,
     help="--sla: each step's verdict confidence, split between a value's runs (docs/sweep.md).",
+)
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="After a concurrency sweep, one more step with every request of the step in flight at once "
+    "(MLPerf's offline point).",
 )
 @click.option("--max-goodput", is_flag=True, help="Search for the highest request rate that meets --slo.")
 @click.option(
@@ -140,7 +149,9 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     and marks the knee. Writes sweep.json beside the step directories. Without --url it sweeps the
     embedded model at 1, 2, 4, ... 32.
     """
+    chosen = apply_profile(ctx, o, lambda p: {**run_defaults(p), **sweep_defaults(p)})
     settings = settings_from_options(o)
+    settings.profile = chosen.name if chosen else None
 
     def explicit(name: str) -> bool:
         return ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
@@ -189,6 +200,7 @@ def plan_from_options(o: SweepOptions, settings: BenchSettings, explicit_count: 
         repeats=o.repeats,
         max_value=o.max_value,
         confidence=o.confidence,
+        offline=o.offline,
     )
 
 

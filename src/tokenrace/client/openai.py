@@ -188,6 +188,7 @@ class OpenAIClient:
             _mark_sent(resp, rec)
             rec.status = resp.status
             rec.response_id = resp.headers.get("x-request-id")
+            rec.served_by = resp.headers.get("x-tokenrace-backend")  # through a tokenrace gateway
             if resp.status >= 400:
                 await self._http_error(resp, rec)
             elif reader is not None:

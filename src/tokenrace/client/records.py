@@ -6,6 +6,7 @@ Times are integers from `time.perf_counter_ns()`; derived millisecond figures ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
@@ -106,6 +107,7 @@ class RequestRecord:
     error_message: str | None = None
     retry_after_s: float | None = None
     response_id: str | None = None
+    served_by: str | None = None  # the instance a tokenrace gateway named (X-Tokenrace-Backend)
     usage: Usage | None = None
     server_timing: EngineTimings | None = None  # the engine's own clock, when it reports it
     new_connection: bool | None = None
@@ -122,6 +124,9 @@ class RequestRecord:
     documents: int | None = None  # rerank: documents ranked by this request
     embedding_dim: int | None = None  # embeddings: the length of the vectors the server returned
     content: str | None = None  # the kind of content asked for (--content), when one was
+    # Called with the stamp of the first content chunk as it is read (MLPerf LoadGen's FirstTokenComplete);
+    # never written to records.jsonl.
+    on_first_token: Callable[[int], None] | None = None
 
     @property
     def ok(self) -> bool:
@@ -188,6 +193,7 @@ class RequestRecord:
             "error_message": self.error_message,
             "retry_after_s": self.retry_after_s,
             "response_id": self.response_id,
+            "served_by": self.served_by,
             "server_timing": self.server_timing,
             "images": self.images,
             "image_bytes": self.image_bytes,

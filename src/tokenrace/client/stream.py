@@ -149,6 +149,8 @@ class StreamReader:
         rec = self.rec
         if rec.first_token_ns is None:
             rec.first_token_ns = t
+            if rec.on_first_token is not None:
+                rec.on_first_token(t)
         if answer and rec.first_answer_ns is None:
             rec.first_answer_ns = t
         rec.chunk_ns.append(t)

@@ -480,6 +480,14 @@ LABELS = {
 }
 
 
+def label_of(o: Objective) -> str:
+    """'TTFT p99', 'the error rate', 'TTFT within 300 ms' - the figure as a sentence names it."""
+    label = LABELS.get(o.figure, o.figure)
+    if o.attainment is not None:
+        return f"the share of requests with {label} {o.op} {_fmt(o.limit)} {unit_of(o)}".rstrip()
+    return f"{label} {o.stat}" if o.stat else label
+
+
 def unit_of(o: Objective) -> str:
     return {"time": "ms", "speed": "tok/s", "rate": "/s", "share": ""}[o.kind]
 

@@ -15,7 +15,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tokenrace import __version__
 from tokenrace.gateway.admission import Refused
+from tokenrace.gateway.config import KVEventsConfig
 from tokenrace.gateway.http import Reply, Request, error_reply, json_reply
+from tokenrace.gateway.kvblocks import InstanceBlocks
 from tokenrace.gateway.runtime import Backend, Route, public
 from tokenrace.gateway.shadow import summary as shadow_summary
 from tokenrace.gateway.views import (
@@ -23,6 +25,7 @@ from tokenrace.gateway.views import (
     CanaryReply,
     ConfigView,
     GatewayState,
+    KVEventsView,
     LoadView,
     RouteView,
     SharedView,
@@ -50,6 +53,8 @@ def state(gw: Gateway) -> GatewayState:
         )
         if b in rt.scraped:
             view.load = _load_state(b, now)
+        if b.kv is not None and b.config.kv_events is not None:
+            view.kv_events = _kv_state(b.kv, b.config.kv_events)
         backends[name] = view
     routes = {}
     for name, route in rt.routes.items():
@@ -91,8 +96,29 @@ def _load_state(backend: Backend, now: float) -> LoadView:
         engine=load.engine,
         waiting=load.waiting,
         kv_usage=load.kv_usage,
+        running=load.running,
         age_s=round(now - load.at, 3),
         error=load.error,
+    )
+
+
+def _kv_state(kv: InstanceBlocks, config: KVEventsConfig) -> KVEventsView:
+    """What a backend's KV events taught the gateway, and how the stream is going."""
+    return KVEventsView(
+        endpoint=config.endpoint,
+        topic=config.topic,
+        blocks=len(kv),
+        block_size=kv.block_size,
+        batches=kv.batches,
+        last_seq=kv.last_seq,
+        gaps=kv.gaps,
+        replayed=kv.replayed,
+        missed=kv.missed,
+        restarts=kv.restarts,
+        cleared=kv.cleared,
+        orphans=kv.orphans,
+        skipped=kv.skipped,
+        bad=kv.bad,
     )
 
 

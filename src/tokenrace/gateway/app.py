@@ -37,6 +37,7 @@ from tokenrace.gateway.views import Decision
 from tokenrace.redact import Redactor
 
 if TYPE_CHECKING:
+    from tokenrace.gateway.kvevents import KVEvents
     from tokenrace.gateway.shared import SharedState
     from tokenrace.gateway.telemetry import Tracing
 from tokenrace.gateway.stream import Endpoint
@@ -73,6 +74,7 @@ class Gateway:
         self.shared: SharedState | None = None  # Redis, with `state:` in the config
         self.last_reload_error: str | None = None
         self.scraper: Scraper | None = None  # made only when a least_queue pool needs one (imports aiohttp)
+        self.kv_events: KVEvents | None = None  # made only when a backend has kv_events: (imports pyzmq)
         self.tracing: Tracing | None = None  # OpenTelemetry, imported only when the config turns it on
         self._follow_telemetry()
 
@@ -107,6 +109,8 @@ class Gateway:
             _, pending = await asyncio.wait(pending, timeout=1.0)
         if self.scraper is not None:
             await self.scraper.close()
+        if self.kv_events is not None:
+            await self.kv_events.close()
         if self.tracing is not None:
             self.tracing.shutdown()
         if self.shared is not None:
@@ -115,11 +119,18 @@ class Gateway:
             await backend.close()
 
     def _follow_scrapes(self) -> None:
-        """Read the /metrics of the backends the current runtime's least_queue pools need."""
+        """Read the /metrics of the backends the current runtime's least_queue and scored pools
+        need, and follow the KV events of the backends that publish them."""
         if self.scraper is None and self.runtime.scraped:
             self.scraper = Scraper()
         if self.scraper is not None:
             self.scraper.follow(self.runtime.scraped)
+        if self.kv_events is None and self.runtime.kv_followed:
+            from tokenrace.gateway.kvevents import KVEvents  # noqa: PLC0415 - optional dependency: pyzmq only with kv_events:
+
+            self.kv_events = KVEvents()
+        if self.kv_events is not None:
+            self.kv_events.follow(self.runtime.kv_followed)
 
     def _follow_telemetry(self) -> None:
         """Start or stop the request spans as `telemetry.otel` says."""
@@ -145,15 +156,15 @@ class Gateway:
         if self.path is None:
             return False
         env = os.environ if self.env is None else self.env
+        old = self.runtime
         try:
             config = load_config(self.path, env)
             secrets = resolve_secrets(config, env)
+            new = Runtime(config, secrets, old.generation + 1, old, self.metrics.affinity_moved)
         except ConfigError as err:
             self.last_reload_error = "\n".join(err.problems)
             self.event("reload_failed", problems=err.problems)
             return False
-        old = self.runtime
-        new = Runtime(config, secrets, old.generation + 1, old, self.metrics.affinity_moved)
         for backend in new.new_backends(old):
             backend.open(env)
         for secret in secrets.values():

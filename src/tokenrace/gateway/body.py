@@ -68,6 +68,29 @@ class RequestBody:
             prompt = prompt[0] if isinstance(prompt[0], str) else " ".join(map(str, prompt[:limit]))
         return prompt[:limit] if isinstance(prompt, str) else ""
 
+    def messages(self) -> list[dict[str, str]] | None:
+        """A chat request's messages as text: each one's string fields (role, name, ...) and its
+        content (text parts joined); None for a request that is not a chat."""
+        messages = self._fields.get("messages")
+        if not isinstance(messages, list):
+            return None
+        return [
+            {k: v for k, v in m.items() if isinstance(v, str)} | {"content": _text_of(m.get("content"))}
+            for m in messages
+            if isinstance(m, dict)
+        ]
+
+    def prompt(self) -> str | list[int] | None:
+        """A completion's prompt: its text, or its token ids; None for anything else (several prompts)."""
+        prompt = self._fields.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            return prompt
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            return prompt
+        return None
+
     def for_backend(self, model: str, add_usage: bool) -> bytes:
         """The object with `model` set and, with `add_usage`, `stream_options.include_usage` on."""
         out = dict(self._fields)

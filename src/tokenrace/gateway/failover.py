@@ -18,6 +18,7 @@ from tokenrace.gateway.body import RequestBody
 from tokenrace.gateway.canary import Sample
 from tokenrace.gateway.context import ProxyContext
 from tokenrace.gateway.http import Reply, Request, Stream, error_reply
+from tokenrace.gateway.prompt_tokens import PromptTokenizer
 from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime, Target
 from tokenrace.gateway.shadow import run_shadow
 from tokenrace.gateway.stream import Endpoint
@@ -56,20 +57,46 @@ class Call:
         self._forward = b""  # the client's headers that go on to a backend (headers.RequestFilter)
         self.attempts = 0  # requests sent to backends, retries and fallbacks included
         self.ttft_s: float | None = None  # of the attempt that answered, when it streamed
+        self._tokens: tuple[PromptTokenizer, list[int] | None] | None = None
 
     def affinity_key(self, header: str | None, prefix_chars: int) -> str | None:
         """The key a prefix_affinity pool places this request by (runtime.KeySource)."""
         session = self.headers.get(header.lower()) if header else None
         return routing.affinity_key(session, self.body, prefix_chars)
 
+    def prompt_tokens(self, tokenizer: PromptTokenizer) -> list[int] | None:
+        """The prompt's token ids for a scored pool's prefix score (runtime.KeySource), made once."""
+        if self._tokens is None or self._tokens[0] is not tokenizer:
+            self._tokens = (tokenizer, tokenizer.tokens(self.body))
+        return self._tokens[1]
+
     # -- the order of attempts ---------------------------------------------------------------------
 
     async def run(self, request: Request) -> Reply | Stream | None:
         route = self.route
         self.headers = request.headers
-        self._forward = route.forward.lines(request.headers)
-        sticky = request.headers.get(route.sticky_header.lower()) if route.sticky_header else None
-        chain = route.plan(route.point(sticky))
+        pin = request.headers.get(route.pin_header) if route.pin_header else None
+        self._forward = route.forward.lines(request.headers, route.own_headers)
+        if pin is not None:
+            pinned = route.pins.get(pin.strip())
+            if pinned is None:
+                self.primary_done(None)
+                known = ", ".join(route.pins)
+                message = f"{route.pin_header}: {pin!r} is no backend of `{route.name}` (it has: {known})."
+                self.gw.metrics.child(self.gw.metrics.requests, route.name, "none", "400").inc()
+                headers = {"x-request-id": self.request_id}
+                return error_reply(400, message, "invalid_request_error", "unknown_backend", headers)
+            # Pinned: that backend alone, retried as any, but no other tried instead; "fallback"
+            # keeps it out of the canary's comparison.
+            chain: list[tuple[Target, ArmName]] = [(pinned, "fallback")]
+        else:
+            sticky = request.headers.get(route.sticky_header.lower()) if route.sticky_header else None
+            chain = route.plan(route.point(sticky))
+        tokenizer = next((t for t in (target.tokenizes() for target, _ in chain) if t is not None), None)
+        if tokenizer is not None:
+            # Milliseconds for a long prompt: on a worker thread, off the event loop (prompt_tokens.py).
+            tokens = await asyncio.get_running_loop().run_in_executor(None, tokenizer.tokens, self.body)
+            self._tokens = (tokenizer, tokens)
         self._maybe_shadow()
         failures: list[tuple[str, Failure]] = []
         previous: str | None = None
@@ -187,7 +214,7 @@ class Call:
         """The client's header lines for this backend (those its own `headers:` set are left out)."""
         if not backend.own_names:
             return self._forward
-        return self.route.forward.lines(self.headers, backend.own_names)
+        return self.route.forward.lines(self.headers, backend.own_names | self.route.own_headers)
 
     def upstream_body(self, backend: Backend) -> bytes:
         """The body for this backend: its model name, and a request for usage in streams."""

@@ -10,6 +10,13 @@ Three policies (`policy:` on a pool):
   request to the same instance. Any instance without a fresh reading makes the whole choice fall
   back to in-flight (comparing scraped and unscraped instances would be comparing two units), and
   the reason says which instance and why.
+- `scored`: llm-d's way: each instance gets a weighted sum of scores in [0, 1] and the highest
+  wins. `queue` (fewest waiting, min-max scaled over the pool), `running` (fewest running, the
+  same), `kv_cache` (1 - KV-cache use): the three gauges the Gateway API Inference Extension
+  requires of a model server, scraped as for `least_queue`; and `prefix` (the share of the
+  request's whole blocks the instance holds, learned from the engine's KV events, `kvblocks`).
+  While any instance has no usable reading the three load scores are left out (all instances
+  alike), and the detail says which instance and why.
 - `prefix_affinity`: consistent hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam,
   "Consistent Hashing with Bounded Loads", 2018). A request's key (the session header, else the
   first characters of its prompt) hashes to a point on a ring of virtual nodes (blake2b: the same
@@ -56,6 +63,7 @@ PLACEMENTS = 65_536  # keys whose last instance is remembered (least recently se
 # Queue and KV-cache gauges by engine, from the engines catalog. All KV figures are fractions in
 # [0, 1] (vLLM's "_perc" too).
 WAITING = {name: e.name for e in ENGINES.values() if e.metrics for name in e.metrics.gauges.get("waiting", ())}
+RUNNING = frozenset(name for e in ENGINES.values() if e.metrics for name in e.metrics.gauges.get("running", ()))
 KV_USAGE = frozenset(name for e in ENGINES.values() if e.metrics for name in e.metrics.gauges.get("kv_cache_usage", ()))
 
 
@@ -76,6 +84,7 @@ class Load:
     kv_usage: float | None = None
     engine: str | None = None
     error: str | None = None
+    running: float | None = None
 
     def problem(self, now: float, stale_s: float) -> str | None:
         """Why this reading cannot be used now (None: it can)."""
@@ -98,6 +107,7 @@ class Candidate:
     tried: bool = False
     load: Load | None = None
     stale_s: float = math.inf  # a reading older than this is not used
+    prefix_blocks: int = 0  # `scored`: the request's leading whole blocks this instance holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +124,7 @@ def parse_load(text: str, at: float, in_flight_at: int) -> Load:
     A text that does not parse, or has no queue gauge, is a Load with `error`/no `waiting`.
     """
     waiting: dict[str, float] = {}
+    running: float | None = None
     kv: list[float] = []
     try:
         for family in text_string_to_metric_families(text):
@@ -121,14 +132,16 @@ def parse_load(text: str, at: float, in_flight_at: int) -> Load:
                 engine = WAITING.get(sample.name)
                 if engine is not None:
                     waiting[engine] = waiting.get(engine, 0.0) + float(sample.value)
+                elif sample.name in RUNNING and math.isfinite(sample.value):
+                    running = (running or 0.0) + float(sample.value)
                 elif sample.name in KV_USAGE and math.isfinite(sample.value):
                     kv.append(float(sample.value))
     except ValueError as exc:
         return Load(at, in_flight_at, error=f"unparseable /metrics: {str(exc)[:120]}")
     if not waiting:
-        return Load(at, in_flight_at, kv_usage=max(kv) if kv else None)
+        return Load(at, in_flight_at, kv_usage=max(kv) if kv else None, running=running)
     engine = next(iter(waiting))
-    return Load(at, in_flight_at, waiting[engine], max(kv) if kv else None, engine)
+    return Load(at, in_flight_at, waiting[engine], max(kv) if kv else None, engine, running=running)
 
 
 # --- the policies ---------------------------------------------------------------------------------
@@ -160,6 +173,62 @@ def queue_estimate(c: Candidate) -> float | None:
 def _queue_key(c: Candidate, rng: random.Random) -> tuple[bool, float, float, int, float]:
     assert c.load is not None
     return (c.tried, queue_estimate(c) or 0.0, c.load.kv_usage or 0.0, c.in_flight, rng.random())
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """`scored`: how much each score counts (0: not at all)."""
+
+    prefix: float = 2.0
+    queue: float = 1.0
+    running: float = 0.0
+    kv_cache: float = 1.0
+
+
+def scored(
+    candidates: Sequence[Candidate], now: float, weights: Weights, blocks: int, rng: random.Random
+) -> tuple[Choice, dict[str, float]]:
+    """The highest weighted sum of the instance's scores (ties: fewest in flight, then at random),
+    and every instance's score.
+
+    `blocks`: the request's whole blocks (0: no prefix score). The choice's detail names the load
+    problem that left the load scores out, else the winner's prefix.
+    """
+    scores, problem = score(candidates, now, weights, blocks)
+    best = min(candidates, key=lambda c: (c.tried, -scores[c.name], c.in_flight, rng.random()))
+    detail = f"prefix {best.prefix_blocks}/{blocks} blocks"
+    if problem is not None:
+        detail += f"; load scores off: {problem}"
+    return Choice(best.name, "scored", detail), {n: round(v, 4) for n, v in scores.items()}
+
+
+def score(
+    candidates: Sequence[Candidate], now: float, weights: Weights, blocks: int
+) -> tuple[dict[str, float], str | None]:
+    """Each instance's weighted score, and why the load scores were left out (None: they were not)."""
+    out = {c.name: weights.prefix * (c.prefix_blocks / blocks if blocks else 0.0) for c in candidates}
+    if not (weights.queue or weights.running or weights.kv_cache):
+        return out, None
+    for c in candidates:
+        problem = "no reading yet" if c.load is None else c.load.problem(now, c.stale_s)
+        if problem is not None:
+            return out, f"{c.name}: {problem}"
+    queue = _scaled({c.name: queue_estimate(c) or 0.0 for c in candidates})
+    running = _scaled({c.name: (c.load.running or 0.0) if c.load else 0.0 for c in candidates})
+    for c in candidates:
+        kv = c.load.kv_usage if c.load is not None else None
+        out[c.name] += weights.queue * queue[c.name] + weights.running * running[c.name]
+        out[c.name] += weights.kv_cache * (1.0 - min(1.0, kv)) if kv is not None else 0.0
+    return out, None
+
+
+def _scaled(values: dict[str, float]) -> dict[str, float]:
+    """Min-max scaled so that the fewest is 1 and the most 0 (all 1 when they are equal), as llm-d's
+    queue scorer does."""
+    low, high = min(values.values()), max(values.values())
+    if high <= low:
+        return dict.fromkeys(values, 1.0)
+    return {name: (high - v) / (high - low) for name, v in values.items()}
 
 
 class HashRing:
@@ -322,7 +391,8 @@ def affinity_key(session: str | None, body: RequestBody, prefix_chars: int) -> s
 
 class Decisions:
     """Counts of choices by instance and reason, and the last one with its inputs: each instance's
-    queue estimate (least_queue) or the key's ring point (prefix_affinity; None without a key)."""
+    queue estimate (least_queue) or score (scored, in `queue`), or the key's ring point
+    (prefix_affinity; None without a key)."""
 
     __slots__ = ("counts", "_last")
 
@@ -353,6 +423,8 @@ class Decisions:
             last = LastChoice(backend=name, reason=reason, detail=detail)
             if policy == "least_queue":
                 last.queue = queue
+            elif policy == "scored":
+                last.scores = queue
             elif policy == "prefix_affinity":
                 last.key_hash = f"{point:016x}" if point is not None else None
                 last.ring_position = round(point / 2**64, 6) if point is not None else None

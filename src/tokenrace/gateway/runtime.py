@@ -14,7 +14,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from tokenrace import __version__
@@ -22,8 +22,10 @@ from tokenrace.gateway import routing
 from tokenrace.gateway.breaker import Breaker
 from tokenrace.gateway.canary import Canary
 from tokenrace.gateway.config import (
+    SCRAPED_POLICIES,
     AffinityConfig,
     BackendConfig,
+    ConfigError,
     GatewayConfig,
     Policy,
     RateLimitConfig,
@@ -36,6 +38,8 @@ from tokenrace.gateway.config import (
     sha256_hex,
 )
 from tokenrace.gateway.headers import RequestFilter
+from tokenrace.gateway.kvblocks import InstanceBlocks, chain_keys
+from tokenrace.gateway.prompt_tokens import PromptTokenizer, TokenizerError
 from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.routing import Load
 from tokenrace.gateway.upstream import Pool, Upstream, proxy_for
@@ -56,7 +60,9 @@ class Backend:
         self.secret = secret
         self.breaker = Breaker(name, config.breaker)
         self.in_flight = 0
-        self.load: Load | None = None  # the latest /metrics reading, when a least_queue pool scrapes it
+        self.load: Load | None = None  # the latest /metrics reading, when a least_queue or scored pool scrapes it
+        # The blocks the engine holds, from its KV events (kv_events: in the config; kvevents.py).
+        self.kv: InstanceBlocks | None = InstanceBlocks() if config.kv_events is not None else None
         self.pool: Upstream | None = None
         self.heads: dict[str, bytes] = {}
         self.own_names = frozenset(k.lower() for k in config.headers)  # a client's header of these names is not sent
@@ -132,9 +138,12 @@ def public(url: str) -> str:
 
 
 class KeySource(Protocol):
-    """What a pool asks of a request for `prefix_affinity`: its key (see routing.affinity_key)."""
+    """What a pool asks of a request: its key for `prefix_affinity` (see routing.affinity_key), its
+    prompt's token ids for `scored` (None: none to match)."""
 
     def affinity_key(self, header: str | None, prefix_chars: int) -> str | None: ...
+
+    def prompt_tokens(self, tokenizer: PromptTokenizer) -> list[int] | None: ...
 
 
 class Target:
@@ -152,6 +161,8 @@ class Target:
         "on_move",
         "decisions",
         "rng",
+        "weights",
+        "tokenizer",
     )
 
     def __init__(
@@ -174,6 +185,14 @@ class Target:
         self.on_move = on_move  # (from, to): a key's request went to another instance than its last one
         self.decisions = routing.Decisions()
         self.rng = random.Random()
+        self.weights: routing.Weights | None = None
+        self.tokenizer: PromptTokenizer | None = None
+        if config is not None and config.policy == "scored":
+            self.weights = routing.Weights(**(config.scorers.model_dump() if config.scorers is not None else {}))
+            try:
+                self.tokenizer = PromptTokenizer(config.tokenizer) if config.tokenizer is not None else None
+            except TokenizerError as exc:
+                raise ConfigError([f"routes: tokenizer: {exc}"]) from None
 
     def pick(self, tried: set[str], now: float, request: KeySource | None = None) -> tuple[Backend | None, str | None]:
         """The instance to try (untried before tried), by the pool's policy; and why none could be."""
@@ -223,6 +242,17 @@ class Target:
             queue = {c.name: routing.queue_estimate(c) for c in candidates}
             self.decisions.record(choice.name, choice.reason, choice.detail, queue=queue)
             return choice
+        if self.weights is not None:
+            keys = self._prefix_keys(request)
+            if keys:
+                by_name = {b.name: b for b in available}
+                candidates = [
+                    replace(c, prefix_blocks=kv.prefix(keys)) if (kv := by_name[c.name].kv) is not None else c
+                    for c in candidates
+                ]
+            choice, scores = routing.scored(candidates, now, self.weights, len(keys), self.rng)
+            self.decisions.record(choice.name, choice.reason, choice.detail, queue=dict(scores))
+            return choice
         if self.affinity is not None and self.ring is not None:
             a = self.affinity
             key = request.affinity_key(a.header, a.prefix_chars) if request is not None else None
@@ -239,6 +269,21 @@ class Target:
         self.decisions.record(choice.name, choice.reason, choice.detail)
         return choice
 
+    def tokenizes(self) -> PromptTokenizer | None:
+        """The tokenizer a request's prompt needs before this pool chooses (None: it needs none):
+        a scored pool with a tokenizer, once an instance's events said the block size."""
+        if self.tokenizer is None or not any(b.kv is not None and b.kv.block_size for b in self.backends):
+            return None
+        return self.tokenizer
+
+    def _prefix_keys(self, request: KeySource | None) -> list[int]:
+        """The chain keys of the request's whole blocks (kvblocks), in the engines' block size."""
+        if self.tokenizer is None or request is None:
+            return []
+        size = next((b.kv.block_size for b in self.backends if b.kv is not None and b.kv.block_size), None)
+        tokens = request.prompt_tokens(self.tokenizer) if size is not None else None
+        return chain_keys(tokens, size) if tokens and size is not None else []
+
     def routing_state(self) -> RoutingView:
         """The policy and its inputs per instance, for /admin/state."""
         out = self.decisions.snapshot(self.policy)
@@ -249,7 +294,11 @@ class Target:
             out.moved = sum(n for (_, reason), n in self.decisions.counts.items() if reason == "moved")
             # Undefined (null), not 0, for a pool that keeps no placements: 0 means it remembers none yet.
             out.keys_remembered = len(self.placements) if self.placements is not None else None
-        if self.policy == "least_queue":
+        if self.weights is not None:
+            w = self.weights
+            out.scorers = {"prefix": w.prefix, "queue": w.queue, "running": w.running, "kv_cache": w.kv_cache}
+            out.tokenizer = self.tokenizer.path if self.tokenizer is not None else None
+        if self.policy in SCRAPED_POLICIES:
             out.queue_estimate = {
                 b.name: routing.queue_estimate(routing.Candidate(b.name, b.in_flight, load=b.load))
                 for b in self.backends
@@ -307,6 +356,12 @@ class Route:
         self.fallback = self._fallback(config, backends)
         self.shadow = Shadow(backends[config.shadow.backend], config.shadow) if config.shadow is not None else None
         self.sticky_header = config.sticky_header
+        self.pin_header = config.pin_header.lower() if config.pin_header else None
+        self.own_headers = frozenset((self.pin_header,)) if self.pin_header else frozenset()  # read here, not forwarded
+        # The targets a pin may name: every backend the route uses, each alone.
+        named = [n for t in config.backends for n in t.names] + (config.fallback or [])
+        named += config.canary.names if config.canary is not None else []
+        self.pins = {n: Target([backends[n]], 1.0) for n in dict.fromkeys(named)} if self.pin_header else {}
         fh = config.forward_headers
         self.forward = RequestFilter(fh.allow, fh.deny) if fh is not None else DEFAULT_FORWARD
 
@@ -455,16 +510,18 @@ class Runtime:
             canary = _kept_canary(rc, previous, now)
             self.routes[rc.model] = Route(rc, self.backends, config.retry, canary, on_move)
         self.auth = ClientAuth(config, secrets, now)
-        # Backends of least_queue pools: their /metrics is read in the background (scrape.py).
+        # Backends of least_queue and scored pools: their /metrics is read in the background (scrape.py).
         self.scraped = list(
             {
                 id(b): b
                 for r in self.routes.values()
                 for t in r.targets
-                if t.policy == "least_queue"
+                if t.policy in SCRAPED_POLICIES
                 for b in t.backends
             }.values()
         )
+        # Backends whose engines publish KV events: followed in the background (kvevents.py).
+        self.kv_followed = [b for b in self.backends.values() if b.kv is not None]
         self.models = ModelList(
             object="list",
             data=[ModelEntry(id=m, object="model", created=0, owned_by="tokenrace-gateway") for m in self.routes],

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from tokenrace.gateway.follow import PerBackend
 from tokenrace.gateway.routing import Load, parse_load
 
 if TYPE_CHECKING:
@@ -22,32 +23,17 @@ if TYPE_CHECKING:
 MAX_METRICS_BYTES = 8 * 1024 * 1024
 
 
-class Scraper:
+class Scraper(PerBackend):
     """The scrape tasks, kept in step with the backends the current runtime wants scraped."""
 
+    task_name = "scrape"
+
     def __init__(self) -> None:
-        self._tasks: dict[Backend, asyncio.Task[None]] = {}
+        super().__init__()
         self._session: aiohttp.ClientSession | None = None
 
-    def follow(self, backends: list[Backend]) -> None:
-        """Scrape exactly these backends from now on (start new tasks, stop dropped ones)."""
-        wanted = set(backends)
-        for backend in [b for b in self._tasks if b not in wanted]:
-            self._tasks.pop(backend).cancel()
-        loop = asyncio.get_running_loop()
-        for backend in wanted - set(self._tasks):
-            self._tasks[backend] = loop.create_task(self._forever(backend), name=f"scrape-{backend.name}")
-
-    def following(self) -> list[str]:
-        """The names of the backends being scraped."""
-        return sorted(b.name for b in self._tasks)
-
     async def close(self) -> None:
-        tasks = list(self._tasks.values())
-        self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.stop()
         if self._session is not None:
             await self._session.close()
 

@@ -178,6 +178,7 @@ class LastChoice(View):
     reason: str
     detail: str | None
     queue: dict[str, float | None] | None = None
+    scores: dict[str, float | None] | None = None
     key_hash: str | None = None
     ring_position: float | None = None
 
@@ -199,6 +200,8 @@ class RoutingView(View):
     moved: int | None = None
     keys_remembered: int | None = None  # null: the pool (or a worker's copy of it) keeps no placements
     queue_estimate: dict[str, float | None] | None = None
+    scorers: dict[str, float] | None = None  # `scored`: the weight of each score
+    tokenizer: str | None = None  # `scored`: the tokenizer.json a request's prompt is tokenized with
 
 
 class TargetView(View):
@@ -246,8 +249,28 @@ class LoadView(View):
     engine: str | None = None
     waiting: float | None = None
     kv_usage: float | None = None
+    running: float | None = None
     age_s: float | None = None
     error: str | None = None
+
+
+class KVEventsView(View):
+    """What a backend's KV-event subscription has learned: the blocks it holds and the stream's health."""
+
+    endpoint: str
+    topic: str
+    blocks: int  # whole blocks the instance holds now (chain keys)
+    block_size: int | None
+    batches: int  # event batches applied
+    last_seq: int | None
+    gaps: int  # jumps in the sequence numbers
+    replayed: int  # batches recovered from the replay socket
+    missed: int  # batches lost for good (no replay socket, or beyond its buffer)
+    restarts: int  # the sequence started over: the engine restarted, its blocks were dropped
+    cleared: int  # AllBlocksCleared events and restarts
+    orphans: int  # stored blocks whose parent was never seen
+    skipped: int  # stored blocks with a LoRA or extra keys (not indexed)
+    bad: int  # messages that were not KV-event batches
 
 
 class BackendView(View):
@@ -255,7 +278,8 @@ class BackendView(View):
     in_flight: int
     max_in_flight: int
     breaker: BreakerView
-    load: LoadView | None = None  # backends of least_queue pools
+    load: LoadView | None = None  # backends of least_queue and scored pools
+    kv_events: KVEventsView | None = None  # backends with `kv_events:`
 
 
 class SharedView(View):

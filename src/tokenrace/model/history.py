@@ -42,3 +42,24 @@ class HistoryRow(_Model):
     knee: str | None = None
     verdict: Verdict | None = None  # a claim's: holds, holds_only_under, fails
     indexed_at: str
+
+
+class WatchPoint(_Model):
+    """One watch run's figures (`tokenrace watch`): its reference's P50s over the run's requests."""
+
+    output_speed_tok_s: float | None = None  # aa: output speed; llmperf: per-request output throughput
+    ttft_s: float | None = None
+    e2e_100_tokens_s: float | None = None  # aa only
+    requests: int = 0  # the succeeded requests behind the figures
+
+
+class WatchSlot(_Model):
+    """One slot of a watch's schedule, as the history keeps it."""
+
+    due_at: str  # ISO time, UTC
+    status: Literal["planned", "done", "failed", "missed", "skipped"]
+    run_path: str | None = None
+    usd: float | None = None  # what the run cost (its summary's, else the estimate)
+    finished_at: str | None = None
+    figures: WatchPoint | None = None
+    note: str | None = None

@@ -69,6 +69,7 @@ class RecordLine(_Model):
     error_message: str | None = None
     retry_after_s: float | None = None
     response_id: str | None = None
+    served_by: str | None = None  # the backend (a pool's instance) a tokenrace gateway said answered
     server_timing: ServerTiming | None = None
     images: int = 0
     image_bytes: int | None = 0

@@ -9,6 +9,7 @@ from pydantic import Field
 from tokenrace.model.base import _Model
 from tokenrace.model.claim import ConditionCheck
 from tokenrace.model.engine import ProfileEngine
+from tokenrace.model.reference import EndpointsFigures
 from tokenrace.model.sections import ContentSpeed
 from tokenrace.model.sla import SlaSection, SweepPlanSection
 from tokenrace.model.stats import Stats
@@ -74,6 +75,7 @@ class StepRow(_Model):
     content: str | None = None  # the kind of content the step asked for (--content)
     acceptance_rate: float | None = None  # the engine's speculative decoding over the step
     output_tokens_per_joule: float | None = None  # GPU energy over the step (NVML or --dcgm-url)
+    endpoints: EndpointsFigures | None = None  # --profile endpoints: the step's MLPerf Endpoints figures
     run_dir: str | None = None
     gain: float | None = None
     saturated: bool | None = None

@@ -180,3 +180,4 @@ class RunSettings(_Model):
     workers: WorkersSettings | None = None
     secret_headers: list[str] | None = None
     dcgm_url: str | None = None
+    profile: str | None = None  # --profile: the reference profile whose defaults the run took

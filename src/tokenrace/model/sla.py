@@ -74,3 +74,4 @@ class SweepPlanSection(_Model):
     max_value: Number | None = None
     confidence: Number | None = None
     min_requests: int | None = None
+    offline: bool | None = None  # a last step with every request in flight at once (--offline)

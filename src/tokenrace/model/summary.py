@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 from tokenrace.model.base import _Model
 from tokenrace.model.drift import Drift
 from tokenrace.model.monitor import Resources
+from tokenrace.model.reference import ReferenceFigures
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.stats import Stats
 
@@ -345,6 +346,7 @@ class Summary(_Model):
     speculative: Speculative | None = None  # the engine's speculative-decoding counters over the run
     content: ContentSpeed | None = None  # decode speed per kind of content (--content)
     energy: Energy | None = None  # GPU energy over the run (NVML on this machine, or --dcgm-url)
+    reference: ReferenceFigures | None = None  # --profile: the figures its public reference defines
     warnings: list[RunWarning] = Field(default_factory=list)
 
     @model_validator(mode="before")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tokenrace.claim.models import ClaimFile, Condition, ConditionCheck, Verdict, read_claim
+from tokenrace.claim.models import ClaimFile, Condition, Verdict, read_claim
+from tokenrace.report.checks import check_cell
 from tokenrace.report.html import Page, _run_page, _sweep_page, render
 from tokenrace.report.render import BLANK, Cell, Column, Table, Tone, fmt, text, to_html, to_markdown, to_rich
 from tokenrace.runs.history import dir_kind
@@ -33,8 +34,6 @@ VERDICT_COLORS: dict[Verdict | None, str] = {
     None: "white",
 }
 HELD_TONE: dict[str, Tone] = {"held": "good", "failed": "bad", "unproven": "warn", "yes": "good", "no": "bad"}
-OPEN = "no bound"
-MARKS = {"held": "✓ ", "failed": "✗ ", "unproven": "? "}
 
 
 def claim_title(claim: ClaimFile) -> str:
@@ -57,7 +56,7 @@ def claim_table(claim: ClaimFile) -> Table:
     )
     for c in claim.conditions:
         by_text = {k.objective: k for k in c.checks}
-        checks = [_check(by_text.get(e)) if c.held is not None else BLANK for e in expectations]
+        checks = [check_cell(by_text.get(e)) if c.held is not None else BLANK for e in expectations]
         held = _held(c)
         where = c.skipped or c.run_dir or ""
         t.add(
@@ -68,26 +67,6 @@ def claim_table(claim: ClaimFile) -> Table:
             text((f"{where} ({c.note})" if where else c.note) if c.note and not c.skipped else where),
         )
     return t
-
-
-def _check(k: ConditionCheck | None) -> Cell:
-    """ "✓ 412.0 [395.1, 431.7]", "? 41.9 [41.8, no bound] n=10, 299 needed": the figure as the cell's
-    value, its outcome (✓ held, ✗ failed, ? unproven), its bounds around it and, when undecided, the
-    requests it had and would need."""
-    if k is None or k.value is None:
-        return Cell(None)
-    digits = 3 if k.name in ("error_rate", "goodput") or "@" in k.name else 1
-    ci = ""
-    if k.ci_low is not None or k.ci_high is not None or (k.requests or 0) > 1:
-        ci = f" [{_bound(k.ci_low, digits)}, {_bound(k.ci_high, digits)}]"
-    outcome = k.outcome or ("held" if k.held else "failed")
-    if outcome == "unproven":
-        ci += f" n={k.requests}" + (f", {k.needed} needed" if k.needed is not None else "")
-    return Cell(k.value, digits, prefix=MARKS[outcome], suffix=ci, tone=HELD_TONE[outcome])
-
-
-def _bound(v: float | None, digits: int) -> str:
-    return OPEN if v is None else fmt(v, digits)
 
 
 def _held(c: Condition) -> str:

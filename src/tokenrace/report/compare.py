@@ -70,14 +70,18 @@ class Report:
     warnings: list[str] = field(default_factory=list)  # run-level (conditions, knees)
     knees: dict[str, Knee | None] | None = None  # sweeps: each input's knee, by its name
     quality: list[QualitySection] = field(default_factory=list)  # one per B with a quality pass on either side
+    confidence: float = bs.CONFIDENCE
 
     def json_model(self) -> ReportJson:
         """The comparison as `compare --json` prints it."""
         return ReportJson(
             method=CompareMethod(
-                ci="percentile bootstrap of the ratio B/A over requests (throughput: over time slices)",
+                ci=(
+                    "percentile bootstrap of the ratio B/A over requests (throughput: over time slices); "
+                    "none for a percentile that either run has too few requests to bound (order statistics)"
+                ),
                 resamples=bs.RESAMPLES,
-                confidence=bs.CONFIDENCE,
+                confidence=self.confidence,
                 seed=bs.SEED,
             ),
             warnings=self.warnings,
@@ -139,13 +143,13 @@ def summary_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> R
     return Row(f"{key}.{stat}", f"{label} {stat}", unit, va, vb, ratio, None, None, None, verdict)
 
 
-def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> Row:
+def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str, confidence: float = bs.CONFIDENCE) -> Row:
     if statistics_only(a) or statistics_only(b):
         return summary_row(a, b, key, label, unit, stat)
     if key == "itl_chunk_ms":
-        ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True)
+        ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True, confidence=confidence)
     else:
-        ci = bs.ratio_ci(values(a, key), values(b, key), stat)
+        ci = bs.ratio_ci(values(a, key), values(b, key), stat, confidence=confidence)
     return Row(
         f"{key}.{stat}",
         f"{label} {stat}",
@@ -160,14 +164,14 @@ def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> R
     )
 
 
-def throughput_row(a: Run, b: Run) -> Row:
+def throughput_row(a: Run, b: Run, confidence: float = bs.CONFIDENCE) -> Row:
     ta = a.summary.throughput.output_tokens_per_s
     tb = b.summary.throughput.output_tokens_per_s
     ratio = tb / ta if ta and tb is not None else None
     low = high = sig = None
     blocks_a, blocks_b = token_blocks(a), token_blocks(b)
     if ratio is not None and blocks_a is not None and blocks_b is not None:
-        ci = bs.ratio_ci(blocks_a, blocks_b, "mean")
+        ci = bs.ratio_ci(blocks_a, blocks_b, "mean", confidence=confidence)
         low, high, sig = ci.low, ci.high, ci.significant
     return Row(
         "throughput.output_tokens_per_s",
@@ -221,13 +225,13 @@ def _token_arrivals(ok: list[RecordLine]) -> tuple[list[float], list[float]]:
     return times, tokens
 
 
-def error_row(a: Run, b: Run) -> Row:
+def error_row(a: Run, b: Run, confidence: float = bs.CONFIDENCE) -> Row:
     if statistics_only(a) or statistics_only(b):
         ea, eb = a.summary.error_rate, b.summary.error_rate
         diff = eb - ea if ea is not None and eb is not None else None
         verdict = "—" if diff is None else "same" if diff == 0 else ("B fails more" if diff > 0 else "B fails less")
         return Row("error_rate", "error rate", "fraction", ea, eb, diff, None, None, None, verdict, kind="difference")
-    diff, low, high = bs.difference_ci(failures(a), failures(b))
+    diff, low, high = bs.difference_ci(failures(a), failures(b), confidence=confidence)
     sig = None if low is None or high is None else bool(low > 0 or high < 0)
     if diff is not None and diff == 0 and low == 0 and high == 0:
         sig = False
@@ -375,13 +379,15 @@ def accuracy_row(q: QualitySection) -> Row:
     )
 
 
-def compare_runs(a: Run, b: Run, step: str | None = None, extra: ExtraRows | None = None) -> Comparison:
-    rows = [latency_row(a, b, key, label, unit, stat) for key, label, unit in LATENCIES for stat in STATS]
+def compare_runs(
+    a: Run, b: Run, step: str | None = None, extra: ExtraRows | None = None, confidence: float = bs.CONFIDENCE
+) -> Comparison:
+    rows = [latency_row(a, b, key, label, unit, stat, confidence) for key, label, unit in LATENCIES for stat in STATS]
     accepted = acceptance_row(a, b)
     if accepted is not None:  # beside TPOT, which speculative decoding moves
         after_tpot = max(i for i, r in enumerate(rows) if r.metric.startswith("tpot_ms")) + 1
         rows.insert(after_tpot, accepted)
-    rows += [throughput_row(a, b), error_row(a, b)]
+    rows += [throughput_row(a, b, confidence), error_row(a, b, confidence)]
     energy = energy_row(a, b)
     if energy is not None:
         rows.append(energy)
@@ -456,7 +462,7 @@ def _show(v: Any) -> str:
 # --- whole inputs --------------------------------------------------------------------------------
 
 
-def compare(runs: list[Run], extra: ExtraRows | None = None) -> Report:
+def compare(runs: list[Run], extra: ExtraRows | None = None, confidence: float = bs.CONFIDENCE) -> Report:
     """The first input is the baseline (A); every other is compared against it."""
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
@@ -468,9 +474,9 @@ def compare(runs: list[Run], extra: ExtraRows | None = None) -> Report:
         return f"{other.name} vs {base.name}: " if named else ""
 
     if kinds == {"run"}:
-        report = Report([])
+        report = Report([], confidence=confidence)
         for other in runs[1:]:
-            c = compare_runs(base, other, extra=extra)
+            c = compare_runs(base, other, extra=extra, confidence=confidence)
             report.comparisons.append(c)
             report.warnings += _lift([c], prefix(other))
             q = _add_quality(report, base, other, prefix(other))
@@ -478,10 +484,10 @@ def compare(runs: list[Run], extra: ExtraRows | None = None) -> Report:
                 c.rows.append(accuracy_row(q))
         return report
     if kinds <= {"sweep", "profile"}:
-        report = Report([])
+        report = Report([], confidence=confidence)
         for other in runs[1:]:
             notes: list[str] = []
-            comps = compare_sweeps(base, other, notes, extra)
+            comps = compare_sweeps(base, other, notes, extra, confidence)
             report.comparisons += comps
             report.warnings += _lift(comps, prefix(other)) + [prefix(other) + n for n in notes]
             _add_quality(report, base, other, prefix(other))
@@ -507,7 +513,9 @@ def _step_key(run: Run, row: StepRow) -> float | str | None:
     return row.rate if row.rate is not None else row.concurrency
 
 
-def compare_sweeps(a: Run, b: Run, warnings: list[str], extra: ExtraRows | None) -> list[Comparison]:
+def compare_sweeps(
+    a: Run, b: Run, warnings: list[str], extra: ExtraRows | None, confidence: float = bs.CONFIDENCE
+) -> list[Comparison]:
     if a.sweep_kind != b.sweep_kind:
         warnings.append(f"sweep kinds differ: {a.sweep_kind} (A) vs {b.sweep_kind} (B)")
     runs_a, runs_b = dict(a.steps), dict(b.steps)
@@ -516,7 +524,11 @@ def compare_sweeps(a: Run, b: Run, warnings: list[str], extra: ExtraRows | None)
     for row in a.sweep.steps:
         match = by_key_b.get(_step_key(a, row))
         if row.step in runs_a and match is not None:
-            out.append(compare_runs(runs_a[row.step], runs_b[match], step=f"{row.step} vs {match}", extra=extra))
+            out.append(
+                compare_runs(
+                    runs_a[row.step], runs_b[match], step=f"{row.step} vs {match}", extra=extra, confidence=confidence
+                )
+            )
     if not out:
         raise UsageError("the sweeps share no step (same concurrency, rate or prompt size)")
     if len(out) < max(len(runs_a), len(runs_b)):

@@ -32,6 +32,7 @@ from tokenrace.report.compare import Report, compare, compare_table, cost_rows
 from tokenrace.report.headline import run_headline, sweep_headline, to_cards
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
+from tokenrace.report.reference import endpoints_table, pareto_figure, reference_tables
 from tokenrace.report.render import num, to_html
 from tokenrace.report.sla import sla_html
 from tokenrace.report.tables import manifest_table, steps_table, summary_table, with_costs
@@ -551,6 +552,8 @@ def _run_page(run: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Page
     # The headline the terminal prints under the summary table, as cards (report/headline.py).
     cards = to_cards(run_headline(run.summary, _cost(run, cost), bound))
     page.add("Key numbers", cards, to_html(summary_table(run.summary)))
+    for table in reference_tables(run.summary.reference):
+        page.add(table.title or "Reference figures", to_html(table, heading=False))
     # The run's own findings first, then the monitor's advice (the order the page has always had).
     warnings = run.summary.warnings
     findings = [w for w in warnings if not w.code.startswith("resources.")]
@@ -624,6 +627,7 @@ def _sweep_page(sw: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Pag
     page.add("Key numbers", to_cards(sweep_headline(priced)), to_html(steps_table(priced), heading=False))
     if isinstance(s, SweepFile) and s.sla:
         page.add("SLA search", sla_html(s))
+    _endpoints_section(page, s.steps)
     _quality_section(page, sw)
     knee_note = " The star marks the knee." if sw.knee else ""
     knee_note += " Dashed red: the SLA limits; dotted: the highest passing load." if _sla_search(sw) else ""
@@ -633,6 +637,20 @@ def _sweep_page(sw: Run, cost: CostSpec | None, sol: SpeedOfLight | None) -> Pag
     )
     _run_charts(page, _focus_steps(sw))
     return page
+
+
+def _endpoints_section(page: Page, rows: list[StepRow]) -> None:
+    """MLPerf Endpoints' figures per point and its Pareto step plot (`--profile endpoints`)."""
+    fig = pareto_figure(rows, plotly())
+    if fig is None:
+        return
+    page.add(
+        "MLPerf Endpoints: tokens/s per user against system tokens/s",
+        page.chart(
+            fig, "Each point is one fixed concurrency (and the offline point); the line is the Pareto frontier."
+        ),
+        to_html(endpoints_table([(r.step, r) for r in rows])),
+    )
 
 
 def _focus_steps(sw: Run) -> list[tuple[str, Run]]:

@@ -12,11 +12,12 @@ from rich.table import Table
 from tokenrace.model.claim import ConditionCheck
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.model.sla import SlaPoint
+from tokenrace.report.checks import check_cell
 from tokenrace.report.render import fmt
 
 
 def sla_rows(s: SweepFile) -> tuple[list[str], list[list[str]], list[str]]:
-    """(header, rows, marks): one row per step, one column per objective (value [95 % CI]); each
+    """(header, rows, marks): one row per step, one column per objective (value [bounds]); each
     row's mark says whether every objective held, whether that was clear, and where the boundary is."""
     if s.sla is None:
         return ["step", "verdict"], [], []
@@ -47,19 +48,14 @@ def _last_at(steps: list[StepRow], value: float | None) -> StepRow | None:
 
 
 def _check_cell(c: ConditionCheck) -> str:
-    if c.value is None:
-        return "—"
-    share = c.name in ("error_rate", "goodput")
-    digits = 3 if share else 1
-    ci = ""
-    if c.ci_low is not None and c.ci_high is not None:
-        ci = f" [{fmt(c.ci_low, digits)}, {fmt(c.ci_high, digits)}]"
-    return f"{'✓' if c.held else '✗'} {fmt(c.value, digits)}{ci}"
+    return "—" if c.value is None else check_cell(c).text
 
 
 def sla_table(s: SweepFile) -> Table:
     header, rows, marks = sla_rows(s)
-    t = Table(title="SLA search (value [95 % CI] after pooling the runs at that load)", title_justify="left")
+    t = Table(
+        title="SLA search (value [bounds] after pooling the runs at that load; ? undecided)", title_justify="left"
+    )
     for c in (*header, ""):
         t.add_column(c, justify="left" if c in ("step", "verdict", "") else "right")
     for cells, mark in zip(rows, marks, strict=True):

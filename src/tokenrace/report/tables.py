@@ -18,6 +18,7 @@ from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.model.summary import Cost, Summary, TurnStats
 from tokenrace.report.headline import run_headline, sweep_headline, to_lines
+from tokenrace.report.reference import endpoints_table, reference_tables
 from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
@@ -159,6 +160,10 @@ def print_summary(
     console.print(to_rich(summary_table(summary, title)))
     for line in headline_lines(summary, cost):
         console.print(line, highlight=False)
+    for table in reference_tables(summary.reference):
+        console.print(to_rich(table))
+        for note in table.notes:
+            console.print(note, highlight=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +333,11 @@ def print_sweep(s: SweepFile, console: Console | None = None) -> None:
         console.print(sla_table(s))
     for line in sweep_lines(s) + sla_lines(s):
         console.print(line, highlight=False)
+    if any(r.endpoints is not None for r in s.steps):
+        table = endpoints_table([(r.step, r) for r in s.steps])
+        console.print(to_rich(table))
+        for note in table.notes:
+            console.print(note, highlight=False)
 
 
 def _model_name(summary: ProfileFile, path: str | None) -> str:

@@ -59,5 +59,6 @@ def step_row(name: str, directory: Path, s: Summary, manifest: Manifest, cost: C
         content=manifest.settings.prompts.content if manifest.settings.prompts else None,
         acceptance_rate=s.speculative.acceptance_rate if s.speculative else None,
         output_tokens_per_joule=s.energy.output_tokens_per_joule if s.energy else None,
+        endpoints=s.reference.endpoints if s.reference else None,
         run_dir=str(directory),
     )

@@ -101,6 +101,7 @@ class BenchSettings:
     workers: WorkersSpec | None = None  # spread the sends over worker processes or Ray actors
     secret_headers: tuple[str, ...] = ()  # extra headers whose values are secret whatever their names (from env:)
     dcgm_url: str | None = None  # a DCGM exporter's /metrics: the remote server's GPU energy
+    profile: str | None = None  # --profile: a reference profile (load/profiles.py); its figures are added
 
     def secrets(self) -> list[str]:
         """Every secret value these settings hold: scrubbed from every file, log line and message."""
@@ -513,6 +514,7 @@ class BenchSession:
             api=s.request.api,
             stream=s.request.stream,
             energy=self.energy,
+            profile=s.profile,
         )
 
     def _send_checked(self, inner: Send, client: OpenAIClient, models: list[str]) -> Any:

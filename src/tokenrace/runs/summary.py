@@ -22,6 +22,7 @@ from tokenrace.figures.energy import energy_section
 from tokenrace.figures.engine_clock import from_metrics_delta, server_vs_client
 from tokenrace.figures.images import image_figures
 from tokenrace.figures.pooling import not_measured, pooling_figures
+from tokenrace.figures.reference import reference_section
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.figures.structured import schema_figures, tool_figures
 from tokenrace.figures.summary import by_turn, probes_section, stopped_section, summarize
@@ -71,6 +72,7 @@ class RunContext:
     energy: EnergyWindow | None = None  # the GPUs' energy over the load (NVML or a DCGM exporter)
     api: str = "chat"  # the API the run spoke
     stream: bool = True  # the answers were streamed
+    profile: str | None = None  # --profile: add the figures of its reference (figures/reference.py)
 
 
 def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
@@ -107,6 +109,8 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
         s.client_load = client_load(ok, s.throughput.window_s, s.max_in_flight or 0, ctx.client)
         s.client_bound = s.client_load.client_bound
     s.images = image_figures(ok)
+    closed = ctx.windows.offered_rate is None
+    s.reference = reference_section(ctx.profile, records, ctx.concurrency if closed else None)
     s.tools = tool_figures(ok)
     s.structured_output = schema_figures(ok, ctx.response_schema)
     s.schema_valid_rate = s.structured_output.valid_rate if s.structured_output is not None else None

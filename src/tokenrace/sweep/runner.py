@@ -98,6 +98,7 @@ class SweepPlan:
     # sla: every step sends at least this many; None: planned from the objectives (the strictest
     # percentile at the confidence of one of a value's 1 + repeats looks), 0: no minimum
     min_requests: int | None = None
+    offline: bool = False  # concurrency: a last step with every request of the step in flight at once
 
     def validate(self, template: BenchSettings) -> None:
         if not 0.5 < self.confidence < 1:
@@ -113,6 +114,8 @@ class SweepPlan:
             raise InvalidInput(values, "concurrency and input-token sweep values must be whole numbers")
         if self.kind == "concurrency" and template.load.rate is not None:
             raise InvalidInput("rate", "is open loop; a concurrency sweep is closed loop (sweep rates instead)")
+        if self.offline and self.kind != "concurrency":
+            raise InvalidInput("offline", "adds a step to a concurrency sweep; this sweep is of another kind")
         if self.kind == "goodput" and not template.slo:
             raise InvalidInput("slo", "a goodput search needs SLOs, e.g. ttft=500ms,tpot=50ms")
         if self.kind == "sla":
@@ -253,8 +256,8 @@ class Sweep:
             return dataclasses.replace(base, rate=float(value), cold=cold)
         return dataclasses.replace(base, cold=cold)
 
-    async def _step(self, name: str, value: float, prompts: PromptSpec | None = None) -> Run:
-        result = await self.runner.run(name, self._load(value, not self.state.steps), prompts)
+    async def _step(self, name: str, value: float, prompts: PromptSpec | None = None, load: Load | None = None) -> Run:
+        result = await self.runner.run(name, load or self._load(value, not self.state.steps), prompts)
         self.state.steps.append((name, result))
         row = step_row(name, result.directory, result.summary, result.manifest, self.cost)
         self.state.rows.append(row.model_copy(update={"value": value}))
@@ -275,7 +278,18 @@ class Sweep:
             if a.stop_index is not None and self.plan.stop_early:
                 self.state.stop_reason = a.stop_reason
                 break
+        else:
+            if self.plan.offline:
+                await self._offline()
         self._mark_knee()
+
+    async def _offline(self) -> None:
+        """MLPerf's offline point: every request of the step sent at once (concurrency = requests)."""
+        load = _closed(self.template.load, int(max(self.plan.values)), self.plan.requests_per_worker, False)
+        count = load.requests or int(max(self.plan.values))
+        await self._step(
+            "offline", float(count), load=dataclasses.replace(load, concurrency=count, requests=count, duration_s=None)
+        )
 
     async def _prompt_lengths(self) -> None:
         for value in self.plan.values:

@@ -131,6 +131,8 @@ class ChatReader(StreamReader):
         if answer or reasoning:
             if rec.first_token_ns is None:
                 rec.first_token_ns = t
+                if rec.on_first_token is not None:
+                    rec.on_first_token(t)
             if answer and rec.first_answer_ns is None:
                 rec.first_answer_ns = t
             rec.chunk_ns.append(t)
@@ -164,6 +166,8 @@ class StructuredChatReader(ChatReader):
         if answer or reasoning or tool:
             if rec.first_token_ns is None:
                 rec.first_token_ns = t
+                if rec.on_first_token is not None:
+                    rec.on_first_token(t)
             if answer and rec.first_answer_ns is None:
                 rec.first_answer_ns = t
             if tool and rec.first_tool_ns is None:

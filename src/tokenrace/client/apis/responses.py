@@ -146,6 +146,8 @@ class StructuredResponsesReader(ResponsesReader):
         rec = self.rec
         if rec.first_token_ns is None:
             rec.first_token_ns = t
+            if rec.on_first_token is not None:
+                rec.on_first_token(t)
         if rec.first_tool_ns is None:
             rec.first_tool_ns = t
         rec.chunk_ns.append(t)

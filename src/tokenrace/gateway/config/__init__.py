@@ -4,6 +4,7 @@ each error (`load`), and the keys it names, read from the environment (`secrets`
 from tokenrace.gateway.config.load import ConfigError, cross_check, load_config, missing_env, parse_config
 from tokenrace.gateway.config.schema import (
     DEFAULT_RETRY_ON,
+    SCRAPED_POLICIES,
     AffinityConfig,
     AuthConfig,
     BackendConfig,
@@ -13,6 +14,7 @@ from tokenrace.gateway.config.schema import (
     ForwardHeadersConfig,
     GatewayConfig,
     KeyConfig,
+    KVEventsConfig,
     LimitsConfig,
     ListenConfig,
     LogConfig,
@@ -23,6 +25,7 @@ from tokenrace.gateway.config.schema import (
     RetryConfig,
     RetryKind,
     RouteConfig,
+    ScorersConfig,
     ShadowConfig,
     SLOConfig,
     StateConfig,
@@ -35,6 +38,7 @@ from tokenrace.gateway.config.secrets import REDIS_SCHEMES, Secret, Secrets, res
 __all__ = [
     "DEFAULT_RETRY_ON",
     "REDIS_SCHEMES",
+    "SCRAPED_POLICIES",
     "AffinityConfig",
     "AuthConfig",
     "BackendConfig",
@@ -44,6 +48,7 @@ __all__ = [
     "ConfigError",
     "ForwardHeadersConfig",
     "GatewayConfig",
+    "KVEventsConfig",
     "KeyConfig",
     "LimitsConfig",
     "ListenConfig",
@@ -56,6 +61,7 @@ __all__ = [
     "RetryKind",
     "RouteConfig",
     "SLOConfig",
+    "ScorersConfig",
     "Secret",
     "Secrets",
     "ShadowConfig",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import ssl
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -19,7 +20,8 @@ from tokenrace.gateway.headers import pattern_problem
 
 RetryKind = Literal["connect", "disconnect", "429", "5xx", "timeout"]
 DEFAULT_RETRY_ON: tuple[RetryKind, ...] = ("connect", "disconnect", "429", "5xx")
-Policy = Literal["least_in_flight", "least_queue", "prefix_affinity"]
+Policy = Literal["least_in_flight", "least_queue", "prefix_affinity", "scored"]
+SCRAPED_POLICIES = ("least_queue", "scored")  # pools whose instances' /metrics is read
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -71,6 +73,25 @@ class MetricsConfig(_Model):
         return value
 
 
+class KVEventsConfig(_Model):
+    """Where the engine publishes its KV-cache events (vLLM's `--kv-events-config`): its ZMQ PUB
+    `endpoint` (`tcp://host:5557`), the `topic` it publishes under (a prefix: llm-d's
+    `kv@<pod>@<model>` matches `kv`), and its ROUTER `replay_endpoint` for batches the gateway
+    missed (null: none; a gap is then counted and the blocks stored in it stay unknown)."""
+
+    endpoint: str
+    topic: str = ""
+    replay_endpoint: str | None = None
+    replay_timeout_s: float = Field(default=2.0, gt=0)
+
+    @field_validator("endpoint", "replay_endpoint")
+    @classmethod
+    def _zmq_endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(tcp://[^\s:]+:\d+|ipc://\S+)$", value):
+            raise ValueError("must be a ZMQ endpoint to connect to: tcp://host:port or ipc://path")
+        return value
+
+
 class BackendConfig(_Model):
     url: str
     api_key_env: str | None = None
@@ -80,6 +101,7 @@ class BackendConfig(_Model):
     max_in_flight: int = Field(default=256, ge=1)
     breaker: BreakerConfig = BreakerConfig()
     metrics: MetricsConfig = MetricsConfig()
+    kv_events: KVEventsConfig | None = None
     # https only: a PEM file of the CAs to trust for this backend, in place of the system's.
     ca_bundle: str | None = None
 
@@ -132,6 +154,21 @@ class AffinityConfig(_Model):
     load_factor: float = Field(default=1.25, ge=1)
 
 
+class ScorersConfig(_Model):
+    """`scored`: the weight of each score (0 leaves it out). Each score is in [0, 1]."""
+
+    prefix: float = Field(default=2.0, ge=0)
+    queue: float = Field(default=1.0, ge=0)
+    running: float = Field(default=0.0, ge=0)
+    kv_cache: float = Field(default=1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> ScorersConfig:
+        if not (self.prefix or self.queue or self.running or self.kv_cache):
+            raise ValueError("give at least one scorer a weight above 0")
+        return self
+
+
 class TargetConfig(_Model):
     """One share of a route's traffic: a backend, or a pool of equal instances chosen by `policy`."""
 
@@ -139,6 +176,10 @@ class TargetConfig(_Model):
     weight: float = Field(default=1.0, ge=0)
     policy: Policy = "least_in_flight"
     affinity: AffinityConfig | None = None
+    scorers: ScorersConfig | None = None
+    # `scored`: the model's tokenizer.json (or the folder holding it and its tokenizer_config.json),
+    # to tokenize a request's prompt for the prefix score.
+    tokenizer: str | None = None
 
     @field_validator("backend")
     @classmethod
@@ -147,10 +188,21 @@ class TargetConfig(_Model):
             raise ValueError("name at least one backend")
         return value
 
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_there(cls, value: str | None) -> str | None:
+        if value is not None:
+            path = Path(value)
+            if not (path / "tokenizer.json").is_file() if path.is_dir() else not path.is_file():
+                raise ValueError(f"no tokenizer.json at {value}")
+        return value
+
     @model_validator(mode="after")
     def _affinity_for_affinity(self) -> TargetConfig:
         if self.affinity is not None and self.policy != "prefix_affinity":
             raise ValueError("affinity: applies only with policy: prefix_affinity")
+        if (self.scorers is not None or self.tokenizer is not None) and self.policy != "scored":
+            raise ValueError("scorers: and tokenizer: apply only with policy: scored")
         return self
 
     @property
@@ -245,6 +297,9 @@ class RouteConfig(_Model):
     canary: CanaryConfig | None = None
     shadow: ShadowConfig | None = None
     forward_headers: ForwardHeadersConfig | None = None
+    # A request header naming one of the route's backends sends the request there and nowhere else
+    # (for tests and measurements; null: off). It is not forwarded.
+    pin_header: str | None = None
 
     @field_validator("backends", mode="before")
     @classmethod
@@ -252,6 +307,15 @@ class RouteConfig(_Model):
         # `backends: [vllm, groq]` is shorthand for equal weights.
         if isinstance(value, list):
             return [{"backend": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("pin_header")
+    @classmethod
+    def _pin_header_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = "must be a header name" if value.endswith("*") else pattern_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
