@@ -74,12 +74,12 @@ from tokenrace.sweep.runner import ProgressFor, StepRunner, SweepPlan, run_sweep
 MIN_BUDGET_S = 20.0  # the cold request and one warm step, on a fast server, with the run's own overheads
 # Shares of the budget; drift takes the last part, whatever the others left. The compliance run
 # (TEST04's repeated prompt, about as many requests as the baseline's first run) took its 4 % from
-# concurrency and prompt length, 2 % each: they have the most to spare.
+# prompt length and the cache, 2 % each: the baseline and the concurrency search matter more.
 SHARES = {
     "warm": 0.15,
-    "concurrency": 0.23,
+    "concurrency": 0.25,
     "prompt_tokens": 0.18,
-    "cache": 0.10,
+    "cache": 0.08,
     "content": 0.05,
     "compliance": 0.04,
     "quality": 0.10,
