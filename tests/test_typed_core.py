@@ -16,7 +16,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "tokenrace"
 UNTYPED = re.compile(r"dict\[str, Any\]|dict\[str, object\]|Mapping\[str, Any\]|\bJsonObject\b")
 JSON_IO = ("client/apis/", "runs/importers.py", "testing/fake_", "model/files.py", "model/base.py", "gateway/config/")
-LIMIT = 7  # 6 today; the typed core aims for none outside JSON I/O, and a new one needs a reason
+LIMIT = 6  # 5 today; the typed core aims for none outside JSON I/O, and a new one needs a reason
 
 
 def untyped_lines() -> dict[str, int]:

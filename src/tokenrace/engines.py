@@ -21,7 +21,8 @@ class Metrics:
     prefix: str  # how to recognise the engine from its metric names
     gauges: dict[str, tuple[str, ...]]  # field -> sample names, first present wins
     counters: dict[str, str]  # field stem -> cumulative counter sample name
-    histograms: dict[str, str] = field(default_factory=dict)  # "ttft_s"/"tpot_s" -> histogram name
+    # "ttft_s"/"tpot_s" -> histogram names, newest first: the first with observations wins
+    histograms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # The prefix cache: (queried, hit) prompt-token counter pairs, newest name first, or a hit-rate gauge.
     cache_counters: tuple[tuple[str, str], ...] = ()
     cache_gauge: str | None = None
@@ -109,7 +110,12 @@ ENGINES: dict[str, Engine] = {
                     "generation_tokens": "vllm:generation_tokens_total",
                     "preemptions": "vllm:num_preemptions_total",
                 },
-                {"ttft_s": "vllm:time_to_first_token_seconds", "tpot_s": "vllm:time_per_output_token_seconds"},
+                {
+                    "ttft_s": ("vllm:time_to_first_token_seconds",),
+                    # Per request since vLLM 0.11 (`request_` name, what the client's TPOT is); the
+                    # older name observed each decode step and is gone from 0.32's page.
+                    "tpot_s": ("vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds"),
+                },
                 cache_counters=(
                     ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits"),
                     ("vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits"),
@@ -150,7 +156,10 @@ ENGINES: dict[str, Engine] = {
                     "kv_cache_usage": ("sglang:token_usage",),
                 },
                 {"prompt_tokens": "sglang:prompt_tokens_total", "generation_tokens": "sglang:generation_tokens_total"},
-                {"ttft_s": "sglang:time_to_first_token_seconds", "tpot_s": "sglang:time_per_output_token_seconds"},
+                {
+                    "ttft_s": ("sglang:time_to_first_token_seconds",),
+                    "tpot_s": ("sglang:time_per_output_token_seconds",),
+                },
                 cache_gauge="sglang:cache_hit_rate",
                 speculative=SpecNames(
                     rate_gauge="sglang:spec_accept_rate", accept_length_gauge="sglang:spec_accept_length"
@@ -227,7 +236,9 @@ ENGINES: dict[str, Engine] = {
 
 LAUNCHABLE: tuple[str, ...] = tuple(name for name, e in ENGINES.items() if e.launch is not None)
 WITH_METRICS: dict[str, Metrics] = {name: e.metrics for name, e in ENGINES.items() if e.metrics is not None}
-WITH_HISTOGRAMS: dict[str, dict[str, str]] = {n: m.histograms for n, m in WITH_METRICS.items() if m.histograms}
+WITH_HISTOGRAMS: dict[str, dict[str, tuple[str, ...]]] = {
+    n: m.histograms for n, m in WITH_METRICS.items() if m.histograms
+}
 _BY_ALIAS = {alias.lower(): e for e in ENGINES.values() for alias in (e.name, *e.aliases)}
 
 

@@ -98,6 +98,9 @@ def test_a_random_slow_tail_never_holds_and_names_no_restriction(seed: int, tmp_
         claim = asyncio.run(Battery(cs).run())
     assert claim.verdict in ("fails", "unproven"), claim.sentence
     assert claim.restrictions == []
+    warm = next(c for c in claim.conditions if c.dimension == "warm")
+    cold = next(c for c in claim.conditions if c.dimension == "cold")
+    assert cold.skipped is None and cold.run_dir == warm.runs[0]  # in the first of the baseline's runs
     for c in claim.conditions:
         if c.dimension == "cold":
             continue  # one request, judged as the event it is, bounds no percentile

@@ -18,7 +18,7 @@ from tokenrace.claim.models import ClaimFile, Condition
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.objectives import parse_objectives
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.runs.session import BenchSettings
 from tokenrace.testing.fake_server import spawn_fake_server
 
@@ -112,9 +112,9 @@ def test_a_server_that_caches_answers_fails_the_claim(tmp_path: Path) -> None:
     assert claim.verdict == "fails" and "(TEST04)" in (claim.sentence or "")
 
 
-def line(**fields: Any) -> RecordLine:
+def line(**fields: Any) -> RequestRecord:
     base = {"seq": 0, "output_tokens": 20, "output_tokens_source": "usage", "streamed_tokens": 20}
-    return RecordLine.model_validate({**base, "streamed_tokens_source": "chunks", **fields})
+    return RequestRecord.model_validate({**base, "streamed_tokens_source": "chunks", **fields})
 
 
 def test_token_counts_are_judged_within_what_chunks_and_tokenizers_can_tell() -> None:

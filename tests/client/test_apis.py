@@ -13,8 +13,8 @@ import pytest
 from tokenrace.client.apis import api_for
 from tokenrace.client.conversation import ChatMessage
 from tokenrace.client.openai import OpenAIClient
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import Prompt, RequestOptions, RequestSpec
+from tokenrace.model.records import RequestRecord
 
 SYSTEM_AND_USER: list[ChatMessage] = [
     {"role": "system", "content": "be brief"},
@@ -105,7 +105,7 @@ def _feed(api: str, events: list[dict[str, Any]]) -> RequestRecord:
     reader = api_for(RequestOptions(api=api)).stream_reader(rec)
     for t, event in enumerate(events, 1):
         reader.on_event(orjson.dumps(event).decode(), t * 1000)
-    rec.text = "".join(reader.pieces)
+    reader.end()
     if not reader.done:
         rec.fail("truncated", "no end")
     return rec

@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.transport import StampingHandler
+from tokenrace.model.records import RequestRecord
 from tokenrace.testing.fake_server import spawn_fake_server
 
 

@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.transport import Timeouts
+from tokenrace.model.records import RequestRecord
 from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import FakeServerThread
 

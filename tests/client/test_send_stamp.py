@@ -14,10 +14,10 @@ import pytest
 from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.transport import Timeouts
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
+from tokenrace.model.records import RequestRecord
 from tokenrace.testing.fake_server import spawn_fake_server
 
 
@@ -47,14 +47,12 @@ def test_start_is_the_send_after_the_clients_preparation(server: Any) -> None:
         assert r.start_ns > r.begin_ns
         arrived = log[r.response_id]["arrival_ns"]
         assert r.start_ns < arrived < r.start_ns + 1_000_000_000
-        line = r.to_json(r.begin_ns)
-        assert line["client_prep_ms"] is not None and line["client_prep_ms"] > 0
-        assert line["start_ms"] > 0
+        r.settle(r.begin_ns)
+        assert r.client_prep_ms is not None and r.client_prep_ms > 0
+        assert r.start_ms is not None and r.start_ms > 0
         # TTFT runs from the send: the server's 40 ms is all in it, the preparation is not
-        assert derived(r)["ttft_ms"] >= 40.0
-        assert r.first_token_ns is not None and r.first_token_ns - r.start_ns == pytest.approx(
-            derived(r)["ttft_ms"] * 1e6, abs=1e3
-        )
+        assert r.ttft_ms is not None and r.ttft_ms >= 40.0
+        assert r.first_token_ns is not None and r.first_token_ns - r.start_ns == pytest.approx(r.ttft_ms * 1e6, abs=1e3)
 
 
 def test_a_body_the_kernel_cannot_take_at_once_is_stamped_when_it_drained(server: Any) -> None:
@@ -78,7 +76,8 @@ def test_a_request_that_never_left_has_no_preparation_and_starts_at_begin() -> N
     r = run(go())
     assert r.error_kind == "connection_refused"
     assert r.client_prep_ns is None and r.start_ns == r.begin_ns
-    assert r.to_json(r.begin_ns)["client_prep_ms"] is None
+    r.settle(r.begin_ns)
+    assert r.client_prep_ms is None
 
 
 def test_open_loop_lag_and_latency_from_intended_hold_the_preparation(server: Any) -> None:
@@ -86,7 +85,7 @@ def test_open_loop_lag_and_latency_from_intended_hold_the_preparation(server: An
         async with OpenAIClient(server.base_url, "fake-model", options=RequestOptions(max_tokens=None)) as c:
 
             async def finish(rec: RequestRecord, prompt: Prompt) -> None:
-                return None
+                rec.settle(0)  # as the run store does when it writes the record
 
             load = Load(rate=50.0, arrival="constant", requests=10, cold=False)
             return await Runner(c.send, single("hi"), load, finish).run()
@@ -95,12 +94,11 @@ def test_open_loop_lag_and_latency_from_intended_hold_the_preparation(server: An
     assert len(recs) == 10
     for r in recs:
         assert r.ok, r.error_message
-        d = derived(r)
         assert r.intended_start_ns is not None and r.intended_start_ns <= r.begin_ns < r.start_ns
         # the lag is how late the request really left: the scheduler's lateness + preparation + connect
-        assert d["schedule_lag_ms"] is not None and d["schedule_lag_ms"] > 0
+        assert r.schedule_lag_ms is not None and r.schedule_lag_ms > 0
         assert r.client_prep_ns is not None
         lag_ns = r.start_ns - r.intended_start_ns
         assert lag_ns >= r.client_prep_ns + (r.connect_ns or 0)
-        assert d["ttft_from_intended_ms"] == pytest.approx(d["schedule_lag_ms"] + d["ttft_ms"], abs=1e-3)
-        assert d["e2e_from_intended_ms"] == pytest.approx(d["schedule_lag_ms"] + d["e2e_ms"], abs=1e-3)
+        assert r.ttft_from_intended_ms == pytest.approx(r.schedule_lag_ms + r.ttft_ms, abs=1e-3)
+        assert r.e2e_from_intended_ms == pytest.approx(r.schedule_lag_ms + r.e2e_ms, abs=1e-3)

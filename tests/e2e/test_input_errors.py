@@ -81,6 +81,11 @@ def test_an_output_directory_that_holds_a_run(tmp_path: Path) -> None:
     assert "already holds a run" in _input_error(p, "--output")
 
 
+def test_an_engine_to_start_and_a_url_to_measure_are_not_both_given(tmp_path: Path) -> None:
+    p = tokenrace("bench", "--engine", "vllm", "--url", UNREACHABLE, "-o", str(tmp_path / "r"))
+    assert "leave out --url" in _input_error(p, "--engine vllm")
+
+
 def test_the_core_names_the_input_not_the_flag() -> None:
     with pytest.raises(InvalidInput) as err:
         check_arrivals(-3.0, "poisson")

@@ -12,7 +12,7 @@ import orjson
 
 from tokenrace.figures.drift import drift
 from tokenrace.model.monitor import TimeseriesLine
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Summary
 
 SAVED = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "drift" / "summary-drift.json"
@@ -65,7 +65,7 @@ def saved_text() -> str:
 
 def test_the_typed_builder_writes_the_section_it_wrote_before() -> None:
     records, samples = soak_inputs()
-    d = drift([RecordLine.model_validate(r) for r in records], [TimeseriesLine.model_validate(s) for s in samples])
+    d = drift([RequestRecord.model_validate(r) for r in records], [TimeseriesLine.model_validate(s) for s in samples])
     before = json.loads(saved_text())["drift"]
     # orjson of what json.loads read keeps int and float apart: same keys, same values, same types
     assert orjson.dumps(d.model_dump(mode="json")) == orjson.dumps(before)

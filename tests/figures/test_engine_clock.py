@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tokenrace.client.records import EngineTimings, RequestRecord
 from tokenrace.figures.engine_clock import from_metrics_delta, llamacpp_times, server_vs_client
+from tokenrace.model.records import RequestRecord, ServerTiming
 from tokenrace.monitor.server import histogram_mean_delta
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 
 # A llama.cpp server's `timings` object, as recorded from llama-server (b5xxx+) on a chat stream.
-LLAMACPP_TIMINGS: EngineTimings = {
+LLAMACPP_TIMINGS: ServerTiming = {
     "cache_n": 0,
     "prompt_n": 211,
     "prompt_ms": 142.35,
@@ -47,6 +47,7 @@ def test_server_vs_client_from_responses() -> None:
     r.chunk_ns = [int(150e6), int(150e6 + 470e6)]
     r.output_tokens = 48
     r.server_timing = LLAMACPP_TIMINGS
+    r.settle(0)
     svc = server_vs_client([r])
     assert svc is not None
     assert svc.ttft_ms.client_minus_server_p50 == pytest.approx(150 - 142.35, abs=1e-3)

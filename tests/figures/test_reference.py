@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.reference import (
     aa_e2e_100_tokens,
@@ -18,6 +17,7 @@ from tokenrace.figures.reference import (
     reference_section,
 )
 from tokenrace.load.profiles import PROFILES, profile
+from tokenrace.model.records import RequestRecord
 from tokenrace.report.reference import pareto_front
 from tokenrace.stats import spread
 

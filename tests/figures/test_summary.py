@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.figures.client_load import ClientObservation, client_load, client_warning
 from tokenrace.figures.summary import parse_slo, summarize
 from tokenrace.load.calibration import ClientCeiling
 from tokenrace.load.windows import Windows
+from tokenrace.model.records import RequestRecord
 
 MS = 1_000_000
 
@@ -25,6 +25,7 @@ def rec(
     r.output_tokens_source = "usage" if out is not None else None
     for k, v in kw.items():
         setattr(r, k, v)
+    r.settle(0)
     return r
 
 

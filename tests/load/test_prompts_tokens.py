@@ -7,10 +7,10 @@ import pytest
 from tests.conftest import run
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load import prompts
 from tokenrace.load.tokens import HFTokenizer, fill_token_counts, load_tokenizer
+from tokenrace.model.records import RequestRecord
 
 
 @pytest.fixture

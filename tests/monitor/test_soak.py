@@ -11,10 +11,9 @@ import pytest
 from tests.conftest import wait_until_async
 from tests.fixtures.nvml.fake_pynvml import FakeNvml
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.figures.drift import default_window_s, drift, is_soak
 from tokenrace.model.monitor import TimeseriesLine
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.monitor import MonitorSession, load_timeseries
 
 MS = 1_000_000
@@ -25,7 +24,7 @@ def records(
     every_ms: float = 500.0,
     e2e: Callable[[float], float] = lambda t_s: 1000.0,
     errors: Callable[[int, float], str | None] = lambda i, t_s: None,
-) -> list[RecordLine]:
+) -> list[RequestRecord]:
     rnd = random.Random(7)
     out = []
     for i in range(n):
@@ -33,7 +32,7 @@ def records(
         err = errors(i, t_s)
         e2e_ms = e2e(t_s) + rnd.random() * 20.0
         out.append(
-            RecordLine(
+            RequestRecord(
                 seq=i,
                 phase="measure",
                 start_ms=t_s * 1000.0,
@@ -140,7 +139,9 @@ def test_record_objects_and_the_monitors_own_timeseries(tmp_path: Path) -> None:
         r = RequestRecord(seq=i, start_ns=start, first_token_ns=start + 100 * MS, end_ns=start + int((900 + i) * MS))
         recs.append(r)
     recs.append(RequestRecord(seq=999, phase="warmup", start_ns=t0 - 10**9, end_ns=t0))  # not measured
-    d = drift(recs, spaced, t0_ns=t0)
+    for r in recs:
+        r.settle(t0)  # as the run store does, with the run's t0 the monitor shares
+    d = drift(recs, spaced)
     assert d.requests == 400 and d.window_s == 30.0 and len(d.windows) == 20
     assert d.trend.sm_clock_mhz_per_min < -40
     assert d.trend.gpu_temp_c_per_min > 1.0

@@ -21,7 +21,7 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
 from tokenrace.load.runner import Load
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Summary, Throughput
 from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
 from tokenrace.runs.reader import load
@@ -151,7 +151,9 @@ def synthetic_run(tokens: int, requests: int, seed: int, e2e_ms: float = 100.0) 
         e2e = float(e2e_ms * rng.uniform(0.7, 1.3))
         offsets = list(np.linspace(e2e * 0.2, e2e, tokens))
         records.append(
-            RecordLine(seq=i, phase="measure", start_ms=t, e2e_ms=e2e, chunk_offsets_ms=offsets, output_tokens=tokens)
+            RequestRecord(
+                seq=i, phase="measure", start_ms=t, e2e_ms=e2e, chunk_offsets_ms=offsets, output_tokens=tokens
+            )
         )
         t += e2e
     summary = Summary(throughput=Throughput(output_tokens_per_s=tokens * requests / (t / 1000)))

@@ -14,10 +14,10 @@ from tests.monitor.test_server_metrics import FIXTURES, bump
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
-from tokenrace.client.records import RequestRecord
 from tokenrace.load.runner import Load
 from tokenrace.load.windows import Windows
 from tokenrace.model.monitor import MonitorSettings, Resources, TimeseriesLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.runs.instruments import discover_metrics_url, monitor_for_bench
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSession, BenchSettings
@@ -50,6 +50,7 @@ def fake_records(t0: int, n: int, every_ms: float) -> list[RequestRecord]:
                 output_tokens_source="usage",
             )
         )
+        out[-1].settle(t0)  # as the run store does
     return out
 
 

@@ -15,10 +15,9 @@ import orjson
 import pytest
 from tests.sweep.helpers import bench
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.model.files import SCHEMA_VERSION
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.schema import schema_name, schemas
 from tokenrace.model.summary import Summary
 from tokenrace.report.tables import headline_lines
@@ -46,20 +45,40 @@ def test_committed_schemas_are_current() -> None:
     )
 
 
-def test_the_record_writer_and_its_model_agree() -> None:
-    rec = RequestRecord(seq=3, start_ns=10, first_token_ns=20, end_ns=40, chunk_ns=[20, 30], output_tokens=2)
-    line = rec.to_json(0)
+LINE_KEYS = (
+    "schema_version seq phase worker session_id turn intended_start_ms start_ms schedule_lag_ms client_prep_ms "
+    "connect_ms new_connection retried_stale_connection ttft_ms ttfa_ms e2e_ms tpot_ms ttft_from_intended_ms "
+    "e2e_from_intended_ms chunk_offsets_ms chunk_tokens reasoning_chunks prompt_tokens prompt_tokens_source "
+    "cached_tokens cached_tokens_source output_tokens output_tokens_source output_chars max_tokens content "
+    "finish_reason status error_kind error_message retry_after_s response_id served_by server_timing images image_bytes "
+    "image_pixels tool_calls ttft_tool_ms schema_valid inputs documents embedding_dim"
+).split()
+
+
+def test_a_settled_record_is_the_line_with_its_figures_and_no_stamps() -> None:
+    """records.jsonl's keys, in their order; the client's ns stamps stay in memory."""
+    rec = RequestRecord(
+        seq=3, start_ns=1_010_000, first_token_ns=1_020_000, end_ns=1_040_000, chunk_ns=[1_020_000, 1_030_000]
+    )
+    rec.output_tokens, rec.text = 2, "abc"
+    rec.settle(1_000_000)
+    line = orjson.loads(rec.model_dump_json())
+    assert list(line) == LINE_KEYS
     assert line["schema_version"] == SCHEMA_VERSION
-    assert set(line) <= set(RecordLine.model_fields), set(line) - set(RecordLine.model_fields)
-    assert RecordLine.model_validate(line).model_dump(mode="json", include=set(line)) == line
+    assert (line["start_ms"], line["ttft_ms"], line["e2e_ms"], line["tpot_ms"]) == (0.01, 0.01, 0.03, 0.01)
+    assert line["chunk_offsets_ms"] == [0.01, 0.02] and line["output_chars"] == 3
 
 
 def test_a_record_line_read_into_its_model_is_written_again_byte_for_byte() -> None:
-    """An imported run's records.jsonl is written from RecordLine models: the same keys, in the same order."""
+    """An imported run's records.jsonl is written from the same model: the same keys, in the same order."""
     rec = RequestRecord(seq=3, start_ns=10, first_token_ns=20, end_ns=40, chunk_ns=[20, 30], output_tokens=2)
     rec.cached_tokens, rec.cached_tokens_source = 1, "usage"
-    line = orjson.dumps(rec.to_json(0))
-    assert orjson.dumps(RecordLine.model_validate_json(line).model_dump(mode="json")) == line
+    rec.server_timing = {"prompt_n": 3, "prompt_ms": 1.25, "predicted_per_second": None}  # as the server sent it
+    rec.settle(0)
+    line = rec.model_dump_json().encode()
+    assert RequestRecord.model_validate_json(line).model_dump_json().encode() == line
+    old = (ROOT / "tests" / "fixtures" / "runs" / "schema-v1" / "records.jsonl").read_bytes().splitlines()[0]
+    assert RequestRecord.model_validate_json(old).seq is not None  # an older file still loads
 
 
 def test_records_skip_a_line_that_is_not_a_record(tmp_path: Path) -> None:
@@ -72,7 +91,7 @@ def test_records_skip_a_line_that_is_not_a_record(tmp_path: Path) -> None:
     assert [r.seq for r in records] == [
         r.seq for r in load_dir(ROOT / "tests" / "fixtures" / "runs" / "schema-v1").records()
     ]
-    assert len(records) == len(whole.splitlines()) and all(isinstance(r, RecordLine) for r in records)
+    assert len(records) == len(whole.splitlines()) and all(isinstance(r, RequestRecord) for r in records)
 
 
 def _errors(v: jsonschema.protocols.Validator, doc: Any) -> list[str]:

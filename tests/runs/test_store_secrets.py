@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from tests.conftest import fake_key
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Summary
 from tokenrace.runs.store import RunStore
 

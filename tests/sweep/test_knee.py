@@ -1,13 +1,10 @@
-"""Saturation, the knee, the prefill fit and the goodput search on constructed data."""
+"""Saturation, the knee and the prefill fit on constructed data."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
 
-from tokenrace.sweep.knee import Point, Search, analyse, fit_prefill, gain, is_saturated, search_max_rate
+from tokenrace.sweep.knee import Point, analyse, fit_prefill, gain, is_saturated
 
 
 def ladder(throughputs: list[float | None], p95s: list[float], errors: list[float] | None = None) -> list[Point]:
@@ -78,35 +75,3 @@ def test_prefill_fit_is_undefined_without_spread_or_slope() -> None:
     assert fit_prefill([100], [5]).slope_ms_per_token is None
     flat = fit_prefill([100, 200, 300], [20, 19, 18])
     assert flat.slope_ms_per_token is not None and flat.prefill_tokens_per_s is None
-
-
-def run_search(limit: float, start: float, **kw: Any) -> tuple[Search, list[float]]:
-    seen: list[float] = []
-
-    async def probe(rate: float) -> bool:
-        seen.append(rate)
-        return rate <= limit
-
-    return asyncio.run(search_max_rate(probe, start, **kw)), seen
-
-
-def test_goodput_search_brackets_upward_then_bisects() -> None:
-    s, seen = run_search(limit=5.3, start=1.0, tolerance=0.05)
-    assert seen[:4] == [1, 2, 4, 8]  # doubling until the first failure
-    assert s.reason == "converged" and s.lower <= 5.3 < s.upper and s.upper / s.lower - 1 <= 0.05
-    assert s.best_rate == s.lower and len(s.probes) == len(seen)
-
-
-def test_goodput_search_brackets_downward() -> None:
-    s, seen = run_search(limit=0.7, start=4.0, tolerance=0.1)
-    assert seen[:4] == [4, 2, 1, 0.5]
-    assert 0.7 / 1.1 <= s.best_rate <= 0.7
-
-
-def test_goodput_search_reports_when_nothing_passes_or_it_runs_out_of_probes() -> None:
-    s, _ = run_search(limit=0.0, start=1.0, min_rate=0.1)
-    assert s.best_rate is None and s.reason == "no_passing_rate"
-    s, seen = run_search(limit=1e9, start=1.0, max_probes=5)
-    assert s.reason == "no_failing_rate" and len(seen) == 5 and s.best_rate == 16
-    s, _ = run_search(limit=5.3, start=1.0, tolerance=0.001, max_probes=6)
-    assert s.reason == "max_probes" and s.lower == 5.0

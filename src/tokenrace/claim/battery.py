@@ -290,6 +290,7 @@ class Measured:
     runs: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     index: int | None = None  # its place in claim.conditions
+    first: Run | None = None  # its first run (the baseline's holds the cold request)
 
 
 def _as_event(c: Check) -> Check:
@@ -454,6 +455,7 @@ class Battery:
         result = await self._step(name, load, m.prompts, m.workload, look=look)
         sample = sample_of(result.directory)
         m.sample = sample if not m.runs else m.sample.pooled(sample)
+        m.first = m.first or result
         m.runs.append(name)
         condition = self._judged(m, result)
         if m.index is None:
@@ -513,10 +515,10 @@ class Battery:
         m = Measured("warm", "warm", 1, PromptSpec(input_tokens=(SHORT_PROMPT, 0.0)))
         deadline = self.left_s() - self._slice("warm")
         result = await self._until_decided(m, deadline, cold=True)
-        assert result is not None
-        first = self.directory / m.runs[0]
+        assert result is not None and m.first is not None
         self.claim.model = self.claim.model or result.manifest.model
-        self.claim.conditions.insert(m.index or 0, self._cold_condition(result, first))
+        # the cold request is in the first run, whatever runs followed it
+        self.claim.conditions.insert(m.index or 0, self._cold_condition(m.first))
         m.index = (m.index or 0) + 1
         self._write()
         e2e = result.summary.metrics.e2e_ms.p50
@@ -539,15 +541,15 @@ class Battery:
                 f"(about {per:.0f} s at {self.e2e_s:.1f} s a request); its share, {step.seconds:.0f} s, {verdict}"
             )
 
-    def _cold_condition(self, result: Run, first: Path) -> Condition:
+    def _cold_condition(self, first: Run) -> Condition:
         """The first request alone. It is one event, not a distribution: each figure is judged as it
         is (held or failed, never unproven), and the verdict asks whether it differs from the
         baseline beyond chance before calling it a restriction."""
-        cold = result.summary.cold
+        cold = first.summary.cold
         per_request = tuple(o for o in self.cs.objectives if o.kind in ("time", "speed") or o.figure == "error_rate")
         if not cold:
             return Condition(dimension="cold", skipped="no cold request was sent")
-        checks = [_as_event(c) for c in judge_all(per_request, sample_of(first, phase="cold"))]
+        checks = [_as_event(c) for c in judge_all(per_request, sample_of(first.directory, phase="cold"))]
         return Condition(
             dimension="cold",
             value="first request",
@@ -555,7 +557,7 @@ class Battery:
             outcome=outcome_of([c.saved() for c in checks]),
             figures=ConditionFigures(ttft_ms=cold.ttft_ms, e2e_ms=cold.e2e_ms, error_kind=cold.error_kind),
             checks=[c.saved() for c in checks],
-            run_dir=first.name,
+            run_dir=first.directory.name,
         )
 
     def _slice(self, part: Dimension) -> float:

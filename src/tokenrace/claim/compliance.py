@@ -27,7 +27,7 @@ from tokenrace.claim.models import Condition, ConditionFigures
 from tokenrace.figures.objectives import Sample
 from tokenrace.model.claim import ComplianceFigures, Outcome
 from tokenrace.model.files import RECORDS, read_jsonl
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.stats import ratio_ci, share_bounds, statistic_ci
 
 TOKEN_COUNT = "token_count"
@@ -53,14 +53,14 @@ EOS_SLACK = 1  # usage may count the end-of-sequence token, which is never strea
 TOKENIZER_SLACK = 0.05  # re-encoding streamed text may merge or split a few tokens: 5 %, at least 1
 
 
-def answers_in(directories: Sequence[Path]) -> list[RecordLine]:
+def answers_in(directories: Sequence[Path]) -> list[RequestRecord]:
     """The measured, succeeded requests of the runs in `directories`."""
-    lines: list[RecordLine] = []
+    lines: list[RequestRecord] = []
     for d in directories:
         if not (d / RECORDS).exists():
             continue
         for raw in read_jsonl(d / RECORDS):
-            r = RecordLine.model_validate(raw)
+            r = RequestRecord.model_validate(raw)
             if r.phase == "measure" and r.error_kind is None:
                 lines.append(r)
     return lines
@@ -92,7 +92,7 @@ def _share_outcome(k: int, n: int, confidence: float) -> tuple[Outcome, float | 
     return "unproven", low, high
 
 
-def disagrees(r: RecordLine) -> bool | None:
+def disagrees(r: RequestRecord) -> bool | None:
     """Whether one answer's reported token count disagrees with what it streamed; None when it cannot
     be told (no usage count, nothing streamed, or more reported than chunks with no tokenizer)."""
     reported, streamed = r.output_tokens, r.streamed_tokens
@@ -108,7 +108,7 @@ def disagrees(r: RecordLine) -> bool | None:
     return not -slack <= reported - streamed <= slack + EOS_SLACK
 
 
-def token_count(answers: Sequence[RecordLine], confidence: float) -> Condition:
+def token_count(answers: Sequence[RequestRecord], confidence: float) -> Condition:
     """TEST06's sample length check: usage's output tokens against the tokens streamed."""
     judged = [(r, disagrees(r)) for r in answers if r.output_tokens_source == "usage" and r.streamed_tokens]
     if not judged:
@@ -142,7 +142,7 @@ def token_count(answers: Sequence[RecordLine], confidence: float) -> Condition:
     return _condition(TOKEN_COUNT, outcome, k == 0, figures, note)
 
 
-def finishes(answers: Sequence[RecordLine], confidence: float) -> Condition:
+def finishes(answers: Sequence[RequestRecord], confidence: float) -> Condition:
     """TEST06's EOS check: no answer ends twice."""
     counted = [r.finishes for r in answers if r.finishes is not None]
     if not counted:
@@ -161,7 +161,7 @@ def finishes(answers: Sequence[RecordLine], confidence: float) -> Condition:
     return _condition(FINISHES, outcome, k == 0, figures, note)
 
 
-def output_length(answers: Sequence[RecordLine], ignore_eos: bool, confidence: float) -> Condition:
+def output_length(answers: Sequence[RequestRecord], ignore_eos: bool, confidence: float) -> Condition:
     """TEST09: with ignore_eos, the mean of output ÷ max_tokens within ±10 % of 1, its bounds the
     bootstrap's (each side at `confidence`). Outputs counted as `_produced` says."""
     if not ignore_eos:
@@ -192,7 +192,7 @@ def output_length(answers: Sequence[RecordLine], ignore_eos: bool, confidence: f
     return _condition(OUTPUT_LENGTH, outcome, lo <= value <= hi, figures, note)
 
 
-def _produced(r: RecordLine) -> int | None:
+def _produced(r: RequestRecord) -> int | None:
     """The tokens an answer had: the streamed text's count by a tokenizer, which no misreported usage
     moves (TEST06 judges the report), else the request's own count."""
     return r.streamed_tokens if r.streamed_tokens_source == "tokenizer" else r.output_tokens

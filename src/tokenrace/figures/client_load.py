@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.load.calibration import ClientCeiling
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import ClientLoad, RunWarning
 
 CPU_LIMIT_PCT = 90.0

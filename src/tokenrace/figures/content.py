@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
-from tokenrace.client.records import RequestRecord, derived
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.sections import ContentKind, ContentSpeed
 from tokenrace.model.summary import RunWarning
 from tokenrace.stats import describe, ratio_ci
@@ -35,7 +35,7 @@ class ContentSample:
 def samples_of(records: Sequence[RequestRecord]) -> list[ContentSample]:
     """The samples of succeeded measured records that asked for a kind of content."""
     return [
-        ContentSample(r.content, derived(r)["tpot_ms"], r.output_tokens, r.prompt_tokens)
+        ContentSample(r.content, r.tpot_ms, r.output_tokens, r.prompt_tokens)
         for r in records
         if r.content is not None and r.phase == "measure" and r.ok
     ]

@@ -13,8 +13,8 @@ Default window (`default_window_s`): 30 s, or a twentieth of the run when that i
 soak gets 10 windows of 30 s, an hour 20 windows of 3 minutes. `bench --duration` of 5 minutes or
 more (SOAK_MIN_DURATION_S) is a soak.
 
-Time base: seconds since the run's t0 (records.jsonl `start_ms` / 1000; timeseries `t_ms` / 1000
-when the monitor was given the run's t0_ns). For RequestRecord objects pass the same `t0_ns`.
+Time base: seconds since the run's t0 (the records' `start_ms` / 1000, settled with the run's t0;
+timeseries `t_ms` / 1000 when the monitor was given the same t0_ns).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
-from tokenrace.model.drift import Drift, DriftWindow, ErrorBurst, Percentiles, Trend, TrendFit
+from tokenrace.model.drift import Drift, DriftWindow, ErrorBurst, Trend, TrendFit
 from tokenrace.model.monitor import GpuSample, Number, TimeseriesLine
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
+from tokenrace.model.stats import Percentiles
 from tokenrace.stats import describe
 
 SOAK_MIN_DURATION_S = 300.0
@@ -79,51 +79,22 @@ class _Window:
         return (self.start_s + self.end_s) / 120.0
 
 
-def _from_records(records: Sequence[RequestRecord] | Sequence[RecordLine], t0_ns: int | None) -> list[_Req]:
-    """The measured requests (cancelled ones left out): the client's records, or the lines of a saved
-    records.jsonl."""
-    client = [r for r in records if isinstance(r, RequestRecord)]
-    return _from_client(client, t0_ns) + _from_lines([r for r in records if isinstance(r, RecordLine)])
-
-
-def _from_client(records: list[RequestRecord], t0_ns: int | None) -> list[_Req]:
-    recs = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
-    origin = t0_ns if t0_ns is not None else min((r.start_ns for r in recs), default=0)
+def _from_records(records: Sequence[RequestRecord]) -> list[_Req]:
+    """The measured requests (cancelled ones left out), live and settled or read from records.jsonl."""
     out = []
-    for r in recs:
-        d = derived(r)
-        ok = r.error_kind is None
-        out.append(
-            _Req(
-                (r.start_ns - origin) / NS_PER_MS / 1000.0,
-                d["ttft_ms"] if ok else None,
-                d["e2e_ms"] if ok else None,
-                r.error_kind,
-            )
-        )
-    return out
-
-
-def _from_lines(lines: list[RecordLine]) -> list[_Req]:
-    out = []
-    for line in lines:
-        if line.phase != "measure" or line.error_kind == "cancelled" or line.start_ms is None:
+    for r in records:
+        if r.phase != "measure" or r.error_kind == "cancelled" or r.start_ms is None:
             continue
-        ok = line.error_kind is None
-        out.append(
-            _Req(line.start_ms / 1000.0, line.ttft_ms if ok else None, line.e2e_ms if ok else None, line.error_kind)
-        )
+        ok = r.error_kind is None
+        out.append(_Req(r.start_ms / 1000.0, r.ttft_ms if ok else None, r.e2e_ms if ok else None, r.error_kind))
     return out
 
 
 def drift(
-    records: Sequence[RequestRecord] | Sequence[RecordLine],
-    timeseries: Sequence[TimeseriesLine] | None = None,
-    window_s: float | None = None,
-    t0_ns: int | None = None,
+    records: Sequence[RequestRecord], timeseries: Sequence[TimeseriesLine] | None = None, window_s: float | None = None
 ) -> Drift:
     """Per-window figures, fitted trends (per minute), error bursts and plain-language findings."""
-    reqs = sorted(_from_records(records, t0_ns), key=lambda r: r.start_s)
+    reqs = sorted(_from_records(records), key=lambda r: r.start_s)
     if not reqs:
         return Drift(window_s=window_s, findings=["no measured requests: nothing to judge drift by"])
     origin = reqs[0].start_s

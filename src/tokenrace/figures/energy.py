@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from tokenrace.client.records import RequestRecord
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.sections import Energy, GpuEnergy
 from tokenrace.monitor.energy import EnergyWindow
 

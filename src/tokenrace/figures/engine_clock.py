@@ -15,13 +15,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tokenrace.client.records import EngineTimings, RequestRecord, derived
 from tokenrace.engines import WITH_HISTOGRAMS
+from tokenrace.model.records import RequestRecord, ServerTiming
 from tokenrace.model.summary import ClockPair, EngineClock
-from tokenrace.monitor.server import histogram_mean_delta
+from tokenrace.monitor.server import first_histogram_mean_delta
 
 
-def llamacpp_times(timing: EngineTimings | None) -> tuple[float | None, float | None]:
+def llamacpp_times(timing: ServerTiming | None) -> tuple[float | None, float | None]:
     """(server TTFT ms, server TPOT ms) from a llama.cpp `timings` object."""
     if not timing:
         return None, None
@@ -37,11 +37,10 @@ def server_vs_client(records: Sequence[RequestRecord]) -> EngineClock | None:
     tpot_pairs: list[tuple[float, float]] = []
     for r in records:
         s_ttft, s_tpot = llamacpp_times(r.server_timing)
-        d = derived(r)
-        if s_ttft is not None and d["ttft_ms"] is not None:
-            ttft_pairs.append((d["ttft_ms"], s_ttft))
-        if s_tpot is not None and d["tpot_ms"] is not None:
-            tpot_pairs.append((d["tpot_ms"], s_tpot))
+        if s_ttft is not None and r.ttft_ms is not None:
+            ttft_pairs.append((r.ttft_ms, s_ttft))
+        if s_tpot is not None and r.tpot_ms is not None:
+            tpot_pairs.append((r.tpot_ms, s_tpot))
     if not ttft_pairs and not tpot_pairs:
         return None
     return EngineClock(
@@ -75,8 +74,8 @@ def from_metrics_delta(
     names = ENGINE_HISTOGRAMS.get(engine)
     if names is None:
         return None
-    s_ttft = histogram_mean_delta(before, after, names["ttft_s"])
-    s_tpot = histogram_mean_delta(before, after, names["tpot_s"])
+    s_ttft = first_histogram_mean_delta(before, after, names["ttft_s"])
+    s_tpot = first_histogram_mean_delta(before, after, names["tpot_s"])
     if s_ttft is None and s_tpot is None:
         return None
 

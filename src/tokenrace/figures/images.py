@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokenrace.client.records import RequestRecord, derived
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Difference, ImageCountTTFT, ImageFigures
 from tokenrace.stats import describe, difference_ci
 
 
 def _ttfts(records: Sequence[RequestRecord]) -> list[float]:
-    return [t for t in (derived(r)["ttft_ms"] for r in records) if t is not None]
+    return [r.ttft_ms for r in records if r.ttft_ms is not None]
 
 
 def _r(value: float | None) -> float | None:

@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue
 
-from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
+from tokenrace.model.records import NS_PER_MS, RequestRecord
 from tokenrace.stats import requests_needed
 
 SUMMARY_LOG = "mlperf_log_summary.txt"
@@ -161,13 +161,12 @@ def agreement(result: LoadgenResult, records: Iterable[RequestRecord]) -> list[A
     for rec in records:
         if rec.phase != "measure" or not rec.ok:
             continue
-        d = derived(rec)
-        if d["ttft_ms"] is not None:
-            ttft.append(d["ttft_ms"])
-        if d["ttft_from_intended_ms"] is not None:
-            handover.append(d["ttft_from_intended_ms"])
-        if d["tpot_ms"] is not None:
-            tpot.append(d["tpot_ms"])
+        if rec.ttft_ms is not None:
+            ttft.append(rec.ttft_ms)
+        if rec.ttft_from_intended_ms is not None:
+            handover.append(rec.ttft_from_intended_ms)
+        if rec.tpot_ms is not None:
+            tpot.append(rec.tpot_ms)
     rows: list[Agreement] = []
     for p in PERCENTILES:
         lg = result.ttft_ns.get(p)
@@ -206,10 +205,14 @@ def early_stops(records: Iterable[RequestRecord], ttft_ms: float, tpot_ms: float
     """TTFT and TPOT against their bounds by the project's order-statistics rule, as LoadGen tests them."""
     measured = [r for r in records if r.phase == "measure"]
     out = []
-    for name, key, bound in (("TTFT", "ttft_ms", ttft_ms), ("TPOT", "tpot_ms", tpot_ms)):
+    figures: tuple[tuple[str, Callable[[RequestRecord], float | None], float], ...] = (
+        ("TTFT", lambda r: r.ttft_ms, ttft_ms),
+        ("TPOT", lambda r: r.tpot_ms, tpot_ms),
+    )
+    for name, figure, bound in figures:
         over = 0
         for rec in measured:
-            value = derived(rec)[key] if rec.ok else None
+            value = figure(rec) if rec.ok else None
             over += not rec.ok or (value is not None and value > bound)
         needed = requests_needed(q, EARLY_STOPPING_CONFIDENCE, over)
         out.append(EarlyStop(name, bound, over, len(measured), needed))

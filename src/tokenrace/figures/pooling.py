@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import POOLING_APIS
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import PoolingFigures
 from tokenrace.stats import describe

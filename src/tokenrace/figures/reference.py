@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.figures.summary import tokens_per_chunk
 from tokenrace.load.profiles import profile
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.reference import AaFigures, EndpointsFigures, LlmperfFigures, ReferenceFigures
 from tokenrace.stats import spread, statistic
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokenrace.client.records import RequestRecord, derived
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import SchemaFigures, ToolFigures
 from tokenrace.stats import describe, wilson
 
@@ -15,7 +15,7 @@ def tool_figures(ok: Sequence[RequestRecord]) -> ToolFigures | None:
     offered = [r for r in ok if r.tool_calls is not None]
     if not offered:
         return None
-    ttft = [t for t in (derived(r)["ttft_tool_ms"] for r in offered) if t is not None]
+    ttft = [r.ttft_tool_ms for r in offered if r.ttft_tool_ms is not None]
     return ToolFigures(
         requests=len(offered),
         requests_with_tool_calls=sum(1 for r in offered if r.tool_calls),

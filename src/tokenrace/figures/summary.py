@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from tokenrace.client.records import NS_PER_MS, RequestRecord, derived
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import source_of
 from tokenrace.load.windows import Windows
+from tokenrace.model.records import NS_PER_MS, RequestRecord
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import (
     Cold,
@@ -55,14 +55,13 @@ def _itl(records: Sequence[RequestRecord]) -> tuple[list[float], list[float], li
 
 
 def _meets(r: RequestRecord, slo: dict[str, float]) -> bool:
-    d = derived(r)
     for name, limit in slo.items():
         if name == "itl_ms":
             gaps = [_ms(b - a) for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
             if gaps and max(gaps) > limit:
                 return False
             continue
-        value = d.get(name)
+        value = getattr(r, name)
         if value is None or value > limit:
             return False
     return True
@@ -100,35 +99,35 @@ def _steady_tokens_per_s(records: Sequence[RequestRecord], w: Windows) -> float 
     return round(total / ((w.steady_end_ns - w.steady_start_ns) / 1e9), 4)
 
 
+def _values(records: Sequence[RequestRecord], figure: Callable[[RequestRecord], float | None]) -> list[float]:
+    """One settled figure of each record, where it is defined."""
+    return [v for r in records if (v := figure(r)) is not None]
+
+
 def summarize(records: Sequence[RequestRecord], windows: Windows, slo: dict[str, float] | None = None) -> Summary:
-    """The figures of the records alone; `runs.summary.build_summary` adds what the run observed."""
+    """The figures of the records alone, settled (`RequestRecord.settle`, as the run store leaves
+    them); `runs.summary.build_summary` adds what the run observed."""
     measured = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
     cancelled = sum(1 for r in records if r.phase == "measure" and r.error_kind == "cancelled")
     ok = [r for r in measured if r.ok]
     failed = [r for r in measured if not r.ok]
-    rows = [derived(r) for r in ok]
     chunk_gaps, token_gaps, token_w, per_chunk = _itl(ok)
-
-    def col(name: str, src: Sequence[dict[str, float | None]] = rows) -> list[float]:
-        return [v for d in src if (v := d.get(name)) is not None]
-
-    all_derived = [derived(r) for r in measured]
     metrics = Metrics(
-        ttft_ms=describe(col("ttft_ms")),
-        ttfa_ms=describe(col("ttfa_ms")),
-        tpot_ms=describe(col("tpot_ms")),
+        ttft_ms=describe(_values(ok, lambda r: r.ttft_ms)),
+        ttfa_ms=describe(_values(ok, lambda r: r.ttfa_ms)),
+        tpot_ms=describe(_values(ok, lambda r: r.tpot_ms)),
         itl_chunk_ms=describe(chunk_gaps),
         itl_token_ms=describe(token_gaps, token_w),
-        e2e_ms=describe(col("e2e_ms")),
-        connect_ms=describe([r.connect_ns / NS_PER_MS for r in measured if r.connect_ns is not None]),
-        client_prep_ms=describe([r.client_prep_ns / NS_PER_MS for r in measured if r.client_prep_ns is not None]),
+        e2e_ms=describe(_values(ok, lambda r: r.e2e_ms)),
+        connect_ms=describe(_values(measured, lambda r: r.connect_ms)),
+        client_prep_ms=describe(_values(measured, lambda r: r.client_prep_ms)),
         output_tokens=describe([r.output_tokens for r in ok if r.output_tokens is not None]),
         prompt_tokens=describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
         cached_tokens=describe([r.cached_tokens for r in ok if r.cached_tokens is not None]),
         tokens_per_chunk=_tokens_per_chunk_stats(ok, per_chunk),
-        schedule_lag_ms=describe(col("schedule_lag_ms", all_derived)),
-        ttft_from_intended_ms=describe(col("ttft_from_intended_ms")),
-        e2e_from_intended_ms=describe(col("e2e_from_intended_ms")),
+        schedule_lag_ms=describe(_values(measured, lambda r: r.schedule_lag_ms)),
+        ttft_from_intended_ms=describe(_values(ok, lambda r: r.ttft_from_intended_ms)),
+        e2e_from_intended_ms=describe(_values(ok, lambda r: r.e2e_from_intended_ms)),
     )
     window_s = _window_s(measured)
     out_tokens = sum(r.output_tokens or 0 for r in ok)
@@ -179,15 +178,14 @@ def by_turn(ok: Sequence[RequestRecord]) -> list[TurnStats]:
     out = []
     for turn in sorted(turns):
         rs = turns[turn]
-        rows = [derived(r) for r in rs]
         both = [r for r in rs if r.cached_tokens is not None and r.prompt_tokens]
         prompt = sum(r.prompt_tokens or 0 for r in both)
         out.append(
             TurnStats(
                 turn=turn,
                 requests=len(rs),
-                ttft_ms=describe([d["ttft_ms"] for d in rows if d["ttft_ms"] is not None]),
-                e2e_ms=describe([d["e2e_ms"] for d in rows if d["e2e_ms"] is not None]),
+                ttft_ms=describe(_values(rs, lambda r: r.ttft_ms)),
+                e2e_ms=describe(_values(rs, lambda r: r.e2e_ms)),
                 prompt_tokens=describe([r.prompt_tokens for r in rs if r.prompt_tokens is not None]),
                 cache_hit_rate=round(sum(r.cached_tokens or 0 for r in both) / prompt, 6) if prompt else None,
             )
@@ -221,14 +219,14 @@ def probes_section(records: Sequence[RequestRecord], rate: float | None) -> Prob
     probes = [r for r in records if r.phase == "probe"]
     if rate is None and not probes:
         return None
-    ok = [derived(r) for r in probes if r.ok]
+    ok = [r for r in probes if r.ok]
     return Probes(
         rate=rate,
         requests=len(probes),
         succeeded=len(ok),
         failed=sum(1 for r in probes if not r.ok and r.error_kind != "cancelled"),
-        ttft_ms=describe([d["ttft_ms"] for d in ok if d["ttft_ms"] is not None]),
-        e2e_ms=describe([d["e2e_ms"] for d in ok if d["e2e_ms"] is not None]),
+        ttft_ms=describe(_values(ok, lambda r: r.ttft_ms)),
+        e2e_ms=describe(_values(ok, lambda r: r.e2e_ms)),
     )
 
 
@@ -243,8 +241,7 @@ def _cold(records: Sequence[RequestRecord]) -> Cold | None:
     cold = next((r for r in records if r.phase == "cold"), None)
     if cold is None:
         return None
-    d = derived(cold)
-    return Cold(seq=cold.seq, ttft_ms=d["ttft_ms"], e2e_ms=d["e2e_ms"], error_kind=cold.error_kind)
+    return Cold(seq=cold.seq, ttft_ms=cold.ttft_ms, e2e_ms=cold.e2e_ms, error_kind=cold.error_kind)
 
 
 def parse_slo(text: str | None) -> dict[str, float] | None:

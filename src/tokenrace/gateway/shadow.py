@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from tokenrace.gateway.runtime import ShadowResult
 from tokenrace.gateway.stream import StreamTap, whole_response
 from tokenrace.gateway.upstream import UpstreamError, UpstreamResponse
-from tokenrace.gateway.views import Percentiles, ShadowView
+from tokenrace.gateway.views import ShadowView
+from tokenrace.model.stats import Percentiles
 from tokenrace.stats import describe
 from tokenrace.text_agreement import agreement, exact_match
 

@@ -16,6 +16,8 @@ from typing import Literal, TypeAlias
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+from tokenrace.model.stats import Percentiles
+
 BreakerState: TypeAlias = Literal["closed", "open", "half_open"]
 CanaryState: TypeAlias = Literal["running", "paused", "rolled_back", "promoted"]
 Action: TypeAlias = Literal["start", "advance", "promote", "rollback", "hold", "pause", "resume"]
@@ -210,11 +212,6 @@ class TargetView(View):
     canary: bool | None = None  # the canary's target: true
     share: float
     routing: RoutingView | None = None  # pools of more than one instance
-
-
-class Percentiles(View):
-    p50: float | None
-    p95: float | None
 
 
 class ShadowView(View):

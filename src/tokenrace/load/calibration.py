@@ -38,11 +38,12 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from tokenrace import __version__
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.records import NS_PER_MS, RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.load.tokens import fill_token_counts
+from tokenrace.model.records import NS_PER_MS, RequestRecord
+from tokenrace.model.stats import Percentiles
 from tokenrace.paths import home
 from tokenrace.stats import describe
 
@@ -57,9 +58,9 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class Percentiles(_Model):
-    p50: float | None = None
-    p99: float | None = None
+def _unmeasured() -> Percentiles:
+    """A bias not measured: the median and p99 a calibration shows, undefined."""
+    return Percentiles(p50=None, p99=None)
 
 
 class MachineInfo(_Model):
@@ -80,10 +81,10 @@ class CalibrationStep(_Model):
     succeeded: int
     offered_chunks_per_s: float
     chunks_per_s: float | None = None  # content chunks that arrived, per second of the step
-    ttft_bias_ms: Percentiles = Field(default_factory=Percentiles)
-    itl_bias_ms: Percentiles = Field(default_factory=Percentiles)
-    chunk_bias_ms: Percentiles = Field(default_factory=Percentiles)
-    request_leg_ms: Percentiles = Field(default_factory=Percentiles)  # send -> the server read it
+    ttft_bias_ms: Percentiles = Field(default_factory=_unmeasured)
+    itl_bias_ms: Percentiles = Field(default_factory=_unmeasured)
+    chunk_bias_ms: Percentiles = Field(default_factory=_unmeasured)
+    request_leg_ms: Percentiles = Field(default_factory=_unmeasured)  # send -> the server read it
     client_cpu_pct: float | None = None  # the client process's CPU over the step, % of one core
     within_limit: bool = False  # every bias under the limit at the median
 
@@ -100,8 +101,8 @@ class Calibration(_Model):
     ceiling_chunks_per_s: float | None = None
     ceiling_streams: int | None = None
     # At the ceiling step (else the first step): what a run at or under that load can expect.
-    ttft_bias_ms: Percentiles = Field(default_factory=Percentiles)
-    itl_bias_ms: Percentiles = Field(default_factory=Percentiles)
+    ttft_bias_ms: Percentiles = Field(default_factory=_unmeasured)
+    itl_bias_ms: Percentiles = Field(default_factory=_unmeasured)
     stopped: str = ""  # why the search ended
     steps: list[CalibrationStep] = Field(default_factory=list)
 
@@ -325,8 +326,8 @@ def assemble(rows: Sequence[CalibrationStep], stopped: str, quick: bool, loop: s
         quick=quick,
         ceiling_chunks_per_s=best.chunks_per_s if best else None,
         ceiling_streams=best.streams if best else None,
-        ttft_bias_ms=shown.ttft_bias_ms if shown else Percentiles(),
-        itl_bias_ms=shown.itl_bias_ms if shown else Percentiles(),
+        ttft_bias_ms=shown.ttft_bias_ms if shown else _unmeasured(),
+        itl_bias_ms=shown.itl_bias_ms if shown else _unmeasured(),
         stopped=stopped,
         steps=list(rows),
     )

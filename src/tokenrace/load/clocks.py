@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from tokenrace.client.records import CLOCK_STAMPS, RequestRecord
+from tokenrace.model.records import CLOCK_STAMPS, RequestRecord
 
 perf_ns = time.perf_counter_ns
 

@@ -22,13 +22,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import Prompt
 from tokenrace.errors import InvalidInput, PreflightError
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.runner import Finish, Send, quiet_gc
 from tokenrace.load.windows import Windows
 from tokenrace.load.workload import Prompts
+from tokenrace.model.records import RequestRecord
 
 perf_ns = time.perf_counter_ns
 Scenario = Literal["server", "interactive", "offline"]

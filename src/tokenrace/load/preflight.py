@@ -10,8 +10,8 @@ import aiohttp
 import orjson
 
 from tokenrace.client.openai import error_message_from_body
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, PreflightError
+from tokenrace.model.records import RequestRecord
 from tokenrace.redact import Redactor
 
 MODELS_TIMEOUT_S = 15.0

@@ -14,7 +14,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tokenrace.client.records import NS_PER_MS, RequestRecord
+from tokenrace.model.records import NS_PER_MS, RequestRecord
 
 REDRAW_S = 1.0
 

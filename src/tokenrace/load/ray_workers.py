@@ -23,11 +23,11 @@ import time
 from typing import Any, Final
 
 from tokenrace.client.openai import Prompt
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.clocks import ClockOffset, probe
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
 from tokenrace.load.workers import PoolSetup, WorkerLost
+from tokenrace.model.records import RequestRecord
 
 perf_ns = time.perf_counter_ns
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenrace.client.openai import Prompt
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput
 from tokenrace.load.arrivals import check_arrivals, schedule
 from tokenrace.load.prompts import PromptSet
@@ -26,6 +25,7 @@ from tokenrace.load.saturation import Detector, SaturationRule, Tick
 from tokenrace.load.shapes import Stage, StagesKind, concurrency_plan, ramp_offsets, stage_offsets
 from tokenrace.load.windows import Windows
 from tokenrace.load.workload import Prompts, Sessions, TraceLoad, Workload
+from tokenrace.model.records import Phase, RequestRecord
 
 perf_ns = time.perf_counter_ns
 # A probe: what a new user sends beside the load - a short prompt and one output token.
@@ -211,7 +211,7 @@ class Runner:
 
     async def _one(
         self,
-        phase: str,
+        phase: Phase,
         intended_ns: int | None = None,
         index: int | None = None,
         prompt: Prompt | None = None,
@@ -286,7 +286,7 @@ class Runner:
             else:
                 await asyncio.sleep(stage.end_s - stage.start_s)
 
-    async def _closed(self, phase: str, workers: int, count: int | None, duration_s: float | None) -> None:
+    async def _closed(self, phase: Phase, workers: int, count: int | None, duration_s: float | None) -> None:
         self._taken = 0
         self._deadline_ns = perf_ns() + int(duration_s * 1e9) if duration_s else None
 

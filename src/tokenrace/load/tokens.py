@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.model.records import RequestRecord
 
 
 class Tokenizer(Protocol):

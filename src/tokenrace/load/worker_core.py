@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.transport import Timeouts
 from tokenrace.load.runner import keep_awake, quiet_gc, sleep_until
+from tokenrace.model.records import RequestRecord
 
 perf_ns = time.perf_counter_ns
 

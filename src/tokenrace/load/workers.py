@@ -32,18 +32,18 @@ import struct
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from tokenrace import aio
 from tokenrace.client.openai import Prompt
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import InvalidInput, TokenraceError
 from tokenrace.load.calibration import calibrated_ceiling
 from tokenrace.load.clocks import ClockOffset, probe, to_parent_clock, to_worker_clock
 from tokenrace.load.worker_core import Identity, WorkerConfig, WorkerCore, clock_id, identity
 from tokenrace.model.manifest import WorkerInfo, WorkersInfo
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import RunWarning
 
 perf_ns = time.perf_counter_ns
@@ -188,9 +188,9 @@ def merge(rec: RequestRecord, got: RequestRecord, clock: ClockOffset | None) -> 
     """Copy what the worker measured into the runner's record, its stamps on the parent's clock."""
     if clock is not None:
         to_parent_clock(got, clock)
-    for f in fields(RequestRecord):
-        if f.name not in PARENT_FIELDS:
-            setattr(rec, f.name, getattr(got, f.name))
+    for name in RequestRecord.model_fields:
+        if name not in PARENT_FIELDS:
+            setattr(rec, name, getattr(got, name))
 
 
 def peak_in_flight(records: Sequence[RequestRecord]) -> int:

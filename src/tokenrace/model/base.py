@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict
 
 JsonObject = dict[str, Any]
 
+# Written into records.jsonl lines, summary.json, manifest.json, sweep.json and profile.json.
+SCHEMA_VERSION = 2  # 2: warnings are typed (code, message, figures) in one list
+
 
 class _Model(BaseModel):
     # Unknown keys are kept (a newer tokenrace may add fields; an older reader must not lose them).

@@ -6,13 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from tokenrace.model.base import _Model
-
-
-class Percentiles(_Model):
-    """A window's latency over its succeeded requests, ms."""
-
-    p50: float | None = None
-    p95: float | None = None
+from tokenrace.model.stats import Percentiles
 
 
 class DriftWindow(_Model):
@@ -26,7 +20,7 @@ class DriftWindow(_Model):
     errors: int = 0
     error_rate: float | None = None
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
-    ttft_ms: Percentiles = Field(default_factory=Percentiles)
+    ttft_ms: Percentiles = Field(default_factory=Percentiles)  # p50, p95 over its succeeded requests
     e2e_ms: Percentiles = Field(default_factory=Percentiles)
     samples: int = 0  # timeseries samples in the window; the figures below are their mean (or max)
     gpu_mem_used_bytes: float | None = None  # all GPUs together, mean

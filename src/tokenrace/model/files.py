@@ -8,17 +8,16 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from tokenrace.model.base import SCHEMA_VERSION as SCHEMA_VERSION  # defined beside the base model
 from tokenrace.model.claim import CLAIM_FILE, CLAIM_SCHEMA_VERSION, ClaimFile
 from tokenrace.model.history import HistoryRow
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.quality import QUALITY_SCHEMA_VERSION as QUALITY_SCHEMA_VERSION
 from tokenrace.model.quality import QualityResult
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
 
-# Written into records.jsonl lines, summary.json, manifest.json, sweep.json and profile.json.
-SCHEMA_VERSION = 2  # 2: warnings are typed (code, message, figures) in one list
 # quality.json and comparison.json (a quality pass and two compared) carry QUALITY_SCHEMA_VERSION, and
 # claim.json CLAIM_SCHEMA_VERSION: their layouts have their own history, so a change to the run's
 # files does not make older readers refuse them.
@@ -34,7 +33,7 @@ QUALITY = "quality.json"  # a quality pass's result
 COMPARISON = "comparison.json"  # two quality passes compared item by item
 
 FILE_MODELS: dict[str, type[BaseModel]] = {
-    RECORDS: RecordLine,
+    RECORDS: RequestRecord,
     SUMMARY: Summary,
     MANIFEST: Manifest,
     SWEEP: SweepFile,

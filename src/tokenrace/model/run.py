@@ -99,7 +99,7 @@ class PrefillFit(_Model):
 
 
 class GoodputSearch(_Model):
-    """A goodput sweep's search for the highest rate that met the SLO (sweep/knee.py)."""
+    """A goodput sweep's search for the highest rate that met the SLO (the SLA search, sweep/sla.py)."""
 
     best_rate: float | None = None
     lower: float | None = None

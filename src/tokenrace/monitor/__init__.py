@@ -50,7 +50,7 @@ sampler is off or failed); the models are in ``tokenrace.model.monitor``::
 A bench run wires the monitor in through ``tokenrace.runs.instruments.monitor_for_bench``; the
 summary builder (``tokenrace.runs.summary``) takes its resources and samples as context.
 
-Soak drift itself is ``tokenrace.figures.drift.drift(records, timeseries, window_s=None, t0_ns=None)``.
+Soak drift itself is ``tokenrace.figures.drift.drift(records, timeseries, window_s=None)``.
 
 The pieces: ``GpuSampler(nvml)`` (gpu.py), ``SystemSampler()`` (system.py),
 ``MetricsScraper(url)`` with ``parse_metrics``/``normalize`` (server.py), ``Aggregator``

@@ -10,7 +10,7 @@ timeseries line reads the same for vLLM, SGLang, llama.cpp and TGI:
 | `kv_cache_usage` | fraction 0-1 | `vllm:kv_cache_usage_perc` (older: `gpu_cache_usage_perc`; a fraction despite the name) | `sglang:token_usage` | `llamacpp:kv_cache_usage_ratio` (older builds) | — |
 | `prompt_tokens_per_s`, `generation_tokens_per_s` | tokens/s | `*_tokens_total` counters | same | `prompt_tokens_total`, `tokens_predicted_total` | — |
 | `preemptions_total` | requests | `vllm:num_preemptions_total` | — | — | — |
-| `ttft_mean_ms`, `tpot_mean_ms` | ms | `*:time_to_first_token_seconds`, `*:time_per_output_token_seconds` histograms | same | — | — |
+| `ttft_mean_ms`, `tpot_mean_ms` | ms | `*:time_to_first_token_seconds`, `*:time_per_output_token_seconds` histograms (vLLM 0.11+: `vllm:request_time_per_output_token_seconds`) | same | — | — |
 
 Gauges are summed over label sets (data-parallel engines report one set each), except
 `kv_cache_usage`, the fullest cache. Rates and histogram means cover the time since the previous
@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -99,8 +100,8 @@ def normalize(engine: str, now: Scrape, before: Scrape | None) -> ServerSample:
         prompt_tokens_per_s=per_s("prompt_tokens"),
         generation_tokens_per_s=per_s("generation_tokens"),
         preemptions_total=_count(now.total(preempt)) if preempt else None,
-        ttft_mean_ms=_hist_mean_ms(now, before, names.histograms.get("ttft_s")),
-        tpot_mean_ms=_hist_mean_ms(now, before, names.histograms.get("tpot_s")),
+        ttft_mean_ms=_hist_mean_ms(now, before, names.histograms.get("ttft_s", ())),
+        tpot_mean_ms=_hist_mean_ms(now, before, names.histograms.get("tpot_s", ())),
     )
 
 
@@ -127,10 +128,20 @@ def _rate(now: Scrape, before: Scrape | None, name: str, dt: float) -> float | N
     return round((b - a) / dt, 3)
 
 
-def _hist_mean_ms(now: Scrape, before: Scrape | None, name: str | None) -> float | None:
-    """Mean of the observations made between the two scrapes (sum and count deltas)."""
-    if before is None or name is None:
+def _hist_mean_ms(now: Scrape, before: Scrape | None, names: tuple[str, ...]) -> float | None:
+    """Mean of the observations made between the two scrapes (sum and count deltas), of the first
+    of `names` that had any."""
+    if before is None:
         return None
+    return first_found(names, lambda name: _one_hist_mean_ms(now, before, name))
+
+
+def first_found(names: tuple[str, ...], mean: Callable[[str], float | None]) -> float | None:
+    """`mean` of the first of `names` (an engine's newest name first) that has a value."""
+    return next((m for m in map(mean, names) if m is not None), None)
+
+
+def _one_hist_mean_ms(now: Scrape, before: Scrape, name: str) -> float | None:
     s1, c1 = now.total(f"{name}_sum"), now.total(f"{name}_count")
     s0, c0 = before.total(f"{name}_sum"), before.total(f"{name}_count")
     if None in (s1, c1, s0, c0):
@@ -238,6 +249,11 @@ def is_local_url(url: str) -> bool:
         return host == socket.gethostname().lower()
     own = {a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs}
     return host in own
+
+
+def first_histogram_mean_delta(before: str, after: str, names: tuple[str, ...]) -> float | None:
+    """`histogram_mean_delta` of the first of `names` (an engine's newest name first) that has one."""
+    return first_found(names, lambda name: histogram_mean_delta(before, after, name))
 
 
 def histogram_mean_delta(before: str, after: str, name: str) -> float | None:

@@ -32,7 +32,7 @@ from tokenrace.model.files import TIMESERIES, read_jsonl
 from tokenrace.model.monitor import GpuSample, Resources, SamplerStatus, ServerSample, SystemSample, TimeseriesLine
 from tokenrace.monitor.aggregate import Aggregator
 from tokenrace.monitor.gpu import GpuSampler, SamplerUnavailable
-from tokenrace.monitor.server import MetricsScraper, ScrapeFailed, histogram_mean_delta
+from tokenrace.monitor.server import MetricsScraper, ScrapeFailed, first_histogram_mean_delta
 from tokenrace.monitor.system import SystemSampler
 
 SERVER_MAX_CONSECUTIVE = 3
@@ -351,12 +351,12 @@ class MonitorSession:
         if not engine or not first or not last or first is last:
             return None, None
         hist = WITH_METRICS[engine].histograms
-        ttft, tpot = (_mean_ms(first, last, hist.get(key)) for key in ("ttft_s", "tpot_s"))
+        ttft, tpot = (_mean_ms(first, last, hist.get(key, ())) for key in ("ttft_s", "tpot_s"))
         return ttft, tpot
 
 
-def _mean_ms(first: str, last: str, histogram: str | None) -> float | None:
-    mean_s = histogram_mean_delta(first, last, histogram) if histogram else None
+def _mean_ms(first: str, last: str, histograms: tuple[str, ...]) -> float | None:
+    mean_s = first_histogram_mean_delta(first, last, histograms)
     return None if mean_s is None else round(mean_s * 1000.0, 4)
 
 

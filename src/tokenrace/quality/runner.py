@@ -18,10 +18,10 @@ import orjson
 from pydantic import JsonValue
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
-from tokenrace.client.records import RequestRecord, derived
 from tokenrace.client.transport import Timeouts
 from tokenrace.errors import InvalidInput, PreflightError, UsageError
 from tokenrace.model.files import ITEMS, QUALITY
+from tokenrace.model.records import RequestRecord
 from tokenrace.quality.models import EngineInfo, ItemResult, QualityResult, QualityRunSettings, VerdictName
 from tokenrace.quality.scoring import by_suite, score, speed
 from tokenrace.quality.suites import Item
@@ -155,7 +155,7 @@ async def ask(client: OpenAIClient, item: Item, seq: int) -> ItemResult:
     prompt = Prompt(messages=[{"role": "user", "content": item.prompt}], max_tokens=item.max_tokens)
     await client.send(prompt, rec)
     _count_tokens(rec)
-    d = derived(rec)
+    rec.settle(rec.begin_ns)  # an item's figures are spans: any origin will do
     if rec.ok:
         judged = item.check.check(rec.text)
         verdict: VerdictName = "right" if judged.correct else "wrong"
@@ -173,9 +173,9 @@ async def ask(client: OpenAIClient, item: Item, seq: int) -> ItemResult:
         reason=reason,
         error_kind=None if rec.ok else rec.error_kind,
         error_message=None if rec.ok else rec.error_message,
-        ttft_ms=d["ttft_ms"],
-        tpot_ms=d["tpot_ms"],
-        e2e_ms=d["e2e_ms"],
+        ttft_ms=rec.ttft_ms,
+        tpot_ms=rec.tpot_ms,
+        e2e_ms=rec.e2e_ms,
         prompt_tokens=rec.prompt_tokens,
         output_tokens=rec.output_tokens,
         output_tokens_source=rec.output_tokens_source,

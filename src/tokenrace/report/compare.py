@@ -16,7 +16,7 @@ from tokenrace import stats as bs
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import Knee, StepRow
 from tokenrace.model.summary import Cost
 from tokenrace.report import render
@@ -211,7 +211,7 @@ def token_blocks(run: Run) -> np.ndarray | None:
     return np.asarray(counts / ((t1 - t0) / n / 1000), dtype=float)
 
 
-def _token_arrivals(ok: list[RecordLine]) -> tuple[list[float], list[float]]:
+def _token_arrivals(ok: list[RequestRecord]) -> tuple[list[float], list[float]]:
     """(ms, tokens) of every chunk of the succeeded requests; a non-streamed answer counts at its end."""
     times: list[float] = []
     tokens: list[float] = []

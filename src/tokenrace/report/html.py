@@ -23,7 +23,7 @@ from tokenrace import __version__
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.monitor import TimeseriesLine
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import StepRow, SweepFile
 from tokenrace.model.summary import Cost
 from tokenrace.plan import plan
@@ -93,10 +93,6 @@ def _vals(run: Run, key: str) -> np.ndarray:
 
 def _cdf_y(n: int) -> np.ndarray:
     return np.arange(1, n + 1) / n
-
-
-def _series_name(run: Run, step: str | None = None) -> str:
-    return step or run.name
 
 
 # --- charts ----------------------------------------------------------------------------------------
@@ -191,7 +187,7 @@ class TimelineBar:
     error: Span | None
 
     @classmethod
-    def of(cls, r: RecordLine, t0: float) -> TimelineBar:
+    def of(cls, r: RequestRecord, t0: float) -> TimelineBar:
         start = ((r.start_ms or 0.0) - t0) / 1000
         e2e, ttft = r.e2e_ms, r.ttft_ms
         end = start + (e2e or 0.0) / 1000

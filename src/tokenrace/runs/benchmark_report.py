@@ -49,7 +49,7 @@ from tokenrace.model.benchmark_report import (
     Unit,
 )
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Summary
 from tokenrace.runs.run import Run
@@ -225,7 +225,7 @@ def _source(m: Manifest) -> Literal["random", "sampled", "unknown"]:
     return "sampled" if m.prompts.name else "unknown"
 
 
-def _aggregate(s: Summary, ok: list[RecordLine]) -> Aggregate:
+def _aggregate(s: Summary, ok: list[RequestRecord]) -> Aggregate:
     counts, metrics = s.requests, s.metrics
     requests = AggregateRequests(
         # The format counts every request sent; tokenrace leaves cancelled ones out of its total.
@@ -250,7 +250,7 @@ def _aggregate(s: Summary, ok: list[RecordLine]) -> Aggregate:
     )
 
 
-def _gaps(ok: list[RecordLine]) -> list[float]:
+def _gaps(ok: list[RequestRecord]) -> list[float]:
     return [float(g) for r in ok for g in np.diff(np.asarray(r.chunk_offsets_ms, dtype=float))]
 
 

@@ -21,13 +21,12 @@ import orjson
 import yaml
 
 from tokenrace import __version__
-from tokenrace.client.records import RequestRecord
 from tokenrace.errors import UsageError
 from tokenrace.load.windows import Windows
 from tokenrace.model.base import checked_for_writing
 from tokenrace.model.files import MANIFEST, RECORDS, SCHEMA_VERSION, SUMMARY, read_jsonl
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import Phase, RequestRecord
 from tokenrace.model.sections import Speculative
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import Imported, RequestCounts, Summary
@@ -116,7 +115,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 def _record(
     seq: int,
-    phase: str,
+    phase: Phase,
     start_ns: int,
     ttft_ns: int | None,
     gaps_ns: Sequence[int],
@@ -142,10 +141,11 @@ def _record(
 
 
 def _run(path: Path, records: list[RequestRecord], windows: Windows, manifest: dict[str, Any]) -> Run:
+    for r in records:
+        r.settle(0)  # times are already relative to the first start
     summary = build_summary(records, RunContext(windows))
     summary.imported = Imported(tool=manifest["tool"], source_file=str(path))
-    lines = [RecordLine.model_validate(r.to_json(0)) for r in records]
-    return Run(path, "run", summary, Manifest.model_validate(manifest), _records=lines)
+    return Run(path, "run", summary, Manifest.model_validate(manifest), _records=records)
 
 
 def _manifest(
@@ -341,7 +341,7 @@ def from_aiperf(lines: list[dict[str, Any]], path: Path, aggregate: dict[str, An
 
 def _aiperf_record(seq: int, x: dict[str, Any], t0: int) -> RequestRecord:
     meta, m, err = x["metadata"], x.get("metrics") or {}, x.get("error")
-    phase = "warmup" if (meta.get("benchmark_phase") or meta.get("credit_phase")) == "warmup" else "measure"
+    phase: Phase = "warmup" if (meta.get("benchmark_phase") or meta.get("credit_phase")) == "warmup" else "measure"
     start = (meta.get("request_start_ns") or meta.get("timestamp_ns") or t0) - t0
     latency = _ns(m.get("request_latency"))
     end = (

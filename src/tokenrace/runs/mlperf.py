@@ -11,13 +11,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenrace.client.openai import OpenAIClient
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.mlperf import Agreement, EarlyStop, LoadgenResult, agreement, early_stops, read_loadgen
 from tokenrace.load.mlperf import PERCENTILE, LoadgenRunner, MlperfSpec, loadgen
 from tokenrace.load.workers import Dispatcher
 from tokenrace.load.workload import Built, Prompts
+from tokenrace.model.records import RequestRecord
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings, Progress
 

@@ -17,7 +17,7 @@ from tokenrace.errors import UsageError
 from tokenrace.model.files import RECORDS, read_jsonl
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.monitor import TimeseriesLine
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import Knee, ProfileFile, SweepFile
 from tokenrace.model.summary import Summary
 from tokenrace.monitor import load_timeseries
@@ -33,7 +33,7 @@ class Run:
     manifest: Manifest = field(default_factory=Manifest)  # a sweep's or profile's: its first step's
     steps: list[tuple[str, Run]] = field(default_factory=list)
     interrupted: bool = False  # a fresh run stopped early (Ctrl-C, or every worker lost)
-    _records: list[RecordLine] | None = None
+    _records: list[RequestRecord] | None = None
 
     @property
     def summary(self) -> Summary:
@@ -76,17 +76,17 @@ class Run:
         """This run or one of its steps stopped early."""
         return self.interrupted or any(r.interrupted for _, r in self.steps)
 
-    def records(self) -> list[RecordLine]:
+    def records(self) -> list[RequestRecord]:
         """records.jsonl lines (every phase); a line that is not a record (cut by a crash) is skipped."""
         if self._records is None:
             path = self.directory / RECORDS
             self._records = _record_lines(read_jsonl(path)) if path.is_file() else []
         return self._records
 
-    def measured_ok(self) -> list[RecordLine]:
+    def measured_ok(self) -> list[RequestRecord]:
         return [r for r in self.records() if r.phase == "measure" and r.error_kind is None]
 
-    def measured(self) -> list[RecordLine]:
+    def measured(self) -> list[RequestRecord]:
         return [r for r in self.records() if r.phase == "measure" and r.error_kind != "cancelled"]
 
     def timeseries(self) -> list[TimeseriesLine]:
@@ -94,10 +94,10 @@ class Run:
         return load_timeseries(self.directory)
 
 
-_RECORD_LINES = TypeAdapter(list[RecordLine])
+_RECORD_LINES = TypeAdapter(list[RequestRecord])
 
 
-def _record_lines(lines: Sequence[object]) -> list[RecordLine]:
+def _record_lines(lines: Sequence[object]) -> list[RequestRecord]:
     """Every line as a record, validated at once (twice as fast as line by line); when one is not a
     record, line by line without it."""
     try:
@@ -106,8 +106,8 @@ def _record_lines(lines: Sequence[object]) -> list[RecordLine]:
         return [r for r in map(_record_line, lines) if r is not None]
 
 
-def _record_line(line: object) -> RecordLine | None:
+def _record_line(line: object) -> RequestRecord | None:
     try:
-        return RecordLine.model_validate(line)
+        return RequestRecord.model_validate(line)
     except ValidationError:
         return None

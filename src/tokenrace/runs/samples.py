@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tokenrace.figures.objectives import Sample
 from tokenrace.model.files import RECORDS, SUMMARY, read_jsonl
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Summary
 from tokenrace.runs.store import read_json
 
@@ -15,7 +15,7 @@ def sample_of(directory: Path, phase: str = "measure") -> Sample:
     """The measured requests of the run in `directory` (cold, warm-up and probe requests left out,
     cancelled ones too, as in the summary), with its whole-run rates and goodput count. `phase`
     "cold" gives the cold request alone (and no whole-run rates)."""
-    lines = [RecordLine.model_validate(line) for line in read_jsonl(directory / RECORDS)]
+    lines = [RequestRecord.model_validate(line) for line in read_jsonl(directory / RECORDS)]
     measured = [r for r in lines if r.phase == phase and r.error_kind != "cancelled"]
     ok = [r for r in measured if r.error_kind is None]
     summary = Summary.model_validate(read_json(directory / SUMMARY))

@@ -16,7 +16,6 @@ from tokenrace import __version__
 from tokenrace.client.images import IMAGE_APIS
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.providers import HOSTED_HOSTS, ResolvedEndpoint
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.client.structured import STRUCTURED_APIS
 from tokenrace.client.transport import Timeouts
@@ -53,6 +52,7 @@ from tokenrace.model.environment import Environment
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION
 from tokenrace.model.manifest import Manifest, PromptsInfo, WorkersInfo, Workload
 from tokenrace.model.monitor import MonitorSettings, Resources
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.settings import RunSettings
 from tokenrace.model.summary import RunWarning, Summary
 from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy

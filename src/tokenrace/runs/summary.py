@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.figures.cache import cache_section, cache_warning
 from tokenrace.figures.client_load import ClientObservation, client_load, client_warning
 from tokenrace.figures.content import content_section, content_warning, samples_of
@@ -30,6 +29,7 @@ from tokenrace.figures.tails import tail_warning
 from tokenrace.load.windows import Windows
 from tokenrace.model.files import SCHEMA_VERSION
 from tokenrace.model.monitor import Resources, TimeseriesLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import EngineClock, Metrics, RunWarning, ServerCache, Summary
 from tokenrace.monitor.advice import resource_warnings
@@ -104,7 +104,7 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
         s.resources = ctx.resources
         resource = resource_warnings(ctx.resources, s)
     if is_soak(ctx.duration_s):
-        s.drift = drift(records, ctx.timeseries, None, ctx.t0_ns)
+        s.drift = drift(records, ctx.timeseries)
     if ctx.client is not None:
         s.client_load = client_load(ok, s.throughput.window_s, s.max_in_flight or 0, ctx.client)
         s.client_bound = s.client_load.client_bound

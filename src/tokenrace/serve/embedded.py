@@ -11,7 +11,6 @@ import hashlib
 import importlib.resources
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -54,18 +53,6 @@ def binary_env(binary: Path) -> dict[str, str]:
         return {}
     current = os.environ.get("LD_LIBRARY_PATH", "")
     return {"LD_LIBRARY_PATH": os.pathsep.join(dirs + ([current] if current else []))}
-
-
-def binary_works(binary: Path) -> bool:
-    """`llama-server --version` runs: the binary and every shared library it needs are there."""
-
-    try:
-        out = subprocess.run(
-            [str(binary), "--version"], capture_output=True, timeout=30, env={**os.environ, **binary_env(binary)}
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0
 
 
 def default_model() -> Path:

@@ -1,4 +1,4 @@
-"""Saturation, the knee, the prefill fit and the goodput search: pure functions over step figures.
+"""Saturation, the knee and the prefill fit: pure functions over step figures.
 
 Definitions (docs/sweep.md):
 
@@ -14,10 +14,12 @@ Definitions (docs/sweep.md):
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from tokenrace.model.run import PrefillFit
 
 DEFAULT_GAIN_THRESHOLD = 0.10
 DEFAULT_MAX_ERROR_RATE = 0.05
@@ -93,94 +95,31 @@ def analyse(
 # --- prompt length: TTFT against input tokens -------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class PrefillFit:
-    """ttft_ms = intercept_ms + slope_ms_per_token * prompt_tokens, least squares."""
-
-    points: int
-    slope_ms_per_token: float | None
-    intercept_ms: float | None
-    r2: float | None
-    prefill_tokens_per_s: float | None  # 1000 / slope; None unless the slope is positive
-
-    def to_dict(self) -> dict[str, float | int | None]:
-        return {
-            "points": self.points,
-            "slope_ms_per_token": _r(self.slope_ms_per_token, 6),
-            "intercept_ms": _r(self.intercept_ms, 4),
-            "r2": _r(self.r2, 4),
-            "prefill_tokens_per_s": _r(self.prefill_tokens_per_s, 2),
-        }
-
-
 def _r(v: float | None, digits: int) -> float | None:
     return None if v is None else round(v, digits)
 
 
-def fit_prefill(tokens: Sequence[float | None], ttft_ms: Sequence[float | None]) -> PrefillFit:
+def fit_prefill(
+    tokens: Sequence[float | None], ttft_ms: Sequence[float | None], x: str | None = None, y: str | None = None
+) -> PrefillFit:
+    """ttft_ms = intercept_ms + slope_ms_per_token * prompt_tokens, least squares; `x` and `y` name
+    the figures fitted (kept with the fit in sweep.json)."""
     pairs = [(x, y) for x, y in zip(tokens, ttft_ms, strict=False) if x is not None and y is not None]
     xs = np.array([p[0] for p in pairs], dtype=float)
     ys = np.array([p[1] for p in pairs], dtype=float)
     if len(pairs) < 2 or np.ptp(xs) == 0:
-        return PrefillFit(len(pairs), None, None, None, None)
+        return PrefillFit(points=len(pairs), x=x, y=y)
     slope, intercept = (float(v) for v in np.polyfit(xs, ys, 1))
     resid = ys - (intercept + slope * xs)
     total = float(((ys - ys.mean()) ** 2).sum())
     r2 = 1.0 - float((resid**2).sum()) / total if total > 0 else None
     rate = 1000.0 / slope if slope > 0 else None
-    return PrefillFit(len(pairs), slope, intercept, r2, rate)
-
-
-# --- the highest rate that meets the SLOs -----------------------------------------------------
-
-
-@dataclass(slots=True)
-class Search:
-    best_rate: float | None = None
-    probes: list[tuple[float, bool]] = field(default_factory=list)
-    lower: float | None = None  # highest rate that passed
-    upper: float | None = None  # lowest rate that failed
-    reason: str = "converged"  # converged | max_probes | no_passing_rate | no_failing_rate
-
-
-Probe = Callable[[float], Awaitable[bool]]
-
-
-async def search_max_rate(
-    probe: Probe, start: float, tolerance: float = 0.10, max_probes: int = 12, min_rate: float = 0.01
-) -> Search:
-    """Bracket the pass/fail boundary by doubling or halving from `start`, then bisect until
-    upper/lower - 1 <= tolerance. Every probe is kept, in order."""
-    s = Search()
-
-    async def run(rate: float) -> bool:
-        ok = await probe(rate)
-        s.probes.append((rate, ok))
-        if ok:
-            s.lower = rate if s.lower is None else max(s.lower, rate)
-        else:
-            s.upper = rate if s.upper is None else min(s.upper, rate)
-        return ok
-
-    rate = start
-    ok = await run(rate)
-    while len(s.probes) < max_probes and (s.upper is None or s.lower is None):
-        rate = rate * 2 if ok else rate / 2
-        if rate < min_rate:
-            break
-        ok = await run(rate)
-    while (
-        s.lower is not None and s.upper is not None and s.upper / s.lower - 1 > tolerance and len(s.probes) < max_probes
-    ):
-        await run((s.lower + s.upper) / 2)
-    s.best_rate = s.lower
-    s.reason = _search_reason(s, tolerance)
-    return s
-
-
-def _search_reason(s: Search, tolerance: float) -> str:
-    if s.lower is None:
-        return "no_passing_rate"
-    if s.upper is None:
-        return "no_failing_rate"
-    return "converged" if s.upper / s.lower - 1 <= tolerance else "max_probes"
+    return PrefillFit(
+        points=len(pairs),
+        slope_ms_per_token=_r(slope, 6),
+        intercept_ms=_r(intercept, 4),
+        r2=_r(r2, 4),
+        prefill_tokens_per_s=_r(rate, 2),
+        x=x,
+        y=y,
+    )

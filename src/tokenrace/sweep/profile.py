@@ -19,7 +19,8 @@ from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings
 from tokenrace.runs.store import default_run_dir, write_model
 from tokenrace.serve.embedded import EmbeddedOptions
-from tokenrace.serve.launch import RunningEngine, start_embedded
+from tokenrace.serve.launch import RunningEngine, start_engine
+from tokenrace.serve.vllm_cpu import VllmCpuOptions
 from tokenrace.sweep.runner import ProgressFor, StepRunner
 
 __all__ = ["DEFAULT_STEPS", "profile_summary", "run_profile", "step_row"]
@@ -39,13 +40,13 @@ After = Callable[[RunningEngine, Path], Awaitable[Any]]
 
 async def run_profile(
     template: BenchSettings,
-    engine_opts: EmbeddedOptions,
+    engine_opts: EmbeddedOptions | VllmCpuOptions,
     progress_for: ProgressFor | None = None,
     steps: tuple[tuple[str, Load], ...] = DEFAULT_STEPS,
     after: After | None = None,
 ) -> tuple[Run, Any]:
     """The profile's run, and what `after` returned (None when it did not run)."""
-    engine = await start_embedded(engine_opts)
+    engine = await start_engine(engine_opts)
     try:
         result = await _run_steps(engine, template, steps, progress_for)
         done = None
@@ -58,7 +59,7 @@ async def run_profile(
 
 def embedded_settings(engine: RunningEngine, template: BenchSettings) -> BenchSettings:
     """The template pointed at a running embedded engine, with the engine in every manifest."""
-    endpoint = ResolvedEndpoint(engine.base_url, None, None, "llamacpp")
+    endpoint = ResolvedEndpoint(engine.base_url, None, None, engine.provider)
     return dataclasses.replace(template, endpoint=endpoint, model=engine.model, engine=engine.info)
 
 

@@ -49,7 +49,7 @@ from tokenrace.load.content import KINDS as CONTENT_KINDS
 from tokenrace.load.runner import Load
 from tokenrace.model.files import RECORDS, SCHEMA_VERSION, SUMMARY, SWEEP
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.records import RecordLine
+from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import GoodputSearch, Knee, PrefillFit, StepRow, SweepFile
 from tokenrace.model.sections import ContentSpeed
 from tokenrace.model.sla import SlaPoint, SlaSection, SlaStep, SweepPlanSection
@@ -301,8 +301,8 @@ class Sweep:
                 self.state.stop_reason = "errors"
                 break
         rows = self.state.rows
-        fit = kn.fit_prefill([r.prompt_tokens_mean for r in rows], [r.ttft_ms.p50 for r in rows])
-        self.state.prefill = PrefillFit.model_validate({**fit.to_dict(), "x": "prompt_tokens mean", "y": "ttft_ms p50"})
+        tokens, ttft = [r.prompt_tokens_mean for r in rows], [r.ttft_ms.p50 for r in rows]
+        self.state.prefill = kn.fit_prefill(tokens, ttft, x="prompt_tokens mean", y="ttft_ms p50")
 
     async def _contents(self) -> None:
         """Each kind of content alone at the same load (so the engine's counters belong to it), then compared."""
@@ -517,7 +517,7 @@ def _content_samples(directory: Path) -> list[ContentSample]:
     """A step's succeeded measured requests, read back from its records.jsonl."""
     out = []
     for line in (directory / RECORDS).read_text(encoding="utf-8").splitlines():
-        r = RecordLine.model_validate_json(line)
+        r = RequestRecord.model_validate_json(line)
         if r.phase == "measure" and r.error_kind is None and r.content is not None:
             out.append(ContentSample(r.content, r.tpot_ms, r.output_tokens, r.prompt_tokens))
     return out

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import RequestSpec
 from tokenrace.client.stream import StreamReader
+from tokenrace.model.records import RequestRecord
 
 
 @runtime_checkable

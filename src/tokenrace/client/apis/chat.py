@@ -12,10 +12,11 @@ import orjson
 
 from tokenrace.client.apis.base import Api, body_object
 from tokenrace.client.conversation import ChatMessage
-from tokenrace.client.records import RequestRecord, cached_tokens_of
+from tokenrace.client.records import cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader, error_message_from_body
 from tokenrace.client.structured import response_format
+from tokenrace.model.records import RequestRecord
 
 
 def chat_messages(prompt: Prompt) -> list[ChatMessage]:
@@ -108,7 +109,7 @@ class ChatReader(StreamReader):
         if not isinstance(obj, dict):
             rec.fail("malformed_sse", f"SSE data is not an object: {data[:120]!r}")
             return
-        if rec.response_id is None:
+        if not self.chunk_ns and rec.response_id is None:  # read until the first content chunk
             rec.response_id = obj.get("id")
         choices = obj.get("choices")
         if choices:
@@ -126,24 +127,23 @@ class ChatReader(StreamReader):
 
     def _on_choice(self, choice: dict[str, Any], t: int) -> None:
         # StreamReader.content() inlined, for the same reason as the parse above.
-        rec = self.rec
         answer, reasoning = _content_of(choice, self.chat)
         if answer or reasoning:
-            if rec.first_token_ns is None:
-                rec.first_token_ns = t
-                if rec.on_first_token is not None:
-                    rec.on_first_token(t)
-            if answer and rec.first_answer_ns is None:
-                rec.first_answer_ns = t
-            rec.chunk_ns.append(t)
-            rec.chunk_chars.append(len(answer) + len(reasoning))
+            chunk_ns = self.chunk_ns
+            if not chunk_ns:
+                self.first_token(t)
+            if answer and not self.answered:
+                self.answered = True
+                self.rec.first_answer_ns = t
+            chunk_ns.append(t)
+            self.chunk_chars.append(len(answer) + len(reasoning))
             self.pieces.append(reasoning + answer)
             if reasoning and not answer:
-                rec.reasoning_chunks += 1
+                self.reasoning += 1
         reason = choice.get("finish_reason")
         if reason:
-            rec.finish_reason = reason
-            rec.finishes = (rec.finishes or 0) + 1  # more than one: a server that ends twice (TEST06)
+            self.rec.finish_reason = reason
+            self.rec.finishes = (self.rec.finishes or 0) + 1  # more than one: a server that ends twice (TEST06)
 
 
 class StructuredChatReader(ChatReader):
@@ -164,20 +164,20 @@ class StructuredChatReader(ChatReader):
         reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
         tool = self._tool_text(delta.get("tool_calls"))
         if answer or reasoning or tool:
-            if rec.first_token_ns is None:
-                rec.first_token_ns = t
-                if rec.on_first_token is not None:
-                    rec.on_first_token(t)
-            if answer and rec.first_answer_ns is None:
+            chunk_ns = self.chunk_ns
+            if not chunk_ns:
+                self.first_token(t)
+            if answer and not self.answered:
+                self.answered = True
                 rec.first_answer_ns = t
             if tool and rec.first_tool_ns is None:
                 rec.first_tool_ns = t
-            rec.chunk_ns.append(t)
-            rec.chunk_chars.append(len(answer) + len(reasoning) + len(tool))
+            chunk_ns.append(t)
+            self.chunk_chars.append(len(answer) + len(reasoning) + len(tool))
             self.pieces.append(reasoning + answer + tool)
             self.answer.append(answer)
             if reasoning and not answer and not tool:
-                rec.reasoning_chunks += 1
+                self.reasoning += 1
         reason = choice.get("finish_reason")
         if reason:
             rec.finish_reason = reason

@@ -11,8 +11,8 @@ import binascii
 from typing import Any
 
 from tokenrace.client.apis.base import Api, body_object, count
-from tokenrace.client.records import RequestRecord, Usage
 from tokenrace.client.request import RequestSpec
+from tokenrace.model.records import RequestRecord, Usage
 
 
 class EmbeddingsApi(Api):

@@ -19,9 +19,10 @@ from typing import Any
 from tokenrace.client.apis.base import Api, body_object, count
 from tokenrace.client.conversation import Content
 from tokenrace.client.images import AnthropicPart, anthropic_part
-from tokenrace.client.records import RequestRecord, Usage, cached_tokens_of
+from tokenrace.client.records import cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader
+from tokenrace.model.records import RequestRecord, Usage
 
 ANTHROPIC_VERSION = "2023-06-01"
 # The API refuses a request without max_tokens; this is sent when the run sets none.

@@ -12,9 +12,9 @@ from typing import Any
 
 from tokenrace.client.apis.base import Api
 from tokenrace.client.apis.embeddings import pooling_usage
-from tokenrace.client.records import RequestRecord
 from tokenrace.client.request import RequestSpec
 from tokenrace.engines import server_root
+from tokenrace.model.records import RequestRecord
 
 
 def _documents(spec: RequestSpec) -> list[str]:

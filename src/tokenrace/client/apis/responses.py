@@ -15,10 +15,11 @@ from typing import Any
 from tokenrace.client.apis.base import Api, body_object, count
 from tokenrace.client.conversation import Content
 from tokenrace.client.images import ResponsesPart, responses_part
-from tokenrace.client.records import RequestRecord, Usage, cached_tokens_of
+from tokenrace.client.records import cached_tokens_of
 from tokenrace.client.request import Prompt, RequestSpec
 from tokenrace.client.stream import StreamReader
 from tokenrace.client.structured import Tool, ToolChoice, response_format
+from tokenrace.model.records import RequestRecord, Usage
 
 END_EVENTS = ("response.completed", "response.incomplete")
 
@@ -144,14 +145,14 @@ class StructuredResponsesReader(ResponsesReader):
 
     def _tool(self, text: str, t: int) -> None:
         rec = self.rec
-        if rec.first_token_ns is None:
-            rec.first_token_ns = t
+        if not self.chunk_ns:
+            self.first_token(t)
             if rec.on_first_token is not None:
                 rec.on_first_token(t)
         if rec.first_tool_ns is None:
             rec.first_tool_ns = t
-        rec.chunk_ns.append(t)
-        rec.chunk_chars.append(len(text))
+        self.chunk_ns.append(t)
+        self.chunk_chars.append(len(text))
         self.pieces.append(text)
 
     def structured(self) -> tuple[str, int]:
