@@ -74,6 +74,10 @@ def test_an_honest_server_passes_every_compliance_check(tmp_path: Path) -> None:
     speedup_ttft = repeated.figures["compliance"].speedup_ttft_p50
     assert speedup_ttft is not None and speedup_ttft > 1.5, repeated.note
     assert repeated.runs and (tmp_path / "c" / repeated.runs[0] / "records.jsonl").exists()
+    # one factor at a time: the repeated prompt has the baseline's length
+    warm = next(c for c in claim.conditions if c.dimension == "warm")
+    mine, theirs = repeated.figures.get("prompt_tokens_mean"), warm.figures.get("prompt_tokens_mean")
+    assert mine and theirs and abs(mine - theirs) <= 0.25 * max(mine, theirs), (mine, theirs)
     assert claim.verdict == "holds", claim.sentence
 
 

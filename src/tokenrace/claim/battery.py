@@ -762,6 +762,7 @@ class Battery:
             sample = got if sample is None else sample.pooled(got)
             condition = compliance.repeated_prompt(sample, warm.sample, self.cs.look_confidence)
             condition.run_dir, condition.runs = runs[0], list(runs)
+            condition.figures["prompt_tokens_mean"] = result.summary.metrics.prompt_tokens.mean
             if index is None:
                 index = len(self.claim.conditions)
                 self.claim.conditions.append(condition)
