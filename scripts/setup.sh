@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install tokenrace with the embedded engine (and, with --tests, what the tests need).
+# Create .venv and install tokenrace with the embedded engine and the gateway (and, with --tests, what
+# the tests need).
 #
 # The embedded engine is llama.cpp's own llama-server, compiled from the llama-cpp-python source
 # distribution on PyPI in the same build as the Python bindings (one compile, cached by pip's wheel
@@ -12,13 +13,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras="embedded"
+extras="embedded,gateway"
 want_debian=0
 want_engines=0
 for arg in "$@"; do
   case "$arg" in
     # otel, ray, mlperf: their tests run in CI too; so do the vLLM tests (--engines)
-    --tests) extras="embedded,test,otel,ray,mlperf"; want_debian=1; want_engines=1 ;;
+    --tests) extras="embedded,gateway,test,otel,ray,mlperf"; want_debian=1; want_engines=1 ;;
     --engines) want_engines=1 ;;
     *) echo "usage: scripts/setup.sh [--tests] [--engines]" >&2; exit 2 ;;
   esac

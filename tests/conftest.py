@@ -4,11 +4,13 @@ import asyncio
 import importlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import pytest
 
@@ -74,6 +76,16 @@ def require_module(name: str, install: str) -> ModuleType:
     return require(name, module, install)
 
 
+REAL_ENGINES = ("embedded", "vllm")  # markers of the tests that start a real inference engine
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on a real engine is slow: it belongs to the full suite, not the fast tier."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in REAL_ENGINES):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def tokenrace_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Runs made by tests index into a throwaway history, never the user's."""
@@ -95,16 +107,47 @@ def fake_key(prefix: str, name: str = "test") -> str:
     return f"{prefix}notarealkey{name}{'0' * 8}"
 
 
-def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """`tokenrace ARGS` run in this process: (exit code, stdout, stderr)."""
+def tokenrace(
+    *args: str,
+    home: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 180,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`tokenrace ARGS` as a real process (its own interpreter, no stdin), for what only a process
+    shows: the exit path, signals, what a fresh import costs. `home` is its TOKENRACE_HOME; `env` adds
+    to this process's environment. For flags and errors, `in_process` answers without the start-up."""
+    extra = {**(env or {}), **({"TOKENRACE_HOME": str(home)} if home is not None else {})}
+    return subprocess.run(
+        [sys.executable, "-m", "tokenrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **extra},
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
 
+
+class Ran(NamedTuple):
+    """What a command run in this process left: its exit code and output, named as a
+    CompletedProcess names them (it unpacks as `code, out, err` too)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> Ran:
+    """`tokenrace ARGS` run in this process: no interpreter to start and nothing to import again,
+    with the same exit code and output as the process (`main` maps errors to them)."""
     try:
         main(list(args))
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
-    return code, out, err
+    return Ran(code, out, err)
 
 
 def sigint_default() -> None:

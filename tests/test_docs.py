@@ -7,12 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
+from tokenrace.model.metrics import FIGURES, METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_cli_md_is_generated_from_current_help(tmp_path: Path) -> None:
     before = (ROOT / "docs" / "cli.md").read_text()
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py")], check=True, timeout=120)
@@ -39,6 +43,19 @@ def test_every_summary_metric_is_defined_in_metrics_md() -> None:
         assert f"throughput.{key}" in text, key
     for key in type(s).model_fields:  # every section of summary.json, a new one included
         assert f"`{key}" in text, key
+
+
+def test_every_declared_metric_has_its_row_and_unit_in_metrics_md() -> None:
+    """Each metric's and section figure's declaration (model/metrics.py) names it and its unit as a
+    table row of metrics.md does."""
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in (ROOT / "docs" / "metrics.md").read_text().splitlines()
+        if line.startswith("|")
+    ]
+    declared = [(m.name, m.unit) for m in METRICS] + [(f.name, f.unit) for f in FIGURES]
+    for name, unit in declared:
+        assert any(f"`{name}`" in row[0] and len(row) > 1 and row[1] == unit for row in rows), (name, unit)
 
 
 def _human_documents() -> list[Path]:

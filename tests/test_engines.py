@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
+
 from tokenrace import engines
 from tokenrace.client.providers import PROVIDERS
 from tokenrace.doctor.checks.engines import GPU_ENGINES
@@ -29,6 +31,7 @@ def test_the_catalog_is_a_leaf() -> None:
     assert not [m for m in imported if m.startswith("tokenrace")], imported
 
 
+@pytest.mark.slow
 def test_no_other_module_keeps_a_list_named_engines() -> None:
     """serve launches `engines.LAUNCHABLE` and monitor scrapes `engines.WITH_METRICS`: no copies."""
     found = []
@@ -58,6 +61,7 @@ def test_every_user_reads_the_catalog() -> None:
             assert urlsplit(preset.base_url).port == e.default_port and preset.key_env == e.key_env
 
 
+@pytest.mark.slow
 def test_serve_listens_where_the_preset_looks() -> None:
     """`tokenrace serve --engine sglang` and `tokenrace bench --provider sglang` meet on one port."""
     out = subprocess.run(

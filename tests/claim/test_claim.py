@@ -10,13 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import sigint_default
-from tests.e2e.test_cli_bench import tokenrace as run_cli
+from tests.conftest import sigint_default, tokenrace, wait_until
 from tests.integration.conftest import require_embedded
 
 from tokenrace.claim.battery import Battery, ClaimSettings, plan
@@ -56,10 +54,6 @@ def claim_settings(url: str, out: Path, expect: str, budget_s: float = 180.0) ->
     return ClaimSettings(
         template, parse_objectives(expect, "expect"), budget_s, max_concurrency=16, max_prompt_tokens=4096
     )
-
-
-def tokenrace(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, env={"TOKENRACE_HOME": str(home)}, timeout=timeout)
 
 
 @pytest.mark.slow
@@ -121,6 +115,7 @@ def test_the_same_server_without_its_tail_holds_with_its_p99_certified(tmp_path:
     assert (warm.checks[0].requests or 0) >= 407  # p99 at 0.95 split over 3 looks
 
 
+@pytest.mark.slow
 def test_the_quality_pass_is_reported_beside_the_verdict(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8}) as srv:
         cs = claim_settings(srv.url, tmp_path / "c", "ttft_p50<=200ms", 30)
@@ -140,6 +135,7 @@ def test_the_quality_pass_is_reported_beside_the_verdict(tmp_path: Path) -> None
     assert runs and {r.parent_id for r in runs if r.name == "warm"} == {row.id}
 
 
+@pytest.mark.slow
 def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "fault": "500", "fault_rate": 0.5}) as srv:
         claim = asyncio.run(Battery(claim_settings(srv.url, tmp_path / "c", "ttft_p50<=200ms", 20)).run())
@@ -147,6 +143,7 @@ def test_a_server_failing_half_its_requests_fails_the_claim(tmp_path: Path) -> N
     assert "failed" in claim.reasons[0] and "%" in claim.reasons[0], claim.reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "flag", "words"),
     [
@@ -196,6 +193,7 @@ def test_the_request_limit_leaves_parts_out_of_the_plan(claim_server: object, tm
     assert {c.dimension for c in battery.claim.conditions if c.skipped} >= {"concurrency"}
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_finished_conditions_and_a_partial_verdict(
     claim_server: object, tmp_path: Path, tokenrace_home: Path
 ) -> None:
@@ -211,9 +209,7 @@ def test_ctrl_c_keeps_the_finished_conditions_and_a_partial_verdict(
         stdin=subprocess.DEVNULL,
         preexec_fn=sigint_default,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and "warm" not in _measured(out / "claim.json"):
-        time.sleep(0.1)
+    wait_until(lambda: "warm" in _measured(out / "claim.json"), 60, "the warm condition in claim.json")
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -231,6 +227,7 @@ def _measured(path: Path) -> list[str]:
     return [c["dimension"] for c in json.loads(path.read_text())["conditions"] if c["held"] is not None]
 
 
+@pytest.mark.slow
 @pytest.mark.embedded
 def test_claim_on_the_embedded_engine(tmp_path: Path, tokenrace_home: Path) -> None:
 

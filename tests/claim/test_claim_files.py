@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from tests.runs.test_history import tokenrace
+from tests.conftest import in_process
 from tests.sweep.helpers import bench
 
 from tokenrace.claim.models import ClaimFile, read_claim
@@ -191,23 +191,25 @@ def test_an_older_claim_reads_back_to_the_same_json_and_fits_the_schema() -> Non
     assert list(validator.iter_errors(wrong))  # the schema does check the conditions
 
 
-def test_show_prints_the_verdict_the_sentence_and_every_condition(tmp_path: Path, tokenrace_home: Path) -> None:
+def test_show_prints_the_verdict_the_sentence_and_every_condition(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = write_claim(tmp_path / "c")
-    p = tokenrace("show", str(d), home=tokenrace_home)
+    p = in_process(capsys, "show", str(d))
     assert p.returncode == 0, p.stderr
     assert "HOLDS ONLY UNDER: fake-model @ http://127.0.0.1:8000/v1" in p.stdout
     assert "Holds only under: concurrency ≤ 4." in p.stdout and "321 requests in 179.5 s" in p.stdout
     assert "✗ 412.3 [371.1, 453.6]" in p.stdout and "left out" not in p.stdout
     assert "quality (beside, not in the verdict): accuracy 25.0 %" in p.stdout
 
-    p = tokenrace("show", str(d), "--markdown", home=tokenrace_home)
+    p = in_process(capsys, "show", str(d), "--markdown")
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("### HOLDS ONLY UNDER: fake-model")
     assert f"| condition | value | {EXPECT} | outcome | run / why not |" in p.stdout
     assert "| concurrency | 5 | ✗ 412.3 [371.1, 453.6] | no | concurrency/c5 (unclear:" in p.stdout
     assert "Holds only under: concurrency ≤ 4." in p.stdout
 
-    p = tokenrace("show", str(d), "--csv", home=tokenrace_home)
+    p = in_process(capsys, "show", str(d), "--csv")
     assert p.returncode == 0, p.stderr
     rows = list(csv.reader(io.StringIO(p.stdout)))
     assert rows[0] == ["condition", "value", EXPECT, "outcome", "run / why not"]
@@ -215,30 +217,32 @@ def test_show_prints_the_verdict_the_sentence_and_every_condition(tmp_path: Path
     assert by_condition["concurrency"][2] == "412.3456"  # the figure itself, unrounded, in ms
     assert by_condition["content"][1:4] == ["", "", "skipped"]  # missing is empty, never 0
 
-    p = tokenrace("show", str(d), "--json", home=tokenrace_home)
+    p = in_process(capsys, "show", str(d), "--json")
     saved = json.loads((d / "claim.json").read_text())
     assert like(json.loads(p.stdout), saved) == saved
 
 
 def test_runs_lists_a_claim_with_its_verdict_and_its_runs_beneath(
-    fake: Any, tmp_path: Path, tokenrace_home: Path
+    fake: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     d = write_claim(tmp_path / "c")
     bench(fake.base_url, d / "warm", label="the baseline")  # a run of the claim, indexed on its own
-    p = tokenrace("runs", "--import", str(d), home=tokenrace_home)
+    p = in_process(capsys, "runs", "--import", str(d))
     assert p.returncode == 0, p.stderr
     assert "indexed 2 entries" in p.stderr
     assert "claim" in p.stdout and "HOLDS ONLY UNDER" in p.stdout and "the baseline" not in p.stdout
-    p = tokenrace("runs", "--json", "--kind", "claim", home=tokenrace_home)
+    p = in_process(capsys, "runs", "--json", "--kind", "claim")
     (row,) = json.loads(p.stdout)
     assert row["verdict"] == "holds_only_under" and row["model"] == "fake-model" and row["steps"] == 4
     assert row["ttft_p50_ms"] == 45.123456 and row["error_rate"] == 0.0  # the baseline's
     with History.open() as h:
         (child,) = h.list(Filters(steps=True, kind="run"))
     assert child.parent_id == row["id"] and child.label == "the baseline"
-    p = tokenrace("show", row["id"], home=tokenrace_home)
+    p = in_process(capsys, "show", row["id"])
     assert p.returncode == 0 and "HOLDS ONLY UNDER" in p.stdout, p.stderr
-    p = tokenrace("compare", str(d), str(d / "warm"), home=tokenrace_home)
+    p = in_process(capsys, "compare", str(d), str(d / "warm"))
     assert p.returncode == 2 and "holds a claim" in p.stderr and "Traceback" not in p.stderr
 
 

@@ -46,6 +46,7 @@ def _sent(
     return [c for c in entry["chunks"] if c["kind"] in kinds]
 
 
+@pytest.mark.slow
 def test_ttft_ignores_role_chunk_and_matches_send_log(server: Any) -> None:
     server.reset()
     recs = run(_send(server.base_url, 4))

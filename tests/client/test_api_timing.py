@@ -67,6 +67,7 @@ def _sent(entry: dict[str, Any], kinds: tuple[str, ...] = ("content", "reasoning
     return [c for c in entry["chunks"] if c["kind"] in kinds]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_streamed_apis_match_the_send_log(server: Any, api: str) -> None:
     server.reset()
@@ -125,6 +126,7 @@ def _body_biases_ms(recs: list[RequestRecord], log: list[dict[str, Any]]) -> lis
     return [(r.end_ns - _sent(_entry(log, r.response_id), ("body",))[0]["t_ns"]) / 1e6 for r in recs]
 
 
+@pytest.mark.slow
 def test_embeddings_latency_is_the_programmed_time_per_input(server: Any) -> None:
     server.reset()
     sizes = (1, 8, 16) * 3
@@ -161,6 +163,7 @@ def test_rerank_latency_is_the_programmed_time_per_document(server: Any, fmt: st
         assert r.e2e_ms >= TTFT_MS + n * PER_DOCUMENT_MS and r.documents == n
 
 
+@pytest.mark.slow
 def test_an_api_the_server_lacks_is_an_error_record_with_a_hint() -> None:
     with spawn_fake_server({"ttft_ms": 1, "apis": ["chat"]}) as srv:
         for api, fmt in (("embeddings", "cohere"), ("rerank", "cohere"), ("rerank", "tei"), ("messages", "cohere")):

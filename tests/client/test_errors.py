@@ -74,6 +74,7 @@ def test_connection_refused() -> None:
     assert r.error_kind == "connection_refused"
 
 
+@pytest.mark.slow
 def test_dns_failure() -> None:
     r = run(_one("http://no-such-host.invalid/v1", timeouts=Timeouts(connect=5)))
     assert r.error_kind == "dns"
@@ -88,11 +89,13 @@ def test_connect_timeout() -> None:
     assert 0.25 <= elapsed < 5, elapsed  # the connect limit fired, not a later one
 
 
+@pytest.mark.slow
 def test_idle_timeout(fake: Any) -> None:
     r = run(_one(fake.base_url, {"fault": "stall", "stall_s": 5}, timeouts=Timeouts(idle=0.3)))
     assert r.error_kind == "timeout_idle" and r.chunk_ns
 
 
+@pytest.mark.slow
 def test_first_byte_timeout(fake: Any) -> None:
     r = run(_one(fake.base_url, {"ttft_ms": 3000}, timeouts=Timeouts(first_byte=0.3, idle=0.3)))
     # The role chunk arrives at once; the first *content* byte is what is late, so the idle limit

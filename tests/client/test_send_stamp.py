@@ -34,6 +34,7 @@ async def _send(base_url: str, n: int, prompt: str = "one two three") -> list[Re
         return [first, *rest]
 
 
+@pytest.mark.slow
 def test_start_is_the_send_after_the_clients_preparation(server: Any) -> None:
     server.reset()
     recs = run(_send(server.base_url, 4))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import parse_all
@@ -27,6 +28,7 @@ def sse_streams(draw: st.DrawFn) -> bytes:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(stream=sse_streams(), cuts=st.lists(st.integers(0, 10_000), max_size=12))
 def test_any_split_gives_the_same_events(stream: bytes, cuts: list[int]) -> None:

@@ -12,8 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from pydantic import JsonValue
-from tests.conftest import run
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import in_process, run, tokenrace
 
 from tokenrace.client.apis.chat import ChatReader, StructuredChatReader
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -71,6 +70,7 @@ def test_the_plain_path_keeps_its_reader() -> None:
     assert type(tools) is StructuredChatReader
 
 
+@pytest.mark.slow
 def test_tool_call_deltas_are_chunks_and_tokens_timed_as_sent(server: Any) -> None:
     server.reset()
     recs = run(_send(server.base_url, 3, {"tool_calls": 2}, tools=TOOLS, tool_choice="required"))
@@ -165,12 +165,14 @@ def test_tools_and_schema_files_are_checked(tmp_path: Path) -> None:
         (json.dumps(SCHEMA), ["--response-format", "{f}", "--api", "completions"], "--response-format"),
     ],
 )
-def test_bad_tools_and_schemas_exit_2_naming_the_flag(tmp_path: Path, content: str, args: list[str], flag: str) -> None:
+def test_bad_tools_and_schemas_exit_2_naming_the_flag(
+    tmp_path: Path, content: str, args: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = tmp_path / "file.json"
     f.write_text(content)
-    p = tokenrace("bench", "--url", UNREACHABLE, "--requests", "2", *[a.format(f=f) for a in args])
-    assert p.returncode == 2 and p.stderr.startswith(f"error: {flag}"), p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1 and "127.0.0.1:9" not in p.stderr
+    code, _, err = in_process(capsys, "bench", "--url", UNREACHABLE, "--requests", "2", *[a.format(f=f) for a in args])
+    assert code == 2 and err.startswith(f"error: {flag}"), err
+    assert len(err.strip().splitlines()) == 1 and "127.0.0.1:9" not in err
 
 
 def _bench(server: Any, out: Path, *args: str) -> dict[str, Any]:
@@ -180,6 +182,7 @@ def _bench(server: Any, out: Path, *args: str) -> dict[str, Any]:
     return summary
 
 
+@pytest.mark.slow
 def test_bench_summarizes_tool_calls_and_schema_validity(server: Any, tmp_path: Path) -> None:
     tools, schema = tmp_path / "tools.json", tmp_path / "person.json"
     tools.write_text(json.dumps(TOOLS))
@@ -202,6 +205,7 @@ def test_bench_summarizes_tool_calls_and_schema_validity(server: Any, tmp_path: 
     assert s["structured_output"]["checked"] == 0
 
 
+@pytest.mark.slow
 def test_the_headline_speaks_of_tools_and_the_schema(server: Any, tmp_path: Path) -> None:
 
     schema = tmp_path / "person.json"
@@ -249,6 +253,7 @@ def test_tools_and_schema_on_the_responses_api(server: Any) -> None:
     assert whole[0].ok and whole[0].tool_calls == 3
 
 
+@pytest.mark.slow
 def test_bench_on_the_responses_api_counts_tool_calls(server: Any, tmp_path: Path) -> None:
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(TOOLS))

@@ -7,6 +7,11 @@ import pytest
 from click.testing import CliRunner
 
 from tokenrace.cli import cli, main
+from tokenrace.doctor.probe import RecordedProbe
+from tokenrace.doctor.render import checks_table
+from tokenrace.doctor.result import Status
+from tokenrace.doctor.runner import run_doctor
+from tokenrace.table import to_csv, to_html, to_markdown
 
 from .scenarios import FIXTURES, SCENARIOS
 
@@ -106,3 +111,15 @@ def test_every_scenario_renders_as_a_table(name: str) -> None:
 def test_explain_text_with_markup_characters() -> None:
     result = invoke("--explain", "[bold]odd[/] [[text]]")
     assert result.exit_code == 1 and "[bold]odd[/] [[text]]" in result.output
+
+
+def test_the_checks_are_a_declared_table_every_renderer_draws() -> None:
+    report = run_doctor(RecordedProbe(str(FIXTURES / "secure-boot-blocks-module")))
+    table = checks_table(report)
+    assert [c.label for c in table.columns] == ["", "check", "finding"]
+    labels = {Status.OK: "ok", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "skip"}
+    assert table.labels() == [labels[c.status] for c in report.checks]
+    markdown, csv_text, html_text = to_markdown(table), to_csv(table), to_html(table)
+    for check in report.checks:
+        assert f"| {check.id} |" in markdown and f",{check.id}," in csv_text and check.id in html_text
+    assert "| FAIL | secure-boot |" in markdown and "worse" in html_text  # the failing check, in its tone

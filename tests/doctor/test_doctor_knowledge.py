@@ -108,6 +108,7 @@ def test_validation_rejects_bad_entries() -> None:
         KnowledgeBase.model_validate(bad_source)
 
 
+@pytest.mark.slow
 @given(st.text(min_size=1, max_size=300).filter(lambda s: s.strip()))
 def test_explain_never_raises(text: str) -> None:
     for match in explain(text):

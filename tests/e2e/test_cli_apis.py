@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import fake_key
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import fake_key, in_process, tokenrace
 
 from tokenrace.testing.fake_server import spawn_fake_server
 
@@ -47,6 +46,7 @@ def _records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_streamed_apis(server: Any, tmp_path: Path, api: str) -> None:
     server.reset()
@@ -61,6 +61,7 @@ def test_streamed_apis(server: Any, tmp_path: Path, api: str) -> None:
     assert all(e["auth_headers"] == auth for e in sent)  # never Authorization for messages
 
 
+@pytest.mark.slow
 def test_embeddings(server: Any, tmp_path: Path) -> None:
     out = tmp_path / "r"
     summary = _bench(
@@ -83,6 +84,7 @@ def test_embeddings(server: Any, tmp_path: Path) -> None:
     assert manifest["settings"]["request"]["api"] == "embeddings" and manifest["workload"]["cache_bust"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["cohere", "tei"])
 def test_rerank(server: Any, tmp_path: Path, fmt: str) -> None:
     out = tmp_path / "r"
@@ -94,6 +96,7 @@ def test_rerank(server: Any, tmp_path: Path, fmt: str) -> None:
     assert all(r["documents"] == 5 for r in _records(out))
 
 
+@pytest.mark.slow
 def test_the_table_names_the_figures(server: Any, tmp_path: Path) -> None:
     p = tokenrace(
         "bench",
@@ -127,18 +130,20 @@ def test_the_table_names_the_figures(server: Any, tmp_path: Path) -> None:
         (["--api", "embeddings", "--quality-samples", "2"], "--quality-samples"),
     ],
 )
-def test_flags_an_api_does_not_take(args: list[str], flag: str) -> None:
-    p = tokenrace("bench", "--url", UNREACHABLE, "--requests", "2", *args)
-    lines = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {flag}"), p.stderr
-    assert "cannot reach" not in p.stderr
+def test_flags_an_api_does_not_take(args: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = in_process(capsys, "bench", "--url", UNREACHABLE, "--requests", "2", *args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {flag}"), err
+    assert "cannot reach" not in err
 
 
-def test_rerank_needs_a_url() -> None:
-    p = tokenrace("bench", "--api", "rerank", "--requests", "2", env={"OPENAI_BASE_URL": ""})
-    assert p.returncode == 2 and p.stderr.startswith("error: --api"), p.stderr
+def test_rerank_needs_a_url(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "")
+    code, _, err = in_process(capsys, "bench", "--api", "rerank", "--requests", "2")
+    assert code == 2 and err.startswith("error: --api"), err
 
 
+@pytest.mark.slow
 def test_a_server_without_the_api_gives_records_and_a_hint(tmp_path: Path) -> None:
     out = tmp_path / "r"
     with spawn_fake_server({"ttft_ms": 1, "apis": ["chat"]}) as srv:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,23 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import fake_key, line_count, sigint_default, wait_until
+from tests.conftest import fake_key, line_count, sigint_default, tokenrace, wait_until
 
 from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import spawn_fake_server
 
 SECRET = fake_key("sk-", "donotleak")
-
-
-def tokenrace(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +30,7 @@ def _files_text(d: Path) -> str:
     return "".join(p.read_text() for p in d.iterdir())
 
 
+@pytest.mark.slow
 def test_bench_writes_three_files(server: Any, tmp_path: Path) -> None:
     out = tmp_path / "run"
     p = tokenrace(
@@ -75,6 +64,7 @@ def test_bench_writes_three_files(server: Any, tmp_path: Path) -> None:
     assert "***" in " ".join(manifest["command"])
 
 
+@pytest.mark.slow
 def test_key_from_env_and_json_output(server: Any, tmp_path: Path) -> None:
     p = tokenrace(
         "bench",
@@ -92,6 +82,7 @@ def test_key_from_env_and_json_output(server: Any, tmp_path: Path) -> None:
     assert SECRET not in _files_text(tmp_path / "r") + p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_wrong_key_is_one_actionable_line(server: Any, tmp_path: Path) -> None:
     p = tokenrace(
         "bench",
@@ -111,6 +102,7 @@ def test_wrong_key_is_one_actionable_line(server: Any, tmp_path: Path) -> None:
     assert fake_key("sk-", "wrong") not in p.stderr
 
 
+@pytest.mark.slow
 def test_unknown_model_lists_offered(server: Any, tmp_path: Path) -> None:
     p = tokenrace(
         "bench",
@@ -128,11 +120,13 @@ def test_unknown_model_lists_offered(server: Any, tmp_path: Path) -> None:
     assert p.returncode == 3 and "fake-model" in p.stderr and "gpt-9" in p.stderr
 
 
+@pytest.mark.slow
 def test_wrong_url_says_what_was_tried(tmp_path: Path) -> None:
     p = tokenrace("bench", "--url", "http://127.0.0.1:9/v1", "--requests", "2", "-o", str(tmp_path / "r"))
     assert p.returncode == 3 and "http://127.0.0.1:9/v1/models" in p.stderr
 
 
+@pytest.mark.slow
 def test_a_host_whose_connects_hang_fails_within_the_connect_limit(tmp_path: Path) -> None:
     with blackhole() as port:
         t = time.monotonic()
@@ -152,12 +146,14 @@ def test_a_host_whose_connects_hang_fails_within_the_connect_limit(tmp_path: Pat
     assert elapsed < 30  # the connect limit, not the 15 s model-list limit or a kernel's SYN retries
 
 
+@pytest.mark.slow
 def test_bad_flag_values_are_one_line(tmp_path: Path) -> None:
     for args in (["--slo", "ttft=soon"], ["--input-tokens", "x"], ["--extra-body", "{bad"], ["--duration", "-1"]):
         p = tokenrace("bench", "--url", "http://127.0.0.1:9", *args)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
 
 
+@pytest.mark.slow
 def test_error_rate_exit_code(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "fault": "500", "fault_every": 2}) as srv:
         p = tokenrace(
@@ -177,6 +173,7 @@ def test_error_rate_exit_code(tmp_path: Path) -> None:
     assert s["errors_by_kind"] == {"http_500": 5} and s["error_rate"] == 0.5
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
     out = tmp_path / "r"
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 5, "output_tokens": 20}) as srv:

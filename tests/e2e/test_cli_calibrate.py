@@ -11,14 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.test_cli_bench import tokenrace as run_cli
+from tests.conftest import tokenrace
 
 from tokenrace.load.calibration import Calibration, MachineInfo, load_calibration, save_calibration
 from tokenrace.testing.fake_server import spawn_fake_server
-
-
-def tokenrace(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, env={"TOKENRACE_HOME": str(home)})
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +23,7 @@ def server() -> Iterator[Any]:
         yield srv
 
 
+@pytest.mark.slow
 def test_calibrate_quick_json_saves_the_result(tokenrace_home: Path) -> None:
     p = tokenrace("calibrate", "--quick", "--json", home=tokenrace_home)
     assert p.returncode == 0, p.stderr
@@ -52,6 +49,7 @@ def _bench(server: Any, home: Path, out: Path, *extra: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.slow
 def test_bench_without_a_calibration_says_how_to_make_one(server: Any, tokenrace_home: Path, tmp_path: Path) -> None:
     p = _bench(server, tokenrace_home, tmp_path / "run")
     assert p.returncode == 0, p.stderr
@@ -73,6 +71,7 @@ def _calibration(chunks_per_s: float | None, streams: int | None) -> Calibration
     )
 
 
+@pytest.mark.slow
 def test_bench_past_a_low_ceiling_is_client_bound(server: Any, tokenrace_home: Path, tmp_path: Path) -> None:
     save_calibration(_calibration(5.0, 2), tokenrace_home / "calibration.json")
     p = _bench(server, tokenrace_home, tmp_path / "run", "--json")
@@ -85,6 +84,7 @@ def test_bench_past_a_low_ceiling_is_client_bound(server: Any, tokenrace_home: P
     assert "tokenrace calibrate` (under" not in p.stderr
 
 
+@pytest.mark.slow
 def test_bench_under_a_high_ceiling_is_not_client_bound(server: Any, tokenrace_home: Path, tmp_path: Path) -> None:
     save_calibration(_calibration(1e9, 1000), tokenrace_home / "calibration.json")
     p = _bench(server, tokenrace_home, tmp_path / "run", "--json")

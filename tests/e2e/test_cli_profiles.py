@@ -47,6 +47,7 @@ def test_bench_profile_sets_defaults_that_flags_override(server: Any, tmp_path: 
     assert "LLMPerf figures" in p.stdout and "overall output throughput" in p.stdout
 
 
+@pytest.mark.slow
 def test_bench_aa_profile_busts_the_cache_and_shows_its_percentiles(server: Any, tmp_path: Path) -> None:
     out = tmp_path / "aa"
     p = tokenrace("bench", "--url", server.base_url, "--profile", "aa-1k", "--requests", "3", "-o", str(out))
@@ -68,6 +69,7 @@ def test_unknown_profile_is_one_line(server: Any) -> None:
     assert p.returncode == 2 and "--profile" in p.stderr
 
 
+@pytest.mark.slow
 def test_sweep_endpoints_profile_adds_the_offline_point_and_pareto_plot(server: Any, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     p = tokenrace(
@@ -88,6 +90,7 @@ def test_sweep_endpoints_profile_adds_the_offline_point_and_pareto_plot(server: 
     assert "MLPerf Endpoints: tokens/s per user against system tokens/s" in html.read_text()
 
 
+@pytest.mark.slow
 def test_claim_profile_sets_the_output_length_its_plan_prices(tmp_path: Path) -> None:
     # A host that is never reached: the plan is shown, then --yes is required without a terminal.
     hosted = ["claim", "--url", "http://192.0.2.1:9/v1", "--expect", "ttft_p50<=200ms", "--price", "in=0,out=1000000"]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.conftest import line_count, sigint_default, wait_until
 
 from tokenrace.load.calibration import Calibration, MachineInfo, save_calibration
@@ -29,6 +30,7 @@ def _records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_every_record_of_every_worker(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 20, "output_tokens": 20}) as srv:
@@ -51,6 +53,7 @@ def test_ctrl_c_keeps_every_record_of_every_worker(tmp_path: Path) -> None:
     assert all(w["died"] is None and w["clock_shared"] for w in manifest["workers"]["workers"])
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_run_is_named_and_the_run_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 5, "output_tokens": 10}) as srv:
@@ -70,6 +73,7 @@ def test_a_worker_killed_mid_run_is_named_and_the_run_goes_on(tmp_path: Path) ->
     assert workers["lost_requests"] == len(lost) and "SIGKILL" in workers["workers"][1]["died"]
 
 
+@pytest.mark.slow
 def test_auto_without_a_calibration_sends_from_one_process_and_says_why(tmp_path: Path, tokenrace_home: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 5}) as srv:
         p = subprocess.run(
@@ -86,6 +90,7 @@ def test_auto_without_a_calibration_sends_from_one_process_and_says_why(tmp_path
     assert json.loads((run_dir / "manifest.json").read_text())["workers"]["kind"] == "process"
 
 
+@pytest.mark.slow
 def test_a_sweep_runs_every_step_over_the_workers(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     with spawn_fake_server({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 8}) as srv:
@@ -99,6 +104,7 @@ def test_a_sweep_runs_every_step_over_the_workers(tmp_path: Path) -> None:
         assert {r["worker"] for r in _records(out / step)} == {0, 1}
 
 
+@pytest.mark.slow
 def test_auto_splits_the_streams_by_the_calibrated_ceiling(tmp_path: Path, tokenrace_home: Path) -> None:
     machine = MachineInfo(host="h", cpu="c", cores=2, python="3", event_loop="uvloop", tokenrace="0")
     save_calibration(

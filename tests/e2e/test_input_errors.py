@@ -1,5 +1,8 @@
 """Bad input is reported as bad input, before any network call: against an unreachable URL the user
-sees what to fix in the command (exit 2), not a connection error (exit 3)."""
+sees what to fix in the command (exit 2), not a connection error (exit 3).
+
+The command runs in this process (`in_process`): the one-line error and the exit code come from
+`main`, the same as for a real process, which the first test starts once to check the real exit path."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from pathlib import Path
 
 import click
 import pytest
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import in_process, tokenrace
 
 from tokenrace.cli import COMMANDS, flag_for
 from tokenrace.errors import InvalidInput
@@ -19,8 +22,9 @@ from tokenrace.load.runner import Load
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens, a connect is refused
 
 
-def _input_error(p: object, flag: str) -> str:
-    rc, err = p.returncode, p.stderr.strip()  # type: ignore[attr-defined]
+def _input_error(result: tuple[int, str, str], flag: str) -> str:
+    rc, _, err = result
+    err = err.strip()
     assert rc == 2, err
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}"), err
@@ -28,16 +32,17 @@ def _input_error(p: object, flag: str) -> str:
     return str(lines[0])
 
 
+@pytest.mark.slow
 def test_negative_rate_against_an_unreachable_url(tmp_path: Path) -> None:
     p = tokenrace("bench", "--url", UNREACHABLE, "--rate", "-3", "--requests", "2", "-o", str(tmp_path / "r"))
-    assert "must be positive, got -3" in _input_error(p, "--rate")
+    assert "must be positive, got -3" in _input_error((p.returncode, p.stdout, p.stderr), "--rate")
     assert not (tmp_path / "r").exists()
 
 
-def test_a_bad_line_in_the_prompts_file_is_named(tmp_path: Path) -> None:
+def test_a_bad_line_in_the_prompts_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "hello"}\n{"prompt": \n')
-    p = tokenrace("bench", "--url", UNREACHABLE, "--prompts", str(prompts), "--requests", "2")
+    p = in_process(capsys, "bench", "--url", UNREACHABLE, "--prompts", str(prompts), "--requests", "2")
     assert f"{prompts}:2: not JSON" in _input_error(p, "--prompts")
 
 
@@ -63,26 +68,28 @@ def test_a_bad_line_in_the_prompts_file_is_named(tmp_path: Path) -> None:
         (["--hardware", "H100-SXM", "--model-config", "llama-3.1-8b", "--precision", "bf99"], "--precision"),
     ],
 )
-def test_other_inputs_name_their_flag(args: list[str], flag: str) -> None:
-    _input_error(tokenrace("bench", "--url", UNREACHABLE, "--requests", "2", *args), flag)
+def test_other_inputs_name_their_flag(args: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _input_error(in_process(capsys, "bench", "--url", UNREACHABLE, "--requests", "2", *args), flag)
 
 
-def test_a_bad_trace_file_names_the_trace_flag(tmp_path: Path) -> None:
+def test_a_bad_trace_file_names_the_trace_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text("not json\n")
-    p = tokenrace("bench", "--url", UNREACHABLE, "--trace", str(trace), "--trace-format", "jsonl")
+    p = in_process(capsys, "bench", "--url", UNREACHABLE, "--trace", str(trace), "--trace-format", "jsonl")
     assert f"{trace}:1" in _input_error(p, "--trace")
 
 
-def test_an_output_directory_that_holds_a_run(tmp_path: Path) -> None:
+def test_an_output_directory_that_holds_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "records.jsonl").write_text("")
-    p = tokenrace("bench", "--url", UNREACHABLE, "--requests", "2", "-o", str(tmp_path / "r"))
+    p = in_process(capsys, "bench", "--url", UNREACHABLE, "--requests", "2", "-o", str(tmp_path / "r"))
     assert "already holds a run" in _input_error(p, "--output")
 
 
-def test_an_engine_to_start_and_a_url_to_measure_are_not_both_given(tmp_path: Path) -> None:
-    p = tokenrace("bench", "--engine", "vllm", "--url", UNREACHABLE, "-o", str(tmp_path / "r"))
+def test_an_engine_to_start_and_a_url_to_measure_are_not_both_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = in_process(capsys, "bench", "--engine", "vllm", "--url", UNREACHABLE, "-o", str(tmp_path / "r"))
     assert "leave out --url" in _input_error(p, "--engine vllm")
 
 

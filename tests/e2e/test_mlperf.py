@@ -37,6 +37,7 @@ def _run(url: str, out: Path, spec: MlperfSpec, max_tokens: int = 16) -> MlperfR
     return asyncio.run(MlperfSession(settings, spec, argv=["tokenrace", "mlperf"]).run_mlperf())
 
 
+@pytest.mark.slow
 def test_loadgen_and_tokenrace_agree_on_the_same_requests(tmp_path: Path) -> None:
     # A server that keeps its programmed timing: TTFT 20 ms, then 24 tokens 4 ms apart (so a
     # FirstTokenComplete called late, at the end of the answer, would show as ~90 ms more).
@@ -76,6 +77,7 @@ def test_loadgen_and_tokenrace_agree_on_the_same_requests(tmp_path: Path) -> Non
     assert len(lines) == lg.query_count
 
 
+@pytest.mark.slow
 def test_a_server_that_breaks_tpot_is_invalid(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 25, "output_tokens": 6}) as srv:
         spec = MlperfSpec("server", ttft_ms=2000, tpot_ms=10, target_qps=10, min_duration_s=2, min_queries=20)
@@ -88,6 +90,7 @@ def test_a_server_that_breaks_tpot_is_invalid(tmp_path: Path) -> None:
     assert result.run.summary.metrics.tpot_ms.p50 > 10
 
 
+@pytest.mark.slow
 def test_early_stopping_agrees_with_loadgens_on_the_same_requests(tmp_path: Path) -> None:
     # Two kinds of answer, far on either side of a 10 ms TPOT bound (2 ms and 40 ms a token), so
     # that the requests over it are the same whoever's clock counts them.
@@ -126,6 +129,7 @@ def tokenrace(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.slow
 def test_cli_prints_the_verdict_beside_tokenrace_and_keeps_the_logs(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with spawn_fake_server({"ttft_ms": 10, "itl_ms": 1, "output_tokens": 8}) as srv:

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import fake_key
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import fake_key, in_process, tokenrace
 
 from tokenrace.redact import is_secret_field, is_secret_header, redact_headers
 from tokenrace.testing.fake_server import spawn_fake_server
@@ -42,6 +41,7 @@ def _assert_hidden(run_dir: Path, home: Path, p: Any) -> None:
         assert secret.encode() not in blob, secret
 
 
+@pytest.mark.slow
 def test_every_route_of_a_key_is_hidden(server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
     out = tmp_path / "r"
     p = tokenrace(
@@ -73,6 +73,7 @@ def test_every_route_of_a_key_is_hidden(server: Any, tmp_path: Path, tokenrace_h
     assert json.loads((out / "summary.json").read_text())["requests"]["succeeded"] == 3  # the key was used
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "env"),
     [
@@ -94,9 +95,10 @@ def test_a_key_from_the_environment_is_hidden(
     assert json.loads((out / "summary.json").read_text())["requests"]["succeeded"] == 3
 
 
-def test_a_header_from_an_unset_variable_is_an_input_error() -> None:
-    p = tokenrace("bench", "--url", "http://127.0.0.1:9", "--header", "X-Api-Key: env:TOKENRACE_NO_SUCH_VAR")
-    assert p.returncode == 2 and "TOKENRACE_NO_SUCH_VAR" in p.stderr and "cannot reach" not in p.stderr
+def test_a_header_from_an_unset_variable_is_an_input_error(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--url", "http://127.0.0.1:9", "--header", "X-Api-Key: env:TOKENRACE_NO_SUCH_VAR")
+    code, _, err = in_process(capsys, "bench", *args)
+    assert code == 2 and "TOKENRACE_NO_SUCH_VAR" in err and "cannot reach" not in err
 
 
 def test_secret_names() -> None:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +10,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
+from tests.conftest import in_process
 from tests.sweep.helpers import bench
 
 from tokenrace.cli.options import cost_options, spec_from_options
@@ -128,24 +126,15 @@ def server() -> Iterator[FakeServerThread]:
         yield srv
 
 
-def tokenrace(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def test_cost_in_show_compare_and_sweep(server: FakeServerThread, tmp_path: Path) -> None:
+def test_cost_in_show_compare_and_sweep(
+    server: FakeServerThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     a = bench(server.base_url, tmp_path / "a").directory
     b = bench(server.base_url, tmp_path / "b", concurrency=2).directory
-    p = tokenrace("show", str(a), "--price", "in=0.59,out=0.79")
+    p = in_process(capsys, "show", str(a), "--price", "in=0.59,out=0.79")
     assert p.returncode == 0, p.stderr
     assert "per million output tokens" in p.stdout and "$0.590 in / $0.790 out" in p.stdout
-    p = tokenrace("compare", str(a), str(b), "--gpu-hour-cost", "2.5", "--gpus", "2", "--markdown")
+    p = in_process(capsys, "compare", str(a), str(b), "--gpu-hour-cost", "2.5", "--gpus", "2", "--markdown")
     assert "| $ / M output tok | $ |" in p.stdout and "| $ / 1k requests | $ |" in p.stdout
     s = BenchSettings(
         endpoint=ResolvedEndpoint(server.base_url, None, None, "fake"),
@@ -155,5 +144,5 @@ def test_cost_in_show_compare_and_sweep(server: FakeServerThread, tmp_path: Path
     )
     r = asyncio.run(run_sweep(s, SweepPlan(values=(1, 2), stop_early=False), cost=CostSpec(gpu=GpuCost(2.0))))
     assert all(row.cost and (row.cost.usd_per_million_output_tokens or 0) > 0 for row in r.sweep.steps)
-    p = tokenrace("show", str(tmp_path / "s"), "--gpu-hour-cost", "2")
+    p = in_process(capsys, "show", str(tmp_path / "s"), "--gpu-hour-cost", "2")
     assert "$/M out tok" in p.stdout

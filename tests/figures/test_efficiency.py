@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
@@ -67,6 +69,7 @@ def test_unknown_names_give_an_error_entry_not_a_crash() -> None:
     assert eff is not None and eff.error
 
 
+@pytest.mark.slow
 def test_bench_cli_reports_efficiency(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 16}) as srv:
         p = subprocess.run(
@@ -98,6 +101,7 @@ def test_bench_cli_reports_efficiency(tmp_path: Path) -> None:
     assert "speed of light" in p.stdout
 
 
+@pytest.mark.slow
 def test_hardware_without_model_is_a_usage_error() -> None:
     p = subprocess.run(
         [sys.executable, "-m", "tokenrace", "bench", "--url", "http://127.0.0.1:9", "--hardware", "H100-SXM"],

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from tests.conftest import require
 
+from tokenrace.gateway import clock
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import GatewayThread, config_text, spawn_gateway
+from .helpers import GatewayThread, SteppedClock, config_text, spawn_gateway
 
 FAST = {"ttft_ms": 5, "itl_ms": 1, "output_tokens": 8, "models": ["m"]}
 
@@ -53,6 +54,15 @@ def gateway() -> Iterator[Callable[..., GatewayThread]]:
         gw.stop()
 
 
+@pytest.fixture
+def gateway_clock() -> Iterator[SteppedClock]:
+    """The clock of the gateways in this process (GatewayThread), moved forward by the test."""
+    stepped = SteppedClock()
+    previous = clock.use(stepped)
+    yield stepped
+    clock.use(previous)
+
+
 def require_redis_server() -> str:
     """Shared state (and several workers, through a private one) needs a real redis-server."""
     return require("redis-server", shutil.which("redis-server"), "apt-get install -y redis-server")
@@ -78,7 +88,8 @@ class GatewayProcess:
                 self.proc.wait(10)
 
 
-@pytest.fixture(params=[1, 2], ids=["one-process", "two-workers"])
+# The two-worker case starts the real processes: it belongs to the full suite, not the fast tier.
+@pytest.fixture(params=[1, pytest.param(2, marks=pytest.mark.slow)], ids=["one-process", "two-workers"])
 def any_gateway(
     request: pytest.FixtureRequest, tmp_path: Path, gateway: Callable[..., GatewayThread]
 ) -> Iterator[Callable[..., GatewayThread | GatewayProcess]]:

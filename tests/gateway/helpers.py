@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,6 +21,7 @@ import yaml
 from aiohttp import web
 from tests.conftest import fake_key, parse_all
 
+from tokenrace.gateway import clock
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
 from tokenrace.gateway.server import drain, start
@@ -37,6 +39,23 @@ def config_text(backends: dict[str, Any], routes: list[dict[str, Any]], **extra:
     doc.update(extra)
     text: str = yaml.safe_dump(doc, sort_keys=False)
     return text
+
+
+class SteppedClock(clock.Clock):
+    """The real clock plus the time a test adds with `advance()`: a breaker's cooldown or a token
+    bucket's refill comes due at once instead of after a sleep, while everything else runs on."""
+
+    def __init__(self) -> None:
+        self.added_s = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.added_s
+
+    def wall(self) -> float:
+        return time.time() + self.added_s
+
+    def advance(self, seconds: float) -> None:
+        self.added_s += seconds
 
 
 class GatewayThread:

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+import pytest
+
 from .helpers import CLIENT_KEY, GatewayThread, chat, config_text
 
 EVENT_BYTES = 4096
@@ -92,6 +94,7 @@ def _settled(read: Callable[[], int], quiet_s: float, deadline_s: float) -> int:
     return last
 
 
+@pytest.mark.slow
 def test_a_client_that_stops_reading_pauses_the_upstream_read() -> None:
     backend = StreamingBackend()
     text = config_text({"a": {"url": backend.url}}, [{"model": "m", "backends": ["a"]}], limits={"client_write_s": 60})

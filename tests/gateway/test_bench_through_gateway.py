@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import CLIENT_KEY, ROOT, GatewayThread, config_text
 
 
+@pytest.mark.slow
 def test_bench_client_through_the_gateway(tmp_path: Path) -> None:
     with FakeServerThread({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 16, "models": ["m"]}) as fake:
         # Two instances (of one fake) in a pool: each record names the one that answered it.

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import wait_until
 
 from tokenrace.testing.fake_server import FakeServerThread
 
@@ -76,13 +77,18 @@ def canary_state(gw: GatewayThread) -> dict[str, Any]:
 
 
 def wait_for(gw: GatewayThread, predicate: Any, timeout: float = 15.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        snap = canary_state(gw)
-        if predicate(snap):
-            return snap
-        time.sleep(0.05)
-    raise AssertionError(f"canary never got there: {json.dumps(snap)[:2000]}")
+    seen: list[dict[str, Any]] = []
+
+    def reached() -> dict[str, Any] | None:
+        seen.append(canary_state(gw))
+        return seen[-1] if predicate(seen[-1]) else None
+
+    try:
+        snap = wait_until(reached, timeout, "the canary's state")
+        assert snap is not None
+        return snap
+    except pytest.fail.Exception:
+        raise AssertionError(f"canary never got there: {json.dumps(seen[-1])[:2000]}") from None
 
 
 def write(path: Path, backends: dict[str, Any], canary: dict[str, Any] = CANARY) -> str:
@@ -99,6 +105,7 @@ def reload(gw: GatewayThread) -> None:
     assert gw.call(gw.gw.reload) is True
 
 
+@pytest.mark.slow
 def test_canary_advances_when_healthy_and_rolls_back_when_failing(servers: Any, tmp_path: Path) -> None:
     old, new, _ = servers
     path = tmp_path / "gateway.yaml"
@@ -134,6 +141,7 @@ def test_canary_advances_when_healthy_and_rolls_back_when_failing(servers: Any, 
     assert traffic.statuses and all(s == 200 for s in traffic.statuses)  # failures fell back to the baseline
 
 
+@pytest.mark.slow
 def test_canary_rolls_back_when_its_backend_slows(servers: Any, tmp_path: Path) -> None:
     old, new, slow = servers
     path = tmp_path / "gateway.yaml"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import fake_key
+from tests.conftest import fake_key, in_process, tokenrace
 
+from tokenrace.cli import gateway as cli_gateway
 from tokenrace.gateway.config import ConfigError, parse_config, resolve_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,20 +151,28 @@ def test_the_example_file_is_valid_and_twenty_lines() -> None:
     parse_config(path.read_text(), str(path), {}, check_env=False)
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", "gateway", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
-    )
-
-
-def test_check_command(tmp_path: Path) -> None:
-    good = run_cli("check", "--no-env", str(ROOT / "examples" / "gateway.yaml"))
-    assert good.returncode == 0, good.stderr
-    assert "OK: 2 backends; 1 route; canary on llama-3.1-8b: groq 5% -> 25% -> 100%" in good.stdout
+def test_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    code, out, err = in_process(capsys, "gateway", "check", "--no-env", str(ROOT / "examples" / "gateway.yaml"))
+    assert code == 0, err
+    assert "OK: 2 backends; 1 route; canary on llama-3.1-8b: groq 5% -> 25% -> 100%" in out
     bad_file = tmp_path / "bad.yaml"
     bad_file.write_text(GOOD.replace("weight: 5}", "weight: -5}"))
-    bad = run_cli("check", "--no-env", str(bad_file))
-    assert bad.returncode == 2
-    assert bad.stderr.strip() == f"{bad_file}:11:25: routes[0].backends[1].weight: must be >= 0 (got -5)"
-    missing = run_cli("--config", str(tmp_path / "nope.yaml"))
+    code, _, err = in_process(capsys, "gateway", "check", "--no-env", str(bad_file))
+    assert code == 2
+    assert err.strip() == f"{bad_file}:11:25: routes[0].backends[1].weight: must be >= 0 (got -5)"
+    # A real process, for the exit path: a file that cannot be read is one line and exit 2.
+    missing = tokenrace("gateway", "--config", str(tmp_path / "nope.yaml"), cwd=ROOT, timeout=60)
     assert missing.returncode == 2 and "cannot read" in missing.stderr and missing.stderr.count("\n") == 1
+
+
+def test_without_the_extra_the_command_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_gateway, "EXTRA_MODULES", (*cli_gateway.EXTRA_MODULES, "tokenrace_no_such_module"))
+    code, out, err = in_process(capsys, "gateway", "check", "--no-env", str(ROOT / "examples" / "gateway.yaml"))
+    assert code == 2 and not out
+    assert err.strip() == (
+        "error: tokenrace gateway needs the gateway extra (missing: tokenrace_no_such_module): "
+        "pip install 'tokenrace[gateway]'"
+    )

@@ -342,6 +342,7 @@ def requests(draw: st.DrawFn) -> bytes:
     return line + b"\r\n" + b"".join(h + b"\r\n" for h in headers) + framing + ending + body
 
 
+@pytest.mark.slow
 @settings(
     max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )

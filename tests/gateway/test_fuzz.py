@@ -60,6 +60,7 @@ def gateway_made_it(headers: dict[str, str]) -> bool:
     return "x-tokenrace-backend" not in headers
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
@@ -71,6 +72,7 @@ def test_json_bodies(gw: GatewayThread, body: dict[str, Any], path: str) -> None
         assert "message" in json.loads(raw)["error"]
 
 
+@pytest.mark.slow
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )

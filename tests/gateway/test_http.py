@@ -344,6 +344,7 @@ def test_after_refusing_the_server_lingers_so_late_client_bytes_cause_no_reset(s
         sock.sendall(b"y" * 1000)
 
 
+@pytest.mark.slow
 def test_slow_bodies_get_408_and_silent_connections_are_closed() -> None:
     server = ServerThread(Limits(client_idle_s=0.4, client_body_s=0.3))
     try:
@@ -401,6 +402,7 @@ HEAD_BYTES = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(HEAD_BYTES, max_size=40))
 def test_any_head_gets_an_answer_or_a_close_and_never_a_500(srv: ServerThread, pieces: list[bytes]) -> None:

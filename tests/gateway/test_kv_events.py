@@ -178,10 +178,11 @@ async def wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
             await asyncio.sleep(0.02)
 
 
-def test_a_slow_joiner_catches_up_from_the_replay_socket_and_fills_gaps() -> None:
+@pytest.mark.parametrize("replay_topic", [True, False], ids=["vllm-0.32", "earlier"])
+def test_a_slow_joiner_catches_up_from_the_replay_socket_and_fills_gaps(replay_topic: bool) -> None:
     async def run() -> None:
         endpoint, replay = tcp(), tcp()
-        with FakeKVPublisher(endpoint, replay, topic="kv") as pub:
+        with FakeKVPublisher(endpoint, replay, topic="kv", replay_topic=replay_topic) as pub:
             prompt = list(range(16))
             pub.publish([pub.stored(prompt[:8])])  # before anyone listens: lost on the PUB socket
             parent = pub.block_hashes(prompt[:8])[-1]

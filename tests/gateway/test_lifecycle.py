@@ -67,6 +67,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
 
 
+@pytest.mark.slow
 def test_sighup_reloads_and_keeps_in_flight_streams(fake: FakeServerThread, tmp_path: Path) -> None:
     path = tmp_path / "gateway.yaml"
     path.write_text(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}]))
@@ -103,6 +104,7 @@ def test_sighup_reloads_and_keeps_in_flight_streams(fake: FakeServerThread, tmp_
         stop(proc)
 
 
+@pytest.mark.slow
 def test_sigterm_drains_in_flight_streams_then_exits(fake: FakeServerThread, tmp_path: Path) -> None:
     path = tmp_path / "gateway.yaml"
     path.write_text(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], drain_s=10))
@@ -125,6 +127,7 @@ def test_sigterm_drains_in_flight_streams_then_exits(fake: FakeServerThread, tmp
         stop(proc)
 
 
+@pytest.mark.slow
 def test_a_stream_still_running_when_the_drain_ends_gets_an_error_event(fake: FakeServerThread, tmp_path: Path) -> None:
     path = tmp_path / "gateway.yaml"
     path.write_text(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], drain_s=0.5))

@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -142,6 +143,7 @@ def test_placements_forget_the_least_recently_seen_key() -> None:
     assert (placed.get(1), placed.get(2), placed.get(3), len(placed)) == ("c", None, "d", 2)
 
 
+@pytest.mark.slow
 def test_the_ring_is_the_same_in_every_process() -> None:
     """blake2b, not hash(): another interpreter with another hash seed builds the same ring."""
     code = "from tokenrace.gateway.routing import HashRing; r = HashRing(['a', 'b', 'c']); print(r.points[:5], r.owners[:5])"
@@ -174,6 +176,7 @@ def test_no_key_is_least_in_flight() -> None:
     assert (choice.name, choice.reason) == ("b", "no_key")
 
 
+@pytest.mark.slow
 @given(
     st.lists(st.integers(0, 5), min_size=1, max_size=300),
     st.sampled_from([1.0, 1.25, 2.0]),

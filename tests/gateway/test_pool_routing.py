@@ -8,7 +8,6 @@ import json
 import random
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, cast
 import aiohttp
 import pytest
 from aiohttp import web
+from tests.conftest import wait_until
 
 from tokenrace.gateway.config import BackendConfig, ConfigError, Secret, parse_config
 from tokenrace.gateway.routing import HashRing, hash64
@@ -38,10 +38,7 @@ def waiting(path: Path, n: int, kv: float = 0.1) -> None:
 
 
 def until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    give_up = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < give_up, "condition not met in time"
-        time.sleep(0.05)
+    wait_until(check, timeout_s)
 
 
 def served_by(gw: GatewayThread, n: int, **kw: Any) -> list[str]:
@@ -114,6 +111,7 @@ def conversation_hit_rate(gw: GatewayThread, pool: list[FakeServerThread], sessi
     return cached / prompt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("session_header", [True, False], ids=["session-header", "prompt-prefix"])
 def test_prefix_affinity_raises_the_cache_hit_rate_of_a_pool(
     cached_pool: list[FakeServerThread], gateway: Callable[..., GatewayThread], session_header: bool
@@ -180,6 +178,7 @@ async def sessions_in_flight(base_url: str, jitter: random.Random) -> dict[str, 
     return served
 
 
+@pytest.mark.slow
 def test_sessions_all_in_flight_stay_on_one_instance_each(gateway: Callable[..., GatewayThread]) -> None:
     """24 conversations x 4 turns at once on a pool of three with the default affinity settings:
     the hash places them unevenly (within the bound at full load), the pool's load rises from 0 at
@@ -320,6 +319,7 @@ def test_a_reload_starts_and_stops_the_scrapes(tmp_path: Path) -> None:
             assert scraper is not None and gw.call(scraper.following) == []
 
 
+@pytest.mark.slow
 def test_check_names_the_pool_policies(tmp_path: Path) -> None:
     path = tmp_path / "gw.yaml"
     target = {"backend": ["a", "b"], "policy": "prefix_affinity"}

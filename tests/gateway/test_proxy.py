@@ -10,11 +10,13 @@ import time
 from typing import Any
 
 import orjson
+import pytest
+from tests.conftest import wait_until
 
 from tokenrace.testing.blackhole import blackhole
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import ADMIN_KEY, GatewayThread, chat, http, sse_events
+from .helpers import ADMIN_KEY, GatewayThread, SteppedClock, chat, http, sse_events
 
 FAST_RETRY = {"attempts": 2, "backoff_ms": 1, "max_backoff_ms": 5}
 
@@ -149,6 +151,7 @@ def test_retry_then_fallback_in_order(fakes: tuple[FakeServerThread, FakeServerT
     assert metric(gw, "tokenrace_gateway_upstream_attempts_total", backend="a", outcome="5xx") == 2
 
 
+@pytest.mark.slow
 def test_retry_after_is_respected_or_skipped_when_too_long(
     fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
 ) -> None:
@@ -195,6 +198,7 @@ def test_connection_refused_falls_back_and_all_failing_passes_the_last_error(
     assert status == 500 and "Injected fault" in raw.decode() and headers["x-tokenrace-backend"] == "a"
 
 
+@pytest.mark.slow
 def test_a_backend_whose_connects_hang_times_out_and_falls_back(
     fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
 ) -> None:
@@ -234,7 +238,7 @@ def test_a_connection_dropped_before_any_byte_is_retried(
 
 
 def test_breaker_opens_shows_why_and_until_then_probes(
-    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any, gateway_clock: SteppedClock
 ) -> None:
     a, b = fakes
     gw = gateway(
@@ -256,7 +260,7 @@ def test_breaker_opens_shows_why_and_until_then_probes(
     before = len(a.log())
     assert post(gw, chat())[0] == 200 and len(a.log()) == before  # skipped while open
     assert metric(gw, "tokenrace_gateway_upstream_attempts_total", backend="a", outcome="breaker_open") == 1
-    time.sleep(0.6)
+    gateway_clock.advance(0.6)  # past open_s
     assert metric(gw, "tokenrace_gateway_breaker_state", backend="a") == 1  # half-open
     assert post(gw, chat())[0] == 200 and len(a.log()) == before + 1  # one probe, failed
     snap = state(gw)["backends"]["a"]["breaker"]
@@ -264,7 +268,7 @@ def test_breaker_opens_shows_why_and_until_then_probes(
 
 
 def test_half_open_probe_success_closes_the_breaker(
-    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any
+    fakes: tuple[FakeServerThread, FakeServerThread], gateway: Any, gateway_clock: SteppedClock
 ) -> None:
     a, b = fakes
     gw = gateway(
@@ -276,7 +280,7 @@ def test_half_open_probe_success_closes_the_breaker(
     assert state(gw)["backends"]["a"]["breaker"]["state"] == "open"
     status, _, raw = post(gw, chat())
     assert status == 503 and orjson.loads(raw)["error"]["code"] == "no_backend_available"
-    time.sleep(0.35)
+    gateway_clock.advance(0.35)  # past open_s
     assert post(gw, chat())[0] == 200
     assert state(gw)["backends"]["a"]["breaker"]["state"] == "closed"
     assert metric(gw, "tokenrace_gateway_breaker_transitions_total", backend="a", to="closed") == 1
@@ -328,6 +332,7 @@ def test_a_stalled_stream_hits_the_idle_limit(
     assert "idle limit" in last["error"]["message"]
 
 
+@pytest.mark.slow
 def test_no_first_byte_in_time_is_504_or_falls_back_when_timeouts_retry(
     fakes: tuple[FakeServerThread, FakeServerThread], any_gateway: Any
 ) -> None:
@@ -361,9 +366,7 @@ def test_a_client_that_leaves_mid_stream_releases_the_backend(
         )
         assert b"200 OK" in sock.recv(65536)
         time.sleep(0.2)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and metric(gw, "tokenrace_gateway_client_disconnects_total", backend="a") < 1:
-        time.sleep(0.05)
+    wait_until(lambda: metric(gw, "tokenrace_gateway_client_disconnects_total", backend="a") >= 1, 5, "the disconnect")
     assert metric(gw, "tokenrace_gateway_client_disconnects_total", backend="a") == 1
     assert metric(gw, "tokenrace_gateway_in_flight", backend="a") == 0
     entry = a.log(wait_idle_s=3)[-1]
@@ -385,9 +388,7 @@ def test_shadow_copies_are_compared_and_never_reach_the_client(
     for stream in (True, False, True):
         status, headers, _ = post(gw, chat(stream=stream))
         assert status == 200 and headers["x-tokenrace-backend"] == "a"
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and metric(gw, "tokenrace_gateway_shadow_agreement_count", backend="b") < 3:
-        time.sleep(0.05)
+    wait_until(lambda: metric(gw, "tokenrace_gateway_shadow_agreement_count", backend="b") >= 3, 5, "3 shadow scores")
     assert len(b.log()) == 3
     assert metric(gw, "tokenrace_gateway_shadow_agreement_sum", backend="b") == 3.0  # the same text: full agreement
     assert metric(gw, "tokenrace_gateway_shadow_ttft_seconds_count", backend="b") == 2
@@ -401,9 +402,7 @@ def test_shadow_copies_are_compared_and_never_reach_the_client(
             [{"model": "m", "backends": ["a"], "shadow": {"backend": "s", "share": 1.0}}],
         )
         post(gw2, chat())
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and metric(gw2, "tokenrace_gateway_shadow_agreement_count") < 1:
-            time.sleep(0.05)
+        wait_until(lambda: metric(gw2, "tokenrace_gateway_shadow_agreement_count") >= 1, 5, "a shadow score")
         # The token-level similarity of the quality comparison: the short answer is the first 4 of 8 tokens.
         assert abs(metric(gw2, "tokenrace_gateway_shadow_agreement_sum") - 2 * 4 / 12) < 1e-9
         assert state(gw2)["routes"]["m"]["shadow"]["exact_match_rate"] == 0.0
@@ -437,13 +436,12 @@ def test_request_log_lines_when_asked(
     caplog.set_level(logging.INFO, logger="tokenrace.gateway")
     gw = gateway({"a": backend(a)}, [{"model": "m", "backends": ["a"]}], log={"requests": True})
     post(gw, chat(), headers={"x-request-id": "req-42"})
-    deadline = (
-        time.monotonic() + 5
-    )  # the line is written once the answer is out, so it may come just after the client has it
-    while time.monotonic() < deadline and not (
-        lines := [json.loads(r.getMessage()) for r in caplog.records if '"event":"request"' in r.getMessage()]
-    ):
-        time.sleep(0.01)
+    # The line is written once the answer is out, so it may come just after the client has it.
+    lines = wait_until(
+        lambda: [json.loads(r.getMessage()) for r in caplog.records if '"event":"request"' in r.getMessage()],
+        5,
+        "the request's log line",
+    )
     assert (
         lines
         and lines[-1]["request_id"] == "req-42"

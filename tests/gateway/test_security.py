@@ -12,11 +12,21 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from tests.conftest import fake_key
+from tests.conftest import fake_key, wait_until
 
 from tokenrace.testing.fake_server import FakeServerThread
 
-from .helpers import ADMIN_KEY, CLIENT_KEY, UPSTREAM_KEY, GatewayThread, chat, config_text, http, serve_chat
+from .helpers import (
+    ADMIN_KEY,
+    CLIENT_KEY,
+    UPSTREAM_KEY,
+    GatewayThread,
+    SteppedClock,
+    chat,
+    config_text,
+    http,
+    serve_chat,
+)
 
 SECOND_KEY = fake_key("sk-", "second")
 
@@ -81,7 +91,7 @@ def test_keys_can_be_switched_off(fake: FakeServerThread) -> None:
         gw.stop()
 
 
-def test_per_key_rate_limit(fake: FakeServerThread) -> None:
+def test_per_key_rate_limit(fake: FakeServerThread, gateway_clock: SteppedClock) -> None:
     auth = {"keys": [{"name": "tester", "key_env": "GW_CLIENT_KEY", "rate_limit": {"rps": 2, "burst": 3}}]}
     gw = start(config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], auth=auth))
     try:
@@ -93,7 +103,7 @@ def test_per_key_rate_limit(fake: FakeServerThread) -> None:
             and int(headers["Retry-After"]) >= 1
             and json.loads(raw)["error"]["type"] == "rate_limit_error"
         )
-        time.sleep(0.6)
+        gateway_clock.advance(0.6)  # 2 tokens/s: one more request's worth
         assert http("POST", gw.base_url + "/chat/completions", chat(stream=False))[0] == 200
     finally:
         gw.stop()
@@ -119,6 +129,7 @@ def test_bad_requests_are_refused_by_the_gateway_with_clear_errors(fake: FakeSer
         gw.stop()
 
 
+@pytest.mark.slow
 def test_slow_and_idle_clients_time_out(fake: FakeServerThread) -> None:
     gw = start(
         config_text(
@@ -212,6 +223,7 @@ def test_upstream_keys_go_only_to_their_own_backend_and_nowhere_else(
         assert all(secret not in text for text in texts), secret
 
 
+@pytest.mark.slow
 def test_a_client_that_stops_reading_is_cut_off(fake: FakeServerThread) -> None:
     gw = start(
         config_text({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}], limits={"client_write_s": 0.5})
@@ -227,13 +239,14 @@ def test_a_client_that_stops_reading_is_cut_off(fake: FakeServerThread) -> None:
                 + body
             )
             assert b" 200 " in sock.recv(4096)
-            deadline = time.monotonic() + 10  # not reading: the gateway's buffer for us fills up
-            while time.monotonic() < deadline:
-                _, _, metrics = http("GET", gw.url + "/metrics", key=None)
-                if 'tokenrace_gateway_client_disconnects_total{backend="a",route="m"} 1.0' in metrics.decode():
-                    break
-                time.sleep(0.1)
-            assert 'tokenrace_gateway_client_disconnects_total{backend="a",route="m"} 1.0' in metrics.decode()
+            disconnected = 'tokenrace_gateway_client_disconnects_total{backend="a",route="m"} 1.0'
+
+            # Not reading: the gateway's buffer for us fills up, and it gives up on us.
+            def counted() -> bytes:
+                text = http("GET", gw.url + "/metrics", key=None)[2]
+                return text if disconnected in text.decode() else b""
+
+            metrics = wait_until(counted, 10, "the slow reader's disconnect")
             assert 'tokenrace_gateway_in_flight{backend="a",route="m"} 0.0' in metrics.decode()
             assert 'tokenrace_gateway_requests_total{backend="a",route="m",status="499"} 1.0' in metrics.decode()
     finally:

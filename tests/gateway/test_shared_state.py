@@ -190,6 +190,7 @@ def leader_and_follower(a: str, b: str) -> tuple[str, str]:
 # --- rate limits ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_rate_limit_holds_across_both_instances(fake: FakeServerThread, two_gateways: Fleet) -> None:
     # 10 tokens and a negligible refill: 10 requests may pass in all, whichever instance they reach.
     limited = {"keys": [{**AUTH["keys"][0], "rate_limit": {"rps": 0.01, "burst": 10}}]}
@@ -213,6 +214,7 @@ def canary_fleet(fleet: Fleet, fake: FakeServerThread, fake_canary: FakeServerTh
     return leader_and_follower(a, b)
 
 
+@pytest.mark.slow
 def test_a_rollback_on_one_instance_is_followed_by_the_other(
     fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Fleet
 ) -> None:
@@ -235,6 +237,7 @@ def test_a_rollback_on_one_instance_is_followed_by_the_other(
     assert {ask(leader)[1]["x-tokenrace-backend"] for _ in range(10)} == {"a"}
 
 
+@pytest.mark.slow
 def test_when_the_lease_holder_stops_the_other_takes_over(
     fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Fleet
 ) -> None:
@@ -249,6 +252,7 @@ def test_when_the_lease_holder_stops_the_other_takes_over(
     assert status == 200 and json.loads(raw)["canary"]["state"] == "paused"
 
 
+@pytest.mark.slow
 def test_the_lease_holder_decides_on_samples_from_both_instances(
     fake: FakeServerThread, fake_canary: FakeServerThread, two_gateways: Fleet
 ) -> None:
@@ -280,6 +284,7 @@ def test_the_lease_holder_decides_on_samples_from_both_instances(
 # --- breakers ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_breaker_opened_on_one_instance_is_open_on_the_other(fake: FakeServerThread, two_gateways: Fleet) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every attempt fails to connect
     backends = {"dead": {"url": dead, "breaker": {"failures": 1, "open_s": 60}}, "a": {"url": fake.base_url}}
@@ -304,6 +309,7 @@ def test_a_breaker_opened_on_one_instance_is_open_on_the_other(fake: FakeServerT
 # --- Redis going away -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_traffic_goes_on_when_redis_stops_and_sharing_resumes_when_it_returns(
     fake: FakeServerThread, redis_server: RedisServer, two_gateways: Fleet
 ) -> None:
@@ -340,6 +346,7 @@ def test_traffic_goes_on_when_redis_stops_and_sharing_resumes_when_it_returns(
     assert redis_server.client().exists(f"{prefix}:rate:tester") == 1  # the shared bucket is back in use
 
 
+@pytest.mark.slow
 def test_a_rollback_taken_while_redis_was_away_is_kept_when_it_returns(
     fake: FakeServerThread, fake_canary: FakeServerThread, redis_server: RedisServer, two_gateways: Fleet
 ) -> None:
@@ -358,6 +365,7 @@ def test_a_rollback_taken_while_redis_was_away_is_kept_when_it_returns(
     assert admin_state(follower)["routes"]["m"]["canary"]["state"] == "rolled_back"
 
 
+@pytest.mark.slow
 def test_the_outage_is_logged_once_and_the_url_never(
     fake: FakeServerThread, redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -433,6 +441,7 @@ def test_the_lua_bucket_takes_refills_and_says_how_long_to_wait(redis_server: Re
     assert after == (True, None)
 
 
+@pytest.mark.slow
 def test_a_canary_write_needs_the_lease_and_the_version_it_read(redis_server: RedisServer) -> None:
     text = config_text(
         {"a": {"url": "http://127.0.0.1:9/v1"}, "c": {"url": "http://127.0.0.1:9/v1"}},

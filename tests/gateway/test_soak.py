@@ -13,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import orjson
+import pytest
 
 from tokenrace.testing.fake_server import spawn_fake_server
 
@@ -70,6 +71,7 @@ async def drive(url: str, until: float, counts: dict[str, int]) -> None:
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
 
+@pytest.mark.slow
 def test_memory_stays_flat_under_mixed_traffic(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 16, "models": ["m"], "spin_ms": 0}) as fake:
         path = tmp_path / "gateway.yaml"

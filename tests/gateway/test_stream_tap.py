@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import parse_all
@@ -54,6 +55,7 @@ STREAMS = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(STREAMS, st.lists(st.integers(min_value=0, max_value=4000), max_size=12))
 def test_any_split_forwards_every_byte_in_whole_events(stream: bytes, cuts: list[int]) -> None:
@@ -171,6 +173,7 @@ PIECES = [
 texts = st.lists(st.sampled_from(PIECES), max_size=8).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     st.lists(

@@ -104,6 +104,7 @@ def test_exporters_come_from_the_standard_environment() -> None:
         exporters_from_env({"OTEL_TRACES_EXPORTER": "zipkin_nope"})
 
 
+@pytest.mark.slow
 def test_off_by_default_and_then_never_imported() -> None:
     """A gateway without `telemetry: {otel: true}` never imports OpenTelemetry."""
     code = """
@@ -128,6 +129,7 @@ print(json.dumps([gw.tracing is None, any(m.startswith("opentelemetry") for m in
     assert json.loads(out.stdout) == [True, False]
 
 
+@pytest.mark.slow
 def test_an_exporter_no_package_provides_stops_the_start_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "gw.yaml"
     path.write_text(config_text({"a": {"url": "http://127.0.0.1:9/v1"}}, [{"model": "m", "backends": ["a"]}],

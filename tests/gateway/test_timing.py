@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from tokenrace.testing.fake_server import spawn_fake_server
 
 from .helpers import CLIENT_KEY, config_text, spawn_gateway
@@ -79,6 +81,7 @@ def ttft_paths(url: str, fake_log: object) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_gateway_adds_under_a_millisecond_to_ttft(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "models": ["m"]}) as fake:
         path = tmp_path / "gateway.yaml"

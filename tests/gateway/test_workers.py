@@ -93,6 +93,7 @@ def test_the_worker_count_is_checked() -> None:
         assert err.value.param == "workers"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["0", "999"])
 def test_bad_worker_counts_exit_2_naming_the_flag(tmp_path: Path, value: str) -> None:
     path = tmp_path / "gateway.yaml"
@@ -104,6 +105,7 @@ def test_bad_worker_counts_exit_2_naming_the_flag(tmp_path: Path, value: str) ->
     assert "--workers:" in done.stderr and done.stdout == ""
 
 
+@pytest.mark.slow
 def test_without_redis_server_several_workers_are_refused_before_starting(tmp_path: Path) -> None:
     """No `state:` and no redis-server to share one through: exit 2 naming the flag, nothing left running."""
     path = tmp_path / "gateway.yaml"
@@ -130,6 +132,7 @@ def test_without_redis_server_several_workers_are_refused_before_starting(tmp_pa
 # --- one gateway -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_rate_limit_is_one_bucket_across_the_workers(fake: FakeServerThread, two_workers: Workers) -> None:
     """2 rps with a burst of 4: asked without pause for T seconds, one bucket admits the 4 + 2T
     whole tokens it had (floor), give or take one, whichever worker each connection reaches; two
@@ -150,6 +153,7 @@ def test_a_rate_limit_is_one_bucket_across_the_workers(fake: FakeServerThread, t
     assert state["backend"] == "redis" and state["up"] is True and "2 workers" in state["shared_by"]
 
 
+@pytest.mark.slow
 def test_metrics_and_state_answer_for_every_worker(fake: FakeServerThread, two_workers: Workers) -> None:
     url = two_workers({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])
     for _ in range(20):
@@ -227,6 +231,7 @@ def test_keys_remembered_is_summed_over_workers_or_null_when_one_has_no_figure()
     assert pool["moved"] is None
 
 
+@pytest.mark.slow
 def test_sighup_reloads_every_worker(fake: FakeServerThread, two_workers: Workers) -> None:
     url = two_workers({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])
     backends = {"a": {"url": fake.base_url, "models": {"n": "m"}}}
@@ -272,6 +277,7 @@ def replaced(url: str, pid: int) -> bool:
     return all(w["answered"] for w in workers) and pid not in [w["pid"] for w in workers]
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_replaced_and_only_its_requests_fail(fake: FakeServerThread, two_workers: Workers) -> None:
     url = two_workers({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])
     victim = admin_state(url)["workers"][0]["pid"]
@@ -300,6 +306,7 @@ def test_a_killed_worker_is_replaced_and_only_its_requests_fail(fake: FakeServer
     assert all(ok for start, _, ok in records if start > killed_at + TEARDOWN_S)
 
 
+@pytest.mark.slow
 def test_sigterm_drains_every_worker_and_stops(fake: FakeServerThread, two_workers: Workers) -> None:
     url = two_workers({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])
     assert two_workers.proc is not None
@@ -332,6 +339,7 @@ def running(pid: int) -> bool:
     return "\nState:\tZ" not in status
 
 
+@pytest.mark.slow
 def test_a_killed_supervisor_leaves_no_worker_behind(fake: FakeServerThread, two_workers: Workers) -> None:
     url = two_workers({"a": {"url": fake.base_url}}, [{"model": "m", "backends": ["a"]}])
     assert two_workers.proc is not None

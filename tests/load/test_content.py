@@ -116,6 +116,7 @@ def test_a_server_of_constant_speed_shows_no_dependence(tmp_path: Path) -> None:
     assert {x["content"] for x in lines} == {"natural", "copy", "random"}
 
 
+@pytest.mark.slow
 def test_a_server_whose_speed_depends_on_content_is_caught(tmp_path: Path) -> None:
     with FakeServerThread(DEPENDENT) as srv:
         r = bench(srv, tmp_path / "run", "all")
@@ -128,6 +129,7 @@ def test_a_server_whose_speed_depends_on_content_is_caught(tmp_path: Path) -> No
     assert js(r.summary)["speculative"]["acceptance_rate"] is not None
 
 
+@pytest.mark.slow
 def test_a_content_sweep_runs_each_kind_alone_with_its_acceptance(tmp_path: Path) -> None:
     with FakeServerThread(DEPENDENT) as srv:
         template = settings(srv, tmp_path / "sweep", "all", requests=12)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from PIL import Image as PILImage
-from tests.e2e.test_cli_bench import tokenrace
+from tests.conftest import in_process, tokenrace
 
 from tokenrace.client.images import ImageTally, anthropic_part, responses_part, with_images
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -142,16 +142,18 @@ def test_datasets_carry_images(tmp_path: Path) -> None:
     assert second.messages is not None and second.messages[0]["content"] == parts
 
 
-def test_a_dataset_image_that_is_not_an_image_names_the_flag(tmp_path: Path) -> None:
+def test_a_dataset_image_that_is_not_an_image_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "bad.png").write_text("nope")
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"prompt": "x", "image": "bad.png"}) + "\n")
-    p = tokenrace("bench", "--url", UNREACHABLE, "--prompts", str(prompts), "--requests", "2")
-    assert p.returncode == 2 and p.stderr.startswith("error: --prompts") and "bad.png" in p.stderr, p.stderr
+    code, _, err = in_process(capsys, "bench", "--url", UNREACHABLE, "--prompts", str(prompts), "--requests", "2")
+    assert code == 2 and err.startswith("error: --prompts") and "bad.png" in err, err
     sessions = tmp_path / "s.json"
     sessions.write_text(json.dumps([{"image": "bad.png", "conversations": [{"from": "human", "value": "x"}]}]))
-    p = tokenrace("bench", "--url", UNREACHABLE, "--sessions", str(sessions))
-    assert p.returncode == 2 and p.stderr.startswith("error: --sessions") and "bad.png" in p.stderr, p.stderr
+    code, _, err = in_process(capsys, "bench", "--url", UNREACHABLE, "--sessions", str(sessions))
+    assert code == 2 and err.startswith("error: --sessions") and "bad.png" in err, err
 
 
 @pytest.mark.parametrize(
@@ -165,10 +167,12 @@ def test_a_dataset_image_that_is_not_an_image_names_the_flag(tmp_path: Path) -> 
         (["--image-size", "8x8"], "--image-size"),
     ],
 )
-def test_bad_image_flags_exit_2_before_any_request(args: list[str], flag: str) -> None:
-    p = tokenrace("bench", "--url", UNREACHABLE, "--requests", "2", *args)
-    assert p.returncode == 2 and p.stderr.startswith(f"error: {flag}"), p.stderr
-    assert "127.0.0.1:9" not in p.stderr
+def test_bad_image_flags_exit_2_before_any_request(
+    args: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = in_process(capsys, "bench", "--url", UNREACHABLE, "--requests", "2", *args)
+    assert code == 2 and err.startswith(f"error: {flag}"), err
+    assert "127.0.0.1:9" not in err
 
 
 def _log(server: Any, api: str = "chat") -> list[dict[str, Any]]:
@@ -176,6 +180,7 @@ def _log(server: Any, api: str = "chat") -> list[dict[str, Any]]:
     return [e for e in server.log() if e["path"].endswith(path)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fmt", "api"), [("png", "chat"), ("jpeg", "chat"), ("png", "responses"), ("jpeg", "messages")]
 )
@@ -205,6 +210,7 @@ def test_the_server_receives_n_distinct_decodable_images_per_request(tmp_path: P
     assert all(r["image_bytes"] == sent[r["response_id"]] for r in records)
 
 
+@pytest.mark.slow
 def test_ttft_split_by_image_count_with_the_difference(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 1, "output_tokens": 4, "image_ms": 60}) as server:
         out = tmp_path / "run"
@@ -229,6 +235,7 @@ def _headline(out: Path) -> list[str]:
     return headline_lines(Summary.model_validate_json((out / "summary.json").read_text()))
 
 
+@pytest.mark.slow
 def test_a_server_that_refuses_images_gives_error_records_with_a_hint(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "refuse_images": True}) as server:
         out = tmp_path / "run"

@@ -7,7 +7,8 @@ import json
 import time
 from pathlib import Path
 
-from tests.e2e.test_cli_bench import tokenrace
+import pytest
+from tests.conftest import tokenrace
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
@@ -26,6 +27,7 @@ def settings(url: str, out: Path, load: Load) -> BenchSettings:
     )
 
 
+@pytest.mark.slow
 def test_probes_are_counted_apart_from_the_main_load(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 5, "output_tokens": 8}) as srv:
         load = Load(concurrency=2, duration_s=10.0, cold=False, probe_rate=2.0)
@@ -42,6 +44,7 @@ def test_probes_are_counted_apart_from_the_main_load(tmp_path: Path) -> None:
     assert s["metrics"]["output_tokens"]["min"] == 8
 
 
+@pytest.mark.slow
 def test_an_over_saturated_open_loop_stops_early(tmp_path: Path) -> None:
     # 2 slots of ~100 ms: about 20 requests/s at most, offered 40/s for 30 s.
     with spawn_fake_server({"ttft_ms": 20, "itl_ms": 10, "output_tokens": 8, "slots": 2}) as srv:
@@ -57,6 +60,7 @@ def test_an_over_saturated_open_loop_stops_early(tmp_path: Path) -> None:
     assert "over-saturated" in stopped["message"] and not result.interrupted
 
 
+@pytest.mark.slow
 def test_a_server_that_keeps_up_is_never_stopped(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 8}) as srv:
         load = Load(rate=20.0, duration_s=7.0, cold=False)
@@ -76,6 +80,7 @@ def test_the_detector_needs_all_three_signs() -> None:
     assert all(flat.check(Tick(t, 20 * t, 12 * t, 8 * t), [(x, 50.0) for x in range(10)]) is None for t in range(9))
 
 
+@pytest.mark.slow
 def test_a_bad_probe_rate_names_its_flag() -> None:
     p = tokenrace("bench", "--url", "http://127.0.0.1:9", "--probe-rate", "0", "--requests", "2")
     assert p.returncode == 2 and p.stderr.startswith("error: --probe-rate: must be a positive"), p.stderr

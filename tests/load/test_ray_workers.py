@@ -99,6 +99,7 @@ async def _bench(address: str, url: str, load: Load) -> tuple[Runner, RayPool, i
     return runner, pool, t_start, time.perf_counter_ns()
 
 
+@pytest.mark.slow
 def test_actors_spread_over_the_nodes_with_one_exact_merge(ray_cluster: str) -> None:
     with FakeServerThread({"ttft_ms": 30, "itl_ms": 3, "output_tokens": 10}) as srv:
         load = Load(concurrency=6, requests=60, cold=False)
@@ -122,6 +123,7 @@ def test_actors_spread_over_the_nodes_with_one_exact_merge(ray_cluster: str) -> 
         assert r.end_ns is not None and t_start <= r.start_ns < r.first_token_ns <= r.end_ns <= t_end
 
 
+@pytest.mark.slow
 def test_open_loop_over_ray_keeps_the_schedule(ray_cluster: str) -> None:
     with FakeServerThread({"ttft_ms": 300, "itl_ms": 20, "output_tokens": 5}) as srv:
         load = Load(rate=20, arrival="constant", requests=30, cold=False)
@@ -133,6 +135,7 @@ def test_open_loop_over_ray_keeps_the_schedule(ray_cluster: str) -> None:
     assert lags[len(lags) // 2] < 5 and lags[-1] < 100
 
 
+@pytest.mark.slow
 def test_bench_over_ray_records_each_nodes_clock_in_the_manifest(ray_cluster: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
     with FakeServerThread({"ttft_ms": 10, "itl_ms": 2, "output_tokens": 8}) as srv:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 from tests.conftest import run, wait_until_async
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
@@ -34,6 +35,7 @@ def test_closed_loop_keeps_exactly_n_in_flight() -> None:
     assert runner.windows.steady_start_ns < runner.windows.steady_end_ns
 
 
+@pytest.mark.slow
 def test_open_loop_keeps_its_schedule_when_the_server_is_slow() -> None:
     # Each response takes ~1 s; at 20 req/s a closed loop would send 1 per second per worker.
     with FakeServerThread({"ttft_ms": 500, "itl_ms": 50, "output_tokens": 10}) as srv:
@@ -49,6 +51,7 @@ def test_open_loop_keeps_its_schedule_when_the_server_is_slow() -> None:
     assert s.offered_rate == 20 and abs(s.achieved_rate - 20) < 2
 
 
+@pytest.mark.slow
 def test_open_loop_cap_delays_sends_and_shows_lag() -> None:
     with FakeServerThread({"ttft_ms": 200, "itl_ms": 10, "output_tokens": 5}) as srv:
         runner = run(_run(srv.base_url, Load(rate=50, arrival="constant", requests=20, max_concurrency=2, cold=False)))

@@ -95,6 +95,7 @@ async def _workers_run(url: str, load: Load, count: int, kill_after: int | None 
     return runner, dispatcher
 
 
+@pytest.mark.slow
 def test_closed_loop_keeps_exactly_c_in_flight_over_all_workers() -> None:
     with FakeServerThread({"ttft_ms": 30, "itl_ms": 2, "output_tokens": 10}) as srv:
         runner, dispatcher = run(_workers_run(srv.base_url, Load(concurrency=6, requests=60, cold=False), 3))
@@ -109,6 +110,7 @@ def test_closed_loop_keeps_exactly_c_in_flight_over_all_workers() -> None:
     assert s.requests.succeeded == 60 and s.metrics.ttft_ms.count == 60
 
 
+@pytest.mark.slow
 def test_open_loop_keeps_the_schedule_across_workers() -> None:
     with FakeServerThread({"ttft_ms": 400, "itl_ms": 20, "output_tokens": 10}) as srv:
         load = Load(rate=20, arrival="constant", requests=30, cold=False)
@@ -125,6 +127,7 @@ def test_open_loop_keeps_the_schedule_across_workers() -> None:
     assert stats["max_in_flight"] >= 8  # slow responses never held the sends back
 
 
+@pytest.mark.slow
 def test_a_killed_worker_loses_only_its_requests_in_flight_and_is_named() -> None:
     with FakeServerThread({"ttft_ms": 50, "itl_ms": 5, "output_tokens": 10}) as srv:
         load = Load(concurrency=4, requests=60, cold=False)
@@ -140,6 +143,7 @@ def test_a_killed_worker_loses_only_its_requests_in_flight_and_is_named() -> Non
     assert "worker 1" in lost[0].error_message
 
 
+@pytest.mark.slow
 def test_cancelling_the_run_returns_each_workers_cancelled_records() -> None:
     async def go(srv: FakeServerThread) -> Runner:
         pool = ProcessPool(_config(srv.base_url), 2)

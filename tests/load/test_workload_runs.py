@@ -110,6 +110,7 @@ def test_a_sessions_file_replays_its_user_turns(cached: FakeServerThread, tmp_pa
     assert r.manifest.workload.cache_bust is False
 
 
+@pytest.mark.slow
 def test_a_trace_is_replayed_at_its_times(tmp_path: Path) -> None:
     path = ROOT / "examples" / "trace.mooncake.jsonl"
     trace = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
@@ -139,6 +140,7 @@ def test_cancelled_requests_stay_out_of_the_error_rate(tmp_path: Path) -> None:
     assert all(1 <= len(x["chunk_offsets_ms"]) <= 8 for x in cancelled)
 
 
+@pytest.mark.slow
 def test_rate_stages_and_ramp_shape_the_schedule(tmp_path: Path) -> None:
     with FakeServerThread({"ttft_ms": 1, "itl_ms": 0.2, "output_tokens": 2}) as srv:
         staged = run(srv, tmp_path / "stages", WorkloadSpec(), requests=None, stages=parse_stages("1s@5,1s@30"))
@@ -151,6 +153,7 @@ def test_rate_stages_and_ramp_shape_the_schedule(tmp_path: Path) -> None:
     assert gaps[0] > 3 * gaps[-1]  # sparse while ramping, dense at full rate
 
 
+@pytest.mark.slow
 def test_concurrency_stages(tmp_path: Path) -> None:
     with FakeServerThread({"ttft_ms": 20, "itl_ms": 1, "output_tokens": 2}) as srv:
         stages = parse_stages("1s@1,1s@4", "concurrency")
@@ -158,6 +161,7 @@ def test_concurrency_stages(tmp_path: Path) -> None:
     assert r.summary.max_in_flight == 4
 
 
+@pytest.mark.slow
 def test_workload_flags_are_checked_before_any_connection(tmp_path: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "tokenrace", "bench", "--url", "http://127.0.0.1:9", "--turns", "0"],

@@ -15,6 +15,7 @@ from tokenrace.testing.fake_server import FakeServerThread
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 
 
+@pytest.mark.slow
 def test_json_summary_and_files(tmp_path: Path) -> None:
     out = tmp_path / "mon"
     with FakeServerThread({"metrics_text_path": str(FIXTURES / "sglang.txt")}) as srv:

@@ -86,6 +86,7 @@ class SlowNvml(FakeNvml):
         return super().nvmlDeviceGetUtilizationRates(handle)
 
 
+@pytest.mark.slow
 def test_a_slow_driver_never_blocks_the_event_loop(tmp_path: Path) -> None:
     nvml = SlowNvml.from_fixture("h100x2_vllm_load.json")
 

@@ -7,6 +7,7 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from tokenrace.monitor import SystemSampler
 
@@ -36,6 +37,7 @@ def test_a_real_sample_has_every_field_in_range() -> None:
         assert x[k] is not None and x[k] >= 0.0
 
 
+@pytest.mark.slow
 def test_the_client_process_cpu_shows_a_busy_loop() -> None:
     s = SystemSampler()
     s.open()

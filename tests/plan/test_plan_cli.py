@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from tokenrace.cli import main
+from tokenrace.plan import catalog_hardware, load_model, plan
+from tokenrace.plan.tables import comparison_table, devices_table
+from tokenrace.table import to_csv, to_html, to_markdown
 
 JSON_KEYS = ["weights_bytes", "kv_bytes_per_token", "total_bytes", "fits", "min_devices", "max_concurrency",
              "decode_tokens_per_s_bound", "aggregate_tokens_per_s_bound", "ttft_ms_bound"]  # fmt: skip
@@ -147,3 +150,18 @@ def test_list_shows_links_tdp_and_published_points(capsys: pytest.CaptureFixture
     assert "link      groq-c2c" in out and "Linley" in out
     assert "tdp       H100-SXM" in out
     assert "published Groq, Llama 3.1 70B with speculative decoding" in out
+
+
+def test_the_catalog_tables_are_declared_for_every_renderer() -> None:
+    model = load_model("gemma-4-31b")
+    rows = [(hw, [plan("gemma-4-31b", hw.name, precision=p) for p in ("bf16", "int4")]) for hw in catalog_hardware()]
+    devices = devices_table(rows)
+    assert [c.label for c in devices.columns] == ["device", "memory", "bandwidth", "bf16", "int4"]
+    assert devices.labels() == [hw.name for hw in catalog_hardware()]
+    rtx = next(line for line in to_markdown(devices).splitlines() if line.startswith("| RTX-4090 |"))
+    assert "×" in rtx
+    one = comparison_table(model, [(hw, plans[0]) for hw, plans in rows])
+    assert (
+        one.title == f"{model.name} in bf16, one stream: devices needed, memory per device, the binding term and energy"
+    )
+    assert len(to_csv(one).splitlines()) == 1 + len(rows) and "<table>" in to_html(one)

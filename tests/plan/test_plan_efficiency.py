@@ -72,6 +72,7 @@ def test_cpu_bandwidth_probe() -> None:
     assert 1e8 < bandwidth < 1e13
 
 
+@pytest.mark.slow
 def test_cpu_hardware_is_measured_once() -> None:
     first, second = load_hardware("cpu"), load_hardware("cpu")
     assert first is second and first.measured
@@ -79,6 +80,7 @@ def test_cpu_hardware_is_measured_once() -> None:
     assert "measured" in first.source
 
 
+@pytest.mark.slow
 def test_embedded_model_on_this_cpu(smollm2_gguf) -> None:  # type: ignore[no-untyped-def]
     r = plan(str(smollm2_gguf), "cpu", context=256, input_tokens=128)
     assert r.fits and r.devices == 1

@@ -105,6 +105,7 @@ def test_moe_config_fields() -> None:
     assert qwen_moe.params_active == pytest.approx(3.3e9, rel=0.05)
 
 
+@pytest.mark.slow
 def test_header_reader_agrees_with_the_gguf_package(smollm2_gguf: Path) -> None:
     """Our fast header reader against gguf.GGUFReader (which parses every array, so it is slow)."""
 

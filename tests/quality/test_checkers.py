@@ -88,6 +88,7 @@ def test_list_right_always_passes(values: list[int], sep: str, brackets: bool, p
     assert ListCheck(items=items).check(text).correct
 
 
+@pytest.mark.slow
 @given(
     values=st.lists(st.integers(1, 999), min_size=2, max_size=9, unique=True),
     sep=st.sampled_from(LIST_SEPARATORS),

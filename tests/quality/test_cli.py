@@ -84,6 +84,7 @@ def test_bad_input_is_one_line_naming_the_flag(
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
     items = resolve_suites(["copy"], 40, 0)
     b = behaviour(items, 1.0)

@@ -14,12 +14,12 @@ from tokenrace.load.runner import Load
 from tokenrace.model.run import SweepFile
 from tokenrace.report.compare import compare, compare_table
 from tokenrace.report.html import build
-from tokenrace.report.render import to_rich
 from tokenrace.report.tables import headline_lines, sweep_table
 from tokenrace.runs.reader import load_dir
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, PromptSpec
 from tokenrace.sweep.runner import SweepPlan, run_sweep
+from tokenrace.table import to_rich
 from tokenrace.testing.fake_server import FakeServerThread
 
 SERVER = {
@@ -47,6 +47,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         yield asyncio.run(run_sweep(template, SweepPlan(kind="content", values=())))
 
 
+@pytest.mark.slow
 def test_compare_shows_acceptance_beside_tpot_and_tokens_per_joule(swept: Run) -> None:
     steps = dict(swept.steps)
     report = compare([load_dir(steps["random"].directory), load_dir(steps["copy"].directory)])
@@ -81,6 +82,7 @@ def test_the_terminal_summary_says_what_the_speed_rests_on(swept: Run) -> None:
     assert any(line.startswith("energy: ") and "output tok/J" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_two_content_sweeps_pair_kind_with_kind(swept: Run) -> None:
     sweep = load_dir(swept.directory)
     report = compare([sweep, sweep])

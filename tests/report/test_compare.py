@@ -6,15 +6,13 @@ import asyncio
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from tests.conftest import in_process
 from tests.sweep.helpers import bench
 
 from tokenrace.client.openai import RequestOptions
@@ -53,21 +51,11 @@ def runs(
     }
 
 
-def tokenrace(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def rows(report: Any) -> dict[str, Any]:
     return {r.metric: r for r in report.comparisons[0].rows}
 
 
+@pytest.mark.slow
 def test_a_doubled_ttft_is_significant_and_decode_is_not(runs: dict[str, Path]) -> None:
     r = compare([load(runs["a"]), load(runs["b"])])
     by = rows(r)
@@ -83,6 +71,7 @@ def test_a_doubled_ttft_is_significant_and_decode_is_not(runs: dict[str, Path]) 
     assert r.warnings == []  # same model, prompts, lengths, load, streaming and version
 
 
+@pytest.mark.slow
 def test_a_run_against_itself_is_within_noise(runs: dict[str, Path]) -> None:
     r = compare([load(runs["a"]), load(runs["a"])])
     assert all(row.significant in (False, None) for row in r.comparisons[0].rows)
@@ -93,6 +82,7 @@ def test_a_run_against_itself_is_within_noise(runs: dict[str, Path]) -> None:
     assert p95.ci_low is None and p95.ci_high is None and p95.verdict == "unbounded: a p95 needs 72 requests a run"
 
 
+@pytest.mark.slow
 def test_conditions_that_differ_are_warned_about(runs: dict[str, Path]) -> None:
     r = compare([load(runs["a"]), load(runs["odd"])])
     text = " | ".join(r.warnings)
@@ -100,26 +90,28 @@ def test_conditions_that_differ_are_warned_about(runs: dict[str, Path]) -> None:
     assert "measured output length differs: mean 12.0 (A) vs 8.0 (B) tokens" in text  # max_tokens cut B short
 
 
-def test_cli_outputs(runs: dict[str, Path]) -> None:
-    p = tokenrace("compare", str(runs["a"]), str(runs["odd"]))
+def test_cli_outputs(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    p = in_process(capsys, "compare", str(runs["a"]), str(runs["odd"]))
     assert p.returncode == 0, p.stderr
     assert "conditions differ" in p.stdout and "max_tokens differs" in p.stdout and "TTFT p50" in p.stdout
-    p = tokenrace("compare", str(runs["a"]), str(runs["b"]), "--json")
+    p = in_process(capsys, "compare", str(runs["a"]), str(runs["b"]), "--json")
     doc = json.loads(p.stdout)
     assert doc["method"]["resamples"] == 2000 and doc["comparisons"][0]["rows"][0]["metric"] == "ttft_ms.p50"
-    p = tokenrace("compare", str(runs["a"]), str(runs["odd"]), "--csv", "--strict")
+    p = in_process(capsys, "compare", str(runs["a"]), str(runs["odd"]), "--csv", "--strict")
     assert p.returncode == 1 and "WARNING: max_tokens differs" in p.stderr
     table = list(csv.DictReader(io.StringIO(p.stdout)))
     assert {t["metric"] for t in table} >= {"ttft_ms.p50", "e2e_ms.p95", "error_rate"}
-    p = tokenrace("compare", str(runs["a"]), str(runs["b"]), "--markdown")
+    p = in_process(capsys, "compare", str(runs["a"]), str(runs["b"]), "--markdown")
     assert "| TTFT p50 | ms |" in p.stdout and "B worse" in p.stdout
 
 
+@pytest.mark.slow
 def test_three_runs_compare_against_the_first(runs: dict[str, Path]) -> None:
     r = compare([load(runs["a"]), load(runs["b"]), load(runs["odd"])])
     assert [(c.a, c.b) for c in r.comparisons] == [("fast", "slow-ttft"), ("fast", "odd")]
 
 
+@pytest.mark.slow
 def test_sweeps_are_compared_step_by_step(servers: tuple[FakeServerThread, FakeServerThread], tmp_path: Path) -> None:
     def sweep(srv: FakeServerThread, out: Path, values: tuple[float, ...]) -> Path:
         s = BenchSettings(

@@ -122,6 +122,7 @@ def test_bad_quality_samples_is_refused_before_the_speed_run(
     assert good.behaviour.requests == seen and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_sweeps_are_compared_by_the_passes_in_their_directories(
     servers: tuple[AnswerServer, AnswerServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tokenrace.model.run import Knee, ProfileFile, StepRow, SweepFile
+from tokenrace.model.sections import Energy, Speculative
 from tokenrace.model.summary import Cost, GpuBasis, PoolingFigures, RequestCounts, Summary, Throughput
 from tokenrace.report.headline import run_headline, sweep_headline, to_cards, to_lines
 
@@ -69,3 +70,20 @@ def test_a_profiles_peak_throughput_is_the_largest_figure_its_table_shows() -> N
     )
     table = [row.output_tokens_per_s for row in profile.steps]
     assert to_lines(sweep_headline(profile))[-1] == f"peak throughput: {max(table):.1f} output tok/s"
+
+
+def test_speculation_and_energy_read_their_units_and_digits_from_the_declarations() -> None:
+    summary = Summary(
+        speculative=Speculative(source="vllm", acceptance_rate=0.625, tokens_per_step=2.875),
+        energy=Energy(
+            source="nvml",
+            method="counter",
+            window_s=2.5,
+            joules=1234.5,
+            output_tokens_per_joule=0.4,
+            mean_power_w=493.8,
+        ),
+    )
+    lines = to_lines(run_headline(summary))
+    assert "speculative decoding: 62.5 % · 2.88 tokens per step · accepted ÷ draft tokens (vllm)" in lines
+    assert "energy: 0.40 output tok/J · 1,234.5 J over 2.50 s on 0 GPU(s) · mean 493.8 W · nvml, counter" in lines

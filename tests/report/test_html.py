@@ -33,10 +33,10 @@ from tokenrace.report.html import build, planner_bound, resource_series, write
 from tokenrace.report.tables import (
     headline_lines,
     manifest_table,
-    print_profile,
-    print_summary,
-    print_sweep,
+    profile_view,
+    summary_view,
     sweep_lines,
+    sweep_view,
 )
 from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSettings
@@ -104,6 +104,7 @@ def test_resource_series_flattens_monitor_samples() -> None:
     assert resource_series([]) == {}
 
 
+@pytest.mark.slow
 def test_reports_are_self_contained(made: dict[str, Path]) -> None:
     for inputs in ([made["run"]], [made["sweep"]], [made["run"], made["other"]]):
         text = build([load(p) for p in inputs], CostSpec(gpu=GpuCost(2.0)))
@@ -114,6 +115,7 @@ def test_reports_are_self_contained(made: dict[str, Path]) -> None:
     assert "Resources: steady" in run_page and "Tokens per chunk" in run_page and "Manifest" in run_page
 
 
+@pytest.mark.slow
 def test_cli_writes_the_file(made: dict[str, Path]) -> None:
     out = made["dir"] / "cli" / "report.html"
     p = subprocess.run(
@@ -129,6 +131,7 @@ def test_cli_writes_the_file(made: dict[str, Path]) -> None:
     assert "$/M out tok" in out.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.chromium
 @pytest.mark.parametrize("kind", ["run", "sweep", "comparison"])
 def test_report_renders_in_chromium_without_errors(made: dict[str, Path], kind: str) -> None:
@@ -193,8 +196,8 @@ def test_no_none_in_human_text(made: dict[str, Path], profile_dir: Path) -> None
         assert not re.search(r"\bNone\b", text), re.findall(r".{60}\bNone\b.{60}", text)[:3]
     console = Console(record=True, width=200)
     assert isinstance(profile.sweep, ProfileFile)
-    print_profile(profile.sweep, console)
-    print_summary(load(made["run"]).summary, console, title="run")
+    console.print(profile_view(profile.sweep))
+    console.print(summary_view(load(made["run"]).summary, title="run"))
     printed = console.export_text()
     assert "SmolLM2-135M-Instruct-Q4_1.gguf" in printed and "@ http://127.0.0.1:" in printed
     assert not re.search(r"\bNone\b", printed), printed
@@ -213,7 +216,7 @@ def test_terminal_and_html_show_the_same_summary_and_step_rows(made: dict[str, P
     )
     for summary in (run.summary, run.summary.model_copy(update={"metrics": metrics})):
         console = Console(record=True, width=200)
-        print_summary(summary, console, title="run")
+        console.print(summary_view(summary, title="run"))
         printed = re.findall(r"^│ (\S[^│]*?) +│", console.export_text(), re.M)
         page = build([replace(run, data=summary)])
         key_numbers = page.split("<h2>Key numbers</h2>", 1)[1].split("</section>", 1)[0]
@@ -222,7 +225,7 @@ def test_terminal_and_html_show_the_same_summary_and_step_rows(made: dict[str, P
 
     console = Console(record=True, width=200)
     assert isinstance(sweep.data, SweepFile)
-    print_sweep(sweep.data, console)
+    console.print(sweep_view(sweep.data))
     sweep_text = console.export_text()
     steps = [r.step for r in sweep.sweep.steps]
     sweep_page = build([sweep]).split("<h2>Key numbers</h2>", 1)[1].split("</section>", 1)[0]
@@ -330,7 +333,7 @@ def test_the_terminal_headline_and_the_html_cards_show_the_same_figures_in_order
         cards = _cards(build([replace(run, data=summary)]))
         assert [c[0] for c in cards] == labels
         console = Console(record=True, width=400)
-        print_summary(summary, console, title="run")
+        console.print(summary_view(summary, title="run"))
         printed = _under_the_table(console.export_text())
         assert printed[: len(cards)] == [_as_line(c) for c in cards]
         assert not any(line.startswith(tuple(f"{x}:" for x in HEADLINE)) for line in printed[len(cards) :])
@@ -342,12 +345,13 @@ def test_the_terminal_headline_and_the_html_cards_show_the_same_figures_in_order
     assert isinstance(sweep.data, SweepFile)
     cards = _cards(build([sweep]))
     console = Console(record=True, width=400)
-    print_sweep(sweep.data, console)
+    console.print(sweep_view(sweep.data))
     printed = _under_the_table(console.export_text())
     assert [c[0] for c in cards][:2] == ["steps", "knee"] and "peak throughput" in [c[0] for c in cards]
     assert printed[: len(cards)] == [_as_line(c) for c in cards] == sweep_lines(sweep.data)
 
 
+@pytest.mark.slow
 @pytest.mark.chromium
 def test_the_cards_a_browser_shows_are_the_terminal_headline(made: dict[str, Path]) -> None:
     run = load(made["run"])
@@ -356,7 +360,7 @@ def test_the_cards_a_browser_shows_are_the_terminal_headline(made: dict[str, Pat
     check = load_page(html_file, ARTIFACTS / "report-headline.png", max_height=1200)
     assert check.console_errors == [], check
     console = Console(record=True, width=400)
-    print_summary(summary, console, title="run")
+    console.print(summary_view(summary, title="run"))
     assert [_as_line(c) for c in check.cards] == _under_the_table(console.export_text())[: len(HEADLINE)]
     assert [c[0] for c in check.cards] == HEADLINE
 

@@ -141,6 +141,7 @@ def test_unknown_figures_are_left_out_not_zero(server: FakeServerThread, tmp_pat
     assert back.summary.metrics.ttft_ms.mean is None and back.summary.metrics.ttft_ms.count == 0
 
 
+@pytest.mark.slow
 def test_a_sweep_writes_one_report_per_step_under_one_experiment(server: FakeServerThread, tmp_path: Path) -> None:
     settings = BenchSettings(
         endpoint=ResolvedEndpoint(server.base_url, None, None, "fake"),

@@ -6,10 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tokenrace.model.summary import Summary
 from tokenrace.testing.fake_server import spawn_fake_server
 
 
+@pytest.mark.slow
 def test_a_run_beating_its_bound_lists_the_coded_caveat_with_its_warnings(tmp_path: Path) -> None:
     # A 70B model in bf16 on a desktop CPU's memory: the bound is under 1 token/s per stream, and the
     # fake server streams a token every 2 ms, so the decode measurement beats it by far.

@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import in_process
 from tests.sweep.helpers import bench
 
 from tokenrace.errors import UsageError
 from tokenrace.runs.history import SCHEMA_VERSION, Filters, History, history_path, run_id
-
-
-def tokenrace(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TOKENRACE_HOME": str(home)},
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def test_location_is_tokenrace_home_and_schema_is_recorded(tokenrace_home: Path) -> None:
@@ -93,18 +80,18 @@ def test_not_a_run_directory_is_a_clear_error(tmp_path: Path) -> None:
         h.index(tmp_path)
 
 
-def test_runs_and_show_commands(fake: Any, tmp_path: Path, tokenrace_home: Path) -> None:
+def test_runs_and_show_commands(fake: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = bench(fake.base_url, tmp_path / "r1", label="shown")
-    p = tokenrace("runs", "--import", str(tmp_path / "r1"), home=tokenrace_home)
+    p = in_process(capsys, "runs", "--import", str(tmp_path / "r1"))
     assert p.returncode == 0, p.stderr
     assert "shown" in p.stdout and "fake-model" in p.stdout and "indexed 1 entries" in p.stderr
-    p = tokenrace("runs", "--json", "--label", "shown", home=tokenrace_home)
+    p = in_process(capsys, "runs", "--json", "--label", "shown")
     rows = json.loads(p.stdout)
     assert len(rows) == 1 and rows[0]["path"] == str(run.directory.resolve())
-    p = tokenrace("show", rows[0]["id"], home=tokenrace_home)
+    p = in_process(capsys, "show", rows[0]["id"])
     assert p.returncode == 0, p.stderr
     assert "TTFT" in p.stdout and "requests: 8/8 ok" in p.stdout and "concurrency 1" in p.stdout
-    p = tokenrace("show", str(run.directory), "--json", home=tokenrace_home)
+    p = in_process(capsys, "show", str(run.directory), "--json")
     assert json.loads(p.stdout) == run.summary.model_dump(mode="json")
-    p = tokenrace("show", "no-such-run", home=tokenrace_home)
+    p = in_process(capsys, "show", "no-such-run")
     assert p.returncode == 2 and p.stderr.startswith("error: ") and p.stderr.count("\n") == 1

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import in_process
 
 from tokenrace.errors import UsageError
 from tokenrace.report.compare import compare
@@ -19,18 +17,6 @@ from tokenrace.runs.reader import load
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 VLLM = FIXTURES / "vllm_bench_serve.json"
 AIPERF = FIXTURES / "aiperf" / "profile_export.jsonl"
-
-
-def tokenrace(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-    )
 
 
 def test_detects_both_formats(tmp_path: Path) -> None:
@@ -135,6 +121,7 @@ def test_aiperf_alone_and_in_seconds(tmp_path: Path) -> None:
     assert run.summary.metrics.ttft_ms.p50 == pytest.approx(import_file(AIPERF).summary.metrics.ttft_ms.p50, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_imported_runs_go_into_the_history_and_compare_with_warnings(tmp_path: Path) -> None:
     d = import_to_dir(VLLM, tmp_path / "imports")
     assert sorted(p.name for p in d.iterdir()) == ["manifest.json", "records.jsonl", "summary.json"]
@@ -149,16 +136,16 @@ def test_imported_runs_go_into_the_history_and_compare_with_warnings(tmp_path: P
     assert "model differs" in text and "tool version differs" in text and "concurrency differs: 4 (A) vs 2 (B)" in text
 
 
-def test_cli_import_show_compare_report(tmp_path: Path) -> None:
-    p = tokenrace("runs", "--import", str(AIPERF), "--import-to", str(tmp_path / "imp"))
+def test_cli_import_show_compare_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = in_process(capsys, "runs", "--import", str(AIPERF), "--import-to", str(tmp_path / "imp"))
     assert p.returncode == 0, p.stderr
     assert "converted" in p.stderr and "aiperf" in p.stdout
-    p = tokenrace("show", str(VLLM))
+    p = in_process(capsys, "show", str(VLLM))
     assert p.returncode == 0 and "imported from" in p.stdout and "requests: 9/10 ok" in p.stdout
-    p = tokenrace("compare", str(VLLM), str(AIPERF), "--json")
+    p = in_process(capsys, "compare", str(VLLM), str(AIPERF), "--json")
     assert p.returncode == 0 and "WARNING: model differs" in p.stderr
     assert json.loads(p.stdout)["comparisons"][0]["rows"][0]["metric"] == "ttft_ms.p50"
-    p = tokenrace("report", str(VLLM), "-o", str(tmp_path / "v.html"))
+    p = in_process(capsys, "report", str(VLLM), "-o", str(tmp_path / "v.html"))
     assert p.returncode == 0 and (tmp_path / "v.html").stat().st_size > 1_000_000
 
 

@@ -98,6 +98,7 @@ def _errors(v: jsonschema.protocols.Validator, doc: Any) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(doc)]
 
 
+@pytest.mark.slow
 def test_a_real_run_and_sweep_validate_against_docs_schema(tmp_path: Path, tokenrace_home: Path) -> None:
     with FakeServerThread({"ttft_ms": 2, "itl_ms": 1, "output_tokens": 6}) as srv:
         run = bench(srv.base_url, tmp_path / "run", requests=6, concurrency=2)

@@ -162,6 +162,7 @@ def test_rolling_p50_over_72_hours_beside_the_published_figure() -> None:
         parse_published("fast")
 
 
+@pytest.mark.slow
 def test_watch_once_from_cron_and_report(server: FakeServer, tmp_path: Path) -> None:
     env = {**os.environ, "TOKENRACE_HOME": str(tmp_path / "home")}
     base = [sys.executable, "-m", "tokenrace", "watch", "--url", server.base_url, "--profile", "aa-1k",

@@ -90,6 +90,7 @@ def test_bad_launch_values() -> None:
         build_command(LaunchSpec("tgi", "m"))
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_exact_command() -> None:
     out = subprocess.run(
         [
@@ -114,6 +115,7 @@ def test_dry_run_prints_the_exact_command() -> None:
     )
 
 
+@pytest.mark.slow
 def test_missing_engine_says_how_to_install() -> None:
     env = {**os.environ, "PATH": "/nonexistent"}
     out = subprocess.run(
@@ -126,6 +128,7 @@ def test_missing_engine_says_how_to_install() -> None:
     assert out.returncode == 4 and "pip install vllm" in out.stderr
 
 
+@pytest.mark.slow
 def test_readiness_with_a_stub_engine_then_clean_stop() -> None:
     port = free_port()
     proc = EngineProcess([sys.executable, "-m", "tokenrace.testing.fake_server", "--port", str(port)], "stub").start()
@@ -145,6 +148,7 @@ def test_engine_that_dies_shows_its_last_log_lines() -> None:
     assert "exited with code 3" in str(err.value) and "CUDA out of memory" in str(err.value)
 
 
+@pytest.mark.slow
 def test_engine_that_never_answers_times_out_with_its_log() -> None:
     proc = EngineProcess(
         [sys.executable, "-c", "import time; print('still compiling graphs', flush=True); time.sleep(60)"], "stub"
@@ -206,6 +210,7 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_refuses_a_model_that_cannot_fit_with_numbers_and_a_suggestion() -> None:
     p = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--dtype", "bfloat16")
     assert p.returncode == 2
@@ -219,6 +224,7 @@ def test_refuses_a_model_that_cannot_fit_with_numbers_and_a_suggestion() -> None
     )
 
 
+@pytest.mark.slow
 def test_force_skips_the_refusal_and_a_fitting_plan_passes() -> None:
     forced = _serve("--engine", "vllm", "gemma-4-31b", "--hardware", "RTX-4090", "--dtype", "bfloat16", "--force")
     assert forced.returncode == 4 and "not installed" in forced.stderr  # it got past the fit check
@@ -237,6 +243,7 @@ def test_force_skips_the_refusal_and_a_fitting_plan_passes() -> None:
     assert ok.returncode == 0 and "fits on 4" in ok.stderr
 
 
+@pytest.mark.slow
 def test_unknown_model_is_not_refused() -> None:
     p = _serve("--engine", "vllm", "some-org/unknown-model-xyz", "--hardware", "H100-SXM", "--dry-run")
     assert p.returncode == 0 and "fit not checked" in p.stderr

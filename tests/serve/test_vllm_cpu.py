@@ -29,6 +29,9 @@ def test_the_command_starts_the_server_module_with_the_cpu_settings(tmp_path: Pa
     assert "--enforce-eager" in argv and argv[-3:] == ["--max-num-seqs", "4", "--x"]
     env = vllm_cpu_env(VllmCpuOptions())
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2" and env["HF_HUB_OFFLINE"] == "1"
+    # The development routes stay closed unless asked for (tests/vllm clears the prefix cache).
+    assert "VLLM_SERVER_DEV_MODE" not in env
+    assert vllm_cpu_env(VllmCpuOptions(dev_mode=True))["VLLM_SERVER_DEV_MODE"] == "1"
 
 
 def test_the_interpreter_named_by_the_variable_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,16 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.sweep.test_sweep_e2e import tokenrace
+from tests.conftest import tokenrace
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.objectives import Sample, describe_check, judge, parse_objectives
 from tokenrace.load.runner import Load
+from tokenrace.model.run import SweepFile
+from tokenrace.report.sla import sla_table
 from tokenrace.runs.session import BenchSettings
 from tokenrace.sweep import sla
 from tokenrace.sweep.runner import SweepPlan, run_sweep
+from tokenrace.table import to_csv, to_html, to_markdown
 from tokenrace.testing.fake_server import spawn_fake_server
 
 # Each request holds a slot ~30 + 8 x 20 = 190 ms; a queued one waits about that long for its first
@@ -99,6 +102,7 @@ def test_search_gives_up_on_an_unclear_boundary_after_its_repeats() -> None:
     assert b.highest_passing == 2 and b.runs[2] == 3 and not b.verdicts[2].certain
 
 
+@pytest.mark.slow
 def test_sla_search_finds_the_slots_of_the_server(slots_server: object, tmp_path: Path) -> None:
     url = slots_server.url  # type: ignore[attr-defined]
     plan = SweepPlan(kind="sla", objectives=parse_objectives("ttft_p90<=120ms", "sla"), max_value=16)
@@ -115,8 +119,19 @@ def test_sla_search_finds_the_slots_of_the_server(slots_server: object, tmp_path
     assert check["outcome"] == "held" and check["ci_high"] < 120 or check["outcome"] == "unproven"
     c5 = [row for row in saved["steps"] if row["value"] == 5][-1]
     assert not c5["passed"]
+    # One declared table, every renderer: the same steps, the boundary marked, the outcome as a note.
+    assert isinstance(r.sweep, SweepFile)
+    table = sla_table(r.sweep)
+    objectives = [o.text for o in r.sweep.sla.objectives]
+    assert "ttft_p90<=120ms" in objectives
+    assert [c.label for c in table.columns] == ["step", "concurrency", *objectives, "verdict", ""]
+    markdown, csv_text, html_text = to_markdown(table), to_csv(table), to_html(table)
+    assert "◀ highest passing" in markdown and "◀ lowest failing" in markdown
+    assert "highest passing concurrency 4" in markdown and "highest passing concurrency 4" in html_text
+    assert len(csv_text.splitlines()) == 1 + len(table.rows) == 1 + sum(row.checks is not None for row in r.sweep.steps)
 
 
+@pytest.mark.slow
 def test_an_sla_sweep_resumes_where_it_stopped(slots_server: object, tmp_path: Path) -> None:
     url = slots_server.url  # type: ignore[attr-defined]
     objectives = parse_objectives("ttft_p90<=120ms", "sla")
@@ -134,6 +149,7 @@ def test_an_sla_sweep_resumes_where_it_stopped(slots_server: object, tmp_path: P
     assert all((tmp_path / "s" / name).stat().st_mtime_ns == t for name, t in made.items())  # not run again
 
 
+@pytest.mark.slow
 def test_sweep_sla_on_the_command_line(slots_server: object, tmp_path: Path, tokenrace_home: Path) -> None:
     url = slots_server.url  # type: ignore[attr-defined]
     args = ["sweep", "--url", url, "--sla", "ttft_p90<=120ms", "--max-value", "8"]
@@ -144,6 +160,7 @@ def test_sweep_sla_on_the_command_line(slots_server: object, tmp_path: Path, tok
     assert p.returncode == 2 and p.stderr.startswith("error: --sla:") and "does not fit" in p.stderr
 
 
+@pytest.mark.slow
 def test_another_search_in_the_same_directory_is_refused(slots_server: object, tmp_path: Path) -> None:
     url = slots_server.url  # type: ignore[attr-defined]
     plan = SweepPlan(kind="sla", objectives=parse_objectives("ttft_p90<=120ms", "sla"), max_probes=2)
@@ -179,6 +196,7 @@ def test_an_attainment_is_the_percentile_test_shown_as_a_share() -> None:
         parse_objectives("ttft_p99<=300ms@99%", "sla")
 
 
+@pytest.mark.slow
 def test_sweep_sla_on_a_random_slow_tail_never_calls_a_passing_step_certain(tmp_path: Path) -> None:
     # 3 % of requests take 600 ms whatever the load: the p99 is 600 ms at every concurrency.
     tail = {"ttft_ms": 20, "itl_ms": 1, "output_tokens": 2, "slow_rate": 0.03, "slow_ttft_ms": 600}

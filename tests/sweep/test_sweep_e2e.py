@@ -13,7 +13,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tests.conftest import line_count, sigint_default, wait_until
+import pytest
+from tests.conftest import line_count, sigint_default, tokenrace, wait_until
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
@@ -29,17 +30,6 @@ from tokenrace.sweep.runner import SweepPlan, run_sweep
 RUN_FILES = ["manifest.json", "records.jsonl", "summary.json"]
 
 
-def tokenrace(*args: str, home: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TOKENRACE_HOME": str(home)},
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def settings(url: str, out: Path, **load: Any) -> BenchSettings:
     return BenchSettings(
         endpoint=ResolvedEndpoint(url + "/v1", None, None, "fake"),
@@ -50,6 +40,7 @@ def settings(url: str, out: Path, **load: Any) -> BenchSettings:
     )
 
 
+@pytest.mark.slow
 def test_concurrency_sweep_finds_the_knee_and_stops(knee_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
     out = tmp_path / "sweep"
     p = tokenrace(
@@ -100,6 +91,7 @@ def test_requests_scale_with_concurrency_unless_given(fake: Any, tmp_path: Path)
     assert [res.summary.requests.total for _, res in r.steps] == [10, 32]
 
 
+@pytest.mark.slow
 def test_rate_sweep_runs_open_loop(fake: Any, tmp_path: Path) -> None:
     r = asyncio.run(run_sweep(settings(fake.url, tmp_path / "s", requests=20), SweepPlan(kind="rate", values=(20, 40))))
     rows = r.sweep.steps
@@ -118,6 +110,7 @@ def test_prompt_length_sweep_fits_ttft(fake: Any, tmp_path: Path) -> None:
     assert manifest["prompts"]["name"].startswith("synthetic(input_tokens=256")
 
 
+@pytest.mark.slow
 def test_max_goodput_records_every_probe(knee_server: Any, tmp_path: Path) -> None:
     # e2e ~ 50 ms + 20 ms per other request in flight: 150 ms allows about 5 others, near 35-40 req/s.
     s = settings(knee_server.url, tmp_path / "g", requests=40, cold=False)
@@ -133,6 +126,7 @@ def test_max_goodput_records_every_probe(knee_server: Any, tmp_path: Path) -> No
     assert rows[0].step == "p01-r8"
 
 
+@pytest.mark.slow
 def test_bad_sweep_flags_are_one_line(fake: Any, tmp_path: Path, tokenrace_home: Path) -> None:
     p = tokenrace("sweep", "--url", fake.url, "--rates", "1,2", "--concurrencies", "1,2", home=tokenrace_home)
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "choose one sweep" in p.stderr
@@ -143,7 +137,9 @@ def test_bad_sweep_flags_are_one_line(fake: Any, tmp_path: Path, tokenrace_home:
 
 
 def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Path) -> None:
-    engine = SimpleNamespace(base_url=fake.base_url, model="fake-model", info=EngineRecord(engine="fake"))
+    engine = SimpleNamespace(
+        base_url=fake.base_url, model="fake-model", provider="llamacpp", info=EngineRecord(engine="fake")
+    )
     template = BenchSettings(endpoint=None, load=Load(requests=4), output=tmp_path / "p")
     steps = (("c1", Load(concurrency=1, requests=3, cold=True)), ("c2", Load(concurrency=2, requests=4, cold=False)))
     result = asyncio.run(_run_steps(engine, template, steps, None))  # type: ignore[arg-type]
@@ -161,6 +157,7 @@ def test_profile_runs_its_steps_through_the_step_runner(fake: Any, tmp_path: Pat
         assert build([data]).count('<figure class="chart">') >= 4
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_steps_measured_so_far(knee_server: Any, tmp_path: Path, tokenrace_home: Path) -> None:
     out = tmp_path / "sweep"
     proc = subprocess.Popen(

@@ -151,6 +151,7 @@ def test_command_line_rejects_bad_config() -> None:
     assert "bad config" in err
 
 
+@pytest.mark.slow
 def test_slots_queue_the_requests_past_them() -> None:
     # 2 slots, each request holds one ~50 + 4 x 10 = 90 ms: of 4 sent at once, two wait for a slot,
     # and their first token comes about a whole request later (~140 ms).

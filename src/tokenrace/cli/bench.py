@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from tokenrace import aio
 from tokenrace.cli import bench_quality
-from tokenrace.cli.common import Options, echo_json
+from tokenrace.cli.common import Options, echo_json, stdout_console
 from tokenrace.cli.options import bench_options, embedded_serves, settings_from_options
 from tokenrace.cli.profiles import apply_profile, profile_option, run_defaults
 from tokenrace.client.request import GENERATING_APIS
@@ -20,7 +20,7 @@ from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
 from tokenrace.model.run import ProfileFile
-from tokenrace.report.tables import print_profile, print_summary
+from tokenrace.report.tables import profile_view, summary_view
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, BenchSettings, read_inputs
@@ -137,7 +137,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: Options, single_ru
         _echo_with_quality(result.sweep, quality)
     else:
         assert isinstance(result.data, ProfileFile)
-        print_profile(result.data)
+        stdout_console().print(profile_view(result.data))
         click.echo(f"run directory: {result.directory}")
         if quality is not None:
             bench_quality.print_pass(quality, result.directory)
@@ -158,7 +158,9 @@ def report(result: Run, as_json: bool, quality: QualityResult | None = None) -> 
     if as_json:
         _echo_with_quality(result.summary, quality)
     else:
-        print_summary(result.summary, title=f"{result.manifest.model} @ {result.manifest.endpoint}")
+        stdout_console().print(
+            summary_view(result.summary, title=f"{result.manifest.model} @ {result.manifest.endpoint}")
+        )
         click.echo(f"run directory: {result.directory}")
         if quality is not None:
             bench_quality.print_pass(quality, result.directory)

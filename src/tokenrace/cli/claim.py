@@ -15,7 +15,7 @@ from rich.console import Console
 from tokenrace.aio import run as run_async
 from tokenrace.claim.battery import Battery, ClaimSettings, Notify
 from tokenrace.claim.models import ClaimFile, read_claim
-from tokenrace.cli.common import echo_json, parse_duration_s, parse_headers, parse_json_object
+from tokenrace.cli.common import echo_json, parse_duration_s, parse_headers, parse_json_object, wide_console
 from tokenrace.cli.profiles import apply_profile, profile_option
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import PROVIDERS, ResolvedEndpoint, resolve_endpoint
@@ -24,13 +24,13 @@ from tokenrace.figures.cost import lookup, parse_price
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
-from tokenrace.report.claim import plan_table, print_claim, write_claim_report
-from tokenrace.report.render import to_rich
+from tokenrace.report.claim import claim_view, plan_table, write_claim_report
 from tokenrace.runs.session import BenchSettings
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.profile import embedded_settings
 from tokenrace.sweep.runner import ProgressFor
+from tokenrace.table import to_rich
 
 EMBEDDED_SLOTS = 8
 EMBEDDED_CTX_PER_SLOT = 1024
@@ -279,8 +279,7 @@ def _report(claim: ClaimFile, as_json: bool) -> None:
     if as_json:
         echo_json(claim.model_dump(mode="json"))
     else:
-        console = Console() if sys.stdout.isatty() else Console(width=160)
-        print_claim(claim, console)
+        wide_console().print(claim_view(claim))
         click.echo(f"claim directory: {directory}")
         if report is not None:
             click.echo(f"report: {report}")

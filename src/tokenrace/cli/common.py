@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 import click
 from pydantic import JsonValue
+from rich.console import Console
 
 from tokenrace.errors import UsageError
 
@@ -91,3 +93,14 @@ def parse_headers(values: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, .
 
 def echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def stdout_console() -> Console:
+    """Rich's console on stdout; 120 columns when stdout is a file or a pipe (rich's default of 80
+    would cut the per-step table)."""
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
+def wide_console() -> Console:
+    """A terminal's own width; 160 columns when printing to a file or pipe (rich would use 80)."""
+    return Console() if sys.stdout.isatty() else Console(width=160)

@@ -10,14 +10,14 @@ import click
 from rich.console import Console
 from rich.panel import Panel
 
+from tokenrace.cli.common import wide_console
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.quality import print_paired
 from tokenrace.errors import InvalidInput
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows, to_csv, to_markdown
 from tokenrace.report.quality import QualitySection, sides_table
-from tokenrace.report.render import fmt, to_rich
-from tokenrace.report.tables import wide_console
 from tokenrace.runs.reader import load
+from tokenrace.table import fmt, to_rich
 
 
 @click.command("compare")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -10,6 +11,19 @@ from pathlib import Path
 import click
 
 from tokenrace.errors import UsageError
+
+# What the gateway extra installs, by import name: the HTTP parser, the shared state's client, and
+# the precise prefix routing's KV event stream, its batches and the chat templates.
+EXTRA_MODULES = ("httptools", "redis", "zmq", "msgpack", "jinja2")
+
+
+def require_gateway_extra() -> None:
+    """One line saying what to install when `pip install tokenrace` came without the gateway extra."""
+    missing = [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(
+            f"tokenrace gateway needs the gateway extra (missing: {', '.join(missing)}): pip install 'tokenrace[gateway]'"
+        )
 
 
 @click.group("gateway", invoke_without_command=True)
@@ -44,6 +58,7 @@ def command(
     Serves /v1/chat/completions, /v1/completions, /v1/models, /healthz, /metrics and /admin/state.
     SIGHUP reloads the file (in-flight requests finish on the old settings); SIGTERM drains.
     """
+    require_gateway_extra()
     if ctx.invoked_subcommand is not None:
         return
     if config_path is None:

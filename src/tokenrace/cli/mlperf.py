@@ -11,7 +11,7 @@ import click
 from pydantic import JsonValue
 
 from tokenrace import aio
-from tokenrace.cli.common import Options, echo_json, parse_duration_s
+from tokenrace.cli.common import Options, echo_json, parse_duration_s, stdout_console
 from tokenrace.cli.options import options_named, settings_from_some
 from tokenrace.load.mlperf import (
     BOUND_MODELS,
@@ -24,14 +24,14 @@ from tokenrace.load.mlperf import (
 )
 from tokenrace.load.progress import LiveProgress
 from tokenrace.report.mlperf import agreement_table, describe_spec, log_lines, verdict_lines
-from tokenrace.report.render import to_rich
-from tokenrace.report.tables import print_summary, stdout_console
+from tokenrace.report.tables import summary_view
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.mlperf import MlperfResult, MlperfSession
 from tokenrace.runs.session import BenchSettings, Progress
 from tokenrace.serve.embedded import EmbeddedOptions
 from tokenrace.serve.launch import start_embedded
 from tokenrace.sweep.profile import embedded_settings
+from tokenrace.table import to_rich
 
 SHARED = (
     "url",
@@ -165,10 +165,11 @@ def report(result: MlperfResult, as_json: bool) -> None:
             console.print(to_rich(agreement_table(result)))
             for note in agreement_table(result).notes:
                 console.print(note, highlight=False, markup=False)
-        print_summary(
-            result.run.summary,
-            console,
-            title=f"tokenrace: {result.run.manifest.model} @ {result.run.manifest.endpoint}",
+        console.print(
+            summary_view(
+                result.run.summary,
+                title=f"tokenrace: {result.run.manifest.model} @ {result.run.manifest.endpoint}",
+            )
         )
         for line in log_lines(result):
             click.echo(line)

@@ -7,7 +7,6 @@ from typing import TypedDict
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from tokenrace.cli.common import echo_json
 from tokenrace.plan import catalog_hardware, load_model, plan
@@ -18,6 +17,8 @@ from tokenrace.plan.modelspec import ModelSpec
 from tokenrace.plan.planner import LayoutJson, PlanJson, PlanResult, resolve_precision
 from tokenrace.plan.precision import get_precision, kv_dtype_bytes
 from tokenrace.plan.published import PointJson, check_point, nearest_published, published_points
+from tokenrace.plan.tables import comparison_table, devices_table
+from tokenrace.table import to_rich
 
 # The guides' precision table: 2, 1 and 0.5 bytes per parameter.
 TABLE_PRECISIONS = ("bf16", "int8", "int4")
@@ -141,22 +142,6 @@ def _table_precisions(model: ModelSpec, precision: str | None) -> list[str]:
     return [native] if model.gguf else list(TABLE_PRECISIONS)
 
 
-def _compact(x: float) -> str:
-    if x >= 1e6:
-        return f"{x / 1e6:.3g}M"
-    if x >= 1e4:
-        return f"{x / 1e3:.3g}k"
-    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
-
-
-def _cell(r: PlanResult) -> str:
-    if r.min_devices is None:
-        return "[dim]—[/]"
-    text = f"{r.min_devices}× {_compact(r.decode_tokens_per_s_bound)}"
-    style = "green" if r.min_devices == 1 and r.memory.comfortable else ("yellow" if r.min_devices == 1 else "")
-    return f"[{style}]{text}[/]" if style else text
-
-
 def _plans(
     model: ModelSpec, hw: Hardware, devices: int | None, precisions: list[str], common: Conditions
 ) -> list[PlanResult]:
@@ -176,15 +161,7 @@ def _print_table(model: ModelSpec, devices: int | None, common: Conditions, expl
     click.echo(f"{model.name}: {model.describe()}")
     click.echo(f"weights {weights}; KV {fmt_bytes(kv)} per {common.context:,}-token sequence ({common.kv_dtype}), "
                f"× {common.concurrency} sequence(s)")  # fmt: skip
-    table = Table(header_style="bold", box=None, pad_edge=False)
-    table.add_column("device", no_wrap=True)
-    table.add_column("memory", justify="right", no_wrap=True)
-    table.add_column("bandwidth", justify="right", no_wrap=True)
-    for r in first:
-        table.add_column(f"{r.precision.name}", justify="right", no_wrap=True)
-    for hw, plans in rows:
-        table.add_row(hw.name, fmt_memory(hw), fmt_bandwidth(hw.bandwidth_bytes_per_s), *(_cell(r) for r in plans))
-    Console(highlight=False, width=max(100, Console().width)).print(table)
+    Console(highlight=False, width=max(100, Console().width)).print(to_rich(devices_table(rows), compact=True))
     click.echo("cells: fewest devices that hold weights + KV + overhead at 0.9 utilization × decode bound in tok/s per stream"
                " at that count (green: one device, comfortable; yellow: one device, tight). --hardware NAME for one device"
                " (cpu: this machine).")  # fmt: skip
@@ -196,31 +173,12 @@ def _print_table(model: ModelSpec, devices: int | None, common: Conditions, expl
 
 def _print_comparison(model: ModelSpec, rows: list[tuple[Hardware, PlanResult]]) -> None:
     """One precision, every device: what it takes and what it can do, in tokens per second and per joule."""
-    prec = rows[0][1].precision.name
     click.echo("")
-    click.echo(f"{model.name} in {prec}, one stream: devices needed, memory per device, the binding term and energy")
-    table = Table(header_style="bold", box=None, pad_edge=False)
-    for name in ("device", "devices", "per device", "of usable", "layout", "decode ≤", "bound by", "TDP", "tok/J"):
-        table.add_column(name, justify="left" if name in ("device", "layout", "bound by") else "right", no_wrap=True)
-    for hw, r in rows:
-        if r.min_devices is None:
-            table.add_row(hw.name, "—", "—", "—", "does not fit", "—", "—", _tdp(hw), "—")
-            continue
-        m = r.memory
-        layout = r.layout.describe() if r.layout and r.layout.kind != "single" else "one device"
-        if r.layout and r.layout.kind == "sram":
-            layout = f"{r.layout.group} chip(s)/layer, {r.layout.stages} stages"
-        tpj = r.tokens_per_joule_bound
-        table.add_row(hw.name, str(r.devices), fmt_bytes(m.need_per_device), f"{100 * m.need_per_device / m.usable_per_device:.0f} %",
-                      layout, _compact(r.decode_tokens_per_s_bound), r.decode.bound_by, _tdp(hw),
-                      "—" if tpj is None else f"{tpj:.3g}")  # fmt: skip
-    Console(highlight=False, width=max(120, Console().width)).print(table)
+    Console(highlight=False, width=max(120, Console().width)).print(
+        to_rich(comparison_table(model, rows), compact=True)
+    )
     click.echo("tok/J: the decode bound ÷ (devices × TDP), every device at TDP; a reference, not a bound. SRAM layouts are "
                "the plan's assumption (the real one is the compiler's); --hardware NAME --explain prints every term.")  # fmt: skip
-
-
-def _tdp(hw: Hardware) -> str:
-    return f"{hw.tdp_w:g} W" if hw.tdp_w else "—"
 
 
 class TableRowJson(TypedDict):

@@ -31,9 +31,9 @@ from tokenrace.report.quality import (
     speed_quality_table,
     suites_table,
 )
-from tokenrace.report.render import to_rich
 from tokenrace.runs.store import default_run_dir, write_json
 from tokenrace.serve.embedded import default_model
+from tokenrace.table import to_rich
 
 T = TypeVar("T")
 

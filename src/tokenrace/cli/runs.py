@@ -7,11 +7,10 @@ from typing import Any
 
 import click
 
-from tokenrace.cli.common import echo_json
+from tokenrace.cli.common import echo_json, wide_console
 from tokenrace.report.history import runs_table
-from tokenrace.report.render import to_csv, to_markdown, to_rich
-from tokenrace.report.tables import wide_console
 from tokenrace.runs.history import Filters, History
+from tokenrace.table import to_csv, to_markdown, to_rich
 
 
 @click.command("runs")

@@ -9,24 +9,23 @@ import click
 from rich.console import Console
 
 from tokenrace.claim.models import ClaimFile, read_claim
-from tokenrace.cli.common import echo_json
+from tokenrace.cli.common import echo_json, wide_console
 from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.run import ProfileFile, SweepFile
-from tokenrace.report.claim import claim_markdown, claim_table, print_claim
-from tokenrace.report.render import fmt, to_csv, to_markdown, to_rich
+from tokenrace.report.claim import claim_markdown, claim_table, claim_view
 from tokenrace.report.tables import (
     manifest_table,
-    print_profile,
-    print_summary,
-    print_sweep,
+    profile_view,
     run_table,
-    wide_console,
+    summary_view,
+    sweep_view,
     with_costs,
 )
 from tokenrace.runs.history import dir_kind, resolve_run
 from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
+from tokenrace.table import fmt, to_csv, to_markdown, to_rich
 
 
 @click.command("show")
@@ -59,13 +58,13 @@ def show(data: Run, console: Console, cost: CostSpec | None = None) -> None:
     if isinstance(data.data, SweepFile):
         priced = with_costs(data, cost)
         assert isinstance(priced, SweepFile)
-        print_sweep(priced, console)
+        console.print(sweep_view(priced))
     elif isinstance(data.data, ProfileFile):
-        print_profile(data.data, console)
+        console.print(profile_view(data.data))
     else:
         m = data.manifest
         found = cost_of(data.summary, m.provider, m.model, cost)
-        print_summary(data.summary, console, title=f"{fmt(m.model)} @ {fmt(m.endpoint)}", cost=found)
+        console.print(summary_view(data.summary, title=f"{fmt(m.model)} @ {fmt(m.endpoint)}", cost=found))
         console.print(to_rich(manifest_table(m)))
     console.print(f"from: {data.directory}", highlight=False)
 
@@ -80,5 +79,5 @@ def show_claim(claim: ClaimFile, directory: Path, as_json: bool, as_markdown: bo
         click.echo(to_csv(claim_table(claim)), nl=False)
     else:
         console = wide_console()
-        print_claim(claim, console)
+        console.print(claim_view(claim))
         console.print(f"from: {directory}", highlight=False)

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from tokenrace import aio
-from tokenrace.cli.common import Options, echo_json
+from tokenrace.cli.common import Options, echo_json, wide_console
 from tokenrace.cli.options import bench_options, cost_options, embedded_serves, settings_from_options, spec_from_options
 from tokenrace.cli.profiles import apply_profile, profile_option, run_defaults, sweep_defaults
 from tokenrace.errors import UsageError
@@ -22,7 +22,7 @@ from tokenrace.figures.objectives import parse_objectives
 from tokenrace.load.progress import LiveProgress
 from tokenrace.load.runner import Load
 from tokenrace.model.run import SweepFile
-from tokenrace.report.tables import print_sweep
+from tokenrace.report.tables import sweep_view
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSettings, read_inputs
 from tokenrace.serve.embedded import EmbeddedOptions
@@ -271,7 +271,7 @@ def _report(result: Run, as_json: bool) -> None:
     if as_json:
         echo_json(s.model_dump(mode="json"))
     else:
-        print_sweep(s)
+        wide_console().print(sweep_view(s))
         click.echo(f"sweep directory: {result.directory}")
     if result.any_interrupted:
         click.echo("interrupted: the steps measured so far are saved", err=True)

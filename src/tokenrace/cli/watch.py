@@ -21,10 +21,10 @@ from tokenrace.client.providers import PROVIDERS
 from tokenrace.errors import InvalidInput, UsageError
 from tokenrace.figures.cost import lookup
 from tokenrace.load.profiles import Profile
-from tokenrace.report.render import to_rich
 from tokenrace.report.watch import FIGURES, parse_published, watch_html, watch_table
 from tokenrace.runs.history import History
 from tokenrace.runs.watch import DEFAULT_PER_DAY, Watcher, WatchSpec, WatchStore
+from tokenrace.table import to_rich
 
 
 def watch_defaults(p: Profile) -> Defaults:

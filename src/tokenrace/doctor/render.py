@@ -1,23 +1,25 @@
-"""Doctor's output for people: a rich table, then cause, fix and evidence for what is not ok."""
+"""Doctor's output for people: the checks as a declared table (`checks_table`, drawn by any of
+tokenrace.table's renderers), then cause, fix and evidence for what is not ok."""
 
 from __future__ import annotations
 
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from tokenrace.doctor.knowledge import Match
 from tokenrace.doctor.result import CheckResult, DoctorReport, Status
+from tokenrace.table import Column, Table, Tone, text, to_rich
 
 STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 LABEL = {Status.OK: "ok", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "skip"}
+TONE: dict[Status, Tone] = {Status.OK: "good", Status.WARN: "warn", Status.FAIL: "bad", Status.SKIP: "muted"}
 
 
 def render_report(report: DoctorReport, console: Console) -> None:
     console.print(Panel(Text(report.headline), title="tokenrace doctor", border_style=_border(report.exit_code)))
-    console.print(_table(report))
+    console.print(to_rich(checks_table(report)))
     for check in report.checks:
         if check.status in (Status.WARN, Status.FAIL):
             console.print(_problem(check))
@@ -26,14 +28,11 @@ def render_report(report: DoctorReport, console: Console) -> None:
     console.print(f"{tally}. Exit code {report.exit_code} (0 all ok, 1 warnings, 2 failures).", highlight=False)
 
 
-def _table(report: DoctorReport) -> Table:
-    table = Table(show_header=True, header_style="bold", expand=False)
-    table.add_column("", no_wrap=True)
-    table.add_column("check", no_wrap=True)
-    table.add_column("finding", overflow="fold")
+def checks_table(report: DoctorReport) -> Table:
+    """One line per check: its status, its id and what it found (every renderer draws the same rows)."""
+    table = Table(None, [Column("", "left"), Column("check", "left"), Column("finding", "left")])
     for check in report.checks:
-        label = Text(LABEL[check.status], style=STYLE[check.status])
-        table.add_row(label, check.id, Text(check.summary))
+        table.add(text(LABEL[check.status], tone=TONE[check.status]), text(check.id), text(check.summary))
     return table
 
 

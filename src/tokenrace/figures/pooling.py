@@ -10,13 +10,11 @@ from collections.abc import Sequence
 from typing import Literal
 
 from tokenrace.client.request import POOLING_APIS
+from tokenrace.model.metrics import STREAMED
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import PoolingFigures
 from tokenrace.stats import describe
-
-# The summary's streamed figures: no value in a run whose answers were not streamed.
-STREAMED = ("ttft_ms", "ttfa_ms", "tpot_ms", "itl_chunk_ms", "itl_token_ms", "tokens_per_chunk")
 
 
 def pooling_figures(api: str, ok: Sequence[RequestRecord], window_s: float | None) -> PoolingFigures | None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from tokenrace.errors import InvalidInput
 from tokenrace.figures.cache import source_of
 from tokenrace.load.windows import Windows
+from tokenrace.model.metrics import METRICS
 from tokenrace.model.records import NS_PER_MS, RequestRecord
 from tokenrace.model.stats import Stats
 from tokenrace.model.summary import (
@@ -112,22 +113,14 @@ def summarize(records: Sequence[RequestRecord], windows: Windows, slo: dict[str,
     ok = [r for r in measured if r.ok]
     failed = [r for r in measured if not r.ok]
     chunk_gaps, token_gaps, token_w, per_chunk = _itl(ok)
+    pooled = {
+        "itl_chunk_ms": describe(chunk_gaps),
+        "itl_token_ms": describe(token_gaps, token_w),
+        "tokens_per_chunk": _tokens_per_chunk_stats(ok, per_chunk),
+    }
+    over = {"succeeded": ok, "measured": measured}
     metrics = Metrics(
-        ttft_ms=describe(_values(ok, lambda r: r.ttft_ms)),
-        ttfa_ms=describe(_values(ok, lambda r: r.ttfa_ms)),
-        tpot_ms=describe(_values(ok, lambda r: r.tpot_ms)),
-        itl_chunk_ms=describe(chunk_gaps),
-        itl_token_ms=describe(token_gaps, token_w),
-        e2e_ms=describe(_values(ok, lambda r: r.e2e_ms)),
-        connect_ms=describe(_values(measured, lambda r: r.connect_ms)),
-        client_prep_ms=describe(_values(measured, lambda r: r.client_prep_ms)),
-        output_tokens=describe([r.output_tokens for r in ok if r.output_tokens is not None]),
-        prompt_tokens=describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
-        cached_tokens=describe([r.cached_tokens for r in ok if r.cached_tokens is not None]),
-        tokens_per_chunk=_tokens_per_chunk_stats(ok, per_chunk),
-        schedule_lag_ms=describe(_values(measured, lambda r: r.schedule_lag_ms)),
-        ttft_from_intended_ms=describe(_values(ok, lambda r: r.ttft_from_intended_ms)),
-        e2e_from_intended_ms=describe(_values(ok, lambda r: r.e2e_from_intended_ms)),
+        **{m.name: describe(_values(over[m.over], m.value)) if m.value else pooled[m.name] for m in METRICS}
     )
     window_s = _window_s(measured)
     out_tokens = sum(r.output_tokens or 0 for r in ok)

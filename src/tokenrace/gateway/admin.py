@@ -6,16 +6,16 @@ The proxied endpoints are `admission.handle`; `app.build_handler` dispatches bet
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tokenrace import __version__
+from tokenrace.gateway import clock
 from tokenrace.gateway.admission import Refused
 from tokenrace.gateway.config import KVEventsConfig
+from tokenrace.gateway.context import AdminContext
 from tokenrace.gateway.http import Reply, Request, error_reply, json_reply
 from tokenrace.gateway.kvblocks import InstanceBlocks
 from tokenrace.gateway.runtime import Backend, Route, public
@@ -32,16 +32,13 @@ from tokenrace.gateway.views import (
     View,
 )
 
-if TYPE_CHECKING:
-    from tokenrace.gateway.app import Gateway
-
 CANARY_PREFIX = "/admin/canary/"
 CANARY_ACTIONS = ("pause", "resume", "promote", "rollback")
 
 
-def state(gw: Gateway) -> GatewayState:
+def state(gw: AdminContext) -> GatewayState:
     """The whole gateway's live state, for /admin/state."""
-    now = time.monotonic()
+    now = clock.monotonic()
     rt = gw.runtime
     backends = {}
     for name, b in rt.backends.items():
@@ -127,33 +124,33 @@ def view_reply(view: View) -> Reply:
     return Reply(200, view.to_json())
 
 
-def list_models(gw: Gateway, request: Request) -> Reply:
+def list_models(gw: AdminContext, request: Request) -> Reply:
     if gw.runtime.auth.identify(request.headers.get("authorization")) is None:
         gw.metrics.rejected.labels("unauthorized").inc()
         return Refused(401, "Missing or unknown API key.", "invalid_api_key", "unauthorized").reply()
     return view_reply(gw.runtime.models)
 
 
-def healthz(gw: Gateway, request: Request) -> Reply:
+def healthz(gw: AdminContext, request: Request) -> Reply:
     if gw.draining:
         return json_reply({"status": "draining"}, status=503)
-    now = time.monotonic()
+    now = clock.monotonic()
     open_ = sorted(n for n, b in gw.runtime.backends.items() if b.breaker.refresh(now) == "open")
     return json_reply({"status": "ok", "backends": len(gw.runtime.backends), "breakers_open": open_})
 
 
-def metrics(gw: Gateway, request: Request) -> Reply:
+def metrics(gw: AdminContext, request: Request) -> Reply:
     return Reply(200, generate_latest(gw.metrics.registry), content_type=CONTENT_TYPE_LATEST)
 
 
-def admin_state(gw: Gateway, request: Request) -> Reply:
+def admin_state(gw: AdminContext, request: Request) -> Reply:
     denied = _admin_denied(gw, request, write=False)
     if denied is not None:
         return denied
     return view_reply(state(gw))
 
 
-async def canary_control(gw: Gateway, request: Request, path: str) -> Reply | None:
+async def canary_control(gw: AdminContext, request: Request, path: str) -> Reply | None:
     """POST /admin/canary/...; None when the path names no canary action."""
     name, _, action = unquote(path[len(CANARY_PREFIX) :]).rpartition("/")
     if action not in CANARY_ACTIONS:
@@ -161,7 +158,7 @@ async def canary_control(gw: Gateway, request: Request, path: str) -> Reply | No
     return await admin_canary(gw, request, name or None, action)
 
 
-async def admin_canary(gw: Gateway, request: Request, name: str | None, action: str) -> Reply:
+async def admin_canary(gw: AdminContext, request: Request, name: str | None, action: str) -> Reply:
     """POST /admin/canary/{route}/{action} or /admin/canary/{action} (?route= or the only canary)."""
     denied = _admin_denied(gw, request, write=True)
     if denied is not None:
@@ -178,16 +175,16 @@ async def admin_canary(gw: Gateway, request: Request, name: str | None, action: 
         )
     assert route.canary is not None and route.canary_target is not None
     try:
-        decision = route.canary.admin(action, time.monotonic())
+        decision = route.canary.admin(action, clock.monotonic())
     except ValueError as exc:
         return error_reply(409, str(exc), "invalid_request_error", "conflict")
     gw.on_decision(route.name, route.canary_target.label, decision)
     if gw.shared is not None:
         await gw.shared.decided(route, decision)  # every instance follows within one sync
-    return view_reply(CanaryReply(route=route.name, decision=decision, canary=route.canary.snapshot(time.monotonic())))
+    return view_reply(CanaryReply(route=route.name, decision=decision, canary=route.canary.snapshot(clock.monotonic())))
 
 
-def _canary_route(gw: Gateway, name: str | None) -> Route | None:
+def _canary_route(gw: AdminContext, name: str | None) -> Route | None:
     routes = gw.runtime.routes
     if name is not None:
         route = routes.get(name)
@@ -196,7 +193,7 @@ def _canary_route(gw: Gateway, name: str | None) -> Route | None:
     return with_canary[0] if len(with_canary) == 1 else None
 
 
-def _admin_denied(gw: Gateway, request: Request, write: bool) -> Reply | None:
+def _admin_denied(gw: AdminContext, request: Request, write: bool) -> Reply | None:
     """Admin writes need the admin key; reading state needs it too when one is configured."""
     auth = gw.runtime.auth
     if not auth.admin_configured:
@@ -213,7 +210,7 @@ def _admin_denied(gw: Gateway, request: Request, write: bool) -> Reply | None:
     )
 
 
-PAGES: dict[str, Callable[[Gateway, Request], Reply]] = {
+PAGES: dict[str, Callable[[AdminContext, Request], Reply]] = {
     "/v1/models": list_models,
     "/healthz": healthz,
     "/metrics": metrics,

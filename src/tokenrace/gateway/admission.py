@@ -13,6 +13,7 @@ import math
 import time
 import uuid
 
+from tokenrace.gateway import clock
 from tokenrace.gateway.body import BadBody, RequestBody
 from tokenrace.gateway.context import ProxyContext
 from tokenrace.gateway.failover import Call
@@ -22,7 +23,7 @@ from tokenrace.gateway.runtime import Route, Runtime
 from tokenrace.gateway.stream import Endpoint
 
 perf_ns = time.perf_counter_ns
-monotonic = time.monotonic
+monotonic = clock.monotonic  # the breakers' and buckets' clock
 
 
 # --- answers the gateway gives itself ---------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tokenrace.gateway import admin, admission
+from tokenrace.gateway import admin, admission, clock
 from tokenrace.gateway.breaker import STATE_CODES, Transition
 from tokenrace.gateway.config import (
     ConfigError,
@@ -197,7 +197,7 @@ class Gateway:
         while True:
             await asyncio.sleep(self._tick_interval())
             try:
-                taken = self.tick(time.monotonic())
+                taken = self.tick(clock.monotonic())
                 if self.shared is not None:
                     for route, decision in taken:
                         await self.shared.decided(route, decision)
@@ -253,7 +253,7 @@ class Gateway:
         self.metrics.breaker_transitions.labels(backend.name, transition.new).inc()
         self.event("breaker_" + transition.new, backend=backend.name, old=transition.old, reason=transition.reason)
         if self.shared is not None and transition.new != "half_open":  # each instance probes for itself
-            self.spawn(self.shared.write_breaker(backend, time.monotonic(), time.time()))
+            self.spawn(self.shared.write_breaker(backend, clock.monotonic(), clock.wall()))
 
     def on_breaker_adopted(self, backend: Backend, transition: Transition, by: str) -> None:
         """A breaker state another instance reached, now applied here."""
@@ -268,7 +268,7 @@ class Gateway:
 
     def snapshot(self) -> StateSnapshot:
         """Live state for the scrape-time gauges."""
-        now, wall = time.monotonic(), time.time()
+        now, wall = clock.monotonic(), clock.wall()
         breakers = {}
         for name, b in self.runtime.backends.items():
             state = b.breaker.refresh(now)

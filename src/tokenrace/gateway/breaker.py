@@ -1,17 +1,17 @@
 """A circuit breaker per backend: closed -> open -> half-open -> closed (or open again).
 
-Pure and clock-driven (times are `time.monotonic()` seconds passed in by the caller), so the tests
+Pure and clock-driven (times are the gateway clock's `monotonic()` seconds passed in by the caller), so the tests
 walk through every transition without sleeping. The open state remembers why it opened and until
 when, for `/metrics` and `GET /admin/state`.
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from tokenrace.gateway import clock
 from tokenrace.gateway.config import BreakerConfig
 from tokenrace.gateway.views import BreakerRecord, BreakerState, BreakerView, BreakerWindow
 
@@ -36,7 +36,7 @@ class Breaker:
         self.config = config
         self.state: State = "closed"
         self.reason = ""
-        self.since = time.time()  # wall clock, for people
+        self.since = clock.wall()  # wall clock, for people
         self.open_until: float | None = None  # monotonic
         self.consecutive = 0
         # The error-rate window in buckets of BUCKET_S: memory stays bounded at any request rate.
@@ -153,7 +153,7 @@ class Breaker:
         old = self.state
         self.state = new
         self.reason = reason
-        self.since = time.time()
+        self.since = clock.wall()
         self.last_transition = Transition(self.backend, old, new, reason)
 
     # -- sharing with other instances -----------------------------------------------------
@@ -182,7 +182,7 @@ class Breaker:
         n, errors = self.window_stats()
         until = None
         if state == "open" and self.open_until is not None:
-            until = time.time() + (self.open_until - now)
+            until = clock.wall() + (self.open_until - now)
         return BreakerView(
             state=state,
             reason=self.reason or None,

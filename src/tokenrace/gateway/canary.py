@@ -19,11 +19,11 @@ Checks that lack data (no streams for TTFT, a baseline with too few requests) ar
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from tokenrace.gateway import clock
 from tokenrace.gateway.config import CanaryConfig
 from tokenrace.gateway.views import (
     Action,
@@ -271,7 +271,7 @@ class Canary:
         old: float | None = None,
     ) -> Decision:
         decision = Decision(
-            at_unix=time.time(),
+            at_unix=clock.wall(),
             action=action,
             from_weight=self.weight if old is None else old,
             to_weight=to,

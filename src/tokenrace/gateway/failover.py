@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 
-from tokenrace.gateway import routing
+from tokenrace.gateway import clock, routing
 from tokenrace.gateway.attempt import Attempt, Done, Failure
 from tokenrace.gateway.body import RequestBody
 from tokenrace.gateway.canary import Sample
@@ -23,7 +22,7 @@ from tokenrace.gateway.runtime import ArmName, Backend, Route, Runtime, Target
 from tokenrace.gateway.shadow import run_shadow
 from tokenrace.gateway.stream import Endpoint
 
-monotonic = time.monotonic
+monotonic = clock.monotonic  # the breakers' and canaries' clock
 
 
 class Call:

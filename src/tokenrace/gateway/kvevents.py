@@ -12,9 +12,9 @@ The stream's failures, as vLLM's `ZmqEventPublisher` defines them:
   before going on; without one the batches before are counted as `missed`.
 - **Gaps.** A sequence number above the next expected one (the SUB socket dropped messages at its
   high-water mark, or the connection broke) is filled from the replay socket the same way: the
-  request is the 8-byte first missing number, the answers `(seq, payload)` pairs ending with
-  sequence -1. What the replay no longer holds is `missed`, and the blocks stored in it that are
-  parents of later ones make those later ones `orphans`.
+  request is the 8-byte first missing number, the answers `(topic, seq, payload)` (vLLM 0.32; no
+  topic before) ending with sequence -1. What the replay no longer holds is `missed`, and the
+  blocks stored in it that are parents of later ones make those later ones `orphans`.
 - **Restart.** A sequence number below the expected one means the publisher started over: the
   engine restarted with an empty cache, so everything known of it is dropped (`restarts`), as an
   `AllBlocksCleared` event does.
@@ -109,15 +109,15 @@ class KVEvents(PerBackend):
             await sock.send_multipart([b"", start.to_bytes(8, "big")])
             async with asyncio.timeout(config.replay_timeout_s):
                 while True:
-                    frames = await sock.recv_multipart()
-                    if len(frames) != 3 or len(frames[1]) != 8:
+                    answer = replay_answer(await sock.recv_multipart())
+                    if answer is None:
                         blocks.bad += 1
                         continue
-                    seq = int.from_bytes(frames[1], "big", signed=True)
+                    seq, payload = answer
                     if seq == END_SEQ:
                         break
                     if start <= seq < upto and (blocks.last_seq is None or seq > blocks.last_seq):
-                        apply(blocks, seq, frames[2])
+                        apply(blocks, seq, payload)
                         blocks.replayed += 1
                         got += 1
         except TimeoutError:
@@ -127,6 +127,17 @@ class KVEvents(PerBackend):
         finally:
             sock.close(linger=0)
         return got
+
+
+def replay_answer(frames: list[bytes]) -> tuple[int, bytes] | None:
+    """`(seq, payload)` of one replay answer as the DEALER socket receives it: the empty delimiter,
+    then the topic (vLLM 0.32 sends it, an empty one with the end marker; earlier releases did
+    not), the 8-byte sequence number and the batch. None: not an answer."""
+    if len(frames) == 4:  # [b"", topic, seq, payload]
+        frames = [frames[0], *frames[2:]]
+    if len(frames) != 3 or frames[0] != b"" or len(frames[1]) != 8:
+        return None
+    return int.from_bytes(frames[1], "big", signed=True), frames[2]
 
 
 def apply(blocks: InstanceBlocks, seq: int, payload: bytes) -> None:

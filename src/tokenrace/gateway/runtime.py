@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from tokenrace import __version__
-from tokenrace.gateway import routing
+from tokenrace.gateway import clock, routing
 from tokenrace.gateway.breaker import Breaker
 from tokenrace.gateway.canary import Canary
 from tokenrace.gateway.config import (
@@ -499,7 +499,7 @@ class Runtime:
         on_move: Callable[[str, str, str], None] | None = None,
     ) -> None:
         """`on_move(route, from, to)`: a prefix_affinity pool sent a key to another instance."""
-        now = time.monotonic()
+        now = clock.monotonic()
         self.config = config
         self.secrets = secrets
         self.generation = generation

@@ -13,6 +13,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from tokenrace.gateway import clock
 from tokenrace.gateway.runtime import ShadowResult
 from tokenrace.gateway.stream import StreamTap, whole_response
 from tokenrace.gateway.upstream import UpstreamError, UpstreamResponse
@@ -39,7 +40,7 @@ async def run_shadow(
 ) -> None:
     backend = shadow.backend
     m = gw.metrics
-    if backend.unavailable(time.monotonic()) is not None:
+    if backend.unavailable(clock.monotonic()) is not None:
         m.shadow_requests.labels(route.name, backend.name, "skipped_unavailable").inc()
         return
     shadow.in_flight += 1
@@ -49,7 +50,7 @@ async def run_shadow(
     finally:
         shadow.in_flight -= 1
         backend.in_flight -= 1
-    backend.breaker.record(outcome == "ok", time.monotonic(), outcome)
+    backend.breaker.record(outcome == "ok", clock.monotonic(), outcome)
     m.shadow_requests.labels(route.name, backend.name, outcome).inc()
     if ttft_s is not None:
         m.shadow_ttft.labels(route.name, backend.name).observe(ttft_s)
@@ -63,7 +64,7 @@ async def run_shadow(
     if primary_text is not None and text is not None:
         score, same = agreement(primary_text, text, SCORE_TOKENS), exact_match(primary_text, text)
         m.shadow_agreement.labels(route.name, backend.name).observe(score)
-    shadow.recent.append(ShadowResult(time.time(), outcome, ttft_s, duration_s, score, same))
+    shadow.recent.append(ShadowResult(clock.wall(), outcome, ttft_s, duration_s, score, same))
 
 
 async def _send(call: Call, shadow: Shadow) -> tuple[str, float | None, float | None, str | None]:

@@ -26,7 +26,6 @@ import hashlib
 import os
 import secrets
 import socket
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -36,6 +35,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from tokenrace.gateway import clock
 from tokenrace.gateway.breaker import Transition
 from tokenrace.gateway.canary import Canary, Sample
 from tokenrace.gateway.config import RouteConfig, Secret, StateConfig
@@ -282,7 +282,7 @@ class SharedState:
     async def _write_canary(
         self, route: Route, canary: Canary, decisions: list[Decision], token: str, expected: int, reset: bool = False
     ) -> int | None:
-        now, wall = time.monotonic(), time.time()
+        now, wall = clock.monotonic(), clock.wall()
         last = max((d.at_unix for d in decisions), default=wall)
         keys = [self.key("canary", route.name), self.key("canary", route.name, "log"), self.key("lease")]
         args: list[str | bytes] = [
@@ -375,7 +375,7 @@ class SharedState:
 
     async def sync(self, rt: Runtime, adopted: Callable[[Backend, Transition, str], None]) -> None:
         """One round: check the connection, hold or take the lease, follow breakers and canaries."""
-        now, wall = time.monotonic(), time.time()
+        now, wall = clock.monotonic(), clock.wall()
         try:
             if self.up is not True:
                 await self.client.ping()

@@ -246,6 +246,37 @@ class PoolingFigures(_Model):
     embedding_dims: list[int] | None = None  # the lengths seen, when answers differed
 
 
+# Every code a run's warning may carry: a closed set, so a tool can switch on it. A new warning adds
+# its code here (and says in docs/metrics.md what it means).
+WarningCode = Literal[
+    "resources.client_cpu",
+    "resources.gpu_hot",
+    "resources.gpu_idle",
+    "resources.gpu_saturated",
+    "resources.kv_cache_full",
+    "resources.preemptions",
+    "resources.sampler_failed",
+    "resources.server_queue",
+    "resources.system_cpu",
+    "resources.system_memory",
+    "resources.note",
+    "cache.prefix_hits",
+    "client.bound",
+    "content.uneven_output",
+    "efficiency.aggregate_beats_bound",
+    "efficiency.decode_beats_bound",
+    "efficiency.ttft_beats_bound",
+    "efficiency.note",
+    "energy.gpu_missing",
+    "energy.unavailable",
+    "run.note",
+    "stats.tail_unbounded",
+    "workers.all_lost",
+    "workers.died",
+    "workers.lost_requests",
+]
+
+
 class RunWarning(BaseModel):
     """Something the reader of a run's numbers must know: what it is (`code`), the sentence shown to
     people (`message`), and the numbers behind it (`figures`), so a tool can act without parsing text.
@@ -254,7 +285,7 @@ class RunWarning(BaseModel):
     `workers.*`, `efficiency.*` (the planner's caveats about its bound), `run.*`; `run.note` (and
     `efficiency.note`) is a warning read from a file that held only its text."""
 
-    code: str
+    code: WarningCode
     message: str
     figures: dict[str, float | int | str | None] = Field(default_factory=dict)
 
@@ -376,6 +407,6 @@ def _has_text(warnings: Any) -> bool:
     return isinstance(warnings, list) and any(isinstance(w, str) for w in warnings)
 
 
-def _note(code: str, warning: Any) -> Any:
+def _note(code: WarningCode, warning: Any) -> Any:
     """A sentence from an older file as a coded warning; a warning already coded stays as it is."""
     return {"code": code, "message": warning} if isinstance(warning, str) else warning

@@ -9,7 +9,7 @@ Thresholds are constants here and listed in docs/monitor.md.
 from __future__ import annotations
 
 from tokenrace.model.monitor import GpuResources, Resources, SamplerStatus, ServerResources, SystemResources
-from tokenrace.model.summary import RunWarning, Summary
+from tokenrace.model.summary import RunWarning, Summary, WarningCode
 from tokenrace.monitor.gpu import THERMAL_REASONS
 
 GPU_BUSY_PCT = 90.0  # mean GPU utilisation at which the GPU is the bottleneck
@@ -37,8 +37,8 @@ def resource_warnings(resources: Resources | None, run_summary: Summary | None =
     return out
 
 
-def _warning(code: str, message: str, **figures: float | int | str | None) -> RunWarning:
-    return RunWarning(code=f"resources.{code}", message=message, figures=figures)
+def _warning(code: WarningCode, message: str, **figures: float | int | str | None) -> RunWarning:
+    return RunWarning(code=code, message=message, figures=figures)
 
 
 def _spread(run: Summary) -> float | None:
@@ -68,7 +68,7 @@ def _saturated(gpu: GpuResources | None, server: ServerResources | None, run: Su
     if queued:
         why.append(f"the server queued up to {queued:g} requests")
     return _warning(
-        "gpu_saturated",
+        "resources.gpu_saturated",
         f"GPU at {mean:.0f} % (mean) while {' and '.join(why)}: the backend is saturated; "
         "more concurrency only adds queueing",
         gpu_util_pct_mean=mean,
@@ -85,7 +85,7 @@ def _server_queue(gpu: GpuResources | None, server: ServerResources | None, run:
     mean = _util(gpu)
     gpu_note = f" with the GPU at {mean:.0f} %" if mean is not None else ""
     return _warning(
-        "server_queue",
+        "resources.server_queue",
         f"the server queued up to {server.waiting_max:g} requests{cap}{gpu_note}: its batch or slot limit "
         "caps concurrency; requests beyond it only wait (latency includes time in the server's queue)",
         server_waiting_max=server.waiting_max,
@@ -100,7 +100,7 @@ def _gpu_idle(gpu: GpuResources | None, server: ServerResources | None, run: Sum
         return None
     top = gpu.util_pct_max
     return _warning(
-        "gpu_idle",
+        "resources.gpu_idle",
         f"GPU utilisation averaged {mean:.0f} % (max {_pct(top)} %): the GPU was not the bottleneck; "
         "look at the client, the network, or raise concurrency",
         gpu_util_pct_mean=mean,
@@ -113,7 +113,7 @@ def _kv_full(gpu: GpuResources | None, server: ServerResources | None, run: Summ
     if kv is None or kv < KV_FULL_FRACTION:
         return None
     return _warning(
-        "kv_cache_full",
+        "resources.kv_cache_full",
         f"the KV cache was {kv * 100:.0f} % full at peak: new requests had to wait for room or preempt others",
         kv_cache_usage_max=kv,
     )
@@ -124,7 +124,7 @@ def _preempted(gpu: GpuResources | None, server: ServerResources | None, run: Su
     if not n:
         return None
     return _warning(
-        "preemptions",
+        "resources.preemptions",
         f"the server preempted {n} requests (KV cache exhausted): their latency includes recomputation; "
         "lower the concurrency or give the KV cache more memory",
         preemptions=n,
@@ -141,7 +141,7 @@ def _hot(gpu: GpuResources | None, server: ServerResources | None, run: Summary)
     seen = f" with thermal slowdown in {thermal} GPU samples" if thermal else ""
     reached = f"reached {temp:.0f} °C" if temp is not None else "ran hot"
     return _warning(
-        "gpu_hot",
+        "resources.gpu_hot",
         f"the GPU {reached}{seen}: clocks drop when it is hot, so a longer run may not hold this speed",
         gpu_temp_c_max=temp,
         thermal_throttle_samples=thermal,
@@ -156,7 +156,7 @@ def _client(system: SystemResources | None) -> list[RunWarning]:
     if proc is not None and proc >= CLIENT_CPU_PCT:
         out.append(
             _warning(
-                "client_cpu",
+                "resources.client_cpu",
                 f"the client's CPU was at {proc:.0f} % of a core (mean; max {_pct(system.proc_cpu_pct_max)} %): "
                 "the numbers may be bounded by the client",
                 proc_cpu_pct_mean=proc,
@@ -167,7 +167,7 @@ def _client(system: SystemResources | None) -> list[RunWarning]:
     if cpu is not None and cpu >= SYSTEM_CPU_PCT:
         out.append(
             _warning(
-                "system_cpu",
+                "resources.system_cpu",
                 f"this machine's CPU was at {cpu:.0f} % (mean, all cores): the client competes for it with "
                 "everything else here, the server too when it runs here",
                 cpu_pct_mean=cpu,
@@ -177,7 +177,7 @@ def _client(system: SystemResources | None) -> list[RunWarning]:
     if used and total and used / total >= SYSTEM_MEM_FRACTION:
         out.append(
             _warning(
-                "system_memory",
+                "resources.system_memory",
                 f"system memory peaked at {used / 2**30:.1f} of {total / 2**30:.1f} GiB: swapping or the OOM "
                 "killer would distort latency",
                 peak_mem_used_bytes=used,
@@ -190,7 +190,7 @@ def _client(system: SystemResources | None) -> list[RunWarning]:
 def _sampler_failures(samplers: dict[str, SamplerStatus]) -> list[RunWarning]:
     return [
         _warning(
-            "sampler_failed",
+            "resources.sampler_failed",
             f"monitor: the {name} sampler stopped after {s.errors} errors ({s.reason}); its figures end there",
             sampler=name,
             errors=s.errors,

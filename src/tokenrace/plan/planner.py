@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import TypedDict
 
 from tokenrace.errors import InvalidInput, UsageError
-from tokenrace.model.summary import Efficiency, RunWarning
+from tokenrace.model.summary import Efficiency, RunWarning, WarningCode
 from tokenrace.plan import explain as ex
 from tokenrace.plan.catalog import Hardware, load_hardware, load_model
 from tokenrace.plan.interconnect import Layout, layout_for
@@ -555,7 +555,7 @@ def _caveats(r: PlanResult, m: _Measured, pct: _Shares) -> list[RunWarning]:
     return out
 
 
-def _speed_caveat(code: str, message: str, measured: float | None, bound: float, pct: float) -> RunWarning:
+def _speed_caveat(code: WarningCode, message: str, measured: float | None, bound: float, pct: float) -> RunWarning:
     figures: dict[str, float | int | str | None] = {
         "measured_tokens_per_s": measured,
         "bound_tokens_per_s": bound,

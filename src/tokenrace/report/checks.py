@@ -6,7 +6,7 @@ need (docs/claim.md, "Three outcomes")."""
 from __future__ import annotations
 
 from tokenrace.model.claim import ConditionCheck
-from tokenrace.report.render import Cell, Tone, fmt
+from tokenrace.table import Cell, Tone, fmt
 
 OPEN = "no bound"
 MARKS = {"held": "✓ ", "failed": "✗ ", "unproven": "? "}

@@ -1,7 +1,7 @@
 """A claim's tables and its HTML page: the verdict in a plain sentence first, then every condition
 against the expectations, then the evidence (the concurrency search, the baseline's run).
 
-Declared once here as `report.render` tables (`claim_table`, `plan_table`): the terminal, the HTML
+Declared once here as `tokenrace.table` tables (`claim_table`, `plan_table`): the terminal, the HTML
 section, `show --markdown` and `show --csv` draw the same rows.
 """
 
@@ -10,14 +10,15 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Group
 
 from tokenrace.claim.models import ClaimFile, Condition, Verdict, read_claim
 from tokenrace.report.checks import check_cell
 from tokenrace.report.html import Page, _run_page, _sweep_page, render
-from tokenrace.report.render import BLANK, Cell, Column, Table, Tone, fmt, text, to_html, to_markdown, to_rich
+from tokenrace.report.tables import lines_view
 from tokenrace.runs.history import dir_kind
 from tokenrace.runs.reader import load_dir
+from tokenrace.table import BLANK, Cell, Column, Table, Tone, fmt, text, to_html, to_markdown, to_rich
 
 VERDICT_WORDS: dict[Verdict | None, str] = {
     "holds": "HOLDS",
@@ -122,13 +123,11 @@ def plan_table(claim: ClaimFile) -> Table:
     return t
 
 
-def print_claim(claim: ClaimFile, console: Console) -> None:
+def claim_view(claim: ClaimFile) -> Group:
     """The conditions table, titled with the verdict in its colour, then the sentence and the limits."""
     table = to_rich(claim_table(claim))
     table.title_style = f"bold {VERDICT_COLORS[claim.verdict]}"
-    console.print(table)
-    for line in claim_lines(claim):
-        console.print(line, highlight=False)
+    return Group(table, *lines_view(claim_lines(claim)))
 
 
 def claim_markdown(claim: ClaimFile) -> str:

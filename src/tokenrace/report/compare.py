@@ -13,16 +13,16 @@ import numpy as np
 from pydantic import BaseModel
 
 from tokenrace import stats as bs
+from tokenrace import table
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import Knee, StepRow
 from tokenrace.model.summary import Cost
-from tokenrace.report import render
 from tokenrace.report.quality import VERDICT_TONE, QualitySection, overall_accuracy, quality_markdown, quality_section
-from tokenrace.report.render import Cell, Column, Table, num, pct, text
 from tokenrace.runs.run import Run
+from tokenrace.table import Cell, Column, Table, num, pct, text
 
 # (key, label, unit); latencies: lower is better. Values come from each request's record.
 LATENCIES = (
@@ -629,10 +629,10 @@ def to_markdown(report: Report) -> str:
         out.append(f"> **Warning:** {w}")
     if report.warnings:
         out.append("")
-    out += [render.to_markdown(compare_table(c)) for c in report.comparisons]
+    out += [table.to_markdown(compare_table(c)) for c in report.comparisons]
     out += [quality_markdown(q) for q in report.quality]
     return "\n".join(out)
 
 
 def to_csv(report: Report) -> str:
-    return render.to_csv(compare_data_table(report))
+    return table.to_csv(compare_data_table(report))

@@ -12,10 +12,23 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tokenrace.model.metrics import (
+    ACCEPTANCE_RATE,
+    CONTENT_RATIO,
+    DOCUMENTS_PER_S,
+    ENERGY_WINDOW,
+    INPUT_TOKENS_PER_S,
+    INPUTS_PER_S,
+    JOULES,
+    MEAN_POWER,
+    TOKENS_PER_JOULE,
+    TOKENS_PER_STEP,
+    SectionFigure,
+)
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary
-from tokenrace.report.render import Cell, pct, text
+from tokenrace.table import Cell, pct, text
 
 SEPARATOR = " · "  # between a figure's qualifying parts, on the terminal and on a card alike
 
@@ -64,16 +77,32 @@ def run_headline(summary: Summary, cost: Cost | None = None, bound: float | None
     ]
 
 
+def shown(figure: SectionFigure, value: float | None) -> Cell:
+    """A section's figure as its declaration (model/metrics.py) shows it: digits and unit."""
+    d = figure.display
+    if d.unit == "%":
+        return pct(value, d.digits)
+    if d.unit == "×":
+        return Cell(value, d.digits, prefix=d.unit)
+    return Cell(value, d.digits, suffix=f" {d.unit}")
+
+
+def said(figure: SectionFigure, value: float | None) -> str:
+    """The same in a line of text, where the unit follows even a missing value ("— J")."""
+    d = figure.display
+    return shown(figure, value).text if d.unit in ("%", "×") else f"{Cell(value, d.digits).text} {d.unit}"
+
+
 def _speculative(spec: Speculative | None) -> list[Figure]:
     """Beside TPOT: the engine's own acceptance, which moves TPOT with the content."""
     if spec is None or spec.acceptance_rate is None:
         return []
     steps = spec.tokens_per_step
-    per_step = f"{Cell(steps, 2).text} tokens per step" if steps is not None else None
+    per_step = said(TOKENS_PER_STEP, steps) if steps is not None else None
     return [
         Figure(
-            "speculative decoding",
-            pct(spec.acceptance_rate),
+            ACCEPTANCE_RATE.display.label,
+            shown(ACCEPTANCE_RATE, spec.acceptance_rate),
             _detail(per_step, f"accepted ÷ draft tokens ({spec.source})"),
         )
     ]
@@ -85,11 +114,11 @@ def _throughput(summary: Summary, bound: float | None) -> Figure:
     if pooling is not None:
         # Embeddings and rerank generate nothing: their work is the inputs (documents) and their tokens.
         if pooling.api == "embeddings":
-            items = Cell(pooling.inputs_per_s, 2, suffix=" inputs/s")
+            items = shown(INPUTS_PER_S, pooling.inputs_per_s)
         else:
-            items = Cell(pooling.documents_per_s, 2, suffix=" documents/s")
+            items = shown(DOCUMENTS_PER_S, pooling.documents_per_s)
         dim = f"vectors of {pooling.embedding_dim} dimensions" if pooling.embedding_dim else None
-        return Figure("throughput", items, _detail(f"{Cell(pooling.input_tokens_per_s).text} input tok/s", over, dim))
+        return Figure("throughput", items, _detail(said(INPUT_TOKENS_PER_S, pooling.input_tokens_per_s), over, dim))
     light = None
     if bound and tp.output_tokens_per_s:
         light = f"{Cell(tp.output_tokens_per_s / bound, 0, scale=100.0).text} % of speed of light"
@@ -140,14 +169,15 @@ def _energy(energy: Energy | None) -> list[Figure]:
     if energy is None:
         return []
     if energy.output_tokens_per_joule is None:
-        return [Figure("energy", text("not measured"), energy.reason or "")]
+        return [Figure(TOKENS_PER_JOULE.display.label, text("not measured"), energy.reason or "")]
     return [
         Figure(
-            "energy",
-            Cell(energy.output_tokens_per_joule, 2, suffix=" output tok/J"),
+            TOKENS_PER_JOULE.display.label,
+            shown(TOKENS_PER_JOULE, energy.output_tokens_per_joule),
             _detail(
-                f"{Cell(energy.joules).text} J over {Cell(energy.window_s, 2).text} s on {len(energy.gpus)} GPU(s)",
-                f"mean {Cell(energy.mean_power_w).text} W",
+                f"{said(JOULES, energy.joules)} over {said(ENERGY_WINDOW, energy.window_s)} "
+                f"on {len(energy.gpus)} GPU(s)",
+                f"mean {said(MEAN_POWER, energy.mean_power_w)}",
                 f"{energy.source}, {energy.method or 'method unknown'}",
             ),
         )
@@ -158,7 +188,7 @@ def _content(content: ContentSpeed | None) -> list[Figure]:
     if content is None or not content.kinds:
         return []
     kinds = ", ".join(f"{k} {_ms(v.tpot_ms_p50, 2).text}" for k, v in content.kinds.items())
-    ratio = f"slowest ÷ fastest {Cell(content.ratio, 2, prefix='×').text}" if content.ratio is not None else None
+    ratio = f"{CONTENT_RATIO.display.label} {said(CONTENT_RATIO, content.ratio)}" if content.ratio is not None else None
     return [Figure("TPOT p50 by content", text(kinds), _detail(ratio, content.verdict))]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from tokenrace.model.history import HistoryRow
 from tokenrace.model.run import Knee
 from tokenrace.report.claim import VERDICT_WORDS
-from tokenrace.report.render import Column, Table, fmt, num, pct, text
+from tokenrace.table import Column, Table, fmt, num, pct, text
 
 COLUMNS = (
     *(Column(c, "left") for c in ("id", "kind", "started (UTC)", "name", "model", "endpoint", "load")),

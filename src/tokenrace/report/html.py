@@ -33,10 +33,10 @@ from tokenrace.report.headline import run_headline, sweep_headline, to_cards
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
 from tokenrace.report.reference import endpoints_table, pareto_figure, reference_tables
-from tokenrace.report.render import num, to_html
 from tokenrace.report.sla import sla_html
 from tokenrace.report.tables import manifest_table, steps_table, summary_table, with_costs
 from tokenrace.runs.run import Run
+from tokenrace.table import num, to_html
 
 PALETTE = ("#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777")
 MAX_TIMELINE = 1500  # requests drawn in a timeline; more are thinned evenly (and the chart says so)
@@ -706,7 +706,7 @@ th, td { padding:6px 10px; border-bottom:1px solid var(--line); text-align:left;
 th.num { text-align:right; }
 thead th { background:#f1f5f9; font-weight:600; }
 td.num { text-align:right; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; }
-tr.better td, p.better, td.better { color:#15803d; } tr.worse td, p.worse, td.worse { color:#b91c1c; } td.warn-row { color:#a16207; }
+tr.better td, p.better, td.better { color:#15803d; } tr.worse td, p.worse, td.worse { color:#b91c1c; } td.warn-row { color:#a16207; } td.muted, tr.muted td { color:#6b7280; }
 tr.knee td { background:#ecfdf5; font-weight:600; }
 .warn { border:2px solid #dc2626; background:#fef2f2; color:#7f1d1d; border-radius:10px; padding:12px 16px; margin-bottom:14px; }
 .warn ul { margin:6px 0 0; padding-left:20px; }

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tokenrace.figures.mlperf import AGREE_MS, DETAIL_LOG, SUMMARY_LOG
 from tokenrace.load.mlperf import MIN_DURATION_S, MlperfSpec
-from tokenrace.report.render import Cell, Column, Table, Tone, num, text
 from tokenrace.runs.mlperf import MlperfResult
+from tokenrace.table import Cell, Column, Table, Tone, num, text
 
 NOT_COMPARABLE = (
     "not comparable with published MLPerf results: the run's minimum duration is {d:g} s, MLPerf's is "

@@ -16,8 +16,8 @@ from tokenrace.errors import UsageError
 from tokenrace.model.files import ITEMS, QUALITY
 from tokenrace.quality.models import Accuracy, QualityResult, load_quality
 from tokenrace.quality.paired import QualityComparison, Side, accuracy_text, compare_dirs, difference_line
-from tokenrace.report.render import Cell, Column, Table, Tone, num, pct, text, to_markdown
 from tokenrace.runs.run import Run
+from tokenrace.table import Cell, Column, Table, Tone, num, pct, text, to_markdown
 
 QUALITY_SUBDIR = "quality"
 

@@ -15,7 +15,7 @@ from tokenrace.report.quality import (
     sides_table,
     suites_table,
 )
-from tokenrace.report.render import HTML_CLASS, pct, to_html
+from tokenrace.table import HTML_CLASS, pct, to_html
 
 
 def run_quality_html(result: QualityResult, directory: Path) -> str:

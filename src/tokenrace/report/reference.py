@@ -1,5 +1,5 @@
 """The figures of a run's reference profile (`--profile`), as tables, and MLPerf Endpoints' Pareto
-step plot for a sweep: declared once, rendered by report/render.py's renderers."""
+step plot for a sweep: declared once, rendered by tokenrace/table.py's renderers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from tokenrace.model.reference import AaFigures, LlmperfFigures, ReferenceFigures
 from tokenrace.model.run import StepRow
 from tokenrace.model.stats import Spread
-from tokenrace.report.render import Column, Table, num, text
+from tokenrace.table import Column, Table, num, text
 
 AA_STATS = ("p5", "p25", "p50", "p75", "p95")  # what Artificial Analysis publishes
 LLMPERF_STATS = ("p25", "p50", "p75", "p90", "p95", "p99", "mean", "min", "max")  # LLMPerf's metrics_summary

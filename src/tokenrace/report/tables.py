@@ -1,51 +1,44 @@
-"""The tables of a run, a sweep and a profile, declared once (report/render.py renders them for the
-terminal, HTML, Markdown and CSV), and the text lines printed under them."""
+"""The tables of a run, a sweep and a profile, declared once (tokenrace/table.py renders them for the
+terminal, HTML, Markdown and CSV), and the text lines shown under them.
+
+The `*_view` functions put a table and its lines together for the terminal, as one rich renderable:
+report/ builds what is shown, and cli/ prints it."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.engine import ModelFile, ProfileEngine
 from tokenrace.model.manifest import Manifest
+from tokenrace.model.metrics import METRICS, SCHEMA_VALID_RATE
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.model.summary import Cost, Summary, TurnStats
-from tokenrace.report.headline import run_headline, sweep_headline, to_lines
+from tokenrace.report.headline import run_headline, shown, sweep_headline, to_lines
 from tokenrace.report.reference import endpoints_table, reference_tables
-from tokenrace.report.render import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
+from tokenrace.table import BLANK, Cell, Column, Row, Table, fmt, num, pct, text, to_rich
 
-ROWS = (
-    ("TTFT", "ttft_ms", "ms"),
-    ("TTFT answer", "ttfa_ms", "ms"),
-    ("TPOT", "tpot_ms", "ms"),
-    ("ITL (chunk)", "itl_chunk_ms", "ms"),
-    ("ITL (token)", "itl_token_ms", "ms"),
-    ("E2E", "e2e_ms", "ms"),
-    ("Schedule lag", "schedule_lag_ms", "ms"),
-    ("Output tokens", "output_tokens", "tok"),
-    ("Prompt tokens", "prompt_tokens", "tok"),
-    ("Cached tokens", "cached_tokens", "tok"),
-    ("Tokens/chunk", "tokens_per_chunk", "tok"),
-)
+# The summary table's rows, from the metrics' declarations (model/metrics.py): (label, field, unit, digits).
+ROWS = tuple((m.display.label, m.name, m.display.unit, m.display.digits) for m in METRICS if m.display)
 COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
 def summary_table(summary: Summary, title: str | None = None) -> Table:
     """Each latency and size statistic of the run, one row per metric it measured."""
     t = Table(title, [Column("metric", "left"), Column("unit", "left"), *(Column(c) for c in COLS)])
-    for label, key, unit in ROWS:
+    for label, key, unit, digits in ROWS:
         m = getattr(summary.metrics, key)
         if m.count:
-            t.add(text(label), text(unit), *(num(getattr(m, c), 0 if c == "count" else 1) for c in COLS))
+            t.add(text(label), text(unit), *(num(getattr(m, c), 0 if c == "count" else digits) for c in COLS))
     return t
 
 
@@ -127,8 +120,8 @@ def structured_lines(summary: Summary) -> list[str]:
         )
     so = summary.structured_output
     if so is not None:
-        rate = "n/a (nothing checked)" if so.valid_rate is None else f"{fmt(_pct(so.valid_rate))} %"
-        out.append(f"response schema: {rate} valid ({so.valid} of {so.checked} answers checked)")
+        rate = "n/a (nothing checked)" if so.valid_rate is None else shown(SCHEMA_VALID_RATE, so.valid_rate).text
+        out.append(f"{SCHEMA_VALID_RATE.display.label}: {rate} valid ({so.valid} of {so.checked} answers checked)")
     return out
 
 
@@ -146,24 +139,17 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else x * 100
 
 
-def stdout_console() -> Console:
-    """Rich's console on stdout; 120 columns when stdout is a file or a pipe (rich's default of 80
-    would cut the per-step table)."""
-
-    return Console() if sys.stdout.isatty() else Console(width=120)
+def lines_view(lines: list[str]) -> list[Text]:
+    """Lines of text (rich markup allowed) as the terminal shows them, numbers not highlighted."""
+    return [Text.from_markup(line) for line in lines]
 
 
-def print_summary(
-    summary: Summary, console: Console | None = None, title: str | None = None, cost: Cost | None = None
-) -> None:
-    console = console or stdout_console()
-    console.print(to_rich(summary_table(summary, title)))
-    for line in headline_lines(summary, cost):
-        console.print(line, highlight=False)
+def summary_view(summary: Summary, title: str | None = None, cost: Cost | None = None) -> Group:
+    """A run for the terminal: the summary table, its headline, then the reference tables with their notes."""
+    parts: list[RenderableType] = [to_rich(summary_table(summary, title)), *lines_view(headline_lines(summary, cost))]
     for table in reference_tables(summary.reference):
-        console.print(to_rich(table))
-        for note in table.notes:
-            console.print(note, highlight=False)
+        parts += [to_rich(table), *lines_view(table.notes)]
+    return Group(*parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,76 +307,64 @@ def with_costs(run: Run, cost: CostSpec | None) -> SweepFile | ProfileFile:
     return data
 
 
-def wide_console() -> Console:
-    """A terminal's own width; 160 columns when printing to a file or pipe (rich would use 80)."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
-
-
-def print_sweep(s: SweepFile, console: Console | None = None) -> None:
-    console = console or wide_console()
-    console.print(to_rich(sweep_table(s)))
-    if s.sla:
-        console.print(sla_table(s))
-    for line in sweep_lines(s) + sla_lines(s):
-        console.print(line, highlight=False)
+def sweep_view(s: SweepFile) -> Group:
+    """A sweep for the terminal: its steps, the SLA search's table when it ran one, the lines, then
+    the endpoints of every step when the steps name them."""
+    parts: list[RenderableType] = [to_rich(sweep_table(s)), *((to_rich(sla_table(s)),) if s.sla else ())]
+    parts += lines_view(sweep_lines(s) + sla_lines(s))
     if any(r.endpoints is not None for r in s.steps):
         table = endpoints_table([(r.step, r) for r in s.steps])
-        console.print(to_rich(table))
-        for note in table.notes:
-            console.print(note, highlight=False)
+        parts += [to_rich(table), *lines_view(table.notes)]
+    return Group(*parts)
 
 
 def _model_name(summary: ProfileFile, path: str | None) -> str:
     return Path(path).name if path else fmt(summary.model)
 
 
-def print_profile(summary: ProfileFile, console: Console | None = None) -> None:
-    console = console or stdout_console()
+def profile_view(summary: ProfileFile) -> Group:
+    """A profile for the terminal: the engine and model line, the steps, then the lines under them."""
+    out: list[str] = []
     eng = summary.engine or ProfileEngine()
     mf = eng.model_file or ModelFile()
     size = mf.file_size_bytes
-    console.print(
+    out.append(
         f"[bold]{fmt(eng.engine)}[/bold] {eng.version or ''} | model {_model_name(summary, mf.path)} "
         f"({mf.quantization or 'quantization unknown'}, {fmt(None if size is None else size / 1e6)} MB) "
         f"@ {fmt(summary.endpoint)} | threads {fmt(eng.threads)}, "
-        f"slots {fmt(eng.parallel_slots)} | times in ms",
-        highlight=False,
+        f"slots {fmt(eng.parallel_slots)} | times in ms"
     )
-    console.print(to_rich(profile_table(summary)))
-    for line in to_lines(sweep_headline(summary)):
-        console.print(line, highlight=False)
+    table = to_rich(profile_table(summary))
+    out += to_lines(sweep_headline(summary))
     bust = summary.cache_bust
     if bust is not None and not _pooling_steps(summary):
-        console.print(
+        out.append(
             "prompts: built-in, busted (a unique prefix per request, so the prefix cache cannot serve them and "
             "the steps compare prefill with prefill; --no-cache-bust allows hits)"
             if bust
-            else "prompts: built-in, not busted: the prefix cache serves repeated prompts (see the cached column)",
-            highlight=False,
+            else "prompts: built-in, not busted: the prefix cache serves repeated prompts (see the cached column)"
         )
     cold, warm = summary.cold, summary.warm.ttft_ms if summary.warm else None
     if cold is not None and cold.ttft_ms is not None and warm is not None and warm.p50 is not None:
-        console.print(
-            f"cold vs warm TTFT: {fmt(cold.ttft_ms)} ms first request, {fmt(warm.p50)} ms warm p50 (concurrency 1)",
-            highlight=False,
+        out.append(
+            f"cold vs warm TTFT: {fmt(cold.ttft_ms)} ms first request, {fmt(warm.p50)} ms warm p50 (concurrency 1)"
         )
     for row in summary.steps:
         eff = row.efficiency
         if eff is not None and not eff.error:
-            console.print(
+            out.append(
                 f"{row.step}: decode {fmt(eff.decode_pct_of_bound)} % of the {fmt(eff.decode_tokens_per_s_bound)} tok/s/stream bound "
-                f"({eff.hardware}, {fmt((eff.hardware_bandwidth_bytes_per_s or 0) / 1e9)} GB/s), aggregate {fmt(eff.aggregate_pct_of_bound)} %",
-                highlight=False,
+                f"({eff.hardware}, {fmt((eff.hardware_bandwidth_bytes_per_s or 0) / 1e9)} GB/s), aggregate {fmt(eff.aggregate_pct_of_bound)} %"
             )
-            for w in eff.warnings:
-                console.print(f"[yellow]warning[/yellow]: {w.message}")
+            out += [f"[yellow]warning[/yellow]: {w.message}" for w in eff.warnings]
         svc = row.server_vs_client
         if svc:
-            console.print(
+            out.append(
                 f"{row.step}: engine clock vs client: TTFT {fmt(svc.ttft_ms.server_p50)} vs {fmt(svc.ttft_ms.client_p50)} ms, "
-                f"TPOT {fmt(svc.tpot_ms.server_p50, 2)} vs {fmt(svc.tpot_ms.client_p50, 2)} ms (p50)",
-                highlight=False,
+                f"TPOT {fmt(svc.tpot_ms.server_p50, 2)} vs {fmt(svc.tpot_ms.client_p50, 2)} ms (p50)"
             )
+    head, *rest = lines_view(out)
+    return Group(head, table, *rest)
 
 
 # --- a run's manifest ------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Literal
 from tokenrace.errors import InvalidInput
 from tokenrace.model.history import WatchSlot
 from tokenrace.report.html import Page, plotly, render
-from tokenrace.report.render import Column, Table, num, pct, text, to_html
+from tokenrace.table import Column, Table, num, pct, text, to_html
 
 WINDOW_H = 72.0  # Artificial Analysis: the median over the past 72 hours
 Figure = Literal["output_speed", "ttft", "e2e_100"]

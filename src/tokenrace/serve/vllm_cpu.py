@@ -112,6 +112,9 @@ class VllmCpuOptions:
     kv_cache_gib: int = 2  # VLLM_CPU_KVCACHE_SPACE
     max_num_seqs: int | None = None
     extra: tuple[str, ...] = ()
+    # VLLM_SERVER_DEV_MODE=1: vLLM's development routes (/reset_prefix_cache among them), which a
+    # served engine keeps closed; tests turn it on to clear the prefix cache between checks.
+    dev_mode: bool = False
 
 
 def vllm_cpu_command(python: Path, folder: Path, name: str, port: int, o: VllmCpuOptions) -> list[str]:
@@ -139,4 +142,7 @@ def vllm_cpu_command(python: Path, folder: Path, name: str, port: int, o: VllmCp
 
 
 def vllm_cpu_env(o: VllmCpuOptions) -> dict[str, str]:
-    return {"VLLM_CPU_KVCACHE_SPACE": str(o.kv_cache_gib), **OFFLINE}
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(o.kv_cache_gib), **OFFLINE}
+    if o.dev_mode:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
+    return env

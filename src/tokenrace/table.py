@@ -1,6 +1,7 @@
 """A table, declared once, rendered for the terminal (rich), HTML, Markdown and CSV.
 
-A declaration (report/tables.py, report/compare.py, report/quality.py) builds a `Table` from the
+A declaration (report/tables.py, report/compare.py, report/quality.py, report/sla.py, and in the
+leaves plan/tables.py and doctor/render.py) builds a `Table` from the
 typed models: its columns, and one `Row` of `Cell`s per line. A cell keeps its value and how to show
 it; the renderers only lay it out, so the terminal, the HTML page and a Markdown or CSV export show
 the same rows with the same numbers. Missing values are "—" for a reader and empty in CSV.
@@ -21,9 +22,9 @@ MISSING = "—"  # a missing value, as a reader sees it (never "None", never 0)
 
 Align = Literal["left", "right"]
 # A tone says what a cell or row means; each renderer shows it its own way (colour, CSS class).
-Tone = Literal["", "good", "bad", "warn", "best"]
-RICH_STYLE = {"": "", "good": "green", "bad": "red", "warn": "yellow", "best": "bold green"}
-HTML_CLASS = {"": "", "good": "better", "bad": "worse", "warn": "warn-row", "best": "knee"}
+Tone = Literal["", "good", "bad", "warn", "best", "muted"]
+RICH_STYLE = {"": "", "good": "green", "bad": "red", "warn": "yellow", "best": "bold green", "muted": "dim"}
+HTML_CLASS = {"": "", "good": "better", "bad": "worse", "warn": "warn-row", "best": "knee", "muted": "muted"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +111,14 @@ class Table:
 # --- renderers -----------------------------------------------------------------------------------
 
 
-def to_rich(table: Table) -> RichTable:
-    t = RichTable(title=table.title, title_justify="left", header_style="bold")
+def to_rich(table: Table, compact: bool = False) -> RichTable:
+    """`compact`: no borders and no wrapping, for a wide table read line by line (the planner's)."""
+    if compact:
+        t = RichTable(title=table.title, title_justify="left", header_style="bold", box=None, pad_edge=False)
+    else:
+        t = RichTable(title=table.title, title_justify="left", header_style="bold")
     for c in table.columns:
-        t.add_column(c.label, justify=c.align)
+        t.add_column(c.label, justify=c.align, no_wrap=compact)
     for row in table.rows:
         cells = [Text(c.text, style=RICH_STYLE[c.tone]) for c in row.cells]
         t.add_row(*cells, style=RICH_STYLE[row.tone] or None)

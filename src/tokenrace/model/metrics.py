@@ -1,0 +1,248 @@
+"""One declaration per summary metric (`Summary.metrics`): its name, unit, definition, which
+requests it pools, how it is computed from a settled `RequestRecord`, and how the tables show it.
+
+`figures.summary.summarize` fills `Metrics` from these, the summary table (`report/tables.py`,
+also the HTML report's) reads its rows from them, and `tests/model/test_metrics.py` ties them to
+the `Metrics` fields and to docs/metrics.md's rows. The fields of `Metrics` stay declared in
+`model/summary.py` so that pydantic reads summary.json and mypy checks `summary.metrics.ttft_ms`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from tokenrace.model.records import RequestRecord
+
+# Which measured requests a metric pools: those that succeeded, or all of them (a figure of the
+# send, such as the connection time, is defined for a failed request too).
+Over = Literal["succeeded", "measured"]
+
+
+@dataclass(frozen=True, slots=True)
+class Display:
+    """A row of the summary table: its label, the unit it prints and the digits of its statistics."""
+
+    label: str
+    unit: str
+    digits: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str  # the field of `Metrics`: summary.json's `metrics.<name>`
+    unit: str  # as docs/metrics.md's "summary metric" table writes it
+    definition: str  # one line; docs/metrics.md has the full definition
+    over: Over
+    # The figure of one settled record, None where undefined. None for a metric that pools
+    # several values per request (gaps between chunks, tokens per chunk): `summarize`
+    # (figures/summary.py) computes those over the records, by name.
+    value: Callable[[RequestRecord], float | None] | None
+    display: Display | None = None  # None: not a row of the summary table
+    # Needs a streamed answer (a first token, chunks): null in a run whose answers came in one body
+    # (no-stream, embeddings, rerank), and `not_measured` says why.
+    streamed: bool = False
+
+
+# In the order of the summary table's rows; the rest after them.
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "ttft_ms",
+        "ms",
+        "first content chunk - start",
+        "succeeded",
+        value=lambda r: r.ttft_ms,
+        display=Display("TTFT", "ms"),
+        streamed=True,
+    ),
+    Metric(
+        "ttfa_ms",
+        "ms",
+        "first chunk with answer content (not reasoning, not a tool call) - start",
+        "succeeded",
+        value=lambda r: r.ttfa_ms,
+        display=Display("TTFT answer", "ms"),
+        streamed=True,
+    ),
+    Metric(
+        "tpot_ms",
+        "ms",
+        "(last content chunk - first) / (output tokens - 1)",
+        "succeeded",
+        value=lambda r: r.tpot_ms,
+        display=Display("TPOT", "ms"),
+        streamed=True,
+    ),
+    Metric(
+        "itl_chunk_ms",
+        "ms",
+        "every gap between consecutive content chunks",
+        "succeeded",
+        value=None,
+        display=Display("ITL (chunk)", "ms"),
+        streamed=True,
+    ),
+    Metric(
+        "itl_token_ms",
+        "ms/token",
+        "each chunk gap / the tokens of the chunk that ends it, weighted by them",
+        "succeeded",
+        value=None,
+        display=Display("ITL (token)", "ms"),
+        streamed=True,
+    ),
+    Metric(
+        "e2e_ms",
+        "ms",
+        "end of the stream (or body) - start",
+        "succeeded",
+        value=lambda r: r.e2e_ms,
+        display=Display("E2E", "ms"),
+    ),
+    Metric(
+        "schedule_lag_ms",
+        "ms",
+        "open loop: start - intended start",
+        "measured",
+        value=lambda r: r.schedule_lag_ms,
+        display=Display("Schedule lag", "ms"),
+    ),
+    Metric(
+        "output_tokens",
+        "tokens",
+        "output tokens of a request",
+        "succeeded",
+        value=lambda r: r.output_tokens,
+        display=Display("Output tokens", "tok"),
+    ),
+    Metric(
+        "prompt_tokens",
+        "tokens",
+        "prompt tokens of a request",
+        "succeeded",
+        value=lambda r: r.prompt_tokens,
+        display=Display("Prompt tokens", "tok"),
+    ),
+    Metric(
+        "cached_tokens",
+        "tokens",
+        "prompt tokens the server took from its prefix cache",
+        "succeeded",
+        value=lambda r: r.cached_tokens,
+        display=Display("Cached tokens", "tok"),
+    ),
+    Metric(
+        "tokens_per_chunk",
+        "tokens",
+        "tokens each content chunk carried",
+        "succeeded",
+        value=None,
+        display=Display("Tokens/chunk", "tok"),
+        streamed=True,
+    ),
+    Metric(
+        "connect_ms",
+        "ms",
+        "time to open a new connection (TCP + TLS)",
+        "measured",
+        value=lambda r: r.connect_ms,
+    ),
+    Metric(
+        "client_prep_ms",
+        "ms",
+        "start - begin - connect_ms: the client's own time to send the request",
+        "measured",
+        value=lambda r: r.client_prep_ms,
+    ),
+    Metric(
+        "ttft_from_intended_ms",
+        "ms",
+        "open loop: first content chunk - intended send time",
+        "succeeded",
+        value=lambda r: r.ttft_from_intended_ms,
+    ),
+    Metric(
+        "e2e_from_intended_ms",
+        "ms",
+        "open loop: end of the stream - intended send time",
+        "succeeded",
+        value=lambda r: r.e2e_from_intended_ms,
+    ),
+)
+
+STREAMED = tuple(m.name for m in METRICS if m.streamed)
+
+
+@dataclass(frozen=True, slots=True)
+class SectionFigure:
+    """One number of a summary section (speculative decoding, energy, embeddings and rerank,
+    content, structured output), which a run has once, not per request: its path in summary.json, unit,
+    definition and how the headline shows it (a `Display` unit of "%" shows a fraction in per cent,
+    one of "×" a ratio after that sign)."""
+
+    name: str  # its path in summary.json: "energy.output_tokens_per_joule"
+    unit: str  # as docs/metrics.md's row writes it
+    definition: str  # one line; docs/metrics.md has the full definition
+    display: Display
+
+
+ACCEPTANCE_RATE = SectionFigure(
+    "speculative.acceptance_rate", "fraction", "accepted ÷ draft tokens", Display("speculative decoding", "%")
+)
+TOKENS_PER_STEP = SectionFigure(
+    "speculative.tokens_per_step",
+    "tokens",
+    "1 + accepted ÷ drafts: tokens each verification step emits",
+    Display("tokens per step", "tokens per step", 2),
+)
+TOKENS_PER_JOULE = SectionFigure(
+    "energy.output_tokens_per_joule",
+    "tokens/J",
+    "output tokens ÷ joules over the window",
+    Display("energy", "output tok/J", 2),
+)
+JOULES = SectionFigure("energy.joules", "J", "GPU energy over the window, all GPUs", Display("energy", "J"))
+ENERGY_WINDOW = SectionFigure("energy.window_s", "s", "between the first and the last reading", Display("over", "s", 2))
+MEAN_POWER = SectionFigure("energy.mean_power_w", "W", "joules ÷ window", Display("mean power", "W"))
+INPUTS_PER_S = SectionFigure(
+    "pooling.inputs_per_s",
+    "texts/s",
+    "embeddings: inputs of succeeded requests ÷ window",
+    Display("throughput", "inputs/s", 2),
+)
+DOCUMENTS_PER_S = SectionFigure(
+    "pooling.documents_per_s",
+    "texts/s",
+    "rerank: documents of succeeded requests ÷ window",
+    Display("throughput", "documents/s", 2),
+)
+INPUT_TOKENS_PER_S = SectionFigure(
+    "pooling.input_tokens_per_s",
+    "tokens/s",
+    "prompt tokens of succeeded requests ÷ window",
+    Display("input tokens", "input tok/s"),
+)
+CONTENT_RATIO = SectionFigure(
+    "content.ratio",
+    "ratio",
+    "TPOT p50 of the slowest kind of content ÷ that of the fastest",
+    Display("slowest ÷ fastest", "×", 2),
+)
+SCHEMA_VALID_RATE = SectionFigure(
+    "structured_output.valid_rate", "fraction", "valid ÷ checked answers", Display("response schema", "%")
+)
+
+FIGURES: tuple[SectionFigure, ...] = (
+    ACCEPTANCE_RATE,
+    TOKENS_PER_STEP,
+    TOKENS_PER_JOULE,
+    JOULES,
+    ENERGY_WINDOW,
+    MEAN_POWER,
+    INPUTS_PER_S,
+    DOCUMENTS_PER_S,
+    INPUT_TOKENS_PER_S,
+    CONTENT_RATIO,
+    SCHEMA_VALID_RATE,
+)

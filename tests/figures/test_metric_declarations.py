@@ -1,0 +1,67 @@
+"""The metrics' declarations (model/metrics.py) are what `Summary.metrics` and the summary table hold."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from pydantic import BaseModel
+from tests.figures.test_summary import rec
+
+from tokenrace.figures.pooling import not_measured
+from tokenrace.figures.summary import summarize
+from tokenrace.load.windows import Windows
+from tokenrace.model.metrics import FIGURES, METRICS
+from tokenrace.model.summary import Metrics, Summary
+from tokenrace.report.tables import summary_table
+
+
+def test_every_metrics_field_has_exactly_one_declaration_and_back() -> None:
+    names = [m.name for m in METRICS]
+    assert len(names) == len(set(names))
+    assert sorted(names) == sorted(Metrics.model_fields)
+
+
+def test_each_metric_pools_the_requests_its_declaration_names() -> None:
+    # A succeeded request and a failed one that opened a connection and was late to leave.
+    ok = rec(0, 0, [100, 110, 130], [1, 2, 4], 7, connect_ns=2_000_000, intended_start_ns=0)
+    failed = rec(1, 5, [], None, None, error_kind="http_500", connect_ns=3_000_000, intended_start_ns=0)
+    s = summarize([ok, failed], Windows())
+    for m in METRICS:
+        stats = getattr(s.metrics, m.name)
+        if m.value is None:  # pooled over the chunks of the succeeded request
+            assert stats.count, m.name
+            continue
+        records = [ok] if m.over == "succeeded" else [ok, failed]
+        values = [v for r in records if (v := m.value(r)) is not None]
+        assert stats.count == len(values), m.name
+        if values:
+            assert stats.max == max(values), m.name
+    assert s.metrics.connect_ms.count == 2 and s.metrics.ttft_ms.count == 1
+
+
+def test_summary_table_rows_are_the_declared_displays() -> None:
+    ok = rec(0, 0, [100, 110, 130], [1, 2, 4], 7, prompt_tokens=12, cached_tokens=4, intended_start_ns=0)
+    table = summary_table(summarize([ok], Windows()))
+    shown = [(str(row.cells[0].value), str(row.cells[1].value)) for row in table.rows]
+    declared = [(m.display.label, m.display.unit) for m in METRICS if m.display]
+    assert shown == declared
+
+
+def test_streamed_metrics_are_the_ones_an_unstreamed_answer_lacks() -> None:
+    # One body: no chunks, no first token; usage gave the output count.
+    body = rec(0, 0, [], None, 5)
+    m = summarize([body], Windows()).metrics
+    streamed = set(not_measured("chat", stream=False))
+    assert streamed == {d.name for d in METRICS if d.streamed}
+    assert all(getattr(m, name).count == 0 for name in streamed)
+    assert m.e2e_ms.count == 1 and m.output_tokens.count == 1
+
+
+def test_every_section_figure_names_a_field_of_summary_json() -> None:
+    for figure in FIGURES:
+        model: type[BaseModel] = Summary
+        *sections, field = figure.name.split(".")
+        for section in sections:
+            annotation = model.model_fields[section].annotation
+            model = next(a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel))
+        assert field in model.model_fields, figure.name
