@@ -49,8 +49,8 @@ LINE_KEYS = (
     "schema_version seq phase worker session_id turn intended_start_ms start_ms schedule_lag_ms client_prep_ms "
     "connect_ms new_connection retried_stale_connection ttft_ms ttfa_ms e2e_ms tpot_ms ttft_from_intended_ms "
     "e2e_from_intended_ms chunk_offsets_ms chunk_tokens reasoning_chunks prompt_tokens prompt_tokens_source "
-    "cached_tokens cached_tokens_source output_tokens output_tokens_source output_chars max_tokens content "
-    "finish_reason status error_kind error_message retry_after_s response_id served_by server_timing images image_bytes "
+    "cached_tokens cached_tokens_source output_tokens output_tokens_source streamed_tokens streamed_tokens_source "
+    "output_chars max_tokens content finish_reason finishes status error_kind error_message retry_after_s response_id served_by server_timing images image_bytes "
     "image_pixels tool_calls ttft_tool_ms schema_valid inputs documents embedding_dim"
 ).split()
 

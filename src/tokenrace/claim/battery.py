@@ -11,8 +11,11 @@ In order, each a full run directory under the claim's directory:
 4. `cache-busted/`, `cache-shared/`: the same prompt size with every prefix unique, and behind one
    shared prefix the server may cache.
 5. `content-<kind>/`: what the model is asked to write (natural, copy, random), one at a time.
-6. `drift/`: the baseline again in the budget's last part.
-7. `quality/`: a quality pass on the same endpoint when asked, reported beside and never mixed in.
+6. `repeated-prompt/`: one prompt sent again and again, against the baseline's distinct prompts
+   (MLPerf's TEST04); the answers of every run are then checked for TEST06 and TEST09
+   (claim/compliance.py).
+7. `drift/`: the baseline again in the budget's last part.
+8. `quality/`: a quality pass on the same endpoint when asked, reported beside and never mixed in.
 
 claim.json is rewritten after every condition, so Ctrl-C keeps what finished and a partial verdict.
 """
@@ -29,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tokenrace import __version__
+from tokenrace.claim import compliance
 from tokenrace.claim.models import (
     CLAIM_FILE,
     ClaimFile,
@@ -64,17 +68,20 @@ from tokenrace.runs.run import Run
 from tokenrace.runs.samples import sample_of
 from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.runs.store import default_run_dir, write_json
-from tokenrace.stats import CONFIDENCE
+from tokenrace.stats import CONFIDENCE, bounding_requests
 from tokenrace.sweep.runner import ProgressFor, StepRunner, SweepPlan, run_sweep
 
 MIN_BUDGET_S = 20.0  # the cold request and one warm step, on a fast server, with the run's own overheads
-# Shares of the budget; drift takes the last part, whatever the others left.
+# Shares of the budget; drift takes the last part, whatever the others left. The compliance run
+# (TEST04's repeated prompt, about as many requests as the baseline's first run) took its 4 % from
+# prompt length and the cache, 2 % each: the baseline and the concurrency search matter more.
 SHARES = {
     "warm": 0.15,
     "concurrency": 0.25,
-    "prompt_tokens": 0.20,
-    "cache": 0.10,
+    "prompt_tokens": 0.18,
+    "cache": 0.08,
     "content": 0.05,
+    "compliance": 0.04,
     "quality": 0.10,
     "drift": 0.15,
 }
@@ -143,6 +150,12 @@ class ClaimSettings:
         return min(MAX_CONDITION_REQUESTS, max(8, need))
 
     @property
+    def repeat_requests(self) -> int:
+        """TEST04's run: enough to bound the ratio of two medians at one look's confidence."""
+        two_sided = 2 * self.look_confidence - 1
+        return max(WARM_REQUESTS, bounding_requests("p50", two_sided) or 0)
+
+    @property
     def objectives(self) -> tuple[Objective, ...]:
         """The expectations, and the error rate unless they name it."""
         if any(o.figure == "error_rate" for o in self.expectations):
@@ -175,6 +188,12 @@ def plan(cs: ClaimSettings) -> tuple[list[PlannedStep], list[Condition]]:
         ),
         PlannedStep(dimension="cache", requests=2 * n, seconds=share * SHARES["cache"], needed=n),
         PlannedStep(dimension="content", requests=len(CONTENT_KINDS) * n, seconds=share * SHARES["content"], needed=n),
+        PlannedStep(
+            dimension="compliance",
+            requests=1 + cs.repeat_requests,
+            seconds=share * SHARES["compliance"],
+            needed=cs.repeat_requests,
+        ),
         PlannedStep(dimension="drift", requests=max(WARM_REQUESTS, n), seconds=share * SHARES["drift"], needed=n),
     ]
     if cs.quality_samples:
@@ -252,6 +271,7 @@ PRIORITY: tuple[Dimension, ...] = (
     "content",
     "drift",
     "cold",
+    "compliance",
     "quality",
 )
 
@@ -348,7 +368,8 @@ class Battery:
         self.claim.started_at = datetime.now(UTC).isoformat()
         self._write()
         try:
-            for part in (self._warm, self._concurrency, self._prompt_lengths, self._cache, self._content):
+            parts = (self._warm, self._concurrency, self._prompt_lengths, self._cache, self._content, self._repeated)
+            for part in parts:
                 if not await part():
                     self.claim.partial = True
                     break
@@ -365,6 +386,7 @@ class Battery:
         return self.claim
 
     def _finish(self) -> None:
+        self._judge_answers()
         decide(self.claim)
         self.claim.finished_at = datetime.now(UTC).isoformat()
         self.claim.elapsed_s = round((time.perf_counter_ns() - self.started_ns) / 1e9, 3)
@@ -707,6 +729,74 @@ class Battery:
             if result is not None and result.interrupted:
                 return False
         return True
+
+    async def _repeated(self) -> bool:
+        """MLPerf's TEST04: one prompt sent again and again at the baseline's load and prompt length (a
+        cold request first, so the server has seen it), against the baseline's distinct prompts; looked
+        at again, with a fresh prompt, while undecided and its share lasts (at most LOOKS runs)."""
+        warm = next((m for m in self.measured if m.dimension == "warm"), None)
+        if warm is None:
+            return True
+        n = self.cs.repeat_requests
+        need = (1 + n) * self.e2e_s
+        why = self._room("compliance", need, 1 + n, self._drift_reserve())
+        share = min(self._slice("compliance"), self.left_s() - self._drift_reserve())
+        if not why and need > share:  # a run cut short by its share would decide nothing
+            why = f"its share: it needs about {need:.0f} s, {max(share, 0):.0f} s were left"
+        if why:
+            self._skip("compliance", why, compliance.REPEATED_PROMPT)
+            return True
+        self.notify(f"compliance: one prompt sent {n} times, against the baseline's distinct prompts...")
+        deadline = self.left_s() - min(self._slice("compliance"), self.left_s() - self._drift_reserve())
+        sample: Sample | None = None
+        runs: list[str] = []
+        index: int | None = None
+        while len(runs) < LOOKS:
+            name = "repeated-prompt" if not runs else f"repeated-prompt-{len(runs) + 1}"
+            duration = max(1.0, min(2 * (1 + n) * self.e2e_s, self.left_s() - max(deadline, self._drift_reserve())))
+            load = Load(concurrency=1, requests=n, cold=True, duration_s=duration)
+            prompts = PromptSpec(input_tokens=(SHORT_PROMPT, 0.0), count=1)  # one prompt, never busted
+            result = await self._step(name, load, prompts, WorkloadSpec(cache_bust=False), look=len(runs))
+            runs.append(name)
+            got = sample_of(result.directory)
+            sample = got if sample is None else sample.pooled(got)
+            condition = compliance.repeated_prompt(sample, warm.sample, self.cs.look_confidence)
+            condition.run_dir, condition.runs = runs[0], list(runs)
+            condition.figures["prompt_tokens_mean"] = result.summary.metrics.prompt_tokens.mean
+            if index is None:
+                index = len(self.claim.conditions)
+                self.claim.conditions.append(condition)
+            else:
+                self.claim.conditions[index] = condition
+            self._write()
+            if result.interrupted:
+                return False
+            if condition.outcome != "unproven" or self.left_s() - deadline < (1 + n) * self.e2e_s:
+                break
+        return True
+
+    def _judge_answers(self) -> None:
+        """TEST06 and TEST09 on the answers of every run the battery made (the search's steps too)."""
+        dirs = dict.fromkeys(self.directory / run for c in self.claim.conditions for run in c.runs)
+        answers = compliance.answers_in(list(dirs))
+        if not answers:
+            return
+        ignore_eos = self.cs.template.request.extra_body.get("ignore_eos") is True
+        confidence = self.cs.confidence  # one look: the answers are judged once, at the end
+        for condition in (
+            compliance.token_count(answers, confidence),
+            compliance.finishes(answers, confidence),
+            compliance.output_length(answers, ignore_eos, confidence),
+        ):
+            same = [
+                i
+                for i, c in enumerate(self.claim.conditions)
+                if c.dimension == "compliance" and c.value == condition.value
+            ]
+            if same:
+                self.claim.conditions[same[0]] = condition
+            else:
+                self.claim.conditions.append(condition)
 
     async def _drift(self) -> bool:
         left = self.left_s()

@@ -19,10 +19,23 @@ Each condition's checks have three outcomes (held, failed, unproven: figures/obj
 
 A condition that was skipped (budget, request or cost limits, a feature this endpoint lacks) is
 listed and never counted for or against the claim.
+
+The compliance conditions (claim/compliance.py, MLPerf's TEST04, TEST06 and TEST09) say whether the
+figures can be trusted at all, so they are applied after the speed's verdict:
+
+- a server that misreports its token counts or ends an answer twice (TEST06), or that answers a
+  prompt it has seen faster than a new one (TEST04), makes every speed figure untrustworthy: the
+  verdict is `fails`, whatever the speed showed, and the reasons name the compliance failure first;
+- outputs shorter (or longer) than asked with `--ignore-eos` (TEST09) mean the speed was measured on
+  other answers than the claim's: that shows nothing false, so `holds` and `holds_only_under` become
+  `unproven` ("outputs shorter than asked"), and `fails` and `unproven` keep their verdict with the
+  reason added;
+- an undecided compliance condition is listed with the undecided conditions and changes nothing.
 """
 
 from __future__ import annotations
 
+from tokenrace.claim import compliance
 from tokenrace.claim.models import ClaimFile, Condition, ConditionCheck
 from tokenrace.figures.objectives import describe_saved_check, label_of, parse_objective
 from tokenrace.model.claim import Outcome
@@ -43,8 +56,61 @@ def outcome_of(checks: list[ConditionCheck]) -> Outcome:
 
 
 def decide(claim: ClaimFile) -> None:
-    """Fill `verdict`, `reasons`, `restrictions` and `sentence` from the conditions."""
-    measured = [c for c in claim.conditions if c.held is not None]
+    """Fill `verdict`, `reasons`, `restrictions` and `sentence` from the conditions: the speed's
+    verdict, then what the compliance conditions make of it."""
+    _decide_speed(claim)
+    _apply_compliance(claim)
+
+
+# The compliance failures that make the figures untrustworthy (the others leave the claim unproven).
+UNTRUSTWORTHY = (compliance.TOKEN_COUNT, compliance.FINISHES, compliance.REPEATED_PROMPT)
+
+
+def _apply_compliance(claim: ClaimFile) -> None:
+    checked = [c for c in claim.conditions if c.dimension == "compliance" and c.held is not None]
+    if claim.verdict == "holds":
+        claim.reasons += [f"undecided {_where(c)}: {c.note}" for c in checked if c.outcome == "unproven"]
+    failed = [c for c in checked if c.outcome == "failed"]
+    if not failed or claim.verdict is None:
+        return
+    why = [_compliance_reason(c) for c in failed]
+    untrustworthy = any(c.value in UNTRUSTWORTHY for c in failed)
+    if untrustworthy:
+        claim.verdict = "fails"
+        claim.restrictions = []
+        claim.reasons = why + claim.reasons
+        claim.sentence = "Fails: the server's figures cannot be trusted. " + " ".join(_capital(r) + "." for r in why)
+        return
+    claim.reasons = why + claim.reasons
+    if claim.verdict in ("holds", "holds_only_under"):
+        claim.verdict = "unproven"
+        claim.restrictions = []
+        claim.sentence = "Unproven: the speed was measured on answers of another length than asked. " + " ".join(
+            _capital(r) + "." for r in why
+        )
+        return
+    claim.sentence = (claim.sentence or "") + " " + " ".join(_capital(r) + "." for r in why)
+
+
+def _compliance_reason(c: Condition) -> str:
+    """'outputs shorter than asked (TEST09): outputs average 40.0 tokens of 128 asked (31 %) over 20'."""
+    f = c.figures.get("compliance")
+    if c.value == compliance.OUTPUT_LENGTH:
+        ratio = f.length_ratio if f is not None else None
+        what = "outputs longer than asked" if ratio is not None and ratio > 1 else "outputs shorter than asked"
+        return f"{what} (TEST09): {c.note}"
+    if c.value == compliance.TOKEN_COUNT:
+        return f"the server misreports its output tokens (TEST06): {c.note}"
+    if c.value == compliance.FINISHES:
+        return f"the server ends answers more than once (TEST06): {c.note}"
+    return (
+        f"the server answers a prompt it has seen faster than a new one, as a cache of answers would (TEST04): {c.note}"
+    )
+
+
+def _decide_speed(claim: ClaimFile) -> None:
+    # The compliance conditions are applied afterwards (`_apply_compliance`), never as restrictions.
+    measured = [c for c in claim.conditions if c.held is not None and c.dimension != "compliance"]
     baseline = next((c for c in measured if c.dimension == "warm"), None)
     claim.restrictions = []
     claim.reasons = []
@@ -212,6 +278,8 @@ def _where(c: Condition) -> str:
         return "at the end of the run"
     if c.dimension == "content":
         return f"when asked to write {c.value} text"
+    if c.dimension == "compliance":
+        return f"for {compliance.NAMES.get(str(c.value), str(c.value))}"
     return f"for {c.dimension} {c.value}"
 
 
@@ -252,7 +320,11 @@ def _undecided_note(claim: ClaimFile) -> str:
 
 
 def _failed_note(claim: ClaimFile) -> str:
-    failed = [c for c in claim.conditions if c.held is not None and c.dimension != "warm" and _outcome(c) == "failed"]
+    failed = [
+        c
+        for c in claim.conditions
+        if c.held is not None and c.dimension not in ("warm", "compliance") and _outcome(c) == "failed"
+    ]
     return f" Failed with certainty: {'; '.join(_why(c, _where(c)) for c in failed)}." if failed else ""
 
 

@@ -134,7 +134,24 @@ async def fill_token_counts(rec: RequestRecord, prompt_text: str, tok: Tokenizer
         rec.prompt_tokens, rec.prompt_tokens_source = usage["prompt_tokens"], "usage"
     elif tok is not None and prompt_text:
         rec.prompt_tokens, rec.prompt_tokens_source = await _count(tok, prompt_text), "tokenizer"
+    await _fill_streamed_tokens(rec, tok)
     await _fill_chunk_tokens(rec, tok)
+
+
+async def _fill_streamed_tokens(rec: RequestRecord, tok: Tokenizer | None) -> None:
+    """The output tokens the client saw streamed, apart from what usage reports: the content chunks
+    when they match the reported count (one token each, the usual stream), else the tokenizer's count
+    of the text (one more encode, only for a stream whose chunks and usage disagree), else the
+    chunks. Streams only: a whole body has no chunks to count."""
+    n = len(rec.chunk_ns)
+    if n == 0:
+        return
+    if rec.output_tokens_source != "usage" or rec.output_tokens == n:
+        counted = rec.output_tokens if rec.output_tokens_source == "tokenizer" else None
+        rec.streamed_tokens, rec.streamed_tokens_source = (counted, "tokenizer") if counted else (n, "chunks")
+        return
+    counted = await _count(tok, rec.text) if tok is not None and rec.text else None
+    rec.streamed_tokens, rec.streamed_tokens_source = (counted, "tokenizer") if counted else (n, "chunks")
 
 
 async def _count(tok: Tokenizer, text: str) -> int | None:

@@ -14,7 +14,9 @@ from tokenrace.model.quality import Accuracy, Score
 CLAIM_FILE = "claim.json"
 CLAIM_SCHEMA_VERSION = 1
 Verdict = Literal["holds", "holds_only_under", "fails", "unproven"]
-Dimension = Literal["cold", "warm", "concurrency", "prompt_tokens", "cache", "content", "drift", "quality"]
+Dimension = Literal[
+    "cold", "warm", "concurrency", "prompt_tokens", "cache", "content", "compliance", "drift", "quality"
+]
 
 
 class Expectation(_Model):
@@ -63,6 +65,38 @@ class DriftRatios(_Model):
     output_tok_s: float | None = None
 
 
+class ComplianceFigures(_Model):
+    """A compliance condition's figures (docs/claim.md, "Compliance"; docs/metrics.md). Each check
+    fills its own; the others stay null."""
+
+    answers: int | None = None  # answers judged
+    # TEST06: answers whose reported count disagrees with the streamed one, or that ended more than
+    # once; their share of `answers`, with its exact one-sided bounds
+    disagreeing: int | None = None
+    undecidable: int | None = None  # token count: answers the streamed chunks cannot judge
+    share: float | None = None
+    share_low: float | None = None
+    share_high: float | None = None
+    reported_tokens_mean: float | None = None  # tokens per answer, as usage reports them
+    streamed_tokens_mean: float | None = None  # tokens per answer, as counted from the stream
+    finishes_max: int | None = None  # the most finish events one answer carried
+    # TEST09: output tokens per answer over the max_tokens asked (with --ignore-eos), a mean
+    output_tokens_mean: float | None = None
+    asked_tokens_mean: float | None = None
+    length_ratio: float | None = None
+    length_ratio_low: float | None = None
+    length_ratio_high: float | None = None
+    # TEST04: how many times faster the same prompt repeated is than distinct prompts of the same
+    # length (distinct p50 / repeated p50; over 1: faster), TPOT judged, TTFT and E2E shown
+    repeated: int | None = None  # requests with the repeated prompt
+    distinct: int | None = None  # the baseline's, with distinct prompts
+    speedup_tpot_p50: float | None = None
+    speedup_tpot_low: float | None = None
+    speedup_tpot_high: float | None = None
+    speedup_ttft_p50: float | None = None
+    speedup_e2e_p50: float | None = None
+
+
 @with_config({"extra": "allow"})
 class ConditionFigures(TypedDict, total=False):
     """A condition's key figures. Each condition has the keys it measured and no others (the cold
@@ -85,6 +119,7 @@ class ConditionFigures(TypedDict, total=False):
     accuracy: Accuracy  # the quality pass
     right: int
     wrong: int
+    compliance: ComplianceFigures  # a compliance condition's
 
 
 class Condition(_Model):

@@ -111,10 +111,15 @@ class RequestRecord(_Model):
     cached_tokens_source: CacheSource | None = None  # None when the server did not say
     output_tokens: int | None = None
     output_tokens_source: str | None = None  # usage | tokenizer | chunks
+    # Output tokens counted on the client from what was streamed, whatever usage says (the claim's
+    # TEST06 check compares the two): the tokenizer's count of the text, else the content chunks.
+    streamed_tokens: int | None = None
+    streamed_tokens_source: Literal["tokenizer", "chunks"] | None = None
     output_chars: int | None = None
     max_tokens: int | None = None
     content: str | None = None  # --content: natural, copy or random
     finish_reason: str | None = None
+    finishes: int | None = None  # streamed events that carried a finish reason (chat, completions); TEST06
     status: int | None = None
     error_kind: str | None = None
     error_message: str | None = None

@@ -65,7 +65,7 @@ def claim_table(claim: ClaimFile) -> Table:
             text(None if c.value is None else str(c.value)),
             *checks,
             text(held, tone=HELD_TONE.get(held, "")),
-            text(f"{where} ({c.note})" if c.note and not c.skipped else where),
+            text((f"{where} ({c.note})" if where else c.note) if c.note and not c.skipped else where),
         )
     return t
 

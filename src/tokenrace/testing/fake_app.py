@@ -72,6 +72,7 @@ class ServerState:
     spec: SpecCounters = field(default_factory=SpecCounters)
     started_s: float = field(default_factory=time.perf_counter)
     dcgm_scrapes: int = 0
+    answered: set[str] = field(default_factory=set)  # prompts answered before (config.repeat_speedup)
 
     def cache_for(self, config: FakeConfig) -> PrefixCache:
         size, unit, capacity = config.cache_block_size, config.cache_block_unit, config.cache_capacity_blocks
@@ -280,6 +281,7 @@ async def fake_reset(request: web.Request) -> web.Response:
     state = request.app[STATE]
     state.log.reset()
     state.caches.clear()
+    state.answered.clear()
     return json_response({"status": "ok"})
 
 
@@ -370,6 +372,7 @@ async def _dispatch(
     model: str,
 ) -> web.StreamResponse:
     config = _content_config(config, endpoint, body)
+    config = _repeat_config(request.app[STATE], config, endpoint, body)
     # One RNG per request, seeded by arrival order: the same draws whatever the interleaving.
     rng = random.Random(f"{config.seed}:{record.seq}")
     try:
@@ -421,6 +424,22 @@ def _content_config(config: FakeConfig, endpoint: Endpoint, body: Json) -> FakeC
         if key in text:
             config = merge_overrides(config, settings)
     return config
+
+
+def _repeat_config(state: ServerState, config: FakeConfig, endpoint: Endpoint, body: Json) -> FakeConfig:
+    """`config` sped up `repeat_speedup` times for a prompt answered before: a cache of answers."""
+    if config.repeat_speedup == 1:
+        return config
+    try:
+        text = _prompt_text(endpoint, body)
+    except (KeyError, TypeError, AttributeError):
+        return config  # a malformed prompt is rejected later, with its own message
+    seen = text in state.answered
+    state.answered.add(text)
+    if not seen:
+        return config
+    fast = config.repeat_speedup
+    return merge_overrides(config, {"ttft_ms": config.ttft_ms / fast, "itl_ms": config.itl_ms / fast})
 
 
 def _bad_request(exc: BadRequest) -> web.Response:
@@ -496,7 +515,10 @@ def _gen_request(
     images = _images(record, body, config)
     fault = _pick_fault(config, record.seq, rng)
     words = tuple(config.answer.split()) if config.answer is not None else None
-    output, finish = _output_length(config, _max_tokens(body), rng, words)
+    cap = _max_tokens(body)
+    output, finish = _output_length(config, cap, rng, words)
+    if body.get("ignore_eos") is True and config.honours_ignore_eos and cap is not None and words is None:
+        output, finish = cap, "length"  # vLLM, SGLang and llama.cpp then generate exactly max_tokens
     if fault == "empty":
         output, finish = 0, "stop"
     tool = offered_tool(body) if config.tool_calls and endpoint in ("chat", "responses") else None

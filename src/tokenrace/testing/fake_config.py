@@ -119,6 +119,16 @@ class FakeConfig(BaseModel):
     dcgm_power_w: list[float] = Field(default_factory=list)
     dcgm_energy: bool = True
     dcgm_restart_after: int | None = Field(default=None, ge=1)
+    # Misbehaviour that MLPerf's compliance tests catch (docs/claim.md, "Compliance"): usage reports
+    # `usage_output_scale` x the tokens streamed (TEST06); a chat or completions stream ends with
+    # `finishes` events carrying its finish_reason (TEST06: one is honest); with `honours_ignore_eos`
+    # False, a request asking `ignore_eos` still stops at its natural length (TEST09); a prompt the
+    # server has answered before is answered `repeat_speedup` times faster, TTFT and ITL alike, as a
+    # cache of answers would (TEST04).
+    usage_output_scale: float = Field(default=1.0, ge=0)
+    finishes: int = Field(default=1, ge=1)
+    honours_ignore_eos: bool = True
+    repeat_speedup: float = Field(default=1.0, ge=1)
 
     @field_validator("when_prompt_contains")
     @classmethod

@@ -76,7 +76,8 @@ class GenRequest:
         return reasoning, self.text(self.reasoning_tokens, self.output_tokens - self.reasoning_tokens)
 
     def usage(self) -> Json:
-        return usage_block(self.prompt_tokens, self.output_tokens, self.reasoning_tokens, self.cached_tokens)
+        reported = round(self.output_tokens * self.config.usage_output_scale)  # scaled: a server that misreports
+        return usage_block(self.prompt_tokens, reported, self.reasoning_tokens, self.cached_tokens)
 
     def prompt_ms(self) -> float:
         """The programmed prefill time (load excluded): ttft_ms + per-token cost of the uncached tokens

@@ -73,7 +73,19 @@ class ChatWire(Wire):
 
     def closing(self, req: GenRequest) -> list[Piece]:
         usage: list[Piece] = [("usage", sse(usage_chunk(req.meta, req.usage())))] if req.include_usage else []
-        return [*usage, ("done", DONE_EVENT)]
+        return [*self._extra_finishes(req), *usage, ("done", DONE_EVENT)]
+
+    def _extra_finishes(self, req: GenRequest) -> list[Piece]:
+        """Events repeating the finish_reason after the last token's (`finishes` > 1: a misbehaving
+        server), each with no text."""
+        extra = req.config.finishes - 1
+        if extra <= 0:
+            return []
+        if req.meta.endpoint == "completions":
+            chunk = text_chunk(req.meta, "", req.finish_reason)
+        else:
+            chunk = delta_chunk(req.meta, {}, req.finish_reason)
+        return [("done", sse(chunk))] * extra
 
     def body(self, req: GenRequest, reasoning: str, answer: str, usage: Json | None) -> Json:
         if req.meta.endpoint == "chat":

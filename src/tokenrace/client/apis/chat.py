@@ -143,6 +143,7 @@ class ChatReader(StreamReader):
         reason = choice.get("finish_reason")
         if reason:
             self.rec.finish_reason = reason
+            self.rec.finishes = (self.rec.finishes or 0) + 1  # more than one: a server that ends twice (TEST06)
 
 
 class StructuredChatReader(ChatReader):
@@ -180,6 +181,7 @@ class StructuredChatReader(ChatReader):
         reason = choice.get("finish_reason")
         if reason:
             rec.finish_reason = reason
+            rec.finishes = (rec.finishes or 0) + 1  # more than one: a server that ends twice (TEST06)
 
     def _tool_text(self, calls: Any) -> str:
         """The generated text of a delta's tool calls (function names and argument pieces)."""
