@@ -19,7 +19,7 @@ from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.model.records import RequestRecord
-from tokenrace.runs.session import BenchSettings
+from tokenrace.runs.settings import BenchSettings
 from tokenrace.testing.fake_server import spawn_fake_server
 
 ASKED = 20
