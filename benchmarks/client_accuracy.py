@@ -48,13 +48,13 @@ from typing import Any
 from rich.console import Console
 
 from tokenrace import aio
+from tokenrace.fakes.fake_server import FakeServerProcess, spawn_fake_server
 from tokenrace.load import runner as runner_module
 from tokenrace.load.calibration import Bias, StepPlan, bias_of, drive, percentiles, server_view
 from tokenrace.load.progress import LiveProgress
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.stats import Percentiles
 from tokenrace.runs.store import RunStore
-from tokenrace.testing.fake_server import FakeServerProcess, spawn_fake_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

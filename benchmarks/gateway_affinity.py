@@ -1,7 +1,7 @@
 """Does prefix affinity raise a pool's prefix-cache hit rate, and what does it do to TTFT?
 
 A pool of N fake OpenAI servers (processes), each with its own simulated prefix cache
-(`tokenrace.testing.fake_cache`: a hit skips `prefill_ms_per_token` for every cached token and is
+(`tokenrace.fakes.fake_cache`: a hit skips `prefill_ms_per_token` for every cached token and is
 reported as usage.prompt_tokens_details.cached_tokens), behind one gateway process. For each
 workload and pool policy the gateway is started fresh, every cache emptied, and `tokenrace bench`
 drives it; the figures are the bench's own (summary.json): cache hit rate = cached / prompt tokens
@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from tokenrace.testing.fake_server import FakeServerProcess, spawn_fake_server  # noqa: E402
+from tokenrace.fakes.fake_server import FakeServerProcess, spawn_fake_server  # noqa: E402
 
 POLICIES = ("least_in_flight", "prefix_affinity")
 

@@ -26,13 +26,13 @@ import numpy as np
 
 from tokenrace import aio
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.calibration import record_bias, server_view
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.load.worker_core import WorkerConfig
 from tokenrace.load.workers import Dispatcher, ProcessPool
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_server import spawn_fake_server
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import stalls

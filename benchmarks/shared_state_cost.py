@@ -35,11 +35,11 @@ from urllib.parse import urlsplit
 import psutil
 import yaml
 
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.gateway.config import RateLimitConfig, Secret, StateConfig
 from tokenrace.gateway.ratelimit import TokenBucket
 from tokenrace.gateway.shared import SharedState
 from tokenrace.stats import describe
-from tokenrace.testing.fake_server import spawn_fake_server
 
 CLIENT_KEY = "bench-client-key-0123456789"
 

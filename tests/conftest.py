@@ -16,7 +16,7 @@ import pytest
 
 from tokenrace.cli import main
 from tokenrace.client.sse import SSEEvent, SSEParser
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ Counts the source lines that pass an untyped mapping (`dict[str, Any]`, `dict[st
 `Mapping[str, Any]`, `dict[str, JsonValue]`, or a name aliased to one of them such as `JsonObject`
 or cli's `Options`, wherever it is used) outside the modules whose job is JSON I/O: request
 bodies and server events (client/apis), foreign files before validation (runs/importers), the fake
-server's wire format (testing/fake_*), the JSONL reader and the alias itself (model/files, model/base),
+server's wire format (fakes/fake_*), the JSONL reader and the alias itself (model/files, model/base),
 and the gateway's config loader. Run this file to print the count per file.
 """
 
@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tokenrace"
 MAPPING = r"(?:dict|Mapping)\[str, (?:Any|object|JsonValue)\]"
 # `Name = dict[str, Any]` or `Name: TypeAlias = ...`: every line that uses Name passes the mapping too.
 ALIAS = re.compile(rf"^(\w+)(?::\s*TypeAlias)?\s*=\s*{MAPPING}")
-JSON_IO = ("client/apis/", "runs/importers.py", "testing/fake_", "model/files.py", "model/base.py", "gateway/config/")
+JSON_IO = ("client/apis/", "runs/importers.py", "fakes/fake_", "model/files.py", "model/base.py", "gateway/config/")
 LIMIT = 57  # 56 today (cli's Options alone: 22); the typed core aims for none outside JSON I/O, and a new one needs a reason
 
 

@@ -20,12 +20,12 @@ from tests.integration.conftest import require_embedded
 from tokenrace.claim.battery import Battery, ClaimSettings, plan
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.figures.cost import Price
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.report.claim import write_claim_report
 from tokenrace.runs.history import Filters, History
 from tokenrace.runs.settings import BenchSettings
-from tokenrace.testing.fake_server import spawn_fake_server
 
 UNREACHABLE = "http://127.0.0.1:9"  # nothing listens: a request would fail with a connection error
 # 4 slots; a request holds one for its TTFT + 30 x 5 ms; TTFT = 40 ms + 0.12 ms per prompt token

@@ -17,10 +17,10 @@ from tokenrace.claim.battery import Battery, ClaimSettings
 from tokenrace.claim.models import ClaimFile, Condition
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.figures.objectives import parse_objectives
 from tokenrace.model.records import RequestRecord
 from tokenrace.runs.settings import BenchSettings
-from tokenrace.testing.fake_server import spawn_fake_server
 
 ASKED = 20
 # 20 tokens at 10 ms apart: a request takes about 0.2 s, TPOT ~10 ms, steady enough on a loaded machine

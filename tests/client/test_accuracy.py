@@ -16,11 +16,11 @@ import pytest
 from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.figures.summary import summarize
 from tokenrace.load.tokens import fill_token_counts
 from tokenrace.load.windows import Windows
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,9 @@ import pytest
 from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.tokens import fill_token_counts
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_server import spawn_fake_server
 
 # 40 tokens, so that one stall of this shared machine at the first or last chunk (16 ms was seen in
 # a full run) moves the TPOT by under half a millisecond; the bound stays the chat tests' 1 ms.

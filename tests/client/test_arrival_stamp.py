@@ -11,8 +11,8 @@ from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.transport import StampingHandler
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 @pytest.fixture(scope="module")

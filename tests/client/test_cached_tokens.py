@@ -11,8 +11,8 @@ from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.records import cached_tokens_of
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_server import FakeServerThread
 
 SYSTEM = " ".join(f"s{i}" for i in range(24))  # 24 toy tokens: 6 blocks of 4
 

@@ -12,9 +12,9 @@ from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.transport import Timeouts
+from tokenrace.fakes.blackhole import blackhole
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.blackhole import blackhole
-from tokenrace.testing.fake_server import FakeServerThread
 
 
 async def _one(

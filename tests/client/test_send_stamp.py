@@ -15,10 +15,10 @@ from tests.conftest import run
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.transport import Timeouts
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,11 @@ from tokenrace.client.apis.chat import ChatReader, StructuredChatReader
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.client.structured import Tool, check_tools, read_schema, response_format, tool_choice
 from tokenrace.errors import InvalidInput
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.tokens import fill_token_counts
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Summary
 from tokenrace.report.tables import headline_lines
-from tokenrace.testing.fake_server import spawn_fake_server
 
 UNREACHABLE = "http://127.0.0.1:9"
 TOOLS: list[Tool] = [

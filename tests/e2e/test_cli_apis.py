@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.conftest import fake_key, in_process, tokenrace
 
-from tokenrace.testing.fake_server import spawn_fake_server
+from tokenrace.fakes.fake_server import spawn_fake_server
 
 KEY = fake_key("sk-ant-", "apis")
 TTFT_MS, PER_INPUT_MS, PER_DOCUMENT_MS = 20.0, 2.0, 1.5

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from tests.conftest import fake_key, line_count, sigint_default, tokenrace, wait_until
 
-from tokenrace.testing.blackhole import blackhole
-from tokenrace.testing.fake_server import spawn_fake_server
+from tokenrace.fakes.blackhole import blackhole
+from tokenrace.fakes.fake_server import spawn_fake_server
 
 SECRET = fake_key("sk-", "donotleak")
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from tests.conftest import tokenrace
 
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.calibration import Calibration, MachineInfo, load_calibration, save_calibration
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 @pytest.fixture(scope="module")

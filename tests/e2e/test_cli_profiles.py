@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tokenrace.testing.fake_server import spawn_fake_server
+from tokenrace.fakes.fake_server import spawn_fake_server
 
 
 def tokenrace(*args: str) -> subprocess.CompletedProcess[str]:

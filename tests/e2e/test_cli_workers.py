@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from tests.conftest import line_count, sigint_default, wait_until
 
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.calibration import Calibration, MachineInfo, save_calibration
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 def _start(url: str, out: Path, *extra: str) -> subprocess.Popen[str]:

@@ -20,12 +20,12 @@ from tests.conftest import line_count, require_module, sigint_default, wait_unti
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.request import RequestOptions
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.figures.mlperf import AGREE_MS, DETAIL_LOG, SUMMARY_LOG
 from tokenrace.load.mlperf import MlperfSpec
 from tokenrace.runs.mlperf import MlperfResult, MlperfSession
 from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.stats import requests_needed
-from tokenrace.testing.fake_server import spawn_fake_server
 
 require_module("mlperf_loadgen", "pip install 'tokenrace[mlperf]'")
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from tests.conftest import fake_key, in_process, tokenrace
 
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.redact import is_secret_field, is_secret_header, redact_headers
-from tokenrace.testing.fake_server import spawn_fake_server
 
 KEY = fake_key("", "bearer")  # the key the server demands
 HEADER_KEY = fake_key("", "header")

@@ -17,6 +17,7 @@ from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput, UsageError
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.figures.cost import (
     CostSpec,
     GpuCost,
@@ -31,7 +32,6 @@ from tokenrace.load.runner import Load
 from tokenrace.model.summary import Cost, Summary
 from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
-from tokenrace.testing.fake_server import FakeServerThread
 from tokenrace.units import parse_price_per_m
 
 

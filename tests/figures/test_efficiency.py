@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
 from tokenrace.model.summary import Summary
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 def _summary(prompt: int, output: int, tpot_ms: float, ttft_ms: float, tok_s: float) -> Summary:

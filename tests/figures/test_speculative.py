@@ -12,13 +12,13 @@ import pytest
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.fakes.fake_server import FakeServerThread
+from tokenrace.fakes.fake_spec import SpecCounters
 from tokenrace.figures.speculative import speculative_section
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
 from tokenrace.runs.session import BenchSession
 from tokenrace.runs.settings import BenchSettings
-from tokenrace.testing.fake_server import FakeServerThread
-from tokenrace.testing.fake_spec import SpecCounters
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from tests.conftest import require
 
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.gateway import clock
-from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import GatewayThread, SteppedClock, config_text, spawn_gateway
 

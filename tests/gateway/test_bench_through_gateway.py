@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .helpers import CLIENT_KEY, ROOT, GatewayThread, config_text
 

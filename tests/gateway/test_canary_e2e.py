@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tests.conftest import wait_until
 
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .helpers import ADMIN_KEY, GatewayThread, chat, config_text, http
 

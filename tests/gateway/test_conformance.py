@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .conftest import require_redis_server
 from .helpers import CLIENT_KEY, config_text, spawn_gateway

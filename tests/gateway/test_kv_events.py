@@ -18,6 +18,8 @@ import msgpack
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from tokenrace.fakes.fake_kv_events import FakeKVPublisher, VLLMEvents
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.gateway.body import RequestBody
 from tokenrace.gateway.config import BackendConfig, ConfigError, parse_config, resolve_secrets
 from tokenrace.gateway.kvblocks import (
@@ -34,8 +36,6 @@ from tokenrace.gateway.kvevents import KVEvents
 from tokenrace.gateway.prompt_tokens import PromptTokenizer
 from tokenrace.gateway.routing import Candidate, Load, Weights, parse_load, scored
 from tokenrace.gateway.runtime import Backend, Route, Runtime
-from tokenrace.testing.fake_kv_events import FakeKVPublisher, VLLMEvents
-from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ENV, GatewayThread, config_text
 from .test_pool_routing import until

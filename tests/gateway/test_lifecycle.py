@@ -15,7 +15,7 @@ import pytest
 import yaml
 from tests.conftest import wait_until
 
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .helpers import ADMIN_KEY, chat, config_text, http, spawn_gateway, sse_events
 

@@ -18,11 +18,11 @@ import pytest
 from aiohttp import web
 from tests.conftest import wait_until
 
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.gateway.config import BackendConfig, ConfigError, Secret, parse_config
 from tokenrace.gateway.routing import HashRing, hash64
 from tokenrace.gateway.runtime import Backend
 from tokenrace.gateway.scrape import Scraper
-from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import CLIENT_KEY, ENV, ROOT, GatewayThread, config_text, http
 from .test_proxy import metric, metric_lines, post, state

@@ -13,8 +13,8 @@ import orjson
 import pytest
 from tests.conftest import wait_until
 
-from tokenrace.testing.blackhole import blackhole
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.blackhole import blackhole
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .helpers import ADMIN_KEY, GatewayThread, SteppedClock, chat, http, sse_events
 

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from tests.conftest import fake_key, wait_until
 
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .helpers import (
     ADMIN_KEY,

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import redis
 
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.gateway.config import ConfigError, Secret, StateConfig, parse_config, resolve_secrets
 from tokenrace.gateway.runtime import Runtime
 from tokenrace.gateway.shared import SharedState
-from tokenrace.testing.fake_server import FakeServerThread
 
 from .conftest import require_redis_server
 from .helpers import ADMIN_KEY, AUTH, ENV, chat, config_text, http, spawn_gateway

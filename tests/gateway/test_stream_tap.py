@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import parse_all
 
-from tokenrace.gateway.stream import DONE, Endpoint, StreamTap, Usage, error_event
-from tokenrace.testing.fake_openai import (
+from tokenrace.fakes.fake_openai import (
     ResponseMeta,
     delta_chunk,
     role_chunk,
@@ -18,6 +17,7 @@ from tokenrace.testing.fake_openai import (
     usage_block,
     usage_chunk,
 )
+from tokenrace.gateway.stream import DONE, Endpoint, StreamTap, Usage, error_event
 
 META = ResponseMeta("chatcmpl-1", 1700000000, "m", "chat")
 USAGE = sse(usage_chunk(META, usage_block(7, 5, 0)))

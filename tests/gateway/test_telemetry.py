@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import require_module
 
 from tokenrace.errors import UsageError
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .helpers import ENV, ROOT, GatewayThread, chat, config_text
 from .test_proxy import FAST_RETRY, post

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrace.testing.fake_server import spawn_fake_server
+from tokenrace.fakes.fake_server import spawn_fake_server
 
 from .helpers import CLIENT_KEY, config_text, spawn_gateway
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from tests.conftest import require
 
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.gateway.config import ConfigError, parse_config
 from tokenrace.gateway.upstream import Pool, UpstreamError, proxy_for
-from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import ENV, GatewayThread, chat, config_text, http
 

@@ -24,6 +24,7 @@ import orjson
 import pytest
 
 from tokenrace.errors import InvalidInput
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.gateway import admin
 from tokenrace.gateway.app import Gateway
 from tokenrace.gateway.config import parse_config, resolve_secrets
@@ -31,7 +32,6 @@ from tokenrace.gateway.prompt_tokens import PromptTokenizer
 from tokenrace.gateway.supervisor import worker_count
 from tokenrace.gateway.views import GatewayState
 from tokenrace.gateway.workers import merge_metrics, merge_state
-from tokenrace.testing.fake_server import FakeServerThread
 
 from .conftest import require_redis_server
 from .helpers import AUTH, CLIENT_KEY, ENV, ROOT, config_text, http, spawn_gateway

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+from tokenrace.fakes.fake_openai import chat_prompt_text, count_tokens
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.workloads.prefixes import bust, shared_prefixes
 from tokenrace.load.workloads.sessions import Conversation, Turn, session_prompt
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_openai import chat_prompt_text, count_tokens
-from tokenrace.testing.fake_server import FakeServerThread
 
 from .helpers import WordTokenizer
 

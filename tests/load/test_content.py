@@ -15,6 +15,7 @@ from tokenrace.cli import main
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.figures.content import ContentSample, content_section
 from tokenrace.load.content import KINDS, Content, content_prompts, parse_content
 from tokenrace.load.runner import Load
@@ -23,7 +24,6 @@ from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, read_inputs
 from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.sweep.runner import SweepPlan, run_sweep
-from tokenrace.testing.fake_server import FakeServerThread
 
 CONSTANT = {"ttft_ms": 2, "itl_ms": 2, "output_tokens": 24, "jitter_ms": 0.3}
 # copy is fast and accepts most drafts, random is slow: what speculative decoding does.

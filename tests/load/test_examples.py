@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 
 from tokenrace.client.structured import read_schema, read_tools, tool_choice
+from tokenrace.fakes.fake_cache import PrefixCache
 from tokenrace.load.workloads.sessions import load_sharegpt, messages_for_turn
 from tokenrace.load.workloads.traces import TracePromptBuilder, load_trace
-from tokenrace.testing.fake_cache import PrefixCache
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -16,13 +16,13 @@ from tests.conftest import in_process, tokenrace
 from tokenrace.client.images import ImageTally, anthropic_part, responses_part, with_images
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
 from tokenrace.errors import InvalidInput
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.prompts import builtin, from_jsonl
 from tokenrace.load.workload import Prompts, Sessions, TraceLoad, WorkloadSpec, build_workload
 from tokenrace.load.workloads.images import ImageSpec, attach, build_bank, decode, generate, read_dir
 from tokenrace.load.workloads.sessions import TurnsSpec, load_messages_jsonl, load_sharegpt, session_prompt
 from tokenrace.model.summary import Summary
 from tokenrace.report.tables import headline_lines
-from tokenrace.testing.fake_server import spawn_fake_server
 from tokenrace.units import parse_sizes
 
 UNREACHABLE = "http://127.0.0.1:9"

@@ -12,11 +12,11 @@ from tests.conftest import tokenrace
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.runner import Load
 from tokenrace.load.saturation import Detector, SaturationRule, Tick
 from tokenrace.runs.session import BenchSession
 from tokenrace.runs.settings import BenchSettings
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 def settings(url: str, out: Path, load: Load) -> BenchSettings:

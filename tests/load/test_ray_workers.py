@@ -18,12 +18,12 @@ import pytest
 from tests.conftest import require_module, run
 
 from tokenrace.client.openai import Prompt, RequestOptions
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.load.worker_core import WorkerConfig
 from tokenrace.load.workers import Dispatcher
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_server import FakeServerThread
 
 require_module("ray", "pip install 'tokenrace[ray]'")
 

@@ -7,11 +7,11 @@ import pytest
 from tests.conftest import run, wait_until_async
 
 from tokenrace.client.openai import OpenAIClient, Prompt, RequestOptions
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.figures.summary import summarize
 from tokenrace.load.prompts import single
 from tokenrace.load.runner import Load, Runner
 from tokenrace.model.records import RequestRecord
-from tokenrace.testing.fake_server import FakeServerThread
 
 
 async def _run(base_url: str, load: Load) -> Runner:

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from tokenrace.client.openai import Prompt
 from tokenrace.errors import UsageError
+from tokenrace.fakes.fake_cache import PrefixCache
+from tokenrace.fakes.fake_openai import chat_prompt_text
 from tokenrace.load.workloads.prefixes import bust, bust_tag, draw_groups, new_nonce, shared_prefixes, with_prefix
 from tokenrace.load.workloads.text import approximate_tokens, fit_ids, sized_text
-from tokenrace.testing.fake_cache import PrefixCache
-from tokenrace.testing.fake_openai import chat_prompt_text
 
 from .helpers import CharTokenizer, GrowingTokenizer, WordTokenizer
 

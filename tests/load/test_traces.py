@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from tokenrace.errors import UsageError
+from tokenrace.fakes.fake_cache import PrefixCache
 from tokenrace.load.workloads.traces import (
     Trace,
     TracePromptBuilder,
@@ -17,7 +18,6 @@ from tokenrace.load.workloads.traces import (
     parse_jsonl,
     parse_mooncake,
 )
-from tokenrace.testing.fake_cache import PrefixCache
 
 from .helpers import CharTokenizer, WordTokenizer
 

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import run, wait_until_async
 
 from tokenrace.client.openai import Prompt, RequestOptions
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.figures.summary import summarize
 from tokenrace.load.clocks import ClockOffset, best_offset, to_parent_clock, to_worker_clock
 from tokenrace.load.prompts import single
@@ -21,7 +22,6 @@ from tokenrace.load.runner import Load, Runner
 from tokenrace.load.worker_core import WorkerConfig, WorkerCore
 from tokenrace.load.workers import Dispatcher, ProcessPool, merge, peak_in_flight, pick_workers
 from tokenrace.model.records import CLOCK_STAMPS, DURATIONS_NS, SCHEDULER_STAMPS, RequestRecord
-from tokenrace.testing.fake_server import FakeServerThread
 
 
 def test_pick_workers_covers_both_ceilings_within_the_cpus() -> None:

@@ -18,6 +18,7 @@ from tests.conftest import in_process
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.runner import Load
 from tokenrace.load.shapes import parse_stages
 from tokenrace.load.workload import MAX_SKIPPED_NOTES, WorkloadSpec, skipped_notes
@@ -30,7 +31,6 @@ from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession
 from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
-from tokenrace.testing.fake_server import FakeServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = {"ttft_ms": 1, "itl_ms": 0.3, "output_tokens": 6, "prefix_cache": True, "cache_block_size": 4}

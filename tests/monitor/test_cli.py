@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tokenrace.cli import cli
 from tokenrace.errors import UsageError
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 

@@ -14,6 +14,7 @@ import pytest
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
@@ -21,7 +22,6 @@ from tokenrace.monitor.energy import EnergyMeter, EnergyUnavailable, EnergyWindo
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, read_inputs
 from tokenrace.runs.settings import BenchSettings
-from tokenrace.testing.fake_server import FakeServerThread
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 POWERS = [300.0, 450.0]

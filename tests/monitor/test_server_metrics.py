@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from tests.conftest import wait_until_async
 
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.monitor import MetricsScraper, MonitorSession, SamplerUnavailable, metrics_url_for
 from tokenrace.monitor.server import SERVER_FIELDS, detect_engine, normalize, parse_metrics
-from tokenrace.testing.fake_server import FakeServerThread
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "metrics"
 

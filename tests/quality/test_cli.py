@@ -12,9 +12,9 @@ import pytest
 from tests.conftest import fake_key, in_process, line_count, sigint_default, wait_until
 from tests.quality.fake_answers import AnswerServer, behaviour
 
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.quality.suites import resolve_suites
 from tokenrace.serve.process import free_port
-from tokenrace.testing.fake_server import FakeServerThread
 
 SECRET = fake_key("sk-", "quality")
 

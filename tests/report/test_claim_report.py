@@ -10,6 +10,7 @@ import pytest
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.runner import Load
 from tokenrace.model.run import SweepFile
 from tokenrace.report.compare import compare, compare_table
@@ -20,7 +21,6 @@ from tokenrace.runs.run import Run
 from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.table import to_rich
-from tokenrace.testing.fake_server import FakeServerThread
 
 SERVER = {
     "ttft_ms": 2,

@@ -18,6 +18,7 @@ from tests.sweep.helpers import bench
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.runner import Load
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Summary, Throughput
@@ -26,7 +27,6 @@ from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
 from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
-from tokenrace.testing.fake_server import FakeServerThread
 
 
 @pytest.fixture(scope="module")

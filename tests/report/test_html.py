@@ -21,6 +21,7 @@ from tests.sweep.helpers import bench
 from tokenrace.cli.show import show
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.figures.cost import CostSpec, GpuCost
 from tokenrace.figures.efficiency import EfficiencySpec, efficiency_of
 from tokenrace.load.runner import Load
@@ -43,7 +44,6 @@ from tokenrace.runs.settings import BenchSettings
 from tokenrace.serve.launch import RunningEngine
 from tokenrace.sweep.profile import _run_steps
 from tokenrace.sweep.runner import SweepPlan, run_sweep
-from tokenrace.testing.fake_server import FakeServerThread
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 

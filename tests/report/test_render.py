@@ -12,8 +12,8 @@ from rich.console import Console
 from tests.conftest import in_process
 from tests.sweep.helpers import bench
 
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.table import BLANK, Cell, Column, Table, num, pct, text, to_csv, to_html, to_markdown, to_rich
-from tokenrace.testing.fake_server import FakeServerThread
 
 
 def sample() -> Table:

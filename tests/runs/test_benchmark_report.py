@@ -20,6 +20,7 @@ from tests.sweep.helpers import bench
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.request import RequestOptions
 from tokenrace.errors import UsageError
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.runner import Load
 from tokenrace.report.compare import compare
 from tokenrace.runs.benchmark_report import reports, write_reports
@@ -28,7 +29,6 @@ from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSession
 from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep.runner import SweepPlan, run_sweep
-from tokenrace.testing.fake_server import FakeServerThread
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "benchmark_report"
 SCHEMA = json.loads((FIXTURES / "br_v0_2_1_json_schema.json").read_text())

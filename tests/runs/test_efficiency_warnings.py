@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.model.summary import Summary
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 @pytest.mark.slow

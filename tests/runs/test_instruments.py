@@ -14,6 +14,7 @@ from tests.monitor.test_server_metrics import FIXTURES, bump
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.runner import Load
 from tokenrace.load.windows import Windows
 from tokenrace.model.monitor import MonitorSettings, Resources, TimeseriesLine
@@ -23,7 +24,6 @@ from tokenrace.runs.reader import load
 from tokenrace.runs.session import BenchSession
 from tokenrace.runs.settings import BenchSettings
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
-from tokenrace.testing.fake_server import FakeServerThread
 
 MS = 1_000_000
 

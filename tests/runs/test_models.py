@@ -16,13 +16,13 @@ import pytest
 from tests.sweep.helpers import bench
 
 from tokenrace.errors import UsageError
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.model.files import SCHEMA_VERSION
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.schema import schema_name, schemas
 from tokenrace.model.summary import Summary
 from tokenrace.report.tables import headline_lines
 from tokenrace.runs.reader import load_dir
-from tokenrace.testing.fake_server import FakeServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "docs" / "schema"

@@ -17,6 +17,8 @@ import pytest
 
 from tokenrace.client.providers import resolve_endpoint
 from tokenrace.client.request import RequestOptions
+from tokenrace.fakes.fake_server import FakeServerProcess as FakeServer
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.figures.cost import Price
 from tokenrace.load.runner import Load
 from tokenrace.model.history import WatchPoint, WatchSlot
@@ -24,8 +26,6 @@ from tokenrace.report.watch import parse_published, rolling_p50, watch_html, wat
 from tokenrace.runs.history import History
 from tokenrace.runs.settings import BenchSettings, PromptSpec
 from tokenrace.runs.watch import Watcher, WatchSpec, day_slots, run_cost_estimate
-from tokenrace.testing.fake_server import FakeServerProcess as FakeServer
-from tokenrace.testing.fake_server import spawn_fake_server
 
 START = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 

@@ -131,7 +131,7 @@ def test_missing_engine_says_how_to_install() -> None:
 @pytest.mark.slow
 def test_readiness_with_a_stub_engine_then_clean_stop() -> None:
     port = free_port()
-    proc = EngineProcess([sys.executable, "-m", "tokenrace.testing.fake_server", "--port", str(port)], "stub").start()
+    proc = EngineProcess([sys.executable, "-m", "tokenrace.fakes.fake_server", "--port", str(port)], "stub").start()
     try:
         ready = asyncio.run(wait_ready(proc, f"http://127.0.0.1:{port}", None, 30))
         assert ready.model == "fake-model"

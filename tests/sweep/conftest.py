@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tokenrace.testing.fake_server import spawn_fake_server
+from tokenrace.fakes.fake_server import spawn_fake_server
 
 # Latency grows with the requests in flight, so throughput saturates and a knee exists.
 KNEE_SERVER = {"ttft_ms": 20, "itl_ms": 2, "output_tokens": 16, "load_ttft_ms": 5, "load_itl_ms": 1}

@@ -14,6 +14,7 @@ from tests.conftest import tokenrace
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import InvalidInput
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.figures.objectives import Sample, describe_check, judge, parse_objectives
 from tokenrace.load.runner import Load
 from tokenrace.model.run import SweepFile
@@ -22,7 +23,6 @@ from tokenrace.runs.settings import BenchSettings
 from tokenrace.sweep import sla
 from tokenrace.sweep.runner import SweepPlan, run_sweep
 from tokenrace.table import to_csv, to_html, to_markdown
-from tokenrace.testing.fake_server import spawn_fake_server
 
 # Each request holds a slot ~30 + 8 x 20 = 190 ms; a queued one waits about that long for its first
 # token (TTFT ~220 ms), while one with a free slot has ~30 ms. The limit, 120 ms, sits about 90 ms

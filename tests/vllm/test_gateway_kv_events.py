@@ -17,7 +17,7 @@ from tests.gateway.helpers import GatewayThread, config_text, http
 from tests.gateway.test_proxy import state
 from tests.vllm.shared import SharedVllm
 
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]  # one vLLM for the session: a minute or two to start
 

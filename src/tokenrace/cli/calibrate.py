@@ -14,6 +14,7 @@ import click
 
 from tokenrace import aio
 from tokenrace.cli.common import echo_json
+from tokenrace.fakes.fake_server import spawn_fake_server
 from tokenrace.load.calibration import (
     BIAS_LIMIT_MS,
     Calibration,
@@ -22,7 +23,6 @@ from tokenrace.load.calibration import (
     save_calibration,
 )
 from tokenrace.runs.store import RunStore
-from tokenrace.testing.fake_server import spawn_fake_server
 
 
 @click.command("calibrate")

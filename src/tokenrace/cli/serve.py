@@ -193,7 +193,7 @@ def _serve_engine(engine: str, model: str | None, o: Options) -> None:
 
 
 def _serve_fake(config: Options, host: str, port: int | None) -> None:
-    from tokenrace.testing.fake_server import serve  # noqa: PLC0415 - import cost: the fake server loads only for --fake
+    from tokenrace.fakes.fake_server import serve  # noqa: PLC0415 - import cost: the fake server loads only for --fake
 
     def ready(url: str) -> None:
         click.echo(f"fake OpenAI server at {url}/v1 (a measuring instrument, not a model); Ctrl-C stops it")

@@ -1,8 +1,8 @@
 """Test instruments for tokenrace.
 
-`tokenrace.testing.fake_server` is a fake OpenAI-compatible server with
+`tokenrace.fakes.fake_server` is a fake OpenAI-compatible server with
 programmed timing and faults and an exact send log; see its docstring. The
-package imports nothing itself, so `python -m tokenrace.testing.fake_server`
+package imports nothing itself, so `python -m tokenrace.fakes.fake_server`
 runs without a double-import warning.
 
 Modules: fake_server (runners and public API), fake_app (aiohttp routes),

@@ -9,9 +9,9 @@ import io
 import orjson
 from PIL import Image
 
-from tokenrace.testing.fake_images import received_images
-from tokenrace.testing.fake_server import FakeServerThread
-from tokenrace.testing.fake_tools import argument_pieces, call_sizes
+from tokenrace.fakes.fake_images import received_images
+from tokenrace.fakes.fake_server import FakeServerThread
+from tokenrace.fakes.fake_tools import argument_pieces, call_sizes
 
 from .fake_helpers import chat, post
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .fake_helpers import QUICK
 

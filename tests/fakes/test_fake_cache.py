@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenrace.testing.fake_cache import PrefixCache
-from tokenrace.testing.fake_config import FakeConfig
-from tokenrace.testing.fake_openai import ResponseMeta
-from tokenrace.testing.fake_plan import GenRequest, Pacer
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_cache import PrefixCache
+from tokenrace.fakes.fake_config import FakeConfig
+from tokenrace.fakes.fake_openai import ResponseMeta
+from tokenrace.fakes.fake_plan import GenRequest, Pacer
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .fake_helpers import apost, post
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenrace.testing.fake_openai import token_text
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_openai import token_text
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .fake_helpers import USER, post
 

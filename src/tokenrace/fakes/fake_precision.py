@@ -1,6 +1,6 @@
 """How precisely does the fake server keep its schedule? A self-check.
 
-    python -m tokenrace.testing.fake_precision --streams 32 --itl-ms 5 --tokens 200
+    python -m tokenrace.fakes.fake_precision --streams 32 --itl-ms 5 --tokens 200
 
 Spawns the fake server as a subprocess, runs N concurrent streams against it
 with a raw aiohttp client, and compares each content chunk's send stamp in the
@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from tokenrace.testing.fake_server import FakeConfig, spawn_fake_server
+from tokenrace.fakes.fake_server import FakeConfig, spawn_fake_server
 
 
 def send_errors_ns(log: list[dict[str, Any]], ttft_ms: float, itl_ms: float) -> list[int]:

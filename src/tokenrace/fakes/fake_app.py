@@ -26,12 +26,12 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from tokenrace import __version__
-from tokenrace.testing.fake_cache import PrefixCache
-from tokenrace.testing.fake_config import ApiKind, FakeConfig, as_config, merge_overrides
-from tokenrace.testing.fake_dcgm import dcgm_page
-from tokenrace.testing.fake_images import ImageError, received_images
-from tokenrace.testing.fake_log import RequestRecord, SendLog
-from tokenrace.testing.fake_openai import (
+from tokenrace.fakes.fake_cache import PrefixCache
+from tokenrace.fakes.fake_config import ApiKind, FakeConfig, as_config, merge_overrides
+from tokenrace.fakes.fake_dcgm import dcgm_page
+from tokenrace.fakes.fake_images import ImageError, received_images
+from tokenrace.fakes.fake_log import RequestRecord, SendLog
+from tokenrace.fakes.fake_openai import (
     Endpoint,
     Json,
     ResponseMeta,
@@ -45,7 +45,7 @@ from tokenrace.testing.fake_openai import (
     messages_prompt_text,
     responses_prompt_text,
 )
-from tokenrace.testing.fake_plan import (
+from tokenrace.fakes.fake_plan import (
     GenRequest,
     Pacer,
     ms_to_ns,
@@ -53,10 +53,10 @@ from tokenrace.testing.fake_plan import (
     sleep_until,
     token_groups,
 )
-from tokenrace.testing.fake_pooling import PoolingBadRequest, PoolingKind, pooling_answer, read_pooling
-from tokenrace.testing.fake_spec import SpecCounters
-from tokenrace.testing.fake_tools import offered_tool, responses_tool_items, tool_message
-from tokenrace.testing.fake_wire import responses_object, responses_usage, wire_for
+from tokenrace.fakes.fake_pooling import PoolingBadRequest, PoolingKind, pooling_answer, read_pooling
+from tokenrace.fakes.fake_spec import SpecCounters
+from tokenrace.fakes.fake_tools import offered_tool, responses_tool_items, tool_message
+from tokenrace.fakes.fake_wire import responses_object, responses_usage, wire_for
 
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

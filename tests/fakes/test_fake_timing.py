@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tokenrace.testing.fake_server import FakeServerProcess, spawn_fake_server
+from tokenrace.fakes.fake_server import FakeServerProcess, spawn_fake_server
 
 from .fake_helpers import Reply, apost, chat, get
 
@@ -120,7 +120,7 @@ def test_child_exits_when_parent_lets_go() -> None:
 def _cli(*args: str) -> subprocess.Popen[str]:
     src = str(Path(__file__).resolve().parents[2] / "src")
     env = {**os.environ, "PYTHONPATH": src}
-    argv = [sys.executable, "-m", "tokenrace.testing.fake_server", *args]
+    argv = [sys.executable, "-m", "tokenrace.fakes.fake_server", *args]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 

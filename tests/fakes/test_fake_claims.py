@@ -9,10 +9,10 @@ import urllib.request
 import pytest
 from pydantic import ValidationError
 
+from tokenrace.fakes.fake_config import FakeConfig
+from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.monitor.energy import parse_dcgm
 from tokenrace.monitor.server import labeled_samples
-from tokenrace.testing.fake_config import FakeConfig
-from tokenrace.testing.fake_server import FakeServerThread
 
 
 def get(url: str) -> str:

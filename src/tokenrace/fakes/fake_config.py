@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tokenrace.testing.fake_cache import BlockUnit
+from tokenrace.fakes.fake_cache import BlockUnit
 
 FaultKind: TypeAlias = Literal[
     "500",

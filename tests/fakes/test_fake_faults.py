@@ -8,7 +8,7 @@ import itertools
 import aiohttp
 import pytest
 
-from tokenrace.testing.fake_server import FakeServerThread
+from tokenrace.fakes.fake_server import FakeServerThread
 
 from .fake_helpers import Reply, chat, post
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from tokenrace.testing.fake_openai import Json, count_tokens
+from tokenrace.fakes.fake_openai import Json, count_tokens
 
 PoolingKind: TypeAlias = Literal["embeddings", "rerank", "tei_rerank"]
 

@@ -14,8 +14,8 @@ Ways to run it:
 * Command line (prints exactly one line `READY http://HOST:PORT`, then serves
   until SIGTERM/SIGINT)::
 
-      python -m tokenrace.testing.fake_server --port 0 --config '{"ttft_ms": 100}'
-      python -m tokenrace.testing.fake_server --config-file fake.json
+      python -m tokenrace.fakes.fake_server --port 0 --config '{"ttft_ms": 100}'
+      python -m tokenrace.fakes.fake_server --config-file fake.json
 
 * `spawn_fake_server(config)`: the command line as a subprocess, as a context
   manager; `FakeServerThread(config)`: in a background thread of this process.
@@ -73,10 +73,10 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from tokenrace import aio
-from tokenrace.testing.fake_app import STATE, build_app
-from tokenrace.testing.fake_config import FAULT_KINDS, FakeConfig, as_config, merge_overrides
-from tokenrace.testing.fake_log import SendLog
-from tokenrace.testing.fake_openai import count_tokens
+from tokenrace.fakes.fake_app import STATE, build_app
+from tokenrace.fakes.fake_config import FAULT_KINDS, FakeConfig, as_config, merge_overrides
+from tokenrace.fakes.fake_log import SendLog
+from tokenrace.fakes.fake_openai import count_tokens
 
 __all__ = [
     "FAULT_KINDS",
@@ -333,12 +333,12 @@ class FakeServerProcess(_FakeServerAccess):
 def spawn_fake_server(
     config: ConfigLike = None, host: str = "127.0.0.1", port: int = 0, ready_timeout_s: float = 20.0
 ) -> FakeServerProcess:
-    """Start `python -m tokenrace.testing.fake_server` and wait for its READY line."""
+    """Start `python -m tokenrace.fakes.fake_server` and wait for its READY line."""
     config_json = as_config(config).model_dump_json()
     argv = [
         sys.executable,
         "-m",
-        "tokenrace.testing.fake_server",
+        "tokenrace.fakes.fake_server",
         "--host",
         host,
         "--port",
@@ -400,9 +400,7 @@ def _end_process(proc: subprocess.Popen[bytes], timeout_s: float = 5.0) -> None:
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m tokenrace.testing.fake_server", description=__doc__.split("\n\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m tokenrace.fakes.fake_server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     parser.add_argument("--config", help="FakeConfig fields as a JSON object")

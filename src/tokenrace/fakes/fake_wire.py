@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from tokenrace.testing.fake_log import ChunkKind
-from tokenrace.testing.fake_openai import (
+from tokenrace.fakes.fake_log import ChunkKind
+from tokenrace.fakes.fake_openai import (
     DONE_EVENT,
     Json,
     ResponseMeta,
@@ -27,7 +27,7 @@ from tokenrace.testing.fake_openai import (
 )
 
 if TYPE_CHECKING:
-    from tokenrace.testing.fake_plan import GenRequest
+    from tokenrace.fakes.fake_plan import GenRequest
 
 Piece = tuple[ChunkKind, bytes]  # (what the send log calls it, the bytes)
 

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from tokenrace.testing.fake_openai import count_tokens
+from tokenrace.fakes.fake_openai import count_tokens
 
 BlockUnit: TypeAlias = Literal["tokens", "chars"]
 

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from tokenrace.testing.fake_config import FakeConfig
-from tokenrace.testing.fake_log import ChunkKind
-from tokenrace.testing.fake_openai import (
+from tokenrace.fakes.fake_config import FakeConfig
+from tokenrace.fakes.fake_log import ChunkKind
+from tokenrace.fakes.fake_openai import (
     MALFORMED_EVENT,
     Json,
     ResponseMeta,
@@ -26,8 +26,8 @@ from tokenrace.testing.fake_openai import (
     token_text,
     usage_block,
 )
-from tokenrace.testing.fake_tools import responses_tool_events, responses_tool_items, tool_deltas
-from tokenrace.testing.fake_wire import named_sse, responses_object, responses_usage, wire_for
+from tokenrace.fakes.fake_tools import responses_tool_events, responses_tool_items, tool_deltas
+from tokenrace.fakes.fake_wire import named_sse, responses_object, responses_usage, wire_for
 
 StepKind: TypeAlias = ChunkKind | Literal["stall", "abort"]
 

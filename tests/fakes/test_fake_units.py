@@ -9,15 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tokenrace.testing.fake_config import FakeConfig, merge_overrides
-from tokenrace.testing.fake_openai import (
+from tokenrace.fakes.fake_config import FakeConfig, merge_overrides
+from tokenrace.fakes.fake_openai import (
     ResponseMeta,
     chat_prompt_tokens,
     completion_prompt_tokens,
     count_tokens,
     token_text,
 )
-from tokenrace.testing.fake_plan import GenRequest, Pacer, Step, plan_stream, token_groups
+from tokenrace.fakes.fake_plan import GenRequest, Pacer, Step, plan_stream, token_groups
 
 META = ResponseMeta("chatcmpl-x", 0, "fake-model", "chat")
 

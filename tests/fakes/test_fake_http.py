@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 
 from tokenrace import __version__
-from tokenrace.testing.fake_openai import count_tokens, token_text
-from tokenrace.testing.fake_server import FakeServerThread, serve
+from tokenrace.fakes.fake_openai import count_tokens, token_text
+from tokenrace.fakes.fake_server import FakeServerThread, serve
 
 from .fake_helpers import QUICK, Reply, apost, chat, completion, get, post
 
