@@ -158,6 +158,7 @@ def _settings(o: ClaimOptions) -> tuple[BenchSettings, ClaimSettings]:
         load=Load(seed=o.seed, requests=1),
         output=o.output,
         label=o.label or "claim",
+        confidence=o.confidence,
         secret_headers=env_headers,
         profile=o.profile,
     )

@@ -182,6 +182,13 @@ _OPTIONS = [
         help="Exit non-zero above this error rate (default: only if every request failed).",
     ),
     click.option(
+        "--confidence",
+        type=float,
+        default=0.95,
+        show_default=True,
+        help="The confidence of every bound: which percentiles the requests can bound, and sweep --sla's verdicts.",
+    ),
+    click.option(
         "--workers",
         help="Send from N worker processes, or 'auto' (as many as the calibrated client needs); one scheduler keeps the load.",
     ),
@@ -256,6 +263,7 @@ class BenchOptions:
     output: Path | None = None
     label: str | None = None
     max_error_rate: float | None = None
+    confidence: float = 0.95
     workers: str | None = None
     ray: str | None = None
     as_json: bool = False
@@ -343,6 +351,7 @@ def _settings(o: BenchOptions) -> BenchSettings:
         output=o.output,
         label=o.label,
         max_error_rate=o.max_error_rate,
+        confidence=o.confidence,
         efficiency=_efficiency_spec(o),
         cost=o.cost.spec(),
         monitor=o.monitor,

@@ -58,7 +58,6 @@ class SweepOptions:
     search: SearchKind = "concurrency"  # a click.Choice
     repeats: int = 2
     max_value: float | None = None
-    confidence: float = 0.95
     offline: bool = False
 
     @classmethod
@@ -98,13 +97,6 @@ def _cost_options_unless_shared(fn: Any) -> Any:
     help="--sla, --max-goodput: extra runs at each boundary value until every objective is clear of its limit.",
 )
 @click.option("--max-value", type=float, help="--sla: the highest concurrency or rate tried [default: 256 / 1024].")
-@click.option(
-    "--confidence",
-    type=float,
-    default=0.95,
-    show_default=True,
-    help="--sla: each step's verdict confidence, split between a value's runs (docs/sweep.md).",
-)
 @click.option(
     "--offline",
     is_flag=True,
@@ -200,7 +192,7 @@ def plan_from_options(o: SweepOptions, settings: BenchSettings, explicit_count: 
         search=o.search,
         repeats=o.repeats,
         max_value=o.max_value,
-        confidence=o.confidence,
+        confidence=settings.confidence,
         offline=o.offline,
     )
 

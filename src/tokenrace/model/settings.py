@@ -171,6 +171,7 @@ class RunSettings(_Model):
     output: str | None = None
     label: str | None = None
     max_error_rate: Number | None = None
+    confidence: Number | None = None
     engine: EngineRecord | None = None
     efficiency: EfficiencySettings | None = None
     cost: CostSettings | None = None

@@ -120,6 +120,8 @@ def _check_request(s: BenchSettings) -> None:
             raise InvalidInput(f"timeout_{name}", f"must be a positive number of seconds, got {limit}")
     if s.max_error_rate is not None and not 0 <= s.max_error_rate <= 1:
         raise InvalidInput("max_error_rate", f"must be a share between 0 and 1, got {s.max_error_rate}")
+    if not 0.5 < s.confidence < 1:
+        raise InvalidInput("confidence", f"must lie between 0.5 and 1 (e.g. 0.95), got {s.confidence:g}")
     for param, url in (("metrics_url", s.metrics_url), ("dcgm_url", s.dcgm_url)):
         if url is not None:
             parts = urlsplit(url)
@@ -431,6 +433,7 @@ class BenchSession:
             windows=runner.windows,
             slo=s.slo,
             max_error_rate=s.max_error_rate,
+            confidence=s.confidence,
             interrupted=interrupted,
             concurrency=s.load.concurrency if s.load.rate is None else max(1, runner.windows.max_in_flight),
             efficiency=s.efficiency,

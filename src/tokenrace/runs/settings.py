@@ -22,6 +22,7 @@ from tokenrace.load.workload import WorkloadSpec
 from tokenrace.model.engine import EngineRecord
 from tokenrace.model.settings import RunSettings
 from tokenrace.redact import redact_fields, redact_headers, secret_values
+from tokenrace.stats import CONFIDENCE
 
 
 @dataclass(slots=True)
@@ -50,6 +51,7 @@ class BenchSettings:
     output: Path | None = None
     label: str | None = None
     max_error_rate: float | None = None  # None: fail only when every request failed
+    confidence: float = CONFIDENCE  # of every bound the run's figures carry (docs/metrics.md, "Intervals")
     engine: EngineRecord | None = None  # what launched the server, when tokenrace did
     efficiency: EfficiencySpec | None = None  # hardware + model: report % of the speed of light
     cost: CostSpec | None = None  # --price or --gpu-hour-cost: cost beside speed

@@ -35,6 +35,7 @@ from tokenrace.model.sections import Speculative
 from tokenrace.model.summary import EngineClock, Metrics, RunWarning, ServerCache, Summary
 from tokenrace.monitor.advice import resource_warnings
 from tokenrace.monitor.energy import EnergyWindow
+from tokenrace.stats import CONFIDENCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,7 @@ class RunContext:
     windows: Windows
     slo: Slo | None = None
     max_error_rate: float | None = None  # None: the run failed only when every request failed
+    confidence: float = CONFIDENCE  # which tail percentiles the requests can bound (figures/tails.py)
     interrupted: bool = False
     concurrency: int = 1  # what efficiency is planned at (open loop: the most in flight)
     efficiency: EfficiencySpec | None = None
@@ -119,7 +121,7 @@ def build_summary(records: Sequence[RequestRecord], ctx: RunContext) -> Summary:
         cache_warning(s.cache),
         client_warning(s.client_load),
         content_warning(s.content),
-        tail_warning(s.metrics),
+        tail_warning(s.metrics, ctx.confidence),
     )
     energy = ctx.energy.warnings if ctx.energy is not None else []
     caveats = s.efficiency.warnings if s.efficiency is not None else []  # the planner's, about its bound
