@@ -87,3 +87,16 @@ def test_speculation_and_energy_read_their_units_and_digits_from_the_declaration
     lines = to_lines(run_headline(summary))
     assert "speculative decoding: 62.5 % · 2.88 tokens per step · accepted ÷ draft tokens (vllm)" in lines
     assert "energy: 0.40 output tok/J · 1,234.5 J over 2.50 s on 0 GPU(s) · mean 493.8 W · nvml, counter" in lines
+
+
+def test_steps_too_small_to_bound_a_p95_say_so_with_the_count() -> None:
+    few = [
+        StepRow(step="c1", concurrency=1, requests=RequestCounts(total=10, succeeded=10), output_tokens_per_s=40.0),
+        StepRow(step="c2", concurrency=2, requests=RequestCounts(total=8, succeeded=8), output_tokens_per_s=50.0),
+    ]
+    lines = to_lines(sweep_headline(ProfileFile(steps=few)))
+    assert lines[-1] == (
+        "tail percentiles: unbounded: steps of 8 to 10 requests · a p95 needs 59 requests, a p99 299, at 95 % confidence"
+    )
+    many = [r.model_copy(update={"requests": RequestCounts(total=60, succeeded=60)}) for r in few]
+    assert not any(line.startswith("tail") for line in to_lines(sweep_headline(ProfileFile(steps=many))))

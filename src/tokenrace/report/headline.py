@@ -28,6 +28,7 @@ from tokenrace.model.metrics import (
 from tokenrace.model.run import ProfileFile, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary
+from tokenrace.stats import CONFIDENCE, requests_needed
 from tokenrace.table import Cell, pct, text
 
 SEPARATOR = " · "  # between a figure's qualifying parts, on the terminal and on a card alike
@@ -231,6 +232,7 @@ def sweep_headline(s: SweepFile | ProfileFile) -> list[Figure]:
         values = [r.output_tokens_per_s for r in s.steps]
     best = max((v for v in values if v is not None), default=None)
     figures.append(Figure("peak throughput", Cell(best, suffix=" output tok/s")))
+    figures += _tails(s)
     if not isinstance(s, SweepFile):
         return figures
     figures += _content(s.content)
@@ -245,6 +247,19 @@ def sweep_headline(s: SweepFile | ProfileFile) -> list[Figure]:
         bracket = f"bracket [{Cell(g.lower, 3).text}, {Cell(g.upper, 3).text}], {g.probes} probes ({g.reason})"
         figures.append(Figure("max goodput rate", Cell(g.best_rate, 3, suffix=" req/s"), _detail(share, bracket)))
     return figures
+
+
+def _tails(s: SweepFile | ProfileFile) -> list[Figure]:
+    """The step table shows p95s; a step with fewer requests than bound a p95 says so, with the count
+    that would (docs/metrics.md, "Intervals"): a p95 of 10 requests is little more than their largest."""
+    counts = [r.requests.succeeded for r in s.steps if r.requests.succeeded]
+    needed = requests_needed(0.95, CONFIDENCE)
+    if not counts or min(counts) >= needed:
+        return []
+    fewest, most = min(counts), max(counts)
+    span = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+    detail = f"a p95 needs {needed} requests, a p99 {requests_needed(0.99, CONFIDENCE)}, at {CONFIDENCE * 100:g} % confidence"
+    return [Figure("tail percentiles", text(f"unbounded: steps of {span} requests"), detail)]
 
 
 def _stopped(s: SweepFile | ProfileFile) -> str:
