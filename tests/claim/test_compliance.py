@@ -18,7 +18,7 @@ from tokenrace.claim.models import ClaimFile, Condition
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.fakes.fake_server import spawn_fake_server
-from tokenrace.figures.objectives import parse_objectives
+from tokenrace.figures.objectives import Sample, parse_objectives
 from tokenrace.model.records import RequestRecord
 from tokenrace.runs.settings import BenchSettings
 
@@ -161,3 +161,11 @@ def test_the_verdict_after_the_compliance_conditions() -> None:
     # a claim that failed on speed still fails; the short outputs are added to its reasons
     failed = claim(warm("failed"), compliance_condition(compliance.OUTPUT_LENGTH, "failed", ratio=0.4))
     assert failed.verdict == "fails" and "outputs shorter than asked" in failed.reasons[0]
+
+
+def test_a_decode_too_quick_to_time_decides_nothing() -> None:
+    # 1 ms a token: two chunks often share one socket read, so one side's TPOT reads 0.1 ms by chance.
+    distinct = Sample(tpot_ms=[1.0] * 40, measured=40)
+    repeated = Sample(tpot_ms=[0.14] * 20, measured=20)
+    c = compliance.repeated_prompt(repeated, distinct, 0.95)
+    assert c.outcome == "unproven" and "too quick to time" in (c.note or "")

@@ -47,8 +47,12 @@ LENGTH_TOLERANCE = 0.10  # TEST09: the mean output within ±10 % of what was ask
 REPEAT_SPEEDUP = 1.10  # TEST04: the repeated prompt at most 10 % faster (MLPerf's threshold)
 # MLPerf relaxes TEST04 to 20 % for very short latencies, where the OS's noise is a larger share; a
 # TPOT of a few ms is such a case (a gap of one or two chunks, stamped on a busy client).
-SHORT_TPOT_MS = 2.0
+SHORT_TPOT_MS = 5.0
 SHORT_REPEAT_SPEEDUP = 1.20
+# Below this a TPOT is not timed but sampled: two chunks a millisecond apart often arrive in one read
+# of the socket, so a gap reads 0.1 ms or 1 ms by chance (an honest fake once "decoded 7x as fast" on
+# its repeated prompt at 1 ms a token). The check is then undecided, never failed.
+MIN_TIMED_TPOT_MS = 2.0
 EOS_SLACK = 1  # usage may count the end-of-sequence token, which is never streamed
 TOKENIZER_SLACK = 0.05  # re-encoding streamed text may merge or split a few tokens: 5 %, at least 1
 
@@ -218,6 +222,13 @@ def repeated_prompt(repeated: Sample, distinct: Sample, confidence: float) -> Co
     )
     if tpot.ratio is None:
         note = "TPOT undefined (answers of one token?): nothing to compare"
+        return _condition(REPEATED_PROMPT, "unproven", True, figures, note)
+    shortest = min(v for v in (tpot.a, tpot.b) if v is not None)
+    if shortest < MIN_TIMED_TPOT_MS:
+        note = (
+            f"decode too quick to time: TPOT p50 {_fmt(tpot.a)} ms repeated, {_fmt(tpot.b)} ms distinct "
+            f"(chunks under {MIN_TIMED_TPOT_MS:g} ms apart share socket reads); nothing decided"
+        )
         return _condition(REPEATED_PROMPT, "unproven", True, figures, note)
     limit = SHORT_REPEAT_SPEEDUP if tpot.b is not None and tpot.b < SHORT_TPOT_MS else REPEAT_SPEEDUP
     outcome: Outcome = "unproven"
