@@ -378,16 +378,7 @@ def binom_cdf(k: int, n: int, p: float) -> float:
         return 1.0
     if p >= 1.0:
         return 0.0
-    if k > n * p:  # sum the shorter, upper tail and take it from 1
-        return max(0.0, 1.0 - _binom_sum(k + 1, n, n, p))
-    return min(1.0, _binom_sum(0, k, n, p))
-
-
-def _binom_sum(lo: int, hi: int, n: int, p: float) -> float:
-    lp, lq, ln = math.log(p), math.log1p(-p), math.lgamma(n + 1)
-    terms = [ln - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq for i in range(lo, hi + 1)]
-    top = max(terms)
-    return math.exp(top) * math.fsum(math.exp(t - top) for t in terms)
+    return float(_binom_cdf_all(n, p)[k])
 
 
 def requests_needed(q: float, confidence: float, over: int = 0) -> int:
@@ -484,11 +475,6 @@ def share_bounds(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float 
     # P(Bin(n, p) <= k) falls with p: the upper bound is the largest p where it is still >= alpha
     high = 1.0 if k == n else root(lambda p: binom_cdf(k, n, p) >= alpha)
     return low, high
-
-
-def shown_open(low: float | None, high: float | None) -> bool:
-    """Whether either side of an interval is open."""
-    return low is None or high is None
 
 
 def fisher_greater(a: int, n1: int, b: int, n2: int) -> float:
