@@ -32,6 +32,8 @@ CHECKS = [
 # scenario -> the status of each check, in CHECKS order
 EXPECTED: dict[str, list[Status]] = {
     "healthy-h100": [OK, OK, OK, OK, OK, OK, OK, OK, OK, OK],
+    # recorded by `doctor --record` on a lent H100 VM (Firecracker): no dkms, mokutil or engine installed
+    "recorded-h100-vm": [OK, OK, SKIP, SKIP, OK, OK, OK, OK, OK, SKIP],
     "no-gpu": [WARN, SKIP, SKIP, SKIP, SKIP, SKIP, SKIP, SKIP, SKIP, SKIP],
     "nouveau-loaded": [OK, FAIL, OK, OK, FAIL, SKIP, FAIL, SKIP, SKIP, SKIP],
     "driver-not-loaded": [OK, OK, OK, OK, FAIL, SKIP, FAIL, SKIP, SKIP, SKIP],
@@ -109,6 +111,22 @@ def test_healthy_details() -> None:
     assert report.get("nvidia-module").details["version"] == "550.54.15"
     assert report.get("engines").details["vllm"] == "0.6.4.post1"
     assert report.headline.startswith("The NVIDIA stack looks healthy")
+
+
+def test_recorded_h100_vm_is_healthy() -> None:
+    """A real machine, not a hand-written one: what doctor said there, it says on the replay."""
+    report = scenario_report("recorded-h100-vm")
+    smi = report.get("nvidia-smi")
+    assert smi.details["driver"] == "580.159.04" and smi.details["cuda"] == "13.0"
+    assert [g.model_dump() for g in smi.details["gpus"]] == [
+        {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "bus_id": "00000000:00:06.0"}
+    ]
+    assert report.get("pci").details["devices"] == ["0000:00:06.0 NVIDIA display controller [10de]"]
+    assert report.get("torch").status is OK
+    assert report.exit_code == 0
+    assert report.headline == (
+        "The NVIDIA stack looks healthy: driver 580.159.04, CUDA 13.0, 1x NVIDIA H100 80GB HBM3."
+    )
 
 
 def test_no_gpu_says_so_plainly() -> None:

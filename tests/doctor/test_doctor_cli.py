@@ -58,10 +58,12 @@ def test_fixtures_through_the_environment_variable() -> None:
     assert json.loads(result.output)["headline"].startswith("1 problem(s) found")
 
 
-def test_fixtures_option_is_hidden() -> None:
+def test_help_shows_recording_and_replaying() -> None:
+    """--record and --fixtures are a pair a user runs (a scenario to attach to a bug report)."""
     result = invoke("--help")
     assert result.exit_code == 0
-    assert "--fixtures" not in result.output and "--explain" in result.output and "--model" in result.output
+    for option in ("--record DIR", "--fixtures DIR", "--explain", "--model"):
+        assert option in result.output
 
 
 def test_explain_text_and_json() -> None:

@@ -4,8 +4,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+from tests.conftest import in_process
+
 from tokenrace.doctor.commands import COMMANDS, command_key, display
-from tokenrace.doctor.probe import RecordedProbe, SystemProbe
+from tokenrace.doctor.probe import RecordedProbe, RecordingProbe, SystemProbe
+from tokenrace.doctor.runner import run_doctor
 
 from .scenarios import FIXTURES
 
@@ -79,3 +83,31 @@ def test_every_fixture_file_is_known() -> None:
         for path in scenario.iterdir():
             if path.is_file() and path.name != "scenario.json":
                 assert path.name.rsplit(".", 1)[0] in known, path
+
+
+@pytest.mark.parametrize("name", ["healthy-h100", "driver-not-loaded", "container-without-gpus", "recorded-h100-vm"])
+def test_a_recording_replays_as_the_machine_answered(name: str, tmp_path: Path) -> None:
+    """`doctor --record` over a machine (here a recorded one) writes a scenario that replays the same report."""
+    original = run_doctor(RecordedProbe(FIXTURES / name))
+    recorded = run_doctor(RecordingProbe(RecordedProbe(FIXTURES / name), tmp_path / "rec"))
+    replayed = run_doctor(RecordedProbe(tmp_path / "rec"))
+    assert original.to_json_dict() == recorded.to_json_dict() == replayed.to_json_dict()
+
+
+def test_a_recording_keeps_no_secret_variables(tmp_path: Path) -> None:
+    class Environ(RecordedProbe):
+        def env(self, name: str) -> str | None:
+            return {"HF_TOKEN": "hf_secret", "NVIDIA_VISIBLE_DEVICES": "0"}.get(name)
+
+    probe = RecordingProbe(Environ(FIXTURES / "healthy-h100"), tmp_path / "rec")
+    assert probe.env("HF_TOKEN") == "hf_secret" and probe.env("NVIDIA_VISIBLE_DEVICES") == "0"
+    saved = (tmp_path / "rec" / "scenario.json").read_text()
+    assert "hf_secret" not in saved and '"NVIDIA_VISIBLE_DEVICES": "0"' in saved
+
+
+def test_doctor_record_then_fixtures_on_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = str(FIXTURES / "torch-cpu-build")
+    first = in_process(capsys, "doctor", "--json", "--fixtures", scenario, "--record", str(tmp_path / "r"))
+    again = in_process(capsys, "doctor", "--json", "--fixtures", str(tmp_path / "r"))
+    assert first.returncode == again.returncode == 2
+    assert first.stdout == again.stdout

@@ -4,8 +4,10 @@ API boundary, and the run going on whatever the energy source does."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,15 @@ from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.runner import Load
 from tokenrace.model.summary import Summary
-from tokenrace.monitor.energy import EnergyMeter, EnergyUnavailable, EnergyWindow, NvmlEnergy, parse_dcgm
+from tokenrace.monitor.energy import (
+    EnergyMeter,
+    EnergyUnavailable,
+    EnergyWindow,
+    GpuReading,
+    NvmlEnergy,
+    _gpu_window,
+    parse_dcgm,
+)
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, read_inputs
 from tokenrace.runs.settings import BenchSettings
@@ -236,3 +246,20 @@ def test_measured_tokens_per_joule_is_set_against_the_plan_at_tdp(tmp_path: Path
     assert reference and energy["output_tokens_per_joule"]
     expected = 100 * energy["output_tokens_per_joule"] / reference
     assert eff["tokens_per_joule_pct_of_tdp_reference"] == pytest.approx(expected, rel=1e-3)
+
+
+def test_recorded_h100_counter_and_integrated_power_agree() -> None:
+    """Real NVML readings of an H100 (tests/fixtures/nvml/h100_recorded.json: idle, then 20 s of bf16
+    matrix products at the 700 W cap, every 0.5 s): the energy counter's difference and the trapezoids
+    of the power samples at the same instants give the same joules within 1 % (recorded: 0.26 %)."""
+    data = json.loads((Path(__file__).parents[1] / "fixtures" / "nvml" / "h100_recorded.json").read_text())
+    rows = data["devices"][0]["readings"]
+    first, last = (GpuReading("0", "H100", r["energy_mj"], r["power_mw"] / 1000) for r in (rows[0], rows[-1]))
+    power = [(r["t_s"], r["power_mw"] / 1000) for r in rows]
+    window_s = rows[-1]["t_s"] - rows[0]["t_s"]
+    counted = _gpu_window(last, first, power, window_s)
+    integrated = _gpu_window(replace(last, energy_mj=None), None, power, window_s)
+    assert counted.method == "counter" and integrated.method == "power_samples" and integrated.samples == len(rows)
+    assert counted.joules is not None and integrated.joules is not None
+    assert counted.joules == pytest.approx(14_549.117)
+    assert integrated.joules == pytest.approx(counted.joules, rel=0.01)

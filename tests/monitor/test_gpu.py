@@ -127,3 +127,21 @@ def test_a_lost_gpu_disables_the_sampler_not_the_monitor(tmp_path: Path) -> None
     assert r["gpu"]["count"] == 2 and r["gpu"]["util_pct_max"] == 0.0  # the two samples taken before the loss
     lines = (tmp_path / "timeseries.jsonl").read_text().splitlines()
     assert '"gpu":null' in lines[-1]
+
+
+def test_recorded_h100_at_its_power_cap() -> None:
+    """Readings of a real H100 (tests/fixtures/nvml/h100_recorded.json): idle at 1980 MHz with no
+    slow-down, then under bf16 matrix products the board sits at its 700 W limit and NVML names the
+    software power cap while the SM clock drops to 1320-1440 MHz."""
+    nvml = FakeNvml.from_fixture("h100_recorded.json")
+    gpu = GpuSampler(nvml)
+    gpu.open()
+    samples = [gpu.sample()[0].model_dump() for _ in range(len(nvml.devices[0]["readings"]))]
+    gpu.close()
+    assert samples[0]["name"] == "NVIDIA H100 80GB HBM3" and samples[0]["power_limit_w"] == 700.0
+    assert samples[0]["throttle"] == [] and samples[0]["sm_clock_mhz"] == 1980.0
+    busy = [s for s in samples if s["util_pct"] >= 99]
+    assert len(busy) >= 30
+    assert all(s["throttle"] == ["sw_power_cap"] for s in busy)
+    assert min(s["sm_clock_mhz"] for s in busy) == 1320.0 and max(s["sm_clock_mhz"] for s in busy) == 1440.0
+    assert max(s["power_w"] for s in busy) == pytest.approx(709.537)

@@ -150,6 +150,26 @@ def test_list_shows_links_tdp_and_published_points(capsys: pytest.CaptureFixture
     assert "link      groq-c2c" in out and "Linley" in out
     assert "tdp       H100-SXM" in out
     assert "published Groq, Llama 3.1 70B with speculative decoding" in out
+    assert "published Cerebras Inference, Llama 3.1 8B: 1,800 tok/s per user on Cerebras WSE-3 (CS-3)" in out
+
+
+def test_speeds_on_hardware_without_a_bound_are_shown_with_their_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    """Cerebras's and SambaNova's published speeds: beside the model's bound, with no share of it."""
+    code, out, _ = run(capsys, "--model", "llama-3.1-70b", "--hardware", "H100-SXM", "--precision", "bf16")
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("published ")]
+    assert "% of its bound" in lines[0]
+    unbounded = lines[1:]
+    assert [line.split(":")[0] for line in unbounded] == [
+        "published Cerebras Inference, Llama 3.1 70B",
+        "published SambaNova Cloud, Llama 3.1 70B",
+    ]
+    assert all("no bound, since" in line and "[primary: " in line and "% of" not in line for line in unbounded)
+    code, out, _ = run(capsys, "--model", "llama-3.1-8b", "--hardware", "H100-SXM", "--json")
+    rows = json.loads(out)["published_unbounded"]
+    assert [(r["id"], r["tok_s"]) for r in rows] == [("cerebras-llama-3.1-8b", 1800), ("sambanova-llama-3.1-8b", 1042)]
+    code, out, _ = run(capsys, "--model", "gemma-4-31b", "--hardware", "H100-SXM", "--json")
+    assert json.loads(out)["published_unbounded"] == []
 
 
 def test_the_catalog_tables_are_declared_for_every_renderer() -> None:

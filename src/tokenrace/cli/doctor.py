@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import click
 import orjson
 from rich.console import Console
 
 from tokenrace.doctor import knowledge
-from tokenrace.doctor.probe import RecordedProbe
+from tokenrace.doctor.probe import Probe, RecordedProbe, RecordingProbe, SystemProbe
 from tokenrace.doctor.render import render_explain, render_report
 from tokenrace.doctor.runner import run_doctor
 
@@ -24,11 +25,18 @@ FIXTURES_ENV = "TOKENRACE_DOCTOR_FIXTURES"
 @click.option(
     "--fixtures",
     type=click.Path(file_okay=False),
-    hidden=True,
     envvar=FIXTURES_ENV,
-    help="Answer from a recorded scenario folder.",
+    metavar="DIR",
+    help="Answer from a recorded scenario folder (one --record wrote) instead of this machine.",
 )
-def command(as_json: bool, model: str | None, explain: str | None, fixtures: str | None) -> None:
+@click.option(
+    "--record",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Also write every command's output and every file read to DIR, a scenario that --fixtures replays "
+    "(attach it to a bug report; environment variables named like keys or tokens are left out).",
+)
+def command(as_json: bool, model: str | None, explain: str | None, fixtures: str | None, record: str | None) -> None:
     """Check the GPU driver stack and say what is wrong and how to fix it.
 
     Exit code 0 when every check is ok, 1 when some warn, 2 when some fail.
@@ -37,7 +45,11 @@ def command(as_json: bool, model: str | None, explain: str | None, fixtures: str
     if explain is not None:
         _exit(_explain(explain, as_json))
 
-    probe = RecordedProbe(fixtures) if fixtures else None
+    probe: Probe = RecordedProbe(fixtures) if fixtures else SystemProbe()
+    if record:
+        probe = RecordingProbe(
+            probe, record, description=f"recorded by tokenrace doctor --record, {time.strftime('%Y-%m-%d')}"
+        )
     report = run_doctor(probe, model=model)
     if as_json:
         click.echo(orjson.dumps(report.to_json_dict(), option=orjson.OPT_INDENT_2).decode())

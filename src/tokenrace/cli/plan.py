@@ -16,7 +16,14 @@ from tokenrace.plan.memory import DEFAULT_UTILIZATION, kv_bytes_per_sequence
 from tokenrace.plan.modelspec import ModelSpec
 from tokenrace.plan.planner import LayoutJson, PlanJson, PlanResult, resolve_precision
 from tokenrace.plan.precision import get_precision, kv_dtype_bytes
-from tokenrace.plan.published import PointJson, check_point, nearest_published, published_points
+from tokenrace.plan.published import (
+    PointJson,
+    check_point,
+    nearest_published,
+    published_points,
+    published_unbounded,
+    unbounded_line,
+)
 from tokenrace.plan.tables import comparison_table, devices_table
 from tokenrace.table import to_rich
 
@@ -113,12 +120,15 @@ class PlanOutput(PlanJson):
     """`plan --hardware ... --json`: the plan and the nearest published point (with --explain, the formulas)."""
 
     published: PointJson | None
+    published_unbounded: list[dict[str, str | float]]  # the model's speeds on hardware with no bound
 
 
 def _print_plan(result: PlanResult, explain: bool, as_json: bool) -> None:
     near = nearest_published(result.model, result.hardware, result.devices)
+    elsewhere = published_unbounded(result.model)
     if as_json:
-        data = PlanOutput(**result.to_dict(), published=near.to_dict() if near else None)
+        data = PlanOutput(**result.to_dict(), published=near.to_dict() if near else None,
+                          published_unbounded=[r.model_dump() for r in elsewhere])  # fmt: skip
         echo_json({**data, "explain": result.explain()} if explain else data)
         return
     for line in result.summary():
@@ -129,6 +139,8 @@ def _print_plan(result: PlanResult, explain: bool, as_json: bool) -> None:
         click.echo(
             "published no published speed for this model in the reference table (tokenrace plan --list shows it)"
         )
+    for row in elsewhere:
+        click.echo(f"published {unbounded_line(row)}")
     if explain:
         click.echo("")
         for line in result.explain():
@@ -244,7 +256,8 @@ def _print_catalog(as_json: bool) -> None:
                                             "scope": x.scope, "source": x.source} for x in h.links]} for h in devices]
                    + [{"name": "cpu", "memory_bytes": None, "bandwidth_bytes_per_s": None,
                        "source": "measured when asked for"}],
-                   "published": [check_point(p).to_dict() for p in published_points()]})  # fmt: skip
+                   "published": [check_point(p).to_dict() for p in published_points()],
+                   "published_unbounded": [r.model_dump() for r in published_unbounded()]})  # fmt: skip
         return
     for key, (_, m) in models.items():
         click.echo(f"model     {key:<20} {m.describe()}  [{m.source}]")
@@ -269,3 +282,5 @@ def _print_catalog(as_json: bool) -> None:
                 )
     for p in published_points():
         click.echo(f"published {check_point(p).line()}")
+    for row in published_unbounded():
+        click.echo(f"published {unbounded_line(row)}")

@@ -10,6 +10,9 @@ A recorded scenario folder holds:
   with none of these files is missing from the machine;
 - `files/` — a tree standing in for `/` (`files/proc/modules`, `files/etc/modprobe.d/...`);
 - `scenario.json` — optional `{"description", "system", "env", "memory", "disk_free"}`.
+
+`RecordingProbe` writes such a folder while it asks the real machine (`tokenrace doctor --record`),
+so a machine nobody here can reach becomes a scenario the tests replay.
 """
 
 from __future__ import annotations
@@ -231,3 +234,101 @@ def _existing_ancestor(path: str) -> str:
     while not current.exists() and current != current.parent:
         current = current.parent
     return str(current)
+
+
+# Environment variables a recording never keeps, whatever doctor asks: their values may be secrets.
+_SECRET_NAME = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+class RecordingProbe:
+    """Asks another probe (the real machine) and writes every answer as a `RecordedProbe` folder.
+
+    Commands become `<name>.txt/.stderr/.rc/.timeout`, files read under `files/`, and the system,
+    the environment variables asked for, memory and free disk go to scenario.json, which is
+    rewritten after each answer so an interrupted run still leaves a scenario that replays.
+    """
+
+    def __init__(self, inner: Probe, folder: str | os.PathLike[str], description: str = "") -> None:
+        self.inner = inner
+        self.root = Path(folder)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.meta = Scenario(description=description, system=inner.system)
+        self._save()
+
+    @property
+    def system(self) -> str:
+        return self.inner.system
+
+    def run(self, cmd: Sequence[str], timeout: float) -> ProbeResult:
+        result = self.inner.run(cmd, timeout)
+        key = command_key(tuple(cmd))
+        if result.timed_out:
+            (self.root / f"{key}.timeout").write_text("")
+        elif not result.missing:
+            (self.root / f"{key}.txt").write_text(result.stdout, encoding="utf-8")
+            if result.stderr:
+                (self.root / f"{key}.stderr").write_text(result.stderr, encoding="utf-8")
+            if result.returncode:
+                (self.root / f"{key}.rc").write_text(f"{result.returncode}\n")
+        return result
+
+    def read_file(self, path: str) -> str | None:
+        text = self.inner.read_file(path)
+        if text is not None:
+            target = self._file(path)
+            _make_folder(target.parent)
+            target.write_text(text, encoding="utf-8")
+        return text
+
+    def exists(self, path: str) -> bool:
+        found = self.inner.exists(path)
+        target = self._file(path)
+        if found and not target.exists():
+            # An empty stand-in: replay answers `exists` from the tree; a later read overwrites it.
+            _make_folder(target.parent)
+            if not self.inner.listdir(path):
+                target.touch()
+            else:
+                target.mkdir(exist_ok=True)
+        return found
+
+    def listdir(self, path: str) -> list[str]:
+        names = self.inner.listdir(path)
+        folder = self._file(path)
+        for name in names:
+            entry = folder / name
+            if not entry.exists():
+                _make_folder(entry.parent)
+                entry.touch()
+        return names
+
+    def env(self, name: str) -> str | None:
+        value = self.inner.env(name)
+        if value is not None and not any(word in name.upper() for word in _SECRET_NAME):
+            self.meta.env[name] = value
+            self._save()
+        return value
+
+    def memory(self) -> Memory | None:
+        self.meta.memory = self.inner.memory()
+        self._save()
+        return self.meta.memory
+
+    def disk_free(self, path: str) -> int | None:
+        self.meta.disk_free = self.inner.disk_free(path)
+        self._save()
+        return self.meta.disk_free
+
+    def _file(self, path: str) -> Path:
+        return self.root / "files" / path.lstrip("/\\")
+
+    def _save(self) -> None:
+        (self.root / "scenario.json").write_text(self.meta.model_dump_json(indent=2) + "\n")
+
+
+def _make_folder(folder: Path) -> None:
+    """mkdir -p, where an empty stand-in file recorded by `listdir` may sit on the way."""
+    for step in reversed((folder, *folder.parents)):
+        if step.is_file() and step.stat().st_size == 0:
+            step.unlink()
+    folder.mkdir(parents=True, exist_ok=True)

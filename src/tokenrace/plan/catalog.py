@@ -192,9 +192,27 @@ class ModelsFile(_Row):
     models: tuple[ModelRow, ...]
 
 
+class UnboundedRow(_Row):
+    """published.json `unbounded`: a speed a vendor published on hardware the planner cannot bound (a
+    chip outside the catalog, or one whose memory system the planner does not describe), kept with its
+    source and the reason, so that `plan` shows it beside a model's bound without a share."""
+
+    id: str
+    label: str
+    model: str  # catalog name
+    hardware: str  # the vendor's name for it, not a catalog row
+    precision: str  # as the source states it
+    tok_s: float  # per stream, while decoding
+    figure: str
+    source_kind: str  # primary | secondary
+    source: str
+    no_bound: str  # why the planner gives no bound for it
+
+
 class PublishedFile(_Row):
     comment: str = Field("", alias="_comment")
     points: tuple[PublishedRow, ...]
+    unbounded: tuple[UnboundedRow, ...] = ()
 
 
 F = TypeVar("F", HardwareFile, ModelsFile, PublishedFile)
@@ -254,6 +272,10 @@ def model_rows() -> list[ModelRow]:
 
 def published_rows() -> list[PublishedRow]:
     return list(_published_file().points)
+
+
+def unbounded_rows() -> list[UnboundedRow]:
+    return list(_published_file().unbounded)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,15 @@ import functools
 from dataclasses import dataclass
 from typing import TypedDict
 
-from tokenrace.plan.catalog import Hardware, PublishedRow, load_hardware, load_model, published_rows
+from tokenrace.plan.catalog import (
+    Hardware,
+    PublishedRow,
+    UnboundedRow,
+    load_hardware,
+    load_model,
+    published_rows,
+    unbounded_rows,
+)
 from tokenrace.plan.explain import fmt_rate
 from tokenrace.plan.modelspec import ModelSpec
 from tokenrace.plan.planner import PlanResult, plan
@@ -185,4 +193,25 @@ def nearest_published(
     return check_point(min(pool, key=distance))
 
 
-__all__ = ["PointCheck", "PublishedPoint", "check_point", "nearest_published", "published_points"]
+def published_unbounded(model: ModelSpec | str | None = None) -> list[UnboundedRow]:
+    """Speeds published on hardware the planner cannot bound (every one, or those of `model`)."""
+    if model is None:
+        return unbounded_rows()
+    spec = load_model(model) if isinstance(model, str) else model
+    return [r for r in unbounded_rows() if load_model(r.model).name == spec.name]
+
+
+def unbounded_line(row: UnboundedRow) -> str:
+    return (f"{row.label}: {fmt_rate(row.tok_s)} per user on {row.hardware} ({row.precision}): no bound, since "
+            f"{row.no_bound} [{row.source_kind}: {row.source}]")  # fmt: skip
+
+
+__all__ = [
+    "PointCheck",
+    "PublishedPoint",
+    "check_point",
+    "nearest_published",
+    "published_points",
+    "published_unbounded",
+    "unbounded_line",
+]
