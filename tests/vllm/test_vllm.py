@@ -8,6 +8,7 @@ does; these tests are where that belief is checked.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import urllib.request
 from pathlib import Path
@@ -181,3 +182,24 @@ def test_manifest_records_how_vllm_was_started(vllm: RunningEngine) -> None:
     assert argv[argv.index("--dtype") + 1] == "float32" and argv[argv.index("--max-model-len") + 1] == "2048"
     assert info.model_file is not None and info.model_file.quantization == "MOSTLY_Q4_1", info.model_file
     assert info.readiness is not None and info.readiness.ready_s, info.readiness
+
+
+def test_a_claim_against_the_real_vllm(
+    vllm: RunningEngine, tmp_path: Path, tokenrace_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A short demonstration: the claim battery against vLLM within a minute gives one of its four
+    verdicts, with the figures and the steps that decided it (or what would decide it)."""
+    out = tmp_path / "claim"
+    code, stdout, err = in_process(
+        capsys, "claim", "--url", vllm.base_url, "--expect", "ttft_p50<=5s,output_tok_s_per_user>=1",
+        "--budget", "60s", "--max-tokens", "16", "--max-concurrency", "4", "--max-prompt-tokens", "1024",
+        "-o", str(out), "--yes",
+    )  # fmt: skip
+    assert code in (0, 1), err
+    claim = json.loads((out / "claim.json").read_text())
+    assert claim["verdict"] in ("holds", "holds_only_under", "fails", "unproven") and claim["sentence"], claim
+    assert claim["elapsed_s"] < 120 and (out / "report.html").exists()
+    decided = [c for c in claim["conditions"] if c["held"] is not None]
+    assert decided, "a minute on the real engine decides at least one condition"
+    manifests = [json.loads(p.read_text()) for p in out.rglob("manifest.json")]
+    assert manifests and {(m.get("server") or {}).get("engine") for m in manifests} == {"vllm"}
