@@ -71,6 +71,11 @@ def redact_headers(headers: dict[str, str], marked: frozenset[str] = frozenset()
     return {k: HIDDEN if is_secret_header(k) or k.lower() in hidden else v for k, v in headers.items()}
 
 
+def hidden_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
+    """`redact_headers` of headers that may be absent (a saved file's validator)."""
+    return None if headers is None else redact_headers(headers)
+
+
 def redact_fields(obj: Any) -> Any:
     """A JSON value with the string values of secret-looking fields hidden, at any depth."""
     if isinstance(obj, dict):

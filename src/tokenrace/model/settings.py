@@ -1,27 +1,30 @@
 """manifest.json's `settings`: the run's settings as saved (`runs.settings.BenchSettings.saved()`, with
 the endpoint's key replaced by where it came from and secret header and body values hidden).
 
-Every field may be missing: files of older versions and runs imported from other tools
-(runs/importers.py) hold only part of it. Numbers keep the JSON type they were given in (`Number`):
-a whole rate of 2 stays 2, as before these models. The request's body, tools and response schema
-are the user's own JSON, sent as given.
+Below this docstring, generated from the settings' own declarations (runs/settings.py and the
+types it holds) by `python scripts/gen_settings_model.py`: edit those, not this. Every field may be
+missing: files of older versions and runs imported from other tools (runs/importers.py) hold only
+part of it. Numbers keep the JSON type they were given in (`Number`): a whole rate of 2 stays 2. The
+request's body, tools and response schema are the user's own JSON, sent as given.
 """
 
 from __future__ import annotations
 
-from pydantic import JsonValue, field_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, JsonValue
 
 from tokenrace.model.base import _Model
 from tokenrace.model.engine import EngineRecord
-from tokenrace.redact import redact_fields, redact_headers
+from tokenrace.redact import hidden_headers, redact_fields
 
 Number = float | int  # as the user gave it
 
 
 class EndpointSettings(_Model):
     base_url: str | None = None
+    api_key_from: str | None = None
     provider: str | None = None
-    api_key_from: str | None = None  # the variable's (or flag's) name, never the key
 
 
 class RequestSettings(_Model):
@@ -31,28 +34,13 @@ class RequestSettings(_Model):
     max_tokens: int | None = None
     temperature: Number | None = None
     seed: int | None = None
-    extra_body: dict[str, JsonValue] | None = None
-    extra_headers: dict[str, str] | None = None
+    extra_body: Annotated[dict[str, JsonValue] | None, AfterValidator(redact_fields)] = None
+    extra_headers: Annotated[dict[str, str] | None, AfterValidator(hidden_headers)] = None
     rerank_format: str | None = None
     tools: list[JsonValue] | None = None
     tool_choice: JsonValue = None
-    response_schema: dict[str, JsonValue] | None = None
+    response_schema: dict[str, JsonValue] | bool | None = None
     response_schema_name: str | None = None
-
-    # Whoever builds a manifest, the values of secret-looking headers and body fields never reach
-    # the file (the run also scrubs every value it knows is secret: see BenchSettings.secrets).
-    @field_validator("extra_headers")
-    @classmethod
-    def _hide_secret_headers(cls, headers: dict[str, str] | None) -> dict[str, str] | None:
-        return None if headers is None else redact_headers(headers)
-
-    @field_validator("extra_body")
-    @classmethod
-    def _hide_secret_fields(cls, body: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
-        if body is None:
-            return None
-        hidden: dict[str, JsonValue] = redact_fields(body)
-        return hidden
 
 
 class TimeoutSettings(_Model):
@@ -63,8 +51,8 @@ class TimeoutSettings(_Model):
 
 
 class StageSettings(_Model):
-    duration_s: Number
-    value: Number
+    duration_s: Number | None = None
+    value: Number | None = None
 
 
 class LoadSettings(_Model):
@@ -90,7 +78,7 @@ class LoadSettings(_Model):
 class PromptSettings(_Model):
     text: str | None = None
     file: str | None = None
-    input_tokens: tuple[Number, Number] | None = None  # (mean, standard deviation)
+    input_tokens: tuple[Number, Number] | None = None
     output_tokens: tuple[Number, Number] | None = None
     count: int | None = None
     batch_size: int | None = None
@@ -99,8 +87,8 @@ class PromptSettings(_Model):
 
 
 class TurnsSettings(_Model):
-    mean: Number
-    std: Number = 0.0
+    mean: Number | None = None
+    std: Number | None = None
 
 
 class ImageSettings(_Model):
@@ -181,4 +169,4 @@ class RunSettings(_Model):
     workers: WorkersSettings | None = None
     secret_headers: list[str] | None = None
     dcgm_url: str | None = None
-    profile: str | None = None  # --profile: the reference profile whose defaults the run took
+    profile: str | None = None

@@ -190,7 +190,7 @@ def _load(s: Summary, m: Manifest, stage: int) -> Load | None:
     osl = _sequence(prompts.output_tokens if prompts else None, Stats(), request.max_tokens if request else None)
     turns = settings.workload.turns if settings.workload else None
     multi_turn = None
-    if turns is not None:
+    if turns is not None and turns.mean is not None:
         max_turns = SequenceLength(distribution="gaussian", value=turns.mean, std_dev=turns.std) if turns.std else (
             SequenceLength(distribution="fixed", value=turns.mean))  # fmt: skip
         multi_turn = MultiTurn(max_turns=max_turns)

@@ -3,25 +3,35 @@
 Every command that measures (bench, sweep, profile, claim, the quality pass beside a run) builds a
 `BenchSettings`; the session, the API checks (`runs/api_fit.py`), the sweep and the claim battery
 read it. It lives apart from the session so that none of them imports the orchestrator to name it.
+
+Each setting is declared once, as a field of these dataclasses and of the lower layers' own types
+they hold. manifest.json's form of them (`model.settings.RunSettings`: every field may be absent) is
+generated from these declarations by `scripts/gen_settings_model.py`, following `SAVED_NAMES` and
+`SAVED_FIELDS` below; `saved_form` turns a run's settings into that form by the same rules.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.client.request import RequestOptions
 from tokenrace.client.transport import Timeouts
-from tokenrace.figures.cost import CostSpec
+from tokenrace.figures.cost import CostSpec, GpuCost, Price
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.figures.slo import Slo, slo_limits
 from tokenrace.load.runner import Load
+from tokenrace.load.shapes import Stage
 from tokenrace.load.workers import WorkersSpec
 from tokenrace.load.workload import WorkloadSpec
+from tokenrace.load.workloads.images import ImageSpec
+from tokenrace.load.workloads.sessions import TurnsSpec
 from tokenrace.model.engine import EngineRecord
 from tokenrace.model.settings import RunSettings
-from tokenrace.redact import redact_fields, redact_headers, secret_values
+from tokenrace.redact import hidden_headers, redact_fields, redact_headers, secret_values
 from tokenrace.stats import CONFIDENCE
 
 
@@ -70,17 +80,79 @@ class BenchSettings:
         return [v for v in (key, *secret_values(self.request.extra_headers, self.request.extra_body, marked)) if v]
 
     def saved(self) -> RunSettings:
-        """As manifest.json keeps them: the endpoint's key replaced by where it came from, secret
-        header and body values hidden, the SLOs as their limits in ms."""
-        d = asdict(self)
-        e = self.endpoint
-        d["endpoint"] = {
-            "base_url": e.base_url if e else None,
-            "provider": e.provider if e else None,
-            "api_key_from": e.key_source if e else None,  # the variable's name, never the key
-        }
-        d["slo"] = slo_limits(self.slo) if self.slo else None
-        d["output"] = str(self.output) if self.output else None
-        d["request"]["extra_headers"] = redact_headers(self.request.extra_headers, frozenset(self.secret_headers))
-        d["request"]["extra_body"] = redact_fields(self.request.extra_body)
-        return RunSettings.model_validate(d)
+        """As manifest.json keeps them (`saved_form`), secrets hidden: the endpoint's key is never
+        kept (where it came from is), and the headers `secret_headers` marks are hidden beside those
+        whose names look secret (`RunSettings` hides those and secret body fields itself)."""
+        headers = redact_headers(self.request.extra_headers, frozenset(self.secret_headers))
+        hidden = replace(self, request=replace(self.request, extra_headers=headers))
+        return RunSettings.model_validate(saved_form(hidden))
+
+
+@dataclass(frozen=True, slots=True)
+class SavedField:
+    """How manifest.json keeps a field when not as itself."""
+
+    omit: bool = False  # never kept (a secret)
+    name: str | None = None  # kept under this name
+    as_type: str | None = None  # kept as this type (the generated model's annotation)
+    convert: Callable[[Any], object] | None = None  # the kept value, from a value that is not None
+    check: Callable[[Any], Any] | None = None  # applied to the value whenever the model is built
+
+
+# Each settings class and the name of its saved form (the schema's names, kept from before).
+SAVED_NAMES: dict[type, str] = {
+    BenchSettings: "RunSettings",
+    ResolvedEndpoint: "EndpointSettings",
+    RequestOptions: "RequestSettings",
+    Timeouts: "TimeoutSettings",
+    Stage: "StageSettings",
+    Load: "LoadSettings",
+    PromptSpec: "PromptSettings",
+    TurnsSpec: "TurnsSettings",
+    ImageSpec: "ImageSettings",
+    WorkloadSpec: "WorkloadSettings",
+    EfficiencySpec: "EfficiencySettings",
+    Price: "PriceSettings",
+    GpuCost: "GpuCostSettings",
+    CostSpec: "CostSettings",
+    WorkersSpec: "WorkersSettings",
+}
+# The fields not kept as themselves. Every other field is kept under its name, as its type, and may
+# be absent when read (a file of an older version, a run imported from another tool).
+SAVED_FIELDS: dict[tuple[type, str], SavedField] = {
+    (ResolvedEndpoint, "api_key"): SavedField(omit=True),
+    (ResolvedEndpoint, "key_source"): SavedField(name="api_key_from"),  # the variable's (or flag's) name
+    (BenchSettings, "slo"): SavedField(as_type="dict[str, Number]", convert=slo_limits),  # {"ttft_ms": 500.0}
+    # (mean, standard deviation): a run's mean is a whole number, another tool's may not be.
+    (PromptSpec, "input_tokens"): SavedField(as_type="tuple[Number, Number]"),
+    (PromptSpec, "output_tokens"): SavedField(as_type="tuple[Number, Number]"),
+    # The user's own JSON, kept as given.
+    (RequestOptions, "tools"): SavedField(as_type="list[JsonValue]"),
+    (RequestOptions, "tool_choice"): SavedField(as_type="JsonValue"),
+    # Whoever builds a manifest (a run, an importer), secret-looking header and body values never reach
+    # the file; the run also scrubs every value it knows is secret (BenchSettings.secrets).
+    (RequestOptions, "extra_headers"): SavedField(check=hidden_headers),
+    (RequestOptions, "extra_body"): SavedField(check=redact_fields),
+}
+_AS_ITSELF = SavedField()
+
+
+def saved_form(value: object) -> object:
+    """A settings value as manifest.json keeps it (before `RunSettings` reads it): dataclasses as
+    dicts by `SAVED_FIELDS`, tuples as lists, paths as text; JSON values and models as they are."""
+    if is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, object] = {}
+        for f in fields(value):
+            how = SAVED_FIELDS.get((type(value), f.name), _AS_ITSELF)
+            if how.omit:
+                continue
+            v = getattr(value, f.name)
+            if how.convert is not None and v is not None:
+                v = how.convert(v)
+            out[how.name or f.name] = saved_form(v)
+        return out
+    if isinstance(value, (tuple, list)):
+        return [saved_form(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
