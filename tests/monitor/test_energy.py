@@ -9,6 +9,7 @@ import socket
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from tokenrace.monitor.energy import (
     NvmlEnergy,
     _gpu_window,
     parse_dcgm,
+    sharing_warnings,
 )
 from tokenrace.runs.run import Run
 from tokenrace.runs.session import BenchSession, read_inputs
@@ -181,6 +183,17 @@ class FakeNvml:
         return self.power_mw[h]
 
 
+class SharedNvml(FakeNvml):
+    """As FakeNvml, with the processes NVML lists on each GPU (nvmlDeviceGetComputeRunningProcesses)."""
+
+    def __init__(self, energy_mj: list[list[int]], power_mw: list[int], pids: list[list[int]]) -> None:
+        super().__init__(energy_mj, power_mw)
+        self.pids = pids
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[SimpleNamespace]:
+        return [SimpleNamespace(pid=pid, usedGpuMemory=2**30) for pid in self.pids[h]]
+
+
 def measure(nvml: Any, seconds: float) -> EnergyWindow:
     async def go() -> EnergyWindow:
         meter = EnergyMeter(NvmlEnergy(nvml), interval_s=0.02)
@@ -263,3 +276,43 @@ def test_recorded_h100_counter_and_integrated_power_agree() -> None:
     assert counted.joules is not None and integrated.joules is not None
     assert counted.joules == pytest.approx(14_549.117)
     assert integrated.joules == pytest.approx(counted.joules, rel=0.01)
+
+
+def test_the_gpus_processes_say_whose_energy_it_was() -> None:
+    """NVML lists each GPU's processes: a run is told when another process shared its GPU, and when
+    its server ran on none of the GPUs measured (the energy then is someone else's)."""
+    nvml = SharedNvml([[1_000_000, 1_350_000], [2_000_000, 2_100_000]], [0, 0], [[41, 42], [43]])
+    window = measure(nvml, 0.01)
+    assert [g.pids for g in window.gpus] == [[41, 42], [43]]
+    # the server is process 41: GPU 0 also ran 42; GPU 1, with no server process, is not judged
+    (shared,) = sharing_warnings(window, {41})
+    assert shared.code == "energy.shared_gpu" and shared.figures["gpu"] == "0" and shared.figures["pids"] == "42"
+    # the server is process 7, on no GPU: all 450 J belong to other processes
+    (elsewhere,) = sharing_warnings(window, {7})
+    assert elsewhere.code == "energy.server_not_on_gpu" and elsewhere.figures == {
+        "joules": 450.0,
+        "other_pids": "41, 42, 43",
+    }
+    # the server cannot be found (another container): only a GPU with several processes is named
+    assert [w.figures["gpu"] for w in sharing_warnings(window, None)] == ["0"]
+    # the server alone on its GPU: nothing to say
+    alone = measure(SharedNvml([[0, 1_000], []], [0, 100_000], [[41], []]), 0.01)
+    assert sharing_warnings(alone, {41}) == []
+
+
+def test_a_bench_through_nvml_names_the_gpus_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake server runs in this process, which no GPU lists: the run says its energy is not its own."""
+    nvml = SharedNvml([[1_000_000, 1_500_000], [5, 5]], [0, 0], [[99_999], []])
+    monkeypatch.setattr("tokenrace.runs.session.NvmlEnergy", lambda: NvmlEnergy(nvml))
+    with FakeServerThread({"ttft_ms": 1, "itl_ms": 1, "output_tokens": 4}) as srv:
+        settings = BenchSettings(
+            endpoint=ResolvedEndpoint(srv.base_url, None, None, None),
+            request=RequestOptions(max_tokens=4),
+            load=Load(cold=False, concurrency=1, requests=3),
+            output=tmp_path / "run",
+        )
+        run = asyncio.run(BenchSession(settings, argv=["test"]).run())
+    codes = [w.code for w in run.summary.warnings]
+    assert "energy.server_not_on_gpu" in codes, codes
+    energy = run.summary.energy
+    assert energy is not None and [g.pids for g in energy.gpus] == [[99_999], []]

@@ -37,6 +37,7 @@ class GpuEnergy(_Section):
     method: Literal["counter", "power_samples"] | None = None  # the energy counter, or sampled power integrated
     samples: int | None = None  # power samples integrated (method power_samples)
     reason: str | None = None  # why joules is None
+    pids: list[int] | None = None  # processes on this GPU at the start or the end (NVML); None: not known
 
 
 class Energy(_Section):

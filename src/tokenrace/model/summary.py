@@ -268,6 +268,8 @@ WarningCode = Literal[
     "efficiency.ttft_beats_bound",
     "efficiency.note",
     "energy.gpu_missing",
+    "energy.server_not_on_gpu",
+    "energy.shared_gpu",
     "energy.unavailable",
     "run.note",
     "stats.tail_unbounded",

@@ -10,6 +10,10 @@ restart) leaves that GPU's energy None, with the reason.
 
 `EnergyMeter(source)` does the timing; the sources only read. NVML is handed in as a module object
 (`NvmlEnergy(nvml)`), so tests use a fake `pynvml` with the same functions.
+
+The counter is the whole board's: NVML also says which processes ran on each GPU at either end of
+the window, and `sharing_warnings` says when the run was charged for a process other than the
+server's, or when the server ran on none of the GPUs measured.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class GpuReading:
     name: str | None
     energy_mj: float | None  # the cumulative counter; None: this GPU has none
     power_w: float | None
+    pids: tuple[int, ...] | None = None  # the processes running on it (NVML); None: not known
 
 
 class EnergySource(Protocol):
@@ -61,6 +66,7 @@ class GpuWindow:
     method: str | None
     samples: int | None = None
     reason: str | None = None
+    pids: list[int] | None = None  # processes on it at the start or the end; None: not known
 
 
 @dataclass(slots=True)
@@ -86,6 +92,7 @@ class NvmlEnergy:
         self._names: list[str] = []
         self._no_counter: set[int] = set()
         self._no_power: set[int] = set()
+        self._no_processes: set[int] = set()
 
     async def open(self) -> None:
         if self._nvml is None:
@@ -116,7 +123,10 @@ class NvmlEnergy:
         if energy is None:  # the power is only needed where there is no counter
             mw = self._call(index, self._no_power, nvml.nvmlDeviceGetPowerUsage, handle)
             power = None if mw is None else float(mw) / 1000.0
-        return GpuReading(str(index), self._names[index], None if energy is None else float(energy), power)
+        listing = getattr(nvml, "nvmlDeviceGetComputeRunningProcesses", None)  # absent from old bindings
+        procs = None if listing is None else self._call(index, self._no_processes, listing, handle)
+        pids = None if procs is None else tuple(sorted({int(p.pid) for p in procs}))
+        return GpuReading(str(index), self._names[index], None if energy is None else float(energy), power, pids)
 
     @staticmethod
     def _call(index: int, unsupported: set[int], fn: Any, handle: Any) -> Any:
@@ -269,6 +279,8 @@ class EnergyMeter:
         for r in readings:
             first = self._first.get(r.gpu)
             gpu = _gpu_window(r, first, self._power.get(r.gpu, []), window_s)
+            if r.pids is not None:
+                gpu.pids = sorted({*r.pids, *(first.pids or () if first else ())})
             if gpu.reason is not None:
                 message = f"energy: GPU {r.gpu} ({self.source.label}): {gpu.reason}"
                 cause = "counter_backwards" if gpu.method == "counter" else "too_few_power_samples"
@@ -300,6 +312,47 @@ def _gpu_window(
     joules = sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in zip(power, power[1:], strict=False))
     span = power[-1][0] - power[0][0]
     return GpuWindow(last.gpu, last.name, joules, joules / span if span > 0 else None, "power_samples", len(power))
+
+
+def sharing_warnings(window: EnergyWindow, server_pids: set[int] | None) -> list[RunWarning]:
+    """What a sceptic asks of a GPU's energy: whose was it? `server_pids` are the server's process and
+    its children (None: not found, as for a server in another container). A GPU whose processes NVML
+    does not list says nothing."""
+    measured = [g for g in window.gpus if g.joules is not None and g.pids is not None]
+    if not measured:
+        return []
+    if server_pids:
+        serving = [g for g in measured if server_pids & set(g.pids or ())]
+        if not serving:
+            others = sorted({pid for g in measured for pid in g.pids or ()})
+            joules = sum(g.joules or 0.0 for g in measured)
+            message = (
+                f"energy: the server's processes ({_pid_list(server_pids)}) ran on none of the GPUs measured; "
+                f"their {joules:.0f} J belong to "
+                + (f"other processes ({_pid_list(others)})" if others else "idle boards")
+                + ", not to this run"
+            )
+            figures: dict[str, float | int | str | None] = {"joules": round(joules, 3), "other_pids": _pid_list(others)}
+            return [RunWarning(code="energy.server_not_on_gpu", message=message, figures=figures)]
+        measured = serving
+    out = []
+    for g in measured:
+        others = sorted(set(g.pids or ()) - (server_pids or set()))
+        if (server_pids and others) or (not server_pids and len(others) > 1):
+            message = (
+                f"energy: GPU {g.gpu} also ran processes other than the server's ({_pid_list(others)}): "
+                "their draw is in this run's energy"
+                if server_pids
+                else f"energy: GPU {g.gpu} ran {len(others)} processes ({_pid_list(others)}): the energy is "
+                "all of theirs, not only the server's"
+            )
+            figures = {"gpu": g.gpu, "pids": _pid_list(others), "joules": g.joules}
+            out.append(RunWarning(code="energy.shared_gpu", message=message, figures=figures))
+    return out
+
+
+def _pid_list(pids: set[int] | list[int]) -> str:
+    return ", ".join(str(p) for p in sorted(pids))
 
 
 def _text(value: Any) -> str:

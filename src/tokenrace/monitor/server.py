@@ -19,6 +19,7 @@ scrape, so the first scrape has them None. A field an engine does not report is 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import time
@@ -293,3 +294,26 @@ def labeled_samples(text: str, names: frozenset[str]) -> list[tuple[str, dict[st
         for s in fam.samples
         if s.name in names
     ]
+
+
+def local_server_pids(url: str) -> set[int] | None:
+    """The processes behind a server on this machine: the one listening on `url`'s port and its
+    children (vLLM's engine core, a launcher's server). None where it cannot be told: a remote host,
+    another container's process, or a system that hides other users' sockets."""
+    if not is_local_url(url):
+        return None
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        listening = {
+            c.pid
+            for c in psutil.net_connections(kind="tcp")
+            if c.pid is not None and c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+        }
+    except (psutil.Error, OSError):
+        return None
+    pids = set(listening)
+    for pid in listening:
+        with contextlib.suppress(psutil.Error):
+            pids.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+    return pids or None

@@ -50,8 +50,8 @@ from tokenrace.model.manifest import Manifest, PromptsInfo, WorkersInfo, Workloa
 from tokenrace.model.monitor import MonitorSettings, Resources
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import RunWarning, Summary
-from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy
-from tokenrace.monitor.server import detect_engine, is_local_url, parse_metrics
+from tokenrace.monitor.energy import DcgmEnergy, EnergyMeter, EnergyWindow, NvmlEnergy, sharing_warnings
+from tokenrace.monitor.server import detect_engine, is_local_url, local_server_pids, parse_metrics
 from tokenrace.monitor.session import MonitorSession, load_timeseries
 from tokenrace.redact import Redactor, redact_argv
 from tokenrace.runs.api_fit import check_api_fit
@@ -408,6 +408,9 @@ class BenchSession:
         window = await meter.stop()
         if self.s.dcgm_url is None and window.reason is not None:
             return None  # no NVML GPU here: nothing was asked for, nothing to report
+        if self.s.dcgm_url is None:
+            pids = await asyncio.to_thread(local_server_pids, self.endpoint.base_url)
+            window.warnings.extend(sharing_warnings(window, pids))
         return window
 
     def _metrics_url(self) -> str:
