@@ -125,8 +125,11 @@ class ReportJson(BaseModel):
 # --- per-request values ------------------------------------------------------------------------
 
 
-def values(run: Run, metric: str) -> list[float]:
-    found = (getattr(r, metric) for r in run.measured_ok())
+def values(run: Run, metric: Metric) -> list[float]:
+    """The metric's value of each succeeded request, by its declaration's function."""
+    if metric.value is None:
+        raise ValueError(f"{metric.name} pools several values per request")
+    found = (metric.value(r) for r in run.measured_ok())
     return [v for v in found if v is not None]
 
 
@@ -162,7 +165,7 @@ def latency_row(a: Run, b: Run, metric: Metric, stat: str, confidence: float = b
     if metric is ITL_CHUNK:
         ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True, confidence=confidence)
     else:
-        ci = bs.ratio_ci(values(a, metric.name), values(b, metric.name), stat, confidence=confidence)
+        ci = bs.ratio_ci(values(a, metric), values(b, metric), stat, confidence=confidence)
     return Row(
         f"{metric.name}.{stat}",
         metric.label(stat),
