@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
 from typing import get_args
 
 from pydantic import BaseModel
@@ -63,5 +66,40 @@ def test_every_section_figure_names_a_field_of_summary_json() -> None:
         *sections, field = figure.name.split(".")
         for section in sections:
             annotation = model.model_fields[section].annotation
-            model = next(a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel))
+            # A section that is always there (throughput) is its model; an optional one, a union with None.
+            kinds = get_args(annotation) or (annotation,)
+            model = next(a for a in kinds if isinstance(a, type) and issubclass(a, BaseModel))
         assert field in model.model_fields, figure.name
+
+
+# MLPerf's bounds and MLPerf Endpoints' figures keep their reference's own names (report/mlperf.py,
+# report/reference.py): figures of their definitions, not a second label of a declared metric.
+OWN_NAMES = {"mlperf.py", "reference.py"}
+
+
+def _literals(path: Path) -> list[str]:
+    """The string constants of a module, f-strings' pieces included, docstrings left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
+
+
+def test_report_and_cli_write_no_second_label_of_a_declared_metric() -> None:
+    """A declared metric's statistic is labelled by its declaration ("TTFT p50" is TTFT.label("p50")),
+    never by a literal beside it in report/ or cli/."""
+    src = Path(__file__).resolve().parents[2] / "src" / "tokenrace"
+    labels = "|".join(re.escape(m.display.label) for m in METRICS if m.display)
+    pattern = re.compile(rf"(?<!\w)({labels}) (p\d\d|mean|max)\b")
+    found = [
+        f"{path.relative_to(src)}: {literal!r}"
+        for folder in ("report", "cli")
+        for path in sorted((src / folder).glob("*.py"))
+        if path.name not in OWN_NAMES
+        for literal in _literals(path)
+        if pattern.search(literal)
+    ]
+    assert not found

@@ -58,7 +58,7 @@ def test_compare_shows_acceptance_beside_tpot_and_tokens_per_joule(swept: Run) -
     assert rows[accept].change is not None and rows[accept].change > 0.5  # copy accepts far more
     energy = rows[metrics.index("energy.output_tokens_per_joule")]
     assert energy.a is not None and energy.b is not None and energy.change is not None
-    assert "spec acceptance" in compare_table(report.comparisons[0]).labels()
+    assert "speculative decoding" in compare_table(report.comparisons[0]).labels()
 
 
 def test_the_sweep_table_and_the_html_report_show_them(swept: Run) -> None:

@@ -20,9 +20,19 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
 from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.runner import Load
+from tokenrace.model.metrics import THROUGHPUT, TPOT
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Summary, Throughput
-from tokenrace.report.compare import MAX_BLOCKS, MIN_BLOCKS, compare, throughput_row, token_blocks
+from tokenrace.report.compare import (
+    MAX_BLOCKS,
+    MIN_BLOCKS,
+    Comparison,
+    Row,
+    compare,
+    compare_table,
+    throughput_row,
+    token_blocks,
+)
 from tokenrace.runs.reader import load
 from tokenrace.runs.run import Run
 from tokenrace.runs.settings import BenchSettings
@@ -177,3 +187,23 @@ def test_a_run_too_short_for_blocks_gets_no_throughput_interval() -> None:
     assert token_blocks(short) is None
     row = throughput(short, synthetic_run(20, 400, seed=2))
     assert row.ci_low is None and row.change is not None and "no CI" in row.verdict
+
+
+def test_a_declared_row_shows_its_declarations_label_unit_and_digits() -> None:
+    """TPOT and throughput are declared (model/metrics.py): their rows' label, unit column and digits
+    are the declaration's; CSV and JSON keep the unit docs/metrics.md writes. An undeclared row
+    (the error rate) keeps its own."""
+    no_ci = (None, None, None, "—")
+    rows = [
+        Row("tpot_ms.p50", TPOT.label("p50"), TPOT.unit, 2.5, 3.25, 1.3, *no_ci),
+        Row(THROUGHPUT.name, THROUGHPUT.display.label, THROUGHPUT.unit, 1234.56, 1000.0, 0.81, *no_ci),
+        Row("error_rate", "error rate", "fraction", 0.01234, 0.0, -0.01234, *no_ci, kind="difference"),
+    ]
+    table = compare_table(Comparison("a", "b", "a", "b", rows, []))
+    shown = [[c.text for c in row.cells[:4]] for row in table.rows]
+    assert shown == [
+        ["TPOT p50", "ms", "2.50", "3.25"],
+        ["throughput", "output tok/s", "1,234.6", "1,000.0"],
+        ["error rate", "%", "1.23 %", "0.00 %"],
+    ]
+    assert rows[1].unit == "tokens/s"

@@ -15,9 +15,10 @@ from tokenrace.cli.options import cost_options, spec_from_options
 from tokenrace.cli.quality import print_paired
 from tokenrace.errors import InvalidInput
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows, to_csv, to_markdown
+from tokenrace.report.headline import knee_text
 from tokenrace.report.quality import QualitySection, sides_table
 from tokenrace.runs.reader import load
-from tokenrace.table import fmt, to_rich
+from tokenrace.table import to_rich
 
 
 @click.command("compare")
@@ -80,7 +81,7 @@ def print_report(report: Report, console: Console) -> None:
         print_quality(q, console)
     if report.knees:
         for name, knee in report.knees.items():
-            k = "not reached" if not knee else f"{knee.step} ({fmt(knee.throughput_tokens_per_s)} tok/s)"
+            k = "not reached" if not knee else knee_text(knee)
             console.print(f"knee of {name}: {k}", highlight=False)
     console.print(
         "B/A: ratio of B's statistic to A's; CI: 95 % percentile bootstrap over requests (throughput: over time slices); "

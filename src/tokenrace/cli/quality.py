@@ -18,12 +18,14 @@ from tokenrace.client.providers import API_KEY_ENV, resolve_endpoint
 from tokenrace.client.request import GENERATING_APIS
 from tokenrace.errors import UsageError
 from tokenrace.model.files import COMPARISON
+from tokenrace.model.metrics import THROUGHPUT, TPOT, TTFT
 from tokenrace.quality.models import ItemResult, QualityResult
 from tokenrace.quality.paired import QualityComparison, compare_dirs, difference_line
 from tokenrace.quality.quantize import quantized_copy
 from tokenrace.quality.runner import OnItem, QualitySettings
 from tokenrace.quality.suites import BUILTIN, DEFAULT_SAMPLES, Item, resolve_suites
 from tokenrace.quality.targets import Target, parse_target, run_target
+from tokenrace.report.headline import said
 from tokenrace.report.quality import (
     comparison_markdown,
     paired_counts_table,
@@ -243,8 +245,8 @@ def print_result(r: QualityResult, console: Console) -> None:
     console.print(to_rich(quality_table(r, f"quality of {r.model} @ {r.endpoint}")))
     sp = r.speed
     console.print(
-        f"speed over {sp.requests} requests: TTFT p50 {sp.ttft_ms_p50} ms, TPOT p50 {sp.tpot_ms_p50} ms, "
-        f"{sp.output_tokens_per_s} output tok/s",
+        f"speed over {sp.requests} requests: {TTFT.label('p50')} {said(TTFT, sp.ttft_ms_p50)}, "
+        f"{TPOT.label('p50')} {said(TPOT, sp.tpot_ms_p50)}, {said(THROUGHPUT, sp.output_tokens_per_s)}",
         highlight=False,
     )
     if r.overall.errors:

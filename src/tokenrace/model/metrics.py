@@ -1,9 +1,14 @@
 """One declaration per summary metric (`Summary.metrics`): its name, unit, definition, which
-requests it pools, how it is computed from a settled `RequestRecord`, and how the tables show it.
+requests it pools, how it is computed from a settled `RequestRecord`, and how the tables show it;
+and one per figure a summary section holds once (`SectionFigure`: throughput, speculative decoding,
+energy, embeddings and rerank, content, structured output, the Artificial Analysis reference).
 
-`figures.summary.summarize` fills `Metrics` from these, the summary table (`report/tables.py`,
-also the HTML report's) reads its rows from them, and `tests/model/test_metrics.py` ties them to
-the `Metrics` fields and to docs/metrics.md's rows. The fields of `Metrics` stay declared in
+`figures.summary.summarize` fills `Metrics` from these; every renderer reads a declared figure's
+label, unit and digits from here: the summary table, the headline and the step tables
+(`report/tables.py`, `report/headline.py`, also the HTML report's), `compare`'s rows
+(`report/compare.py`), `watch`'s (`report/watch.py`) and the run history's (`report/history.py`).
+`tests/figures/test_metric_declarations.py` ties them to the `Metrics` fields and summary.json,
+`tests/test_docs.py` to docs/metrics.md's rows. The fields of `Metrics` stay declared in
 `model/summary.py` so that pydantic reads summary.json and mypy checks `summary.metrics.ttft_ms`.
 """
 
@@ -22,11 +27,18 @@ Over = Literal["succeeded", "measured"]
 
 @dataclass(frozen=True, slots=True)
 class Display:
-    """A row of the summary table: its label, the unit it prints and the digits of its statistics."""
+    """How every table shows a figure: its label, the unit it prints and its digits. A unit of "%"
+    shows a fraction in per cent, one of "×" a ratio after that sign. `column` is a step table's
+    header where the label and unit are too wide for one ("tok/s"); the label when empty."""
 
     label: str
     unit: str
     digits: int = 1
+    column: str = ""
+
+    @property
+    def header(self) -> str:
+        return self.column or self.label
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +55,17 @@ class Metric:
     # Needs a streamed answer (a first token, chunks): null in a run whose answers came in one body
     # (no-stream, embeddings, rerank), and `not_measured` says why.
     streamed: bool = False
+
+    @property
+    def displayed(self) -> Display:
+        """Its display; a metric kept out of the summary table has none to show."""
+        if self.display is None:
+            raise ValueError(f"{self.name} declares no display")
+        return self.display
+
+    def label(self, stat: str) -> str:
+        """A statistic's label, as every table and headline writes it: "TTFT p50"."""
+        return f"{self.displayed.label} {stat}"
 
 
 # In the order of the summary table's rows; the rest after them.
@@ -71,7 +94,7 @@ METRICS: tuple[Metric, ...] = (
         "(last content chunk - first) / (output tokens - 1)",
         "succeeded",
         value=lambda r: r.tpot_ms,
-        display=Display("TPOT", "ms"),
+        display=Display("TPOT", "ms", 2),
         streamed=True,
     ),
     Metric(
@@ -172,23 +195,37 @@ METRICS: tuple[Metric, ...] = (
 )
 
 STREAMED = tuple(m.name for m in METRICS if m.streamed)
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+TTFT, TPOT, ITL_CHUNK, E2E = (BY_NAME[n] for n in ("ttft_ms", "tpot_ms", "itl_chunk_ms", "e2e_ms"))
 
 
 @dataclass(frozen=True, slots=True)
 class SectionFigure:
-    """One number of a summary section (speculative decoding, energy, embeddings and rerank,
-    content, structured output), which a run has once, not per request: its path in summary.json, unit,
-    definition and how the headline shows it (a `Display` unit of "%" shows a fraction in per cent,
-    one of "×" a ratio after that sign)."""
+    """One number of a summary section (throughput, speculative decoding, energy, embeddings and
+    rerank, content, structured output, a reference's figures), which a run has once, not per
+    request: its path in summary.json, unit, definition and how the tables and headline show it."""
 
     name: str  # its path in summary.json: "energy.output_tokens_per_joule"
     unit: str  # as docs/metrics.md's row writes it
     definition: str  # one line; docs/metrics.md has the full definition
     display: Display
 
+    @property
+    def displayed(self) -> Display:
+        return self.display
 
+
+THROUGHPUT = SectionFigure(
+    "throughput.output_tokens_per_s",
+    "tokens/s",
+    "output tokens of succeeded requests ÷ window",
+    Display("throughput", "output tok/s", column="tok/s"),
+)
 ACCEPTANCE_RATE = SectionFigure(
-    "speculative.acceptance_rate", "fraction", "accepted ÷ draft tokens", Display("speculative decoding", "%")
+    "speculative.acceptance_rate",
+    "fraction",
+    "accepted ÷ draft tokens",
+    Display("speculative decoding", "%", column="accept"),
 )
 TOKENS_PER_STEP = SectionFigure(
     "speculative.tokens_per_step",
@@ -200,7 +237,7 @@ TOKENS_PER_JOULE = SectionFigure(
     "energy.output_tokens_per_joule",
     "tokens/J",
     "output tokens ÷ joules over the window",
-    Display("energy", "output tok/J", 2),
+    Display("energy", "output tok/J", 2, column="tok/J"),
 )
 JOULES = SectionFigure("energy.joules", "J", "GPU energy over the window, all GPUs", Display("energy", "J"))
 ENERGY_WINDOW = SectionFigure("energy.window_s", "s", "between the first and the last reading", Display("over", "s", 2))
@@ -221,7 +258,7 @@ INPUT_TOKENS_PER_S = SectionFigure(
     "pooling.input_tokens_per_s",
     "tokens/s",
     "prompt tokens of succeeded requests ÷ window",
-    Display("input tokens", "input tok/s"),
+    Display("input tokens", "input tok/s", column="in tok/s"),
 )
 CONTENT_RATIO = SectionFigure(
     "content.ratio",
@@ -232,8 +269,25 @@ CONTENT_RATIO = SectionFigure(
 SCHEMA_VALID_RATE = SectionFigure(
     "structured_output.valid_rate", "fraction", "valid ÷ checked answers", Display("response schema", "%")
 )
+# Artificial Analysis' figures (`--profile aa`), of which a watch follows the P50s (report/watch.py).
+AA_OUTPUT_SPEED = SectionFigure(
+    "reference.aa.output_speed_tok_s",
+    "tokens/s",
+    "tokens after the first ÷ the time after the first, per request",
+    Display("output speed", "tok/s", column="tok/s"),
+)
+AA_TTFT = SectionFigure(
+    "reference.aa.ttft_s", "s", "send → first content chunk, per request", Display("TTFT", "s", 3, column="TTFT s")
+)
+AA_E2E_100 = SectionFigure(
+    "reference.aa.e2e_100_tokens_s",
+    "s",
+    "TTFT + 100 ÷ output speed, per request",
+    Display("end-to-end for 100 tokens", "s", 3),
+)
 
 FIGURES: tuple[SectionFigure, ...] = (
+    THROUGHPUT,
     ACCEPTANCE_RATE,
     TOKENS_PER_STEP,
     TOKENS_PER_JOULE,
@@ -245,4 +299,7 @@ FIGURES: tuple[SectionFigure, ...] = (
     INPUT_TOKENS_PER_S,
     CONTENT_RATIO,
     SCHEMA_VALID_RATE,
+    AA_OUTPUT_SPEED,
+    AA_TTFT,
+    AA_E2E_100,
 )

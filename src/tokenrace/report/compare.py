@@ -17,21 +17,34 @@ from tokenrace import table
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
+from tokenrace.model.metrics import (
+    ACCEPTANCE_RATE,
+    E2E,
+    FIGURES,
+    ITL_CHUNK,
+    THROUGHPUT,
+    TOKENS_PER_JOULE,
+    TPOT,
+    TTFT,
+    Metric,
+    SectionFigure,
+)
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import Knee, StepRow
 from tokenrace.model.summary import Cost
+from tokenrace.report.headline import shown
 from tokenrace.report.quality import VERDICT_TONE, QualitySection, overall_accuracy, quality_markdown, quality_section
 from tokenrace.runs.run import Run
 from tokenrace.table import Cell, Column, Table, num, pct, text
 
-# (key, label, unit); latencies: lower is better. Values come from each request's record.
-LATENCIES = (
-    ("ttft_ms", "TTFT", "ms"),
-    ("tpot_ms", "TPOT", "ms"),
-    ("itl_chunk_ms", "ITL", "ms"),
-    ("e2e_ms", "E2E", "ms"),
-)
+# Latencies: lower is better. Values come from each request's record.
+LATENCIES: tuple[Metric, ...] = (TTFT, TPOT, ITL_CHUNK, E2E)
 STATS = ("p50", "p95")
+# A row of a declared figure shows its declaration's label, unit and digits (model/metrics.py);
+# its `unit` in CSV and JSON is the one docs/metrics.md writes.
+DECLARED: dict[str, Metric | SectionFigure] = {f"{m.name}.{stat}": m for m in LATENCIES for stat in STATS} | {
+    f.name: f for f in FIGURES
+}
 OUTPUT_GAP = 0.10  # warn when measured mean prompt/output lengths differ by more than this
 CACHE_GAP = 0.10  # warn when prefix-cache hit rates differ by more than 10 percentage points
 # Throughput's interval: a block bootstrap over time slices of the run (see token_blocks).
@@ -112,8 +125,11 @@ class ReportJson(BaseModel):
 # --- per-request values ------------------------------------------------------------------------
 
 
-def values(run: Run, metric: str) -> list[float]:
-    found = (getattr(r, metric) for r in run.measured_ok())
+def values(run: Run, metric: Metric) -> list[float]:
+    """The metric's value of each succeeded request, by its declaration's function."""
+    if metric.value is None:
+        raise ValueError(f"{metric.name} pools several values per request")
+    found = (metric.value(r) for r in run.measured_ok())
     return [v for v in found if v is not None]
 
 
@@ -135,25 +151,25 @@ def statistics_only(run: Run) -> bool:
     return run.summary.imported is not None and not run.records()
 
 
-def summary_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str) -> Row:
+def summary_row(a: Run, b: Run, metric: Metric, stat: str) -> Row:
     """A latency row from the summaries' statistics, no interval: one side has no records."""
-    va, vb = (getattr(getattr(r.summary.metrics, key), stat) for r in (a, b))
+    va, vb = (getattr(getattr(r.summary.metrics, metric.name), stat) for r in (a, b))
     ratio = vb / va if va and vb is not None else None
     verdict = _verdict(ratio, None, lower_is_better=True)
-    return Row(f"{key}.{stat}", f"{label} {stat}", unit, va, vb, ratio, None, None, None, verdict)
+    return Row(f"{metric.name}.{stat}", metric.label(stat), metric.unit, va, vb, ratio, None, None, None, verdict)
 
 
-def latency_row(a: Run, b: Run, key: str, label: str, unit: str, stat: str, confidence: float = bs.CONFIDENCE) -> Row:
+def latency_row(a: Run, b: Run, metric: Metric, stat: str, confidence: float = bs.CONFIDENCE) -> Row:
     if statistics_only(a) or statistics_only(b):
-        return summary_row(a, b, key, label, unit, stat)
-    if key == "itl_chunk_ms":
+        return summary_row(a, b, metric, stat)
+    if metric is ITL_CHUNK:
         ci = bs.ratio_ci(gaps(a), gaps(b), stat, grouped=True, confidence=confidence)
     else:
-        ci = bs.ratio_ci(values(a, key), values(b, key), stat, confidence=confidence)
+        ci = bs.ratio_ci(values(a, metric), values(b, metric), stat, confidence=confidence)
     return Row(
-        f"{key}.{stat}",
-        f"{label} {stat}",
-        unit,
+        f"{metric.name}.{stat}",
+        metric.label(stat),
+        metric.unit,
         ci.a,
         ci.b,
         ci.ratio,
@@ -174,9 +190,9 @@ def throughput_row(a: Run, b: Run, confidence: float = bs.CONFIDENCE) -> Row:
         ci = bs.ratio_ci(blocks_a, blocks_b, "mean", confidence=confidence)
         low, high, sig = ci.low, ci.high, ci.significant
     return Row(
-        "throughput.output_tokens_per_s",
-        "throughput",
-        "tok/s",
+        THROUGHPUT.name,
+        THROUGHPUT.display.label,
+        THROUGHPUT.unit,
         ta,
         tb,
         ratio,
@@ -332,8 +348,8 @@ def acceptance_row(a: Run, b: Run) -> Row | None:
     if pa is None and pb is None:
         return None
     diff = pb - pa if pa is not None and pb is not None else None
-    label = "spec acceptance"
-    return Row("speculative.acceptance_rate", label, "fraction", pa, pb, diff, None, None, None, "—", "difference")
+    f = ACCEPTANCE_RATE
+    return Row(f.name, f.display.label, f.unit, pa, pb, diff, None, None, None, "—", "difference")
 
 
 def energy_row(a: Run, b: Run) -> Row | None:
@@ -343,7 +359,8 @@ def energy_row(a: Run, b: Run) -> Row | None:
         return None
     ratio = eb / ea if ea and eb is not None else None
     verdict = _verdict(ratio, None, lower_is_better=False)
-    return Row("energy.output_tokens_per_joule", "output tok / J", "tok/J", ea, eb, ratio, None, None, None, verdict)
+    f = TOKENS_PER_JOULE
+    return Row(f.name, f.display.label, f.unit, ea, eb, ratio, None, None, None, verdict)
 
 
 def _hit_rate(run: Run) -> float | None:
@@ -382,7 +399,7 @@ def accuracy_row(q: QualitySection) -> Row:
 def compare_runs(
     a: Run, b: Run, step: str | None = None, extra: ExtraRows | None = None, confidence: float = bs.CONFIDENCE
 ) -> Comparison:
-    rows = [latency_row(a, b, key, label, unit, stat, confidence) for key, label, unit in LATENCIES for stat in STATS]
+    rows = [latency_row(a, b, metric, stat, confidence) for metric in LATENCIES for stat in STATS]
     accepted = acceptance_row(a, b)
     if accepted is not None:  # beside TPOT, which speculative decoding moves
         after_tpot = max(i for i, r in enumerate(rows) if r.metric.startswith("tpot_ms")) + 1
@@ -549,14 +566,26 @@ def _lift(comps: list[Comparison], prefix: str = "") -> list[str]:
 # --- rendering -----------------------------------------------------------------------------------
 
 
-def value_cell(v: float | None, unit: str) -> Cell:
+def value_cell(r: Row, v: float | None) -> Cell:
+    """A side's value: a declared figure's as its declaration shows it, the unit in its own column."""
+    declared = DECLARED.get(r.metric)
+    if declared is not None:
+        return shown(declared, v, bare=True)
     if v is None:
         return num(None)
-    if unit == "fraction":
+    if r.unit == "fraction":
         return pct(v, 2)
-    if unit == "$":
+    if r.unit == "$":
         return num(float(v), 4)
     return num(float(v), 2 if abs(v) < 100 else 1)
+
+
+def unit_text(r: Row) -> str:
+    """The unit column: a declared figure's display unit ("output tok/s"), a fraction's "%"."""
+    declared = DECLARED.get(r.metric)
+    if declared is not None:
+        return declared.displayed.unit
+    return "%" if r.unit == "fraction" else r.unit
 
 
 def change_cell(r: Row) -> Cell:
@@ -594,9 +623,9 @@ def compare_table(c: Comparison) -> Table:
     for r in c.rows:
         t.add(
             text(r.label),
-            text("%" if r.unit == "fraction" else r.unit),
-            value_cell(r.a, r.unit),
-            value_cell(r.b, r.unit),
+            text(unit_text(r)),
+            value_cell(r, r.a),
+            value_cell(r, r.b),
             change_cell(r),
             text(ci_text(r)),
             text(r.verdict),

@@ -16,16 +16,21 @@ from tokenrace.model.metrics import (
     ACCEPTANCE_RATE,
     CONTENT_RATIO,
     DOCUMENTS_PER_S,
+    E2E,
     ENERGY_WINDOW,
     INPUT_TOKENS_PER_S,
     INPUTS_PER_S,
     JOULES,
     MEAN_POWER,
+    THROUGHPUT,
     TOKENS_PER_JOULE,
     TOKENS_PER_STEP,
+    TPOT,
+    TTFT,
+    Metric,
     SectionFigure,
 )
-from tokenrace.model.run import ProfileFile, SweepFile
+from tokenrace.model.run import Knee, ProfileFile, SweepFile
 from tokenrace.model.sections import ContentSpeed, Energy, Speculative
 from tokenrace.model.summary import Cache, Cost, PriceBasis, Summary
 from tokenrace.stats import CONFIDENCE, requests_needed
@@ -52,8 +57,32 @@ def _detail(*parts: str | None) -> str:
     return SEPARATOR.join(p for p in parts if p)
 
 
-def _ms(value: float | None, digits: int = 1) -> Cell:
-    return Cell(value, digits, suffix=" ms")
+# --- a declared figure (model/metrics.py), as every table and line shows it ----------------------
+
+Declared = Metric | SectionFigure
+
+
+def shown(figure: Declared, value: float | None, bare: bool = False) -> Cell:
+    """A declared figure as its declaration shows it: its digits, and its unit after it (a fraction
+    in per cent, a ratio after "×"). `bare`: the unit stands in a header or a column of its own;
+    a per cent keeps its "%" and a ratio its "×"."""
+    d = figure.displayed
+    if d.unit == "%":
+        return pct(value, d.digits)
+    if d.unit == "×":
+        return Cell(value, d.digits, prefix=d.unit)
+    return Cell(value, d.digits, suffix="" if bare else f" {d.unit}")
+
+
+def said(figure: Declared, value: float | None) -> str:
+    """The same in a line of text, where the unit follows even a missing value ("— J")."""
+    d = figure.displayed
+    return shown(figure, value).text if d.unit in ("%", "×") else f"{Cell(value, d.digits).text} {d.unit}"
+
+
+def knee_text(knee: Knee) -> str:
+    """A sweep's knee in a few words: its step and throughput, "c8 (1,234.5 output tok/s)"."""
+    return f"{knee.step} ({said(THROUGHPUT, knee.throughput_tokens_per_s)})"
 
 
 # --- a run --------------------------------------------------------------------------------------
@@ -65,10 +94,10 @@ def run_headline(summary: Summary, cost: Cost | None = None, bound: float | None
     one the run saved; `bound` is the speed of light in output tokens/s, when known."""
     m = summary.metrics
     return [
-        Figure("TTFT p50", _ms(m.ttft_ms.p50), f"p95 {_ms(m.ttft_ms.p95).text}"),
-        Figure("TPOT p50", _ms(m.tpot_ms.p50, 2), f"p95 {_ms(m.tpot_ms.p95, 2).text}"),
+        Figure(TTFT.label("p50"), shown(TTFT, m.ttft_ms.p50), f"p95 {shown(TTFT, m.ttft_ms.p95).text}"),
+        Figure(TPOT.label("p50"), shown(TPOT, m.tpot_ms.p50), f"p95 {shown(TPOT, m.tpot_ms.p95).text}"),
         *_speculative(summary.speculative),
-        Figure("E2E p95", _ms(m.e2e_ms.p95), f"p50 {_ms(m.e2e_ms.p50).text}"),
+        Figure(E2E.label("p95"), shown(E2E, m.e2e_ms.p95), f"p50 {shown(E2E, m.e2e_ms.p50).text}"),
         _throughput(summary, bound),
         _requests(summary),
         *_cache(summary.cache),
@@ -76,22 +105,6 @@ def run_headline(summary: Summary, cost: Cost | None = None, bound: float | None
         *_content(summary.content),
         *_cost(cost if cost is not None else summary.cost),
     ]
-
-
-def shown(figure: SectionFigure, value: float | None) -> Cell:
-    """A section's figure as its declaration (model/metrics.py) shows it: digits and unit."""
-    d = figure.display
-    if d.unit == "%":
-        return pct(value, d.digits)
-    if d.unit == "×":
-        return Cell(value, d.digits, prefix=d.unit)
-    return Cell(value, d.digits, suffix=f" {d.unit}")
-
-
-def said(figure: SectionFigure, value: float | None) -> str:
-    """The same in a line of text, where the unit follows even a missing value ("— J")."""
-    d = figure.display
-    return shown(figure, value).text if d.unit in ("%", "×") else f"{Cell(value, d.digits).text} {d.unit}"
 
 
 def _speculative(spec: Speculative | None) -> list[Figure]:
@@ -119,12 +132,14 @@ def _throughput(summary: Summary, bound: float | None) -> Figure:
         else:
             items = shown(DOCUMENTS_PER_S, pooling.documents_per_s)
         dim = f"vectors of {pooling.embedding_dim} dimensions" if pooling.embedding_dim else None
-        return Figure("throughput", items, _detail(said(INPUT_TOKENS_PER_S, pooling.input_tokens_per_s), over, dim))
+        return Figure(
+            THROUGHPUT.display.label, items, _detail(said(INPUT_TOKENS_PER_S, pooling.input_tokens_per_s), over, dim)
+        )
     light = None
     if bound and tp.output_tokens_per_s:
         light = f"{Cell(tp.output_tokens_per_s / bound, 0, scale=100.0).text} % of speed of light"
     steady = f"steady {Cell(tp.steady_output_tokens_per_s).text} tok/s"
-    return Figure("throughput", Cell(tp.output_tokens_per_s, suffix=" output tok/s"), _detail(over, steady, light))
+    return Figure(THROUGHPUT.display.label, shown(THROUGHPUT, tp.output_tokens_per_s), _detail(over, steady, light))
 
 
 def _requests(summary: Summary) -> Figure:
@@ -188,9 +203,9 @@ def _energy(energy: Energy | None) -> list[Figure]:
 def _content(content: ContentSpeed | None) -> list[Figure]:
     if content is None or not content.kinds:
         return []
-    kinds = ", ".join(f"{k} {_ms(v.tpot_ms_p50, 2).text}" for k, v in content.kinds.items())
+    kinds = ", ".join(f"{k} {shown(TPOT, v.tpot_ms_p50).text}" for k, v in content.kinds.items())
     ratio = f"{CONTENT_RATIO.display.label} {said(CONTENT_RATIO, content.ratio)}" if content.ratio is not None else None
-    return [Figure("TPOT p50 by content", text(kinds), _detail(ratio, content.verdict))]
+    return [Figure(f"{TPOT.label('p50')} by content", text(kinds), _detail(ratio, content.verdict))]
 
 
 def _cost(c: Cost | None) -> list[Figure]:
@@ -231,14 +246,14 @@ def sweep_headline(s: SweepFile | ProfileFile) -> list[Figure]:
     else:
         values = [r.output_tokens_per_s for r in s.steps]
     best = max((v for v in values if v is not None), default=None)
-    figures.append(Figure("peak throughput", Cell(best, suffix=" output tok/s")))
+    figures.append(Figure(f"peak {THROUGHPUT.display.label}", shown(THROUGHPUT, best)))
     figures += _tails(s)
     if not isinstance(s, SweepFile):
         return figures
     figures += _content(s.content)
     p = s.prefill
     if p is not None:
-        fit = f"TTFT = {_ms(p.intercept_ms).text} + {Cell(p.slope_ms_per_token, 4).text} ms/token"
+        fit = f"{TTFT.displayed.label} = {shown(TTFT, p.intercept_ms).text} + {Cell(p.slope_ms_per_token, 4).text} ms/token"
         points = f"R² {Cell(p.r2, 3).text} ({p.points} points)"
         figures.append(Figure("prefill", Cell(p.prefill_tokens_per_s, suffix=" tok/s"), _detail(fit, points)))
     g = s.goodput_search
@@ -286,8 +301,8 @@ def _knee(s: SweepFile | ProfileFile) -> list[Figure]:
             text(knee.step),
             _detail(
                 at,
-                f"{Cell(knee.throughput_tokens_per_s).text} output tok/s",
-                f"E2E p95 {_ms(knee.e2e_p95_ms).text}",
+                said(THROUGHPUT, knee.throughput_tokens_per_s),
+                f"{E2E.label('p95')} {shown(E2E, knee.e2e_p95_ms).text}",
                 knee.reason,
             ),
         )

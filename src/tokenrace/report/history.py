@@ -7,13 +7,15 @@ report/claim.py builds on the HTML report, which builds on report/tables.py.
 from __future__ import annotations
 
 from tokenrace.model.history import HistoryRow
+from tokenrace.model.metrics import THROUGHPUT, TTFT
 from tokenrace.model.run import Knee
 from tokenrace.report.claim import VERDICT_WORDS
-from tokenrace.table import Column, Table, fmt, num, pct, text
+from tokenrace.report.headline import knee_text, shown
+from tokenrace.table import Column, Table, fmt, pct, text
 
 COLUMNS = (
     *(Column(c, "left") for c in ("id", "kind", "started (UTC)", "name", "model", "endpoint", "load")),
-    *(Column(c) for c in ("err %", "TTFT p50", "tok/s")),
+    *(Column(c) for c in ("err %", TTFT.label("p50"), THROUGHPUT.display.header)),
     Column("knee", "left"),
 )
 VERDICT = Column("verdict", "left")  # only when the rows hold a claim
@@ -33,8 +35,8 @@ def runs_table(rows: list[HistoryRow]) -> Table:
             text(r.endpoint),
             text(_load(r)),
             pct(r.error_rate, suffix=""),
-            num(r.ttft_p50_ms),
-            num(r.output_tokens_per_s),
+            shown(TTFT, r.ttft_p50_ms, bare=True),
+            shown(THROUGHPUT, r.output_tokens_per_s, bare=True),
             text(_knee(r.knee)),
             *((text(_verdict(r)),) if claims else ()),
         )
@@ -55,8 +57,7 @@ def _knee(saved: str | None) -> str:
     """The index keeps a sweep's knee as its JSON text."""
     if not saved:
         return ""
-    k = Knee.model_validate_json(saved)
-    return f"{k.step} ({fmt(k.throughput_tokens_per_s)} tok/s)"
+    return knee_text(Knee.model_validate_json(saved))
 
 
 def _verdict(r: HistoryRow) -> str:

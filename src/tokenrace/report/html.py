@@ -22,6 +22,7 @@ import numpy as np
 from tokenrace import __version__
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
+from tokenrace.model.metrics import E2E, THROUGHPUT, TPOT, TTFT, Metric, SectionFigure
 from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import StepRow, SweepFile
@@ -29,7 +30,7 @@ from tokenrace.model.summary import Cost
 from tokenrace.plan import plan
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows
-from tokenrace.report.headline import run_headline, sweep_headline, to_cards
+from tokenrace.report.headline import run_headline, said, sweep_headline, to_cards
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
 from tokenrace.report.reference import endpoints_table, pareto_figure, reference_tables
@@ -98,11 +99,17 @@ def _cdf_y(n: int) -> np.ndarray:
 # --- charts ----------------------------------------------------------------------------------------
 
 
+def axis(figure: Metric | SectionFigure) -> str:
+    """A chart's title for a declared figure: its label and unit, "TTFT (ms)"."""
+    d = figure.displayed
+    return f"{d.label} ({d.unit})"
+
+
 def cdf_figure(runs: Sequence[tuple[str, Run]]) -> Any:
     go = plotly()
     from plotly.subplots import make_subplots  # noqa: PLC0415 - import cost: plotly only when a report is drawn
 
-    metrics = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms/token)"), ("e2e_ms", "E2E (ms)"))
+    metrics = [(m.name, axis(m)) for m in (TTFT, TPOT, E2E)]
     fig = make_subplots(rows=1, cols=3, subplot_titles=[m[1] for m in metrics], horizontal_spacing=0.06)
     for i, (name, run) in enumerate(runs):
         color = PALETTE[i % len(PALETTE)]
@@ -193,7 +200,8 @@ class TimelineBar:
         end = start + (e2e or 0.0) / 1000
         first = start + ttft / 1000 if ttft is not None else None
         failed = r.error_kind is not None
-        info = f"#{r.seq}: start {start:.3f} s, TTFT {_f(ttft)} ms, E2E {_f(e2e)} ms, {r.output_tokens or 0} tokens" + (
+        took = f"{TTFT.displayed.label} {said(TTFT, ttft)}, {E2E.displayed.label} {said(E2E, e2e)}"
+        info = f"#{r.seq}: start {start:.3f} s, {took}, {r.output_tokens or 0} tokens" + (
             f", {r.error_kind}" if failed else ""
         )
         return cls(
@@ -203,10 +211,6 @@ class TimelineBar:
             stream=None if failed or first is None else (first, end),
             error=(start, max(end, start + 0.001)) if failed else None,
         )
-
-
-def _f(v: float | None, digits: int = 1) -> str:
-    return num(None if v is None else float(v), digits).text
 
 
 def chunk_figure(runs: Sequence[tuple[str, Run]]) -> tuple[Any | None, str]:
@@ -276,7 +280,7 @@ def sweep_figure(sweeps: Sequence[Run], sol: SpeedOfLight | None) -> Any:
     fig = make_subplots(
         rows=1,
         cols=3,
-        subplot_titles=("TTFT (ms)", "TPOT (ms/token)", "output throughput (tok/s)"),
+        subplot_titles=(axis(TTFT), axis(TPOT), axis(THROUGHPUT)),
         horizontal_spacing=0.07,
     )
     for i, sw in enumerate(sweeps):
@@ -369,6 +373,7 @@ def _mark_knee(fig: Any, sw: Run, kind: str, color: str) -> None:
     go = plotly()
     row = next(r for r in sw.sweep.steps if r.step == knee.step)
     x, y = _load_of(row, kind), row.throughput_tokens_per_s
+    d = THROUGHPUT.display
     fig.add_trace(
         go.Scatter(
             x=[x, x],
@@ -390,7 +395,7 @@ def _mark_knee(fig: Any, sw: Run, kind: str, color: str) -> None:
             text=[f"knee {knee.step}"],
             textposition="top left",
             name=f"{sw.name} knee",
-            hovertemplate=f"knee {knee.step}: %{{y:.1f}} tok/s<extra></extra>",
+            hovertemplate=f"knee {knee.step}: %{{y:.{d.digits}f}} {d.unit}<extra></extra>",
         ),
         row=1,
         col=3,

@@ -14,8 +14,10 @@ from pydantic import BaseModel
 
 from tokenrace.errors import UsageError
 from tokenrace.model.files import ITEMS, QUALITY
+from tokenrace.model.metrics import THROUGHPUT, TPOT, TTFT
 from tokenrace.quality.models import Accuracy, QualityResult, load_quality
 from tokenrace.quality.paired import QualityComparison, Side, accuracy_text, compare_dirs, difference_line
+from tokenrace.report.headline import shown
 from tokenrace.runs.run import Run
 from tokenrace.table import Cell, Column, Table, Tone, num, pct, text, to_markdown
 
@@ -150,9 +152,12 @@ def speed_quality_table(c: QualityComparison) -> Table:
     t = Table("speed and quality, side by side", [Column("", "left"), Column(f"A: {a.label}"), Column(f"B: {b.label}")])
     t.add(text("endpoint"), text(a.endpoint), text(b.endpoint))
     t.add(text("model"), text(a.model), text(b.model))
-    t.add(text("TTFT p50 (ms)"), num(a.speed.ttft_ms_p50), num(b.speed.ttft_ms_p50))
-    t.add(text("TPOT p50 (ms)"), num(a.speed.tpot_ms_p50), num(b.speed.tpot_ms_p50))
-    t.add(text("output tok/s"), num(a.speed.output_tokens_per_s), num(b.speed.output_tokens_per_s))
+    sa, sb = a.speed, b.speed
+    for metric, va, vb in ((TTFT, sa.ttft_ms_p50, sb.ttft_ms_p50), (TPOT, sa.tpot_ms_p50, sb.tpot_ms_p50)):
+        label = f"{metric.label('p50')} ({metric.displayed.unit})"
+        t.add(text(label), shown(metric, va, bare=True), shown(metric, vb, bare=True))
+    va, vb = sa.output_tokens_per_s, sb.output_tokens_per_s
+    t.add(text(THROUGHPUT.display.unit), shown(THROUGHPUT, va, bare=True), shown(THROUGHPUT, vb, bare=True))
     t.add(text("accuracy [95 % CI]"), _accuracy(a.accuracy), _accuracy(b.accuracy))
     t.add(text("failed requests"), num(a.errors), num(b.errors))
     return t

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tokenrace.model.metrics import AA_E2E_100, AA_OUTPUT_SPEED, AA_TTFT, SectionFigure
 from tokenrace.model.reference import AaFigures, LlmperfFigures, ReferenceFigures
 from tokenrace.model.run import StepRow
 from tokenrace.model.stats import Spread
@@ -27,11 +28,17 @@ def _stat_table(title: str, stats: Sequence[str], source: str) -> Table:
     )
 
 
+def named(figure: SectionFigure) -> str:
+    """A figure with its unit, as a reference's rows and a watch's name it: "output speed, tok/s"."""
+    return f"{figure.display.label}, {figure.display.unit}"
+
+
 def aa_table(f: AaFigures, source: str) -> Table:
     t = _stat_table("Artificial Analysis figures", AA_STATS, source)
-    _spread_row(t, "output speed, tok/s (after the first token)", f.output_speed_tok_s, AA_STATS, 1)
-    _spread_row(t, "TTFT, s", f.ttft_s, AA_STATS, 3)
-    _spread_row(t, "end-to-end for 100 tokens, s", f.e2e_100_tokens_s, AA_STATS, 3)
+    speed, ttft, e2e = AA_OUTPUT_SPEED, AA_TTFT, AA_E2E_100
+    _spread_row(t, f"{named(speed)} (after the first token)", f.output_speed_tok_s, AA_STATS, speed.display.digits)
+    _spread_row(t, named(ttft), f.ttft_s, AA_STATS, ttft.display.digits)
+    _spread_row(t, named(e2e), f.e2e_100_tokens_s, AA_STATS, e2e.display.digits)
     return t
 
 

@@ -17,11 +17,23 @@ from tokenrace.client.request import POOLING_APIS
 from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.model.engine import ModelFile, ProfileEngine
 from tokenrace.model.manifest import Manifest
-from tokenrace.model.metrics import METRICS, SCHEMA_VALID_RATE
+from tokenrace.model.metrics import (
+    ACCEPTANCE_RATE,
+    E2E,
+    INPUT_TOKENS_PER_S,
+    METRICS,
+    SCHEMA_VALID_RATE,
+    THROUGHPUT,
+    TOKENS_PER_JOULE,
+    TPOT,
+    TTFT,
+    Metric,
+    SectionFigure,
+)
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.model.summary import Cost, Summary, TurnStats
-from tokenrace.report.headline import run_headline, shown, sweep_headline, to_lines
+from tokenrace.report.headline import run_headline, said, shown, sweep_headline, to_lines
 from tokenrace.report.reference import endpoints_table, reference_tables
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
@@ -58,7 +70,10 @@ def more_lines(summary: Summary) -> list[str]:
         )
     cold = summary.cold
     if cold:
-        lines.append(f"cold (first request): TTFT {fmt(cold.ttft_ms)} ms, E2E {fmt(cold.e2e_ms)} ms")
+        lines.append(
+            f"cold (first request): {TTFT.displayed.label} {said(TTFT, cold.ttft_ms)}, "
+            f"{E2E.displayed.label} {said(E2E, cold.e2e_ms)}"
+        )
     src = summary.token_count_source
     lines.append(
         f"token counts from: output={src.output_tokens}, prompt={src.prompt_tokens}"
@@ -92,7 +107,8 @@ def more_lines(summary: Summary) -> list[str]:
         t = probes.ttft_ms
         lines.append(
             f"probes ({fmt(probes.rate, 2)}/s beside the load, one output token): {probes.succeeded}/"
-            f"{probes.requests} ok, TTFT p50 {fmt(t.p50)} ms, p95 {fmt(t.p95)} ms, max {fmt(t.max)} ms"
+            f"{probes.requests} ok, {TTFT.label('p50')} {said(TTFT, t.p50)}, p95 {said(TTFT, t.p95)}, "
+            f"max {said(TTFT, t.max)}"
         )
     if summary.stopped is not None:
         lines.append(summary.stopped.message)
@@ -104,12 +120,14 @@ def structured_lines(summary: Summary) -> list[str]:
     out: list[str] = []
     im = summary.images
     if im is not None:
-        by = ", ".join(f"{g.images} image(s) {fmt(g.ttft_ms.p50)} ms ({g.requests} req)" for g in im.by_count)
-        out.append(f"images: {im.images} in {im.requests_with_images} requests; TTFT p50 by image count: {by}")
+        by = ", ".join(f"{g.images} image(s) {said(TTFT, g.ttft_ms.p50)} ({g.requests} req)" for g in im.by_count)
+        out.append(
+            f"images: {im.images} in {im.requests_with_images} requests; {TTFT.label('p50')} by image count: {by}"
+        )
         d = im.ttft_difference_ms
         if d is not None:
             out.append(
-                f"images: TTFT p50 with − without = {fmt(d.difference, 2)} ms "
+                f"images: {TTFT.label('p50')} with − without = {fmt(d.difference, 2)} ms "
                 f"(95 % CI {fmt(d.ci_low, 2)} to {fmt(d.ci_high, 2)})"
             )
     t = summary.tools
@@ -129,10 +147,15 @@ def turn_lines(by_turn: list[TurnStats] | None) -> list[str]:
     if not by_turn:
         return []
     return [
-        f"turn {t.turn}: {t.requests} requests, TTFT p50 {fmt(t.ttft_ms.p50)} ms, "
+        f"turn {t.turn}: {t.requests} requests, {TTFT.label('p50')} {said(TTFT, t.ttft_ms.p50)}, "
         f"prompt {fmt(t.prompt_tokens.mean, 0)} tok, cached {fmt(_pct(t.cache_hit_rate))} %"
         for t in by_turn
     ]
+
+
+def _vs(metric: Metric, server: float | None, client: float | None) -> str:
+    """The engine's figure against the client's: "TTFT 12.0 vs 12.5 ms"."""
+    return f"{metric.displayed.label} {shown(metric, server, bare=True).text} vs {said(metric, client)}"
 
 
 def _pct(x: float | None) -> float | None:
@@ -166,40 +189,47 @@ def _col(label: str, cell: Callable[[StepRow], Cell], optional: bool = False) ->
     return StepColumn(Column(label), cell, optional)
 
 
+def _stats(metric: Metric, *stats: str) -> list[StepColumn]:
+    """A metric's statistics side by side, as its declaration shows them (model/metrics.py): the
+    first headed by its label ("TTFT p50"), the rest by the statistic alone ("p95")."""
+
+    def column(stat: str, header: str) -> StepColumn:
+        return _col(header, lambda r: shown(metric, getattr(getattr(r, metric.name), stat), bare=True))
+
+    return [column(stat, metric.label(stat) if i == 0 else stat) for i, stat in enumerate(stats)]
+
+
+def _figure(figure: SectionFigure, value: Callable[[StepRow], float | None], optional: bool = False) -> StepColumn:
+    """A section's figure, headed and shown as its declaration says ("tok/J", two digits)."""
+    return _col(figure.display.header, lambda r: shown(figure, value(r), bare=True), optional)
+
+
 PROFILE_COLUMNS = [
-    _col("TTFT p50", lambda r: num(r.ttft_ms.p50)),
-    _col("p95", lambda r: num(r.ttft_ms.p95)),
-    _col("max", lambda r: num(r.ttft_ms.max)),
-    _col("TPOT p50", lambda r: num(r.tpot_ms.p50)),
-    _col("p95", lambda r: num(r.tpot_ms.p95)),
-    _col("max", lambda r: num(r.tpot_ms.max)),
-    _col("tok/s", lambda r: num(r.output_tokens_per_s)),
+    *_stats(TTFT, "p50", "p95", "max"),
+    *_stats(TPOT, "p50", "p95", "max"),
+    _figure(THROUGHPUT, lambda r: r.output_tokens_per_s),
     _col("req/s", lambda r: num(r.requests_per_s, 2)),
     _col("cached", lambda r: pct(r.cache_hit_rate, 0)),
 ]
 # Embeddings and rerank answer in one body: the latency instead of TTFT and TPOT, input tokens/s.
 POOLING_COLUMNS = [
-    _col("E2E p50", lambda r: num(r.e2e_ms.p50)),
-    _col("p95", lambda r: num(r.e2e_ms.p95)),
-    _col("max", lambda r: num(r.e2e_ms.max)),
-    _col("in tok/s", lambda r: num(r.input_tokens_per_s)),
+    *_stats(E2E, "p50", "p95", "max"),
+    _figure(INPUT_TOKENS_PER_S, lambda r: r.input_tokens_per_s),
     _col("req/s", lambda r: num(r.requests_per_s, 2)),
 ]
 SWEEP_COLUMNS = [
-    _col("TTFT p50", lambda r: num(r.ttft_ms.p50)),
-    _col("p95", lambda r: num(r.ttft_ms.p95)),
-    _col("TPOT p50", lambda r: num(r.tpot_ms.p50, 2)),
-    _col("p95", lambda r: num(r.tpot_ms.p95, 2)),
+    *_stats(TTFT, "p50", "p95"),
+    *_stats(TPOT, "p50", "p95"),
     # Beside TPOT, which speculative decoding moves: the engine's acceptance (accepted ÷ draft tokens).
-    _col("accept", lambda r: pct(r.acceptance_rate, 0), optional=True),
-    _col("E2E p95", lambda r: num(r.e2e_ms.p95)),
-    _col("tok/s", lambda r: num(r.throughput_tokens_per_s)),
+    _figure(ACCEPTANCE_RATE, lambda r: r.acceptance_rate, optional=True),
+    *_stats(E2E, "p95"),
+    _figure(THROUGHPUT, lambda r: r.throughput_tokens_per_s),
     _col("gain", lambda r: pct(r.gain, sign=True)),
     _col("err %", lambda r: pct(r.error_rate, suffix="")),
     # The prefix cache's share of the step's prompt tokens: a step served from the cache has a
     # lower TTFT for a reason other than load.
     _col("cached", lambda r: pct(r.cache_hit_rate, 0)),
-    _col("tok/J", lambda r: num(r.output_tokens_per_joule, 2), optional=True),
+    _figure(TOKENS_PER_JOULE, lambda r: r.output_tokens_per_joule, optional=True),
     _col("$/M out tok", lambda r: num(_usd(r), 4), optional=True),
 ]
 STEP = StepColumn(Column("step", "left"), lambda r: text(r.step))
@@ -224,8 +254,8 @@ def profile_table(summary: ProfileFile) -> Table:
     cold = summary.cold
     if cold:
         ok = "1/1" if not cold.error_kind else "0/1"
-        first = cold.e2e_ms if pooling else cold.ttft_ms
-        t.rows.insert(0, Row([text("cold"), num(1), text(ok), num(first), *[BLANK] * (len(columns) - 1)]))
+        first = shown(E2E, cold.e2e_ms, bare=True) if pooling else shown(TTFT, cold.ttft_ms, bare=True)
+        t.rows.insert(0, Row([text("cold"), num(1), text(ok), first, *[BLANK] * (len(columns) - 1)]))
     return t
 
 
@@ -347,7 +377,8 @@ def profile_view(summary: ProfileFile) -> Group:
     cold, warm = summary.cold, summary.warm.ttft_ms if summary.warm else None
     if cold is not None and cold.ttft_ms is not None and warm is not None and warm.p50 is not None:
         out.append(
-            f"cold vs warm TTFT: {fmt(cold.ttft_ms)} ms first request, {fmt(warm.p50)} ms warm p50 (concurrency 1)"
+            f"cold vs warm {TTFT.displayed.label}: {said(TTFT, cold.ttft_ms)} first request, "
+            f"{said(TTFT, warm.p50)} warm p50 (concurrency 1)"
         )
     for row in summary.steps:
         eff = row.efficiency
@@ -360,8 +391,8 @@ def profile_view(summary: ProfileFile) -> Group:
         svc = row.server_vs_client
         if svc:
             out.append(
-                f"{row.step}: engine clock vs client: TTFT {fmt(svc.ttft_ms.server_p50)} vs {fmt(svc.ttft_ms.client_p50)} ms, "
-                f"TPOT {fmt(svc.tpot_ms.server_p50, 2)} vs {fmt(svc.tpot_ms.client_p50, 2)} ms (p50)"
+                f"{row.step}: engine clock vs client: {_vs(TTFT, svc.ttft_ms.server_p50, svc.ttft_ms.client_p50)}, "
+                f"{_vs(TPOT, svc.tpot_ms.server_p50, svc.tpot_ms.client_p50)} (p50)"
             )
     head, *rest = lines_view(out)
     return Group(head, table, *rest)

@@ -13,16 +13,21 @@ from typing import Literal
 
 from tokenrace.errors import InvalidInput
 from tokenrace.model.history import WatchSlot
+from tokenrace.model.metrics import AA_E2E_100, AA_OUTPUT_SPEED, AA_TTFT, SectionFigure
+from tokenrace.report.headline import shown
 from tokenrace.report.html import Page, plotly, render
+from tokenrace.report.reference import named
 from tokenrace.table import Column, Table, num, pct, text, to_html
 
 WINDOW_H = 72.0  # Artificial Analysis: the median over the past 72 hours
 Figure = Literal["output_speed", "ttft", "e2e_100"]
-FIGURES: dict[Figure, tuple[str, str, str]] = {  # figure -> (WatchPoint field, label, unit)
-    "output_speed": ("output_speed_tok_s", "output speed", "tok/s"),
-    "ttft": ("ttft_s", "TTFT", "s"),
-    "e2e_100": ("e2e_100_tokens_s", "end-to-end for 100 tokens", "s"),
+# figure -> (WatchPoint field, the reference figure whose P50 it is: label, unit and digits, model/metrics.py)
+FIGURES: dict[Figure, tuple[str, SectionFigure]] = {
+    "output_speed": ("output_speed_tok_s", AA_OUTPUT_SPEED),
+    "ttft": ("ttft_s", AA_TTFT),
+    "e2e_100": ("e2e_100_tokens_s", AA_E2E_100),
 }
+
 _PUBLISHED = re.compile(r"^\s*([0-9][0-9,]*\.?[0-9]*)\s*(tok/s|tokens/s|s|ms)\s*(?:,\s*(.*))?$", re.IGNORECASE)
 
 
@@ -36,7 +41,7 @@ class Published:
 
     @property
     def label(self) -> str:
-        unit = FIGURES[self.figure][2]
+        unit = FIGURES[self.figure][1].display.unit
         return f"{self.value:,.4g} {unit}" + (f" ({self.source})" if self.source else "")
 
 
@@ -100,15 +105,15 @@ def watch_table(name: str, slots: Sequence[WatchSlot], now: datetime, published:
             Column("measured ÷ published"),
         ],
     )
-    for figure, (_, label, unit) in FIGURES.items():
+    for figure, (_, declared) in FIGURES.items():
         r = rolling_p50(_values(slots, figure), now)
         if r.runs == 0 and (published is None or published.figure != figure):
             continue
         mine = published if published is not None and published.figure == figure else None
         ratio = r.p50 / mine.value if mine is not None and r.p50 is not None and mine.value else None
         t.add(
-            text(f"{label}, {unit}"),
-            num(r.p50, 1 if unit == "tok/s" else 3),
+            text(named(declared)),
+            shown(declared, r.p50, bare=True),
             num(r.runs, 0),
             num(r.span_h),
             text(mine.label if mine else None),
@@ -130,8 +135,8 @@ def slots_table(slots: Sequence[WatchSlot]) -> Table:
     """The schedule's slots that came due: when, what happened, the run and its figures."""
     t = Table(
         "runs",
-        [Column("due (UTC)", "left"), Column("status", "left"), Column("tok/s"), Column("TTFT s"), Column("$"),
-         Column("run", "left"), Column("note", "left")],
+        [Column("due (UTC)", "left"), Column("status", "left"), Column(AA_OUTPUT_SPEED.display.header),
+         Column(AA_TTFT.display.header), Column("$"), Column("run", "left"), Column("note", "left")],
     )  # fmt: skip
     for s in slots:
         if s.status == "planned":
@@ -140,8 +145,8 @@ def slots_table(slots: Sequence[WatchSlot]) -> Table:
         t.add(
             text(s.due_at),
             text(s.status),
-            num(f.output_speed_tok_s if f else None),
-            num(f.ttft_s if f else None, 3),
+            shown(AA_OUTPUT_SPEED, f.output_speed_tok_s if f else None, bare=True),
+            shown(AA_TTFT, f.ttft_s if f else None, bare=True),
             num(s.usd, 4),
             text(s.run_path),
             text(s.note),
@@ -152,7 +157,7 @@ def slots_table(slots: Sequence[WatchSlot]) -> Table:
 def watch_figure(slots: Sequence[WatchSlot], figure: Figure, published: Published | None) -> object:
     """Each run's figure over time, the rolling P50 over 72 hours, and the published figure."""
     go = plotly()
-    field_label, unit = FIGURES[figure][1], FIGURES[figure][2]
+    declared = FIGURES[figure][1]
     points = _values(slots, figure)
     fig = go.Figure()
     fig.add_trace(
@@ -181,7 +186,7 @@ def watch_figure(slots: Sequence[WatchSlot], figure: Figure, published: Publishe
             annotation_text=f"published: {published.label}",
         )
     fig.update_xaxes(title_text="time (UTC)")
-    fig.update_yaxes(title_text=f"{field_label}, {unit}", rangemode="tozero")
+    fig.update_yaxes(title_text=named(declared), rangemode="tozero")
     return fig
 
 
@@ -192,9 +197,8 @@ def watch_html(name: str, slots: Sequence[WatchSlot], now: datetime, published: 
     if published is not None and published.figure not in figures:
         figures.insert(0, published.figure)
     for figure in figures:
-        label = FIGURES[figure][1]
         page.add(
-            f"{label} over time",
+            f"{FIGURES[figure][1].display.label} over time",
             page.chart(
                 watch_figure(slots, figure, published),
                 "Dots: each run; line: the median of the runs in the 72 hours before it.",
