@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from tests.conftest import fake_key, in_process, tokenrace
 
+from tokenrace.cli import bench as bench_cli
+from tokenrace.errors import EngineError
 from tokenrace.fakes.fake_server import spawn_fake_server
+from tokenrace.serve.vllm_cpu import VllmCpuOptions
 
 KEY = fake_key("sk-ant-", "apis")
 TTFT_MS, PER_INPUT_MS, PER_DOCUMENT_MS = 20.0, 2.0, 1.5
@@ -141,6 +144,25 @@ def test_rerank_needs_a_url(capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     monkeypatch.setenv("OPENAI_BASE_URL", "")
     code, _, err = in_process(capsys, "bench", "--api", "rerank", "--requests", "2")
     assert code == 2 and err.startswith("error: --api"), err
+
+
+def test_engine_vllm_serves_embeddings_from_its_pooling_runner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What bench asks of the engine it starts; tests/vllm/test_embeddings.py runs the real one."""
+    asked: list[object] = []
+
+    async def profile(settings: object, engine: object, *rest: object) -> NoReturn:
+        asked.append(engine)
+        raise EngineError("not started here")
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "")
+    monkeypatch.setattr(bench_cli, "run_profile", profile)
+    code, _, err = in_process(capsys, "bench", "--engine", "vllm", "--api", "embeddings", "-o", str(tmp_path / "r"))
+    assert (
+        "not started here" in err and "vLLM's CPU build, float32, SmolLM2-135M-Instruct Q4_1 serving embeddings" in err
+    )
+    assert len(asked) == 1 and isinstance(asked[0], VllmCpuOptions) and asked[0].embeddings, asked
 
 
 @pytest.mark.slow

@@ -32,6 +32,12 @@ def test_the_command_starts_the_server_module_with_the_cpu_settings(tmp_path: Pa
     # The development routes stay closed unless asked for (tests/vllm clears the prefix cache).
     assert "VLLM_SERVER_DEV_MODE" not in env
     assert vllm_cpu_env(VllmCpuOptions(dev_mode=True))["VLLM_SERVER_DEV_MODE"] == "1"
+    assert "--runner" not in argv and "--convert" not in argv  # the generating runner unless asked
+
+
+def test_embeddings_start_the_pooling_runner_on_the_chat_model(tmp_path: Path) -> None:
+    argv = vllm_cpu_command(tmp_path / "python", tmp_path / "model", "smol", 8123, VllmCpuOptions(embeddings=True))
+    assert argv[argv.index("--runner") + 1] == "pooling" and argv[argv.index("--convert") + 1] == "embed", argv
 
 
 def test_the_interpreter_named_by_the_variable_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

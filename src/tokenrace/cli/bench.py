@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     default="embedded",
     show_default=True,
     help="With no --url: the engine started for the run, llama.cpp (embedded) or vLLM's CPU build "
-    "(vllm, from .venv-vllm: scripts/setup.sh --engines), both serving the embedded model.",
+    "(vllm, from .venv-vllm: scripts/setup.sh --engines), both serving the embedded model "
+    "(--api embeddings: llama-server --embeddings, vLLM's pooling runner).",
 )
 @profile_option
 @bench_quality.OPTION
@@ -93,8 +94,6 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: BenchOptions, sing
         # CPU the model loses, which costs more than the ~0.3 ms of wake-up it saves.
         settings.load.keep_awake = False
     vllm = o.engine == "vllm"
-    if vllm and embeddings:
-        raise UsageError("--engine vllm serves the embedded chat model; for embeddings use the embedded engine")
     if settings.efficiency is None and settings.request.api in GENERATING_APIS and not vllm:
         # (vLLM serves the model dequantized, in float32: the GGUF's size is not what it reads per token.)
         # The embedded model's file and this CPU are known: every step shows % of the bound.
@@ -126,7 +125,7 @@ def _embedded(ctx: click.Context, settings: BenchSettings, o: BenchOptions, sing
     result, quality = aio.run(
         run_profile(
             settings,
-            VllmCpuOptions(model=Path(model) if model else None)
+            VllmCpuOptions(model=Path(model) if model else None, embeddings=embeddings)
             if vllm
             else EmbeddedOptions(model=Path(model) if model else None, embeddings=embeddings),
             progress_for,

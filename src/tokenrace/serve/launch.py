@@ -105,7 +105,7 @@ async def start_vllm_cpu(opts: VllmCpuOptions, timeout_s: float = 600.0, log_pat
     proc = EngineProcess(argv, "vllm", env=env, log_path=log_path).start()
     root = f"http://{opts.host}:{port}"
     try:
-        ready = await wait_ready(proc, root, None, timeout_s)
+        ready = await wait_ready(proc, root, None, timeout_s, probe="embeddings" if opts.embeddings else "chat")
     except BaseException:
         proc.stop()
         raise
@@ -115,6 +115,7 @@ async def start_vllm_cpu(opts: VllmCpuOptions, timeout_s: float = 600.0, log_pat
         binary=str(python),
         model_file=info,
         ctx_size=opts.max_model_len,
+        embeddings=opts.embeddings,
         launch_command=argv,
         readiness=ready,
     )

@@ -115,6 +115,14 @@ class VllmCpuOptions:
     # VLLM_SERVER_DEV_MODE=1: vLLM's development routes (/reset_prefix_cache among them), which a
     # served engine keeps closed; tests turn it on to clear the prefix cache between checks.
     dev_mode: bool = False
+    # Serve /v1/embeddings instead of generating: vLLM's pooling runner with the chat model adapted
+    # into an embedding model (its generating routes are then closed).
+    embeddings: bool = False
+
+
+# A causal LM has no pooling of its own: `--convert embed` wraps it in vLLM's embedding adapter
+# (said explicitly, not left for `auto` to resolve with a log line).
+EMBEDDINGS_FLAGS = ("--runner", "pooling", "--convert", "embed")
 
 
 def vllm_cpu_command(python: Path, folder: Path, name: str, port: int, o: VllmCpuOptions) -> list[str]:
@@ -137,6 +145,7 @@ def vllm_cpu_command(python: Path, folder: Path, name: str, port: int, o: VllmCp
         str(o.max_model_len),
         "--enforce-eager",
         *(["--max-num-seqs", str(o.max_num_seqs)] if o.max_num_seqs else []),
+        *(EMBEDDINGS_FLAGS if o.embeddings else ()),
         *o.extra,
     ]
 
