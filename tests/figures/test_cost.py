@@ -135,7 +135,7 @@ def test_cost_in_show_compare_and_sweep(
     assert p.returncode == 0, p.stderr
     assert "per million output tokens" in p.stdout and "$0.590 in / $0.790 out" in p.stdout
     p = in_process(capsys, "compare", str(a), str(b), "--gpu-hour-cost", "2.5", "--gpus", "2", "--markdown")
-    assert "| $ / M output tok | $ |" in p.stdout and "| $ / 1k requests | $ |" in p.stdout
+    assert "| cost per million output tokens | $ | $" in p.stdout and "| cost per 1k requests | $ | $" in p.stdout
     s = BenchSettings(
         endpoint=ResolvedEndpoint(server.base_url, None, None, "fake"),
         request=RequestOptions(max_tokens=8),

@@ -175,7 +175,7 @@ def test_compare_table_and_report_show_the_cache(cached: FakeServerThread, tmp_p
     busted = run(cached, tmp_path / "a", WorkloadSpec(), requests=24)
     plain = run(cached, tmp_path / "b", WorkloadSpec(cache_bust=False), requests=24)
     lines = headline_lines(plain.summary)
-    assert any(x.startswith("prefix cache: ") and "prompts not busted" in x for x in lines), lines
+    assert any(x.startswith("prefix cache hit rate: ") and "prompts not busted" in x for x in lines), lines
     assert any("prompts busted" in x for x in headline_lines(busted.summary))
     report = compare([load(busted.directory), load(plain.directory)])
     text = " ".join(report.warnings + report.comparisons[0].warnings)

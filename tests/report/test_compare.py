@@ -20,7 +20,7 @@ from tokenrace.client.providers import ResolvedEndpoint
 from tokenrace.errors import UsageError
 from tokenrace.fakes.fake_server import FakeServerThread
 from tokenrace.load.runner import Load
-from tokenrace.model.metrics import THROUGHPUT, TPOT
+from tokenrace.model.metrics import ERROR_RATE, THROUGHPUT, TPOT
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.summary import Summary, Throughput
 from tokenrace.report.compare import (
@@ -190,20 +190,22 @@ def test_a_run_too_short_for_blocks_gets_no_throughput_interval() -> None:
 
 
 def test_a_declared_row_shows_its_declarations_label_unit_and_digits() -> None:
-    """TPOT and throughput are declared (model/metrics.py): their rows' label, unit column and digits
-    are the declaration's; CSV and JSON keep the unit docs/metrics.md writes. An undeclared row
-    (the error rate) keeps its own."""
+    """TPOT, throughput and the error rate are declared (model/metrics.py): their rows' label, unit
+    column and digits are the declaration's; CSV and JSON keep the unit docs/metrics.md writes. An
+    undeclared row (accuracy) keeps its own."""
     no_ci = (None, None, None, "—")
     rows = [
         Row("tpot_ms.p50", TPOT.label("p50"), TPOT.unit, 2.5, 3.25, 1.3, *no_ci),
         Row(THROUGHPUT.name, THROUGHPUT.display.label, THROUGHPUT.unit, 1234.56, 1000.0, 0.81, *no_ci),
-        Row("error_rate", "error rate", "fraction", 0.01234, 0.0, -0.01234, *no_ci, kind="difference"),
+        Row(ERROR_RATE.name, ERROR_RATE.display.label, ERROR_RATE.unit, 0.01234, 0.0, -0.01234, *no_ci),
+        Row("quality.accuracy", "accuracy", "fraction", 0.01234, 0.0, -0.01234, *no_ci, kind="difference"),
     ]
     table = compare_table(Comparison("a", "b", "a", "b", rows, []))
     shown = [[c.text for c in row.cells[:4]] for row in table.rows]
     assert shown == [
         ["TPOT p50", "ms", "2.50", "3.25"],
         ["throughput", "output tok/s", "1,234.6", "1,000.0"],
-        ["error rate", "%", "1.23 %", "0.00 %"],
+        ["error rate", "%", "1.2 %", "0.0 %"],
+        ["accuracy", "%", "1.23 %", "0.00 %"],
     ]
     assert rows[1].unit == "tokens/s"

@@ -22,7 +22,7 @@ def test_an_embeddings_run_leads_with_inputs_per_second_not_output_tokens() -> N
         lines[3]
         == "throughput: 12.50 inputs/s · 400.0 input tok/s · 4.00 req/s over 2.50 s · vectors of 576 dimensions"
     )
-    assert lines[4] == "requests: 9/10 ok · error rate 10.00 % · errors: http_500 x1"
+    assert lines[4] == "requests: 9/10 ok · error rate 10.0 % · errors: http_500 x1"
     assert len(lines) == 5  # no cache, speculation, energy, content or cost: no line for them
     assert "None" not in to_cards(run_headline(summary))
 
@@ -33,7 +33,7 @@ def test_the_speed_of_light_and_a_cost_given_replace_what_the_run_saved() -> Non
     given = saved.model_copy(update={"usd_per_million_output_tokens": 1.25})
     lines = to_lines(run_headline(summary, given, bound=2000.0))
     assert "25 % of speed of light" in lines[3]
-    assert lines[-1].startswith("cost per million output tokens: $1.2500 · — per 1k requests")
+    assert lines[-1].startswith("cost per million output tokens: $1.2500 · cost per 1k requests —")
     assert to_lines(run_headline(summary))[-1].startswith("cost per million output tokens: $9.0000")
 
 

@@ -231,7 +231,7 @@ def test_terminal_and_html_show_the_same_summary_and_step_rows(made: dict[str, P
     sweep_page = build([sweep]).split("<h2>Key numbers</h2>", 1)[1].split("</section>", 1)[0]
     assert re.findall(r"<tr class='(?:knee)?'><td class=''>([^<]+)</td>", sweep_page) == steps
     assert re.findall(r"^│ (c\S+) +│", sweep_text, re.M) == steps
-    assert "TPOT p50" in sweep_page and "err %" in sweep_page and "cached" in sweep_text
+    assert "TPOT p50" in sweep_page and "errors" in sweep_page and "cached" in sweep_text
 
 
 def test_a_run_with_a_bound_shows_the_nearest_published_point(made: dict[str, Path]) -> None:
@@ -245,7 +245,7 @@ def test_a_run_with_a_bound_shows_the_nearest_published_point(made: dict[str, Pa
     summary.efficiency = efficiency_of(summary, EfficiencySpec("H100-SXM", "llama-3.1-8b", "bf16"), 1)
     page = build([replace(run, data=summary)])
     section = page.split("Speed of light and published points", 1)[1].split("</section>", 1)[0]
-    assert "of its bound of" in section and "H100" in section
+    assert "decode efficiency" in section and "% of bound (" in section and "H100" in section
     assert summary.efficiency is not None and summary.efficiency.nearest_published is not None
     assert html.escape(summary.efficiency.nearest_published) in section
 
@@ -259,7 +259,7 @@ HEADLINE = [
     "E2E p95",
     "throughput",
     "requests",
-    "prefix cache",
+    "prefix cache hit rate",
     "energy",
     "TPOT p50 by content",
     "cost per million output tokens",
@@ -339,7 +339,7 @@ def test_the_terminal_headline_and_the_html_cards_show_the_same_figures_in_order
         assert not any(line.startswith(tuple(f"{x}:" for x in HEADLINE)) for line in printed[len(cards) :])
     lines = headline_lines(_everything(run.summary))
     assert "TPOT p50 by content: copy 1.00 ms, random 2.25 ms · slowest ÷ fastest ×2.25" in lines[8]
-    assert lines[9].startswith("cost per million output tokens: $12.3456 · $0.5000 per 1k requests · 2 GPU(s)")
+    assert lines[9].startswith("cost per million output tokens: $12.3456 · cost per 1k requests $0.5000 · 2 GPU(s)")
 
     # A sweep: the lines under its step table are its key-number cards.
     assert isinstance(sweep.data, SweepFile)

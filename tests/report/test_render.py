@@ -85,12 +85,12 @@ def test_runs_prints_its_table_for_the_terminal_and_as_markdown_and_csv(
         run = bench(srv.base_url, tmp_path / "run", label="listed", requests=4, concurrency=2).directory
     code, out, err = in_process(capsys, "runs", "--import", str(run), "--markdown")
     assert code == 0, err
-    header = "| id | kind | started (UTC) | name | model | endpoint | load | err % | TTFT p50 | tok/s | knee |"
+    header = "| id | kind | started (UTC) | name | model | endpoint | load | errors | TTFT p50 | tok/s | knee |"
     assert out.startswith(header) and "| run | " in out and "| listed | fake-model | http://127.0.0.1:" in out
     code, out, err = in_process(capsys, "runs", "--csv")
     assert code == 0, err
     (row,) = list(csv.DictReader(io.StringIO(out)))
-    assert row["name"] == "listed" and row["load"] == "c=2" and row["err %"] == "0.0" and row["knee"] == ""
+    assert row["name"] == "listed" and row["load"] == "c=2" and row["errors"] == "0.0" and row["knee"] == ""
     assert float(row["TTFT p50"]) >= 5 and float(row["tok/s"]) > 0
     code, printed, err = in_process(capsys, "runs")
     assert code == 0, err

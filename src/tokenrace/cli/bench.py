@@ -19,7 +19,9 @@ from tokenrace.errors import UsageError
 from tokenrace.figures.client_load import HOW_TO_CALIBRATE
 from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
+from tokenrace.model.metrics import ERROR_RATE
 from tokenrace.model.run import ProfileFile
+from tokenrace.report.headline import said
 from tokenrace.report.tables import profile_view, summary_view
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.run import Run
@@ -174,5 +176,12 @@ def report(result: Run, as_json: bool, quality: QualityResult | None = None) -> 
         click.echo("interrupted: what was measured is saved", err=True)
         sys.exit(130)
     if result.failed_threshold:
-        click.echo(f"error rate {result.summary.error_rate or 0:.3f} is above the limit", err=True)
+        # Without --max-error-rate, a run fails only when every request failed.
+        s = result.summary
+        why = (
+            "every request failed"
+            if s.max_error_rate is None
+            else f"above the limit of {said(ERROR_RATE, s.max_error_rate)}"
+        )
+        click.echo(f"{ERROR_RATE.display.label} {said(ERROR_RATE, s.error_rate)}: {why}", err=True)
         sys.exit(1)

@@ -1,7 +1,8 @@
 """One declaration per summary metric (`Summary.metrics`): its name, unit, definition, which
 requests it pools, how it is computed from a settled `RequestRecord`, and how the tables show it;
 and one per figure a summary section holds once (`SectionFigure`: throughput, speculative decoding,
-energy, embeddings and rerank, content, structured output, the Artificial Analysis reference).
+energy, embeddings and rerank, content, structured output, the error rate, the prefix cache,
+goodput, cost, the speed-of-light efficiency, the Artificial Analysis reference).
 
 `figures.summary.summarize` fills `Metrics` from these; every renderer reads a declared figure's
 label, unit and digits from here: the summary table, the headline and the step tables
@@ -28,8 +29,10 @@ Over = Literal["succeeded", "measured"]
 @dataclass(frozen=True, slots=True)
 class Display:
     """How every table shows a figure: its label, the unit it prints and its digits. A unit of "%"
-    shows a fraction in per cent, one of "×" a ratio after that sign. `column` is a step table's
-    header where the label and unit are too wide for one ("tok/s"); the label when empty."""
+    shows a fraction in per cent, one of "×" a ratio and one of "$" a price after that sign; each
+    keeps its sign in a column of its own. Any other unit follows the number ("ms", "% of bound":
+    a figure saved in per cent already). `column` is a step table's header where the label and
+    unit are too wide for one ("tok/s"); the label when empty."""
 
     label: str
     unit: str
@@ -201,9 +204,10 @@ TTFT, TPOT, ITL_CHUNK, E2E = (BY_NAME[n] for n in ("ttft_ms", "tpot_ms", "itl_ch
 
 @dataclass(frozen=True, slots=True)
 class SectionFigure:
-    """One number of a summary section (throughput, speculative decoding, energy, embeddings and
-    rerank, content, structured output, a reference's figures), which a run has once, not per
-    request: its path in summary.json, unit, definition and how the tables and headline show it."""
+    """One number a summary holds once, not per request, mostly in a section of its own
+    (throughput, speculative decoding, energy, embeddings and rerank, content, structured output,
+    the prefix cache, goodput, cost, efficiency, a reference's figures; the error rate at the top):
+    its path in summary.json, unit, definition and how the tables and headline show it."""
 
     name: str  # its path in summary.json: "energy.output_tokens_per_joule"
     unit: str  # as docs/metrics.md's row writes it
@@ -269,6 +273,59 @@ CONTENT_RATIO = SectionFigure(
 SCHEMA_VALID_RATE = SectionFigure(
     "structured_output.valid_rate", "fraction", "valid ÷ checked answers", Display("response schema", "%")
 )
+ERROR_RATE = SectionFigure(
+    "error_rate", "fraction", "failed ÷ measured requests", Display("error rate", "%", column="errors")
+)
+CACHE_HIT_RATE = SectionFigure(
+    "cache.hit_rate",
+    "fraction",
+    "Σ cached ÷ Σ prompt tokens of the succeeded requests that reported both",
+    Display("prefix cache hit rate", "%", 0, column="cached"),
+)
+GOODPUT = SectionFigure(
+    "goodput.requests_per_s",
+    "requests/s",
+    "succeeded requests meeting every SLO ÷ window",
+    Display("goodput", "req/s", 2),
+)
+GOODPUT_SHARE = SectionFigure(
+    "goodput.fraction", "fraction", "requests meeting every SLO ÷ measured requests", Display("within SLO", "%")
+)
+# Cost, from a price per token or per GPU-hour (figures/cost.py).
+COST_PER_M_OUTPUT = SectionFigure(
+    "cost.usd_per_million_output_tokens",
+    "$",
+    "the price of the run ÷ its output tokens × 10⁶",
+    Display("cost per million output tokens", "$", 4, column="$/M out tok"),
+)
+COST_PER_1K_REQUESTS = SectionFigure(
+    "cost.usd_per_1k_requests",
+    "$",
+    "the price of the run ÷ its succeeded requests × 1000",
+    Display("cost per 1k requests", "$", 4),
+)
+COST_TOTAL = SectionFigure(
+    "cost.usd_total", "$", "API price: the tokens of the succeeded requests, priced", Display("cost", "$", 4)
+)
+COST_PER_HOUR = SectionFigure(
+    "cost.usd_per_hour", "$/h", "GPUs: price per GPU-hour × GPUs", Display("cost per hour", "$", 2)
+)
+# The run against the planner's speed of light (figures/efficiency.py), saved in per cent.
+DECODE_EFFICIENCY = SectionFigure(
+    "efficiency.decode_pct_of_bound",
+    "%",
+    "1000 ÷ TPOT p50 ÷ the per-stream decode bound × 100",
+    Display("decode efficiency", "% of bound"),
+)
+TTFT_EFFICIENCY = SectionFigure(
+    "efficiency.ttft_pct_of_bound", "%", "the TTFT bound ÷ TTFT p50 × 100", Display("TTFT efficiency", "% of bound")
+)
+AGGREGATE_EFFICIENCY = SectionFigure(
+    "efficiency.aggregate_pct_of_bound",
+    "%",
+    "output tokens/s ÷ the aggregate bound × 100",
+    Display("aggregate efficiency", "% of bound"),
+)
 # Artificial Analysis' figures (`--profile aa`), of which a watch follows the P50s (report/watch.py).
 AA_OUTPUT_SPEED = SectionFigure(
     "reference.aa.output_speed_tok_s",
@@ -299,6 +356,17 @@ FIGURES: tuple[SectionFigure, ...] = (
     INPUT_TOKENS_PER_S,
     CONTENT_RATIO,
     SCHEMA_VALID_RATE,
+    ERROR_RATE,
+    CACHE_HIT_RATE,
+    GOODPUT,
+    GOODPUT_SHARE,
+    COST_PER_M_OUTPUT,
+    COST_PER_1K_REQUESTS,
+    COST_TOTAL,
+    COST_PER_HOUR,
+    DECODE_EFFICIENCY,
+    TTFT_EFFICIENCY,
+    AGGREGATE_EFFICIENCY,
     AA_OUTPUT_SPEED,
     AA_TTFT,
     AA_E2E_100,

@@ -19,7 +19,12 @@ from tokenrace.figures.cost import CostSpec, cost_of
 from tokenrace.figures.summary import tokens_per_chunk
 from tokenrace.model.metrics import (
     ACCEPTANCE_RATE,
+    CACHE_HIT_RATE,
+    COST_PER_1K_REQUESTS,
+    COST_PER_M_OUTPUT,
+    DECODE_EFFICIENCY,
     E2E,
+    ERROR_RATE,
     FIGURES,
     ITL_CHUNK,
     THROUGHPUT,
@@ -32,7 +37,7 @@ from tokenrace.model.metrics import (
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import Knee, StepRow
 from tokenrace.model.summary import Cost
-from tokenrace.report.headline import shown
+from tokenrace.report.headline import said, shown
 from tokenrace.report.quality import VERDICT_TONE, QualitySection, overall_accuracy, quality_markdown, quality_section
 from tokenrace.runs.run import Run
 from tokenrace.table import Cell, Column, Table, num, pct, text
@@ -246,16 +251,17 @@ def error_row(a: Run, b: Run, confidence: float = bs.CONFIDENCE) -> Row:
         ea, eb = a.summary.error_rate, b.summary.error_rate
         diff = eb - ea if ea is not None and eb is not None else None
         verdict = "—" if diff is None else "same" if diff == 0 else ("B fails more" if diff > 0 else "B fails less")
-        return Row("error_rate", "error rate", "fraction", ea, eb, diff, None, None, None, verdict, kind="difference")
+        f = ERROR_RATE
+        return Row(f.name, f.display.label, f.unit, ea, eb, diff, None, None, None, verdict, kind="difference")
     diff, low, high = bs.difference_ci(failures(a), failures(b), confidence=confidence)
     sig = None if low is None or high is None else bool(low > 0 or high < 0)
     if diff is not None and diff == 0 and low == 0 and high == 0:
         sig = False
     verdict = "—" if diff is None else "within noise" if not sig else ("B fails more" if diff > 0 else "B fails less")
     return Row(
-        "error_rate",
-        "error rate",
-        "fraction",
+        ERROR_RATE.name,
+        ERROR_RATE.display.label,
+        ERROR_RATE.unit,
         a.summary.error_rate,
         b.summary.error_rate,
         diff,
@@ -273,9 +279,9 @@ def efficiency_row(a: Run, b: Run) -> Row | None:
         return None
     ratio = eb / ea if ea and eb is not None else None
     return Row(
-        "efficiency.decode_pct_of_bound",
-        "decode efficiency",
-        "% of bound",
+        DECODE_EFFICIENCY.name,
+        DECODE_EFFICIENCY.display.label,
+        DECODE_EFFICIENCY.unit,
         ea,
         eb,
         ratio,
@@ -314,15 +320,15 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
     def rows(a: Run, b: Run) -> list[Row]:
         ca, cb = (_cost(r, cost) for r in (a, b))
         out = []
-        for key, label in (
-            ("usd_per_million_output_tokens", "$ / M output tok"),
-            ("usd_per_1k_requests", "$ / 1k requests"),
-        ):
+        for f in (COST_PER_M_OUTPUT, COST_PER_1K_REQUESTS):
+            key = f.name.removeprefix("cost.")
             va, vb = (None if c is None else getattr(c, key) for c in (ca, cb))
             if va is None and vb is None:
                 continue
             ratio = vb / va if va and vb is not None else None
-            out.append(Row(f"cost.{key}", label, "$", va, vb, ratio, None, None, None, _verdict(ratio, None, True)))
+            out.append(
+                Row(f.name, f.display.label, f.unit, va, vb, ratio, None, None, None, _verdict(ratio, None, True))
+            )
         return out
 
     return rows
@@ -338,7 +344,8 @@ def cache_row(a: Run, b: Run) -> Row | None:
     if ha is None and hb is None:
         return None
     diff = hb - ha if ha is not None and hb is not None else None
-    return Row("cache.hit_rate", "prefix cache hit rate", "fraction", ha, hb, diff, None, None, None, "—", "difference")
+    f = CACHE_HIT_RATE
+    return Row(f.name, f.display.label, f.unit, ha, hb, diff, None, None, None, "—", "difference")
 
 
 def acceptance_row(a: Run, b: Run) -> Row | None:
@@ -457,14 +464,15 @@ def condition_warnings(a: Run, b: Run) -> list[str]:
         if ma and mb and abs(mb / ma - 1) > OUTPUT_GAP:
             out.append(f"{name} differs: mean {ma:.1f} (A) vs {mb:.1f} (B) tokens")
     ha, hb = _hit_rate(a), _hit_rate(b)
+    hit_rate = CACHE_HIT_RATE.display.label
     if ha is not None and hb is not None and abs(hb - ha) > CACHE_GAP:
         out.append(
-            f"prefix cache hit rate differs: {ha * 100:.1f} % (A) vs {hb * 100:.1f} % (B) of prompt tokens; "
+            f"{hit_rate} differs: {said(CACHE_HIT_RATE, ha)} (A) vs {said(CACHE_HIT_RATE, hb)} (B) of prompt tokens; "
             "TTFT compares cache hits as much as prefill (bust prompts with --cache-bust on both)"
         )
     elif (ha is None) != (hb is None):
         known = "A" if ha is not None else "B"
-        out.append(f"prefix cache hit rate is known for {known} only: TTFT may include cache hits on one side")
+        out.append(f"{hit_rate} is known for {known} only: TTFT may include cache hits on one side")
     return out
 
 

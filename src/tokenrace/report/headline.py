@@ -14,10 +14,14 @@ from dataclasses import dataclass
 
 from tokenrace.model.metrics import (
     ACCEPTANCE_RATE,
+    CACHE_HIT_RATE,
     CONTENT_RATIO,
+    COST_PER_1K_REQUESTS,
+    COST_PER_M_OUTPUT,
     DOCUMENTS_PER_S,
     E2E,
     ENERGY_WINDOW,
+    ERROR_RATE,
     INPUT_TOKENS_PER_S,
     INPUTS_PER_S,
     JOULES,
@@ -60,16 +64,17 @@ def _detail(*parts: str | None) -> str:
 # --- a declared figure (model/metrics.py), as every table and line shows it ----------------------
 
 Declared = Metric | SectionFigure
+SIGNS = ("×", "$")  # units written before the number: a ratio, a price
 
 
 def shown(figure: Declared, value: float | None, bare: bool = False) -> Cell:
     """A declared figure as its declaration shows it: its digits, and its unit after it (a fraction
-    in per cent, a ratio after "×"). `bare`: the unit stands in a header or a column of its own;
-    a per cent keeps its "%" and a ratio its "×"."""
+    in per cent, a ratio after "×", a price after "$"). `bare`: the unit stands in a header or a
+    column of its own; a per cent keeps its "%", a ratio its "×" and a price its "$"."""
     d = figure.displayed
     if d.unit == "%":
         return pct(value, d.digits)
-    if d.unit == "×":
+    if d.unit in SIGNS:
         return Cell(value, d.digits, prefix=d.unit)
     return Cell(value, d.digits, suffix="" if bare else f" {d.unit}")
 
@@ -77,7 +82,7 @@ def shown(figure: Declared, value: float | None, bare: bool = False) -> Cell:
 def said(figure: Declared, value: float | None) -> str:
     """The same in a line of text, where the unit follows even a missing value ("— J")."""
     d = figure.displayed
-    return shown(figure, value).text if d.unit in ("%", "×") else f"{Cell(value, d.digits).text} {d.unit}"
+    return shown(figure, value).text if d.unit in ("%", *SIGNS) else f"{Cell(value, d.digits).text} {d.unit}"
 
 
 def knee_text(knee: Knee) -> str:
@@ -149,7 +154,7 @@ def _requests(summary: Summary) -> Figure:
         "requests",
         text(f"{req.succeeded}/{req.total} ok"),
         _detail(
-            f"error rate {pct(summary.error_rate, 2).text}",
+            f"{ERROR_RATE.display.label} {said(ERROR_RATE, summary.error_rate)}",
             f"errors: {kinds}" if kinds else None,
             f"cancelled by the client: {req.cancelled}" if req.cancelled else None,
         ),
@@ -164,15 +169,12 @@ def _cache(c: Cache | None) -> list[Figure]:
     server = c.server
     engine = None
     if server is not None and server.hit_rate is not None:
-        engine = f"engine's own counters {pct(server.hit_rate).text} ({server.source})"
+        engine = f"engine's own counters {said(CACHE_HIT_RATE, server.hit_rate)} ({server.source})"
+    label = CACHE_HIT_RATE.display.label
     if c.hit_rate is None:
-        return [
-            Figure(
-                "prefix cache", text("not reported"), _detail("the server did not report cached tokens", busted, engine)
-            )
-        ]
+        return [Figure(label, text("not reported"), _detail("the server did not report cached tokens", busted, engine))]
     share = f"{Cell(c.cached_tokens).text} of {Cell(c.prompt_tokens).text} prompt tokens cached, from {_source_text(c.source)}"
-    return [Figure("prefix cache", pct(c.hit_rate), _detail(share, busted, engine))]
+    return [Figure(label, shown(CACHE_HIT_RATE, c.hit_rate), _detail(share, busted, engine))]
 
 
 def _source_text(source: dict[str, int] | str | None) -> str:
@@ -211,11 +213,11 @@ def _content(content: ContentSpeed | None) -> list[Figure]:
 def _cost(c: Cost | None) -> list[Figure]:
     if c is None:
         return []
-    per_k = f"{Cell(c.usd_per_1k_requests, 4, prefix='$').text} per 1k requests"
+    per_k = f"{COST_PER_1K_REQUESTS.display.label} {said(COST_PER_1K_REQUESTS, c.usd_per_1k_requests)}"
     return [
         Figure(
-            "cost per million output tokens",
-            Cell(c.usd_per_million_output_tokens, 4, prefix="$"),
+            COST_PER_M_OUTPUT.display.label,
+            shown(COST_PER_M_OUTPUT, c.usd_per_million_output_tokens),
             _detail(per_k, basis(c)),
         )
     ]
@@ -310,9 +312,8 @@ def _knee(s: SweepFile | ProfileFile) -> list[Figure]:
     cost = next((r.cost for r in s.steps if r.step == knee.step and r.cost is not None), None)
     usd = cost.usd_per_million_output_tokens if cost is not None else knee.usd_per_million_output_tokens
     if usd is not None:
-        figures.append(
-            Figure("cost per million output tokens at the knee", Cell(usd, 4, prefix="$"), basis(cost) if cost else "")
-        )
+        label = f"{COST_PER_M_OUTPUT.display.label} at the knee"
+        figures.append(Figure(label, shown(COST_PER_M_OUTPUT, usd), basis(cost) if cost else ""))
     return figures
 
 

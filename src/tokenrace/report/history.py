@@ -7,15 +7,15 @@ report/claim.py builds on the HTML report, which builds on report/tables.py.
 from __future__ import annotations
 
 from tokenrace.model.history import HistoryRow
-from tokenrace.model.metrics import THROUGHPUT, TTFT
+from tokenrace.model.metrics import ERROR_RATE, THROUGHPUT, TTFT
 from tokenrace.model.run import Knee
 from tokenrace.report.claim import VERDICT_WORDS
 from tokenrace.report.headline import knee_text, shown
-from tokenrace.table import Column, Table, fmt, pct, text
+from tokenrace.table import Column, Table, fmt, text
 
 COLUMNS = (
     *(Column(c, "left") for c in ("id", "kind", "started (UTC)", "name", "model", "endpoint", "load")),
-    *(Column(c) for c in ("err %", TTFT.label("p50"), THROUGHPUT.display.header)),
+    *(Column(c) for c in (ERROR_RATE.display.header, TTFT.label("p50"), THROUGHPUT.display.header)),
     Column("knee", "left"),
 )
 VERDICT = Column("verdict", "left")  # only when the rows hold a claim
@@ -34,7 +34,7 @@ def runs_table(rows: list[HistoryRow]) -> Table:
             text(r.model),
             text(r.endpoint),
             text(_load(r)),
-            pct(r.error_rate, suffix=""),
+            shown(ERROR_RATE, r.error_rate, bare=True),
             shown(TTFT, r.ttft_p50_ms, bare=True),
             shown(THROUGHPUT, r.output_tokens_per_s, bare=True),
             text(_knee(r.knee)),

@@ -22,7 +22,7 @@ import numpy as np
 from tokenrace import __version__
 from tokenrace.errors import UsageError
 from tokenrace.figures.cost import CostSpec, cost_of
-from tokenrace.model.metrics import E2E, THROUGHPUT, TPOT, TTFT, Metric, SectionFigure
+from tokenrace.model.metrics import DECODE_EFFICIENCY, E2E, THROUGHPUT, TPOT, TTFT, Metric, SectionFigure
 from tokenrace.model.monitor import TimeseriesLine
 from tokenrace.model.records import RequestRecord
 from tokenrace.model.run import StepRow, SweepFile
@@ -573,10 +573,11 @@ def _speed_of_light_section(page: Page, run: Run) -> None:
     eff = run.summary.efficiency
     if eff is None or eff.decode_tokens_per_s_bound is None:
         return
+    decode = DECODE_EFFICIENCY
     lines = [
-        f"This run: decode at {num(eff.decode_pct_of_bound).text} % of its bound of "
-        f"{num(eff.decode_tokens_per_s_bound).text} tokens/s per user on {eff.devices} × {eff.hardware} "
-        f"({eff.precision}; bound by {eff.decode_bound_by})."
+        f"This run: {decode.display.label} {said(decode, eff.decode_pct_of_bound)} "
+        f"({num(eff.decode_tokens_per_s_bound).text} tokens/s per user on {eff.devices} × {eff.hardware}, "
+        f"{eff.precision}; bound by {eff.decode_bound_by})."
     ]
     if eff.nearest_published:
         lines.append(f"Nearest published point: {eff.nearest_published}.")

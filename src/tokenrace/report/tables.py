@@ -19,7 +19,14 @@ from tokenrace.model.engine import ModelFile, ProfileEngine
 from tokenrace.model.manifest import Manifest
 from tokenrace.model.metrics import (
     ACCEPTANCE_RATE,
+    AGGREGATE_EFFICIENCY,
+    CACHE_HIT_RATE,
+    COST_PER_M_OUTPUT,
+    DECODE_EFFICIENCY,
     E2E,
+    ERROR_RATE,
+    GOODPUT,
+    GOODPUT_SHARE,
     INPUT_TOKENS_PER_S,
     METRICS,
     SCHEMA_VALID_RATE,
@@ -27,6 +34,7 @@ from tokenrace.model.metrics import (
     TOKENS_PER_JOULE,
     TPOT,
     TTFT,
+    TTFT_EFFICIENCY,
     Metric,
     SectionFigure,
 )
@@ -86,9 +94,11 @@ def more_lines(summary: Summary) -> list[str]:
     eff = summary.efficiency
     if eff is not None and not eff.error:
         lines.append(
-            f"speed of light ({eff.devices} x {eff.hardware}, {eff.model} {eff.precision}): decode {fmt(eff.decode_pct_of_bound)} % "
-            f"of {fmt(eff.decode_tokens_per_s_bound)} tok/s per stream, TTFT {fmt(eff.ttft_pct_of_bound)} % of the "
-            f"{fmt(eff.ttft_ms_bound, 2)} ms minimum, aggregate {fmt(eff.aggregate_pct_of_bound)} %"
+            f"speed of light ({eff.devices} x {eff.hardware}, {eff.model} {eff.precision}): "
+            f"{_named(DECODE_EFFICIENCY, eff.decode_pct_of_bound)} "
+            f"({fmt(eff.decode_tokens_per_s_bound)} tok/s per stream), "
+            f"{_named(TTFT_EFFICIENCY, eff.ttft_pct_of_bound)} ({fmt(eff.ttft_ms_bound, 2)} ms), "
+            f"{_named(AGGREGATE_EFFICIENCY, eff.aggregate_pct_of_bound)}"
         )
     if summary.resources:
         from tokenrace.monitor.render import summary_lines  # noqa: PLC0415 - import cost: the monitor package only for a run with resource figures
@@ -101,7 +111,10 @@ def more_lines(summary: Summary) -> list[str]:
     lines.extend(f"warning: {w.message}" for w in summary.warnings if w not in resource)
     g = summary.goodput
     if g is not None:
-        lines.append(f"goodput: {fmt(g.requests_per_s, 2)} req/s, {fmt(_pct(g.fraction))} % within SLO {g.slo}")
+        lines.append(
+            f"{GOODPUT.display.label}: {said(GOODPUT, g.requests_per_s)}, "
+            f"{said(GOODPUT_SHARE, g.fraction)} {GOODPUT_SHARE.display.label} {g.slo}"
+        )
     probes = summary.probes
     if probes is not None:
         t = probes.ttft_ms
@@ -148,7 +161,7 @@ def turn_lines(by_turn: list[TurnStats] | None) -> list[str]:
         return []
     return [
         f"turn {t.turn}: {t.requests} requests, {TTFT.label('p50')} {said(TTFT, t.ttft_ms.p50)}, "
-        f"prompt {fmt(t.prompt_tokens.mean, 0)} tok, cached {fmt(_pct(t.cache_hit_rate))} %"
+        f"prompt {fmt(t.prompt_tokens.mean, 0)} tok, {CACHE_HIT_RATE.display.header} {said(CACHE_HIT_RATE, t.cache_hit_rate)}"
         for t in by_turn
     ]
 
@@ -158,8 +171,9 @@ def _vs(metric: Metric, server: float | None, client: float | None) -> str:
     return f"{metric.displayed.label} {shown(metric, server, bare=True).text} vs {said(metric, client)}"
 
 
-def _pct(x: float | None) -> float | None:
-    return None if x is None else x * 100
+def _named(figure: SectionFigure, value: float | None) -> str:
+    """A declared figure in a line of text, after its label: "decode efficiency 45.1 % of bound"."""
+    return f"{figure.display.label} {said(figure, value)}"
 
 
 def lines_view(lines: list[str]) -> list[Text]:
@@ -209,7 +223,7 @@ PROFILE_COLUMNS = [
     *_stats(TPOT, "p50", "p95", "max"),
     _figure(THROUGHPUT, lambda r: r.output_tokens_per_s),
     _col("req/s", lambda r: num(r.requests_per_s, 2)),
-    _col("cached", lambda r: pct(r.cache_hit_rate, 0)),
+    _figure(CACHE_HIT_RATE, lambda r: r.cache_hit_rate),
 ]
 # Embeddings and rerank answer in one body: the latency instead of TTFT and TPOT, input tokens/s.
 POOLING_COLUMNS = [
@@ -225,12 +239,12 @@ SWEEP_COLUMNS = [
     *_stats(E2E, "p95"),
     _figure(THROUGHPUT, lambda r: r.throughput_tokens_per_s),
     _col("gain", lambda r: pct(r.gain, sign=True)),
-    _col("err %", lambda r: pct(r.error_rate, suffix="")),
+    _figure(ERROR_RATE, lambda r: r.error_rate),
     # The prefix cache's share of the step's prompt tokens: a step served from the cache has a
     # lower TTFT for a reason other than load.
-    _col("cached", lambda r: pct(r.cache_hit_rate, 0)),
+    _figure(CACHE_HIT_RATE, lambda r: r.cache_hit_rate),
     _figure(TOKENS_PER_JOULE, lambda r: r.output_tokens_per_joule, optional=True),
-    _col("$/M out tok", lambda r: num(_usd(r), 4), optional=True),
+    _figure(COST_PER_M_OUTPUT, lambda r: r.cost.usd_per_million_output_tokens if r.cost else None, optional=True),
 ]
 STEP = StepColumn(Column("step", "left"), lambda r: text(r.step))
 OK = _col("ok", lambda r: text(f"{r.requests.succeeded}/{r.requests.total}"))
@@ -281,10 +295,6 @@ def sweep_table(s: SweepFile) -> Table:
     load = _col(SWEEP_LOAD[kind], lambda r: _load_cell(kind, r))
     mark = StepColumn(Column("", "left"), _mark)
     return _table(f"{kind} sweep: {fmt(s.model)} @ {fmt(s.endpoint)}", [STEP, load, OK, *SWEEP_COLUMNS, mark], s.steps)
-
-
-def _usd(row: StepRow) -> float | None:
-    return row.cost.usd_per_million_output_tokens if row.cost else None
 
 
 def _load_cell(kind: str, row: StepRow) -> Cell:
@@ -384,8 +394,10 @@ def profile_view(summary: ProfileFile) -> Group:
         eff = row.efficiency
         if eff is not None and not eff.error:
             out.append(
-                f"{row.step}: decode {fmt(eff.decode_pct_of_bound)} % of the {fmt(eff.decode_tokens_per_s_bound)} tok/s/stream bound "
-                f"({eff.hardware}, {fmt((eff.hardware_bandwidth_bytes_per_s or 0) / 1e9)} GB/s), aggregate {fmt(eff.aggregate_pct_of_bound)} %"
+                f"{row.step}: {_named(DECODE_EFFICIENCY, eff.decode_pct_of_bound)} "
+                f"({fmt(eff.decode_tokens_per_s_bound)} tok/s/stream, {eff.hardware}, "
+                f"{fmt((eff.hardware_bandwidth_bytes_per_s or 0) / 1e9)} GB/s), "
+                f"{_named(AGGREGATE_EFFICIENCY, eff.aggregate_pct_of_bound)}"
             )
             out += [f"[yellow]warning[/yellow]: {w.message}" for w in eff.warnings]
         svc = row.server_vs_client
