@@ -13,7 +13,7 @@ from tests.figures.test_summary import rec
 from tokenrace.figures.pooling import not_measured
 from tokenrace.figures.summary import summarize
 from tokenrace.load.windows import Windows
-from tokenrace.model.metrics import FIGURES, METRICS
+from tokenrace.model.metrics import FIGURES, METRICS, SectionFigure
 from tokenrace.model.summary import Metrics, Summary
 from tokenrace.report.tables import summary_table
 
@@ -102,4 +102,46 @@ def test_report_and_cli_write_no_second_label_of_a_declared_metric() -> None:
         for literal in _literals(path)
         if pattern.search(literal)
     ]
+    assert not found
+
+
+# Where report/ and cli/ name what a cell or a line shows: a table's column, a headline's figure,
+# a step table's column, a comparison's row (its label is the second argument).
+LABEL_ARGUMENT = {"Column": 0, "_col": 0, "Figure": 0, "Row": 1}
+
+
+def _label_arguments(path: Path) -> list[str]:
+    """The string literals a module passes as the label of a column, a figure or a row."""
+    out = []
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in LABEL_ARGUMENT:
+            i = LABEL_ARGUMENT[n.func.id]
+            arg = n.args[i] if len(n.args) > i else None
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                out.append(arg.value)
+    return out
+
+
+def _names(figure: SectionFigure) -> set[str]:
+    return {figure.display.label, figure.display.header}
+
+
+def test_report_and_cli_write_no_second_label_of_a_declared_figure() -> None:
+    """A section figure (the error rate, the prefix cache's hit rate, cost, goodput, efficiency...)
+    is labelled by its declaration: no column, headline figure or comparison row of report/ or cli/
+    spells a declared label or header ("cached" is CACHE_HIT_RATE.display.header), and no literal
+    (an f-string's pieces included) is a label of several words ("error rate ", "decode efficiency").
+    A one-word label ("goodput", "energy") is checked as a label only: the word also names a sweep's
+    kind or a section."""
+    src = Path(__file__).resolve().parents[2] / "src" / "tokenrace"
+    names = {n for f in FIGURES for n in _names(f)}
+    phrases = {n for n in names if " " in n}
+    found = []
+    for folder in ("report", "cli"):
+        for path in sorted((src / folder).glob("*.py")):
+            if path.name in OWN_NAMES:
+                continue
+            where = path.relative_to(src)
+            found += [f"{where}: label {label!r}" for label in _label_arguments(path) if label.strip(" :") in names]
+            found += [f"{where}: {literal!r}" for literal in _literals(path) if literal.strip(" :") in phrases]
     assert not found
