@@ -126,6 +126,12 @@ def agreement_table(result: MlperfResult) -> Table:
     )
     if disagree:
         table.notes.append(f"they disagree by more than {AGREE_MS:g} ms: " + "; ".join(disagree))
+        if result.failed:
+            # Not a clock difference: the two sides hold different requests.
+            table.notes.append(
+                f"{result.failed} of the requests failed: LoadGen counts each as answered when it failed, "
+                "tokenrace's percentiles hold only the requests that succeeded"
+            )
     return table
 
 
