@@ -61,7 +61,9 @@ def test_loadgen_and_tokenrace_agree_on_the_same_requests(tmp_path: Path) -> Non
     # What LoadGen adds is its own wake-up and the client's hand-over. Measured from the hand-over,
     # the two clocks agree at the median within a few ms even on a loaded 2-vCPU machine (0.3 ms
     # quiet, ~1 ms at load average 12); the tail there can be tens of ms (LoadGen's thread waiting
-    # for a CPU and the interpreter lock), so p99 is only ordered, above.
+    # for a CPU and the interpreter lock), so p99 is only ordered, above. From the socket, with each
+    # request built before LoadGen issues it, the p50 difference still moved 0.9-3.5 ms from run to
+    # run on such a machine (docs/mlperf.md, "What the difference is made of"): ordered, not 1 ms.
     handover = rows["TTFT p50"].handover_difference_ms
     if handover is None or not abs(handover) <= 5 * AGREE_MS:
         problems.append(f"TTFT p50 from the hand-over: {rows['TTFT p50']}")

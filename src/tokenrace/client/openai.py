@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -24,11 +25,22 @@ from tokenrace.client.transport import StampingHandler, Timeouts, make_session
 from tokenrace.model.records import RequestRecord
 from tokenrace.redact import Redactor
 
-__all__ = ["OpenAIClient", "Prompt", "RequestOptions", "error_message_from_body"]
+__all__ = ["Encoded", "OpenAIClient", "Prompt", "RequestOptions", "error_message_from_body"]
 
 perf_ns = time.perf_counter_ns
 # Appended to the error of a refused request that carried images: the usual cause, in one line.
 IMAGES_HINT = "the request carried {n} image(s): the model or server may not accept images (a text-only model?)"
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A request built before its turn: the prompt, its JSON body and its headers, exactly as `send`
+    would build them. A schedule that knows its prompts ahead (LoadGen's samples) encodes them
+    before the test, so that the time from its hand-over to the socket holds none of this work."""
+
+    prompt: Prompt
+    payload: bytes
+    headers: dict[str, str]
 
 
 class OpenAIClient:
@@ -79,10 +91,13 @@ class OpenAIClient:
     def body(self, prompt: Prompt) -> dict[str, Any]:
         return self.api.body(RequestSpec(self.model, prompt, self.options))
 
-    async def send(self, prompt: Prompt, rec: RequestRecord) -> RequestRecord:
+    def encode(self, prompt: Prompt) -> Encoded:
+        return Encoded(prompt, orjson.dumps(self.body(prompt)), self.headers(prompt))
+
+    async def send(self, prompt: Prompt | Encoded, rec: RequestRecord) -> RequestRecord:
         assert self.session is not None, "use the client as an async context manager"
-        payload = orjson.dumps(self.body(prompt))
-        headers = self.headers(prompt)
+        encoded = prompt if isinstance(prompt, Encoded) else self.encode(prompt)
+        prompt, payload, headers = encoded.prompt, encoded.payload, encoded.headers
         api = self.api
         if api.generates:
             rec.max_tokens = prompt.max_tokens if prompt.max_tokens is not None else self.options.max_tokens

@@ -84,7 +84,8 @@ class MlperfSession(BenchSession):
         if not isinstance(workload, Prompts):
             raise InvalidInput("prompts", "LoadGen draws independent samples: give prompts, not sessions or a trace")
         send = self._send_checked(client.send, client, models)
-        runner = LoadgenRunner(send, workload, self.spec, self._finish, self.store.dir, len(workload.base.prompts))
+        n = len(workload.base.prompts)
+        runner = LoadgenRunner(send, client.encode, workload, self.spec, self._finish, self.store.dir, n)
         self.loadgen_runner = runner
         return runner
 

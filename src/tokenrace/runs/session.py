@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from tokenrace import __version__
@@ -30,7 +30,7 @@ from tokenrace.load.content import DEFAULT_INPUT_TOKENS, content_prompts, parse_
 from tokenrace.load.preflight import check_first, choose_model, list_models
 from tokenrace.load.prompts import PromptSet
 from tokenrace.load.ray_workers import RayPool
-from tokenrace.load.runner import Load, Runner, Send
+from tokenrace.load.runner import Load, Runner
 from tokenrace.load.tokens import ServerTokenizer, Tokenizer, fill_token_counts, load_tokenizer, probe_server_tokenizer
 from tokenrace.load.worker_core import WorkerConfig
 from tokenrace.load.workers import (
@@ -62,6 +62,7 @@ from tokenrace.runs.store import RunStore, default_run_dir
 from tokenrace.runs.summary import EngineScrapes, RunContext, build_summary
 
 Progress = Callable[[RequestRecord], None]
+P = TypeVar("P")  # what a send takes: a prompt, or (LoadGen's runs) a request encoded ahead
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,10 +461,12 @@ class BenchSession:
             profile=s.profile,
         )
 
-    def _send_checked(self, inner: Send, client: OpenAIClient, models: list[str]) -> Any:
+    def _send_checked(
+        self, inner: Callable[[P, RequestRecord], Awaitable[RequestRecord]], client: OpenAIClient, models: list[str]
+    ) -> Callable[[P, RequestRecord], Awaitable[RequestRecord]]:
         first = True
 
-        async def send(prompt: Prompt, rec: RequestRecord) -> RequestRecord:
+        async def send(prompt: P, rec: RequestRecord) -> RequestRecord:
             nonlocal first
             await inner(prompt, rec)
             if first:
