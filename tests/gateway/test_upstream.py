@@ -126,6 +126,48 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_transparently() -
     run(main())
 
 
+class BehindSink:
+    """A push-mode consumer that takes every piece and then asks for a pause: its client stopped reading."""
+
+    def __init__(self) -> None:
+        self.body = b""
+
+    def __call__(self, piece: bytes) -> bool:
+        self.body += piece
+        return True
+
+    def flush(self) -> bool:
+        return False
+
+
+def test_a_connection_paused_on_its_last_bytes_reads_the_next_response() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    async def main() -> None:
+        server, url = await serve(handler)
+        pool = Pool(url, 2.0, 4)
+        resp = await pool.request(pool.head("/chat/completions", {}), b"", b"{}")
+        sink = BehindSink()
+        resp.stream_into(sink)
+        while await resp.wait_sink() == "paused":
+            resp.resume()
+        resp.close()
+        assert sink.body == b"ok" and pool.idle_connections == 1  # complete: kept for the next request
+        async with asyncio.timeout(5):  # a connection left paused would wait out the first-byte limit
+            assert (await fetch(pool))[0] == 200
+        pool.close()
+        server.close()
+
+    run(main())
+
+
 def test_connect_errors_and_broken_responses_have_kinds() -> None:
     async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
