@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import fake_key, line_count, sigint_default, tokenrace, wait_until
+from tests.conftest import fake_key, in_process, line_count, sigint_default, tokenrace, wait_until
 
 from tokenrace.fakes.blackhole import blackhole
 from tokenrace.fakes.fake_server import spawn_fake_server
@@ -146,10 +146,10 @@ def test_a_host_whose_connects_hang_fails_within_the_connect_limit(tmp_path: Pat
     assert elapsed < 30  # the connect limit, not the 15 s model-list limit or a kernel's SYN retries
 
 
-@pytest.mark.slow
-def test_bad_flag_values_are_one_line(tmp_path: Path) -> None:
+def test_bad_flag_values_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # In this process (the tests above start the real one): the error comes from `main` either way.
     for args in (["--slo", "ttft=soon"], ["--input-tokens", "x"], ["--extra-body", "{bad"], ["--duration", "-1"]):
-        p = tokenrace("bench", "--url", "http://127.0.0.1:9", *args)
+        p = in_process(capsys, "bench", "--url", "http://127.0.0.1:9", *args)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
 
 

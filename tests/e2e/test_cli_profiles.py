@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import in_process
 
 from tokenrace.fakes.fake_server import spawn_fake_server
 
@@ -64,8 +65,8 @@ def test_bench_aa_profile_busts_the_cache_and_shows_its_percentiles(server: Any,
     assert "Artificial Analysis figures" in html.read_text()
 
 
-def test_unknown_profile_is_one_line(server: Any) -> None:
-    p = tokenrace("bench", "--url", server.base_url, "--profile", "nope")
+def test_unknown_profile_is_one_line(server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    p = in_process(capsys, "bench", "--url", server.base_url, "--profile", "nope")
     assert p.returncode == 2 and "--profile" in p.stderr
 
 
@@ -90,13 +91,15 @@ def test_sweep_endpoints_profile_adds_the_offline_point_and_pareto_plot(server: 
     assert "MLPerf Endpoints: tokens/s per user against system tokens/s" in html.read_text()
 
 
-@pytest.mark.slow
-def test_claim_profile_sets_the_output_length_its_plan_prices(tmp_path: Path) -> None:
-    # A host that is never reached: the plan is shown, then --yes is required without a terminal.
+def test_claim_profile_sets_the_output_length_its_plan_prices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A host that is never reached: the plan is shown, then --yes is required without a terminal
+    # (pytest's stdin is none). In this process: only the plan is looked at, not the exit path.
     hosted = ["claim", "--url", "http://192.0.2.1:9/v1", "--expect", "ttft_p50<=200ms", "--price", "in=0,out=1000000"]
-    plain = tokenrace(*hosted, "-o", str(tmp_path / "a"))
-    profiled = tokenrace(*hosted, "--profile", "llmperf", "-o", str(tmp_path / "b"))
-    given = tokenrace(*hosted, "--profile", "llmperf", "--max-tokens", "10", "-o", str(tmp_path / "c"))
+    plain = in_process(capsys, *hosted, "-o", str(tmp_path / "a"))
+    profiled = in_process(capsys, *hosted, "--profile", "llmperf", "-o", str(tmp_path / "b"))
+    given = in_process(capsys, *hosted, "--profile", "llmperf", "--max-tokens", "10", "-o", str(tmp_path / "c"))
     assert plain.returncode == profiled.returncode == given.returncode == 2
     # The warm part's 11 requests at $1 per output token: 128 tokens by default, 150 with llmperf, 10 given.
     assert "1,408.0000" in plain.stderr and "1,650.0000" in profiled.stderr and "110.0000" in given.stderr

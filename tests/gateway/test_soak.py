@@ -22,6 +22,7 @@ from .helpers import CLIENT_KEY, config_text, spawn_gateway
 SOAK_S = 24.0
 WARM_S = 6.0
 CONCURRENCY = 12
+STUCK_S = 15.0  # a request this long is stuck (the gateway's 504 would come only after its 120 s first-byte limit)
 
 
 def rss_mib(pid: int) -> float:
@@ -50,7 +51,8 @@ def a_body(rng: random.Random) -> dict[str, object]:
 async def drive(url: str, until: float, counts: dict[str, int]) -> None:
     rng = random.Random(0)
     headers = {"Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json"}
-    async with aiohttp.ClientSession() as session:
+    # A request that takes seconds against a 2 ms fake is stuck: it counts as "timeout", and fails the test.
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=STUCK_S)) as session:
 
         async def worker() -> None:
             while time.monotonic() < until:
@@ -67,6 +69,8 @@ async def drive(url: str, until: float, counts: dict[str, int]) -> None:
                         counts[str(resp.status)] = counts.get(str(resp.status), 0) + 1
                 except aiohttp.ClientError:
                     counts["client_error"] = counts.get("client_error", 0) + 1
+                except TimeoutError:
+                    counts["timeout"] = counts.get("timeout", 0) + 1
 
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
@@ -106,6 +110,7 @@ def test_memory_stays_flat_under_mixed_traffic(tmp_path: Path) -> None:
             proc.wait(10)
     total = sum(counts.values())
     assert total > 1000 and counts.get("200", 0) > 0.8 * total, counts
+    assert "timeout" not in counts and "504" not in counts, counts  # no request waited on a stuck connection
     warm = [rss for t, rss in samples if WARM_S <= t < WARM_S + 3]
     late = [rss for t, rss in samples if t >= SOAK_S - 4]
     growth = min(late) - min(warm)

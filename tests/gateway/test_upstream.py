@@ -76,9 +76,8 @@ def test_content_length_chunked_and_close_delimited_bodies_in_tiny_pieces() -> N
     run(main())
 
 
-def test_keep_alive_reuses_one_connection_and_sends_the_right_request() -> None:
-    connections: list[int] = []
-    seen: list[bytes] = []
+def keep_alive(response: bytes, connections: list[int], seen: list[bytes]) -> Handler:
+    """A server that gives `response` to each request on a connection, one after another."""
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(1)
@@ -87,11 +86,19 @@ def test_keep_alive_reuses_one_connection_and_sends_the_right_request() -> None:
                 seen.append(await read_request(reader))
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Multi: a\r\nx-multi: b\r\n\r\nok")
+            writer.write(response)
             await writer.drain()
 
+    return handler
+
+
+def test_keep_alive_reuses_one_connection_and_sends_the_right_request() -> None:
+    connections: list[int] = []
+    seen: list[bytes] = []
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Multi: a\r\nx-multi: b\r\n\r\nok"
+
     async def main() -> None:
-        server, url = await serve(handler)
+        server, url = await serve(keep_alive(ok, connections, seen))
         pool = Pool(url, 2.0, 4)
         for _ in range(5):
             status, headers, data = await fetch(pool, b'{"a": 1}')
@@ -120,6 +127,42 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_transparently() -
         assert (await fetch(pool))[0] == 200
         await asyncio.sleep(0.05)
         assert (await fetch(pool))[0] == 200  # the stale connection is noticed and replaced
+        pool.close()
+        server.close()
+
+    run(main())
+
+
+class BehindSink:
+    """A push-mode consumer that takes every piece and then asks for a pause: its client stopped reading."""
+
+    def __init__(self) -> None:
+        self.body = b""
+
+    def __call__(self, piece: bytes) -> bool:
+        self.body += piece
+        return True
+
+    def flush(self) -> bool:
+        return False
+
+
+def test_a_connection_paused_on_its_last_bytes_reads_the_next_response() -> None:
+    connections: list[int] = []
+
+    async def main() -> None:
+        server, url = await serve(keep_alive(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", connections, []))
+        pool = Pool(url, 2.0, 4)
+        resp = await pool.request(pool.head("/chat/completions", {}), b"", b"{}")
+        sink = BehindSink()
+        resp.stream_into(sink)
+        while await resp.wait_sink() == "paused":
+            resp.resume()
+        resp.close()
+        assert sink.body == b"ok" and pool.idle_connections == 1  # complete: kept for the next request
+        async with asyncio.timeout(5):  # a connection left paused would wait out the first-byte limit
+            assert (await fetch(pool))[0] == 200
+        assert len(connections) == 1  # on the same connection
         pool.close()
         server.close()
 

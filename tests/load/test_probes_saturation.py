@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import tokenrace
+from tests.conftest import in_process
 
 from tokenrace.client.openai import RequestOptions
 from tokenrace.client.providers import ResolvedEndpoint
@@ -81,7 +81,6 @@ def test_the_detector_needs_all_three_signs() -> None:
     assert all(flat.check(Tick(t, 20 * t, 12 * t, 8 * t), [(x, 50.0) for x in range(10)]) is None for t in range(9))
 
 
-@pytest.mark.slow
-def test_a_bad_probe_rate_names_its_flag() -> None:
-    p = tokenrace("bench", "--url", "http://127.0.0.1:9", "--probe-rate", "0", "--requests", "2")
+def test_a_bad_probe_rate_names_its_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    p = in_process(capsys, "bench", "--url", "http://127.0.0.1:9", "--probe-rate", "0", "--requests", "2")
     assert p.returncode == 2 and p.stderr.startswith("error: --probe-rate: must be a positive"), p.stderr

@@ -610,6 +610,12 @@ class Connection(asyncio.Protocol):
         self._sink = None  # an idle connection must not keep the finished request's objects alive
         if self._state == "done" and self._keep_alive and self._error is None and not self._body:
             self._state = "idle"
+            if self._sink_paused and self.transport is not None:
+                # The sink asked for a pause on the response's last bytes (its client stopped
+                # reading): reading resumes, or the next request on this connection never sees its
+                # answer and waits out the first-byte limit.
+                self._sink_paused = False
+                self.transport.resume_reading()
             self.pool.put_back(self)
         else:
             self.abort()
