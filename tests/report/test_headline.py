@@ -70,6 +70,8 @@ def test_a_profiles_peak_throughput_is_the_largest_figure_its_table_shows() -> N
     )
     table = [row.output_tokens_per_s for row in profile.steps]
     assert to_lines(sweep_headline(profile))[-1] == f"peak throughput: {max(table):.1f} output tok/s"
+    # it names the steps it ran (an embeddings profile runs one, not "cold, warm and concurrency steps")
+    assert any(line.endswith("the fixed profile: c2, c4") for line in to_lines(sweep_headline(profile)))
 
 
 def test_speculation_and_energy_read_their_units_and_digits_from_the_declarations() -> None:

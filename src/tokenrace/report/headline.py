@@ -282,7 +282,8 @@ def _tails(s: SweepFile | ProfileFile) -> list[Figure]:
 def _stopped(s: SweepFile | ProfileFile) -> str:
     if isinstance(s, ProfileFile):
         engine = s.engine.engine if s.engine else None
-        return f"the fixed profile: cold, warm and concurrency steps{f' on {engine}' if engine else ''}"
+        steps = ", ".join(r.step for r in s.steps) or "no step"
+        return f"the fixed profile: {steps}{f' on {engine}' if engine else ''}"
     return f"stopped: {s.stop_reason or 'no reason recorded (an older sweep.json)'}"
 
 
