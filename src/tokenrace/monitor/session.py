@@ -311,9 +311,20 @@ class MonitorSession:
             f.write(orjson.dumps(sample.model_dump()) + b"\n")
             f.flush()
 
+        assert self._pool is not None
+        # Submitted now and shielded: a stop() that cancels this tick must not cancel a write still
+        # queued in the worker (the sample is counted already), and the file's close queues after it.
+        job = asyncio.get_running_loop().run_in_executor(self._pool, write)
         try:
-            await self._offload(write)
+            await asyncio.shield(job)
+        except asyncio.CancelledError:
+            job.add_done_callback(self._count_write_error)
+            raise
         except Exception:  # noqa: BLE001 - a full disk loses lines, not the run
+            self._write_errors += 1
+
+    def _count_write_error(self, job: asyncio.Future[None]) -> None:
+        if not job.cancelled() and job.exception() is not None:
             self._write_errors += 1
 
     # ---- summary -----------------------------------------------------------------------------
