@@ -27,6 +27,9 @@ from tokenrace.model.records import RequestRecord
 
 require_module("ray", "pip install 'tokenrace[ray]'")
 
+# Three Ray nodes on the machine, timed: never beside another test process (.ci/run).
+pytestmark = pytest.mark.serial
+
 from tokenrace.load.ray_workers import RayPool  # noqa: E402 - after the check that Ray is there
 
 OTHER_CLOCK = "another-machine"  # one worker node declares a clock of its own: its offset is applied
