@@ -81,6 +81,8 @@ def ttft_paths(url: str, fake_log: object) -> list[float]:
     return out
 
 
+# A sub-millisecond figure: never beside another test process (.ci/run's one-process part).
+@pytest.mark.serial
 @pytest.mark.slow
 def test_gateway_adds_under_a_millisecond_to_ttft(tmp_path: Path) -> None:
     with spawn_fake_server({"ttft_ms": 5, "itl_ms": 1, "output_tokens": 4, "models": ["m"]}) as fake:
