@@ -53,7 +53,8 @@ class EnergySource(Protocol):
     interval_s: float  # how often to sample power where a GPU has no energy counter
 
     async def open(self) -> None: ...
-    async def read(self) -> list[GpuReading]: ...
+    # `pids`: also list each GPU's processes (at the window's ends; not for every power sample).
+    async def read(self, pids: bool = False) -> list[GpuReading]: ...
     async def close(self) -> None: ...
 
 
@@ -111,11 +112,11 @@ class NvmlEnergy:
         if not self._handles:
             raise EnergyUnavailable("NVML found no GPU")
 
-    async def read(self) -> list[GpuReading]:
+    async def read(self, pids: bool = False) -> list[GpuReading]:
         # In a thread: NVML's calls take milliseconds, which the benchmark's event loop must not lose.
-        return await asyncio.to_thread(lambda: [self._reading(i, h) for i, h in enumerate(self._handles)])
+        return await asyncio.to_thread(lambda: [self._reading(i, h, pids) for i, h in enumerate(self._handles)])
 
-    def _reading(self, index: int, handle: Any) -> GpuReading:
+    def _reading(self, index: int, handle: Any, pids: bool) -> GpuReading:
         nvml = self._nvml
         assert nvml is not None
         energy = self._call(index, self._no_counter, nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
@@ -123,10 +124,12 @@ class NvmlEnergy:
         if energy is None:  # the power is only needed where there is no counter
             mw = self._call(index, self._no_power, nvml.nvmlDeviceGetPowerUsage, handle)
             power = None if mw is None else float(mw) / 1000.0
-        listing = getattr(nvml, "nvmlDeviceGetComputeRunningProcesses", None)  # absent from old bindings
+        listing = (
+            getattr(nvml, "nvmlDeviceGetComputeRunningProcesses", None) if pids else None
+        )  # absent from old bindings
         procs = None if listing is None else self._call(index, self._no_processes, listing, handle)
-        pids = None if procs is None else tuple(sorted({int(p.pid) for p in procs}))
-        return GpuReading(str(index), self._names[index], None if energy is None else float(energy), power, pids)
+        found = None if procs is None else tuple(sorted({int(p.pid) for p in procs}))
+        return GpuReading(str(index), self._names[index], None if energy is None else float(energy), power, found)
 
     @staticmethod
     def _call(index: int, unsupported: set[int], fn: Any, handle: Any) -> Any:
@@ -163,7 +166,7 @@ class DcgmEnergy:
             connector=aiohttp.TCPConnector(limit=1), timeout=aiohttp.ClientTimeout(total=self.timeout_s)
         )
 
-    async def read(self) -> list[GpuReading]:
+    async def read(self, pids: bool = False) -> list[GpuReading]:  # an exporter lists no processes
         assert self._session is not None, "open() first"
         try:
             async with self._session.get(self.url) as resp:
@@ -222,7 +225,7 @@ class EnergyMeter:
     async def start(self) -> None:
         try:
             await self.source.open()
-            readings = await self.source.read()
+            readings = await self.source.read(pids=True)
         except (EnergyUnavailable, SamplerUnavailable) as exc:
             self._failed = str(exc)
             return
@@ -241,7 +244,7 @@ class EnergyMeter:
             if self._failed is not None:
                 return self._failure(self._failed)
             try:
-                readings = await self.source.read()
+                readings = await self.source.read(pids=True)
             except (EnergyUnavailable, SamplerUnavailable) as exc:
                 return self._failure(str(exc))
             t1 = time.monotonic()
