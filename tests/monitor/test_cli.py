@@ -39,8 +39,10 @@ def test_live_lines_and_the_text_summary(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["monitor", "--duration", "0.6s", "--interval", "0.2", "-o", str(tmp_path / "m")])
     assert res.exit_code == 0, res.output
     live = [ln for ln in res.stderr.splitlines() if "| CPU" in ln]
-    assert len(live) == 3 and live[0].strip().startswith("0.2 s")
-    assert "samples: 3 every 0.2 s" in res.stdout
+    # Three are due (0.2, 0.4, 0.6 s); a tick that overran on a loaded machine skips the one it ran
+    # into, so two is allowed here (the exact count is the slow test's above). One live line a sample.
+    assert len(live) in (2, 3) and live[0].strip().startswith("0.2 s")
+    assert f"samples: {len(live)} every 0.2 s" in res.stdout
     assert "system: CPU mean" in res.stdout and "timeseries:" in res.stdout
     assert "server:" not in res.stdout  # no --metrics-url: nothing to say about a server
 

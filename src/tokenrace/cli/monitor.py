@@ -103,10 +103,11 @@ async def _run(directory: Path, interval_s: float, duration_s: float, url: str |
 
 async def _last_sample(session: MonitorSession, duration_s: float, interval_s: float) -> None:
     """Wait (briefly) for the sample due at exactly `duration`: 5 s at 1 s gives 5 samples, not 4
-    or 5 depending on which timer fires first. At least half a second, so that a short interval on a
-    busy machine (a tick's system reads delayed) still gets its last sample."""
+    or 5 depending on which timer fires first. Up to two seconds (or one interval, if longer, to at
+    most five), so that a short interval on a busy machine, whose tick's system reads run late or
+    overran into the next tick, still gets its last sample; a prompt sample ends the wait at once."""
     due = int(duration_s / interval_s + 1e-9)
-    give_up = time.monotonic() + min(max(interval_s, 0.5), 2.0)
+    give_up = time.monotonic() + min(max(interval_s, 2.0), 5.0)
     while session.samples < due and time.monotonic() < give_up:
         await asyncio.sleep(0.01)
 
