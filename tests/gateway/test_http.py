@@ -407,7 +407,7 @@ HEAD_BYTES = st.sampled_from(
 @given(st.lists(HEAD_BYTES, max_size=40))
 def test_any_head_gets_an_answer_or_a_close_and_never_a_500(srv: ServerThread, pieces: list[bytes]) -> None:
     with srv.connect() as sock:
-        sock.settimeout(2)
+        sock.settimeout(10)  # a loaded 2-core machine; the server answers in milliseconds
         sock.sendall(b"".join(pieces) + b"\r\n\r\n")
         sock.shutdown(socket.SHUT_WR)  # nothing more comes: the server answers what it has, or closes
         raw = b""

@@ -118,6 +118,38 @@ def test_a_failing_display_callback_does_not_stop_sampling(tmp_path: Path) -> No
     assert len(lines) >= 4 and any("live display stopped" in n for n in r["notices"])
 
 
+def test_a_stop_during_a_slow_write_leaves_no_counted_sample_unshown(tmp_path: Path) -> None:
+    """The live display shows every sample the summary counts, and the file holds it too: a stop()
+    that lands while a sample's line is still being written (a slow disk) cancels the tick there."""
+
+    class SlowFile:
+        def __init__(self, real: Any) -> None:
+            self.real = real
+
+        def write(self, data: bytes) -> int:
+            time.sleep(0.3)
+            return int(self.real.write(data))
+
+        def flush(self) -> None:
+            self.real.flush()
+
+        def close(self) -> None:
+            self.real.close()
+
+    shown: list[TimeseriesLine] = []
+
+    async def go() -> Resources:
+        m = MonitorSession(tmp_path, 0.05, gpu=False, on_sample=shown.append)
+        await m.start()
+        m._file = SlowFile(m._file)  # type: ignore[assignment]  # before the first tick, 50 ms away
+        await wait_until_async(lambda: m.samples >= 1, what="one sample")
+        return await m.stop()  # at once: the first sample's line is still in the 0.3 s write
+
+    r = asyncio.run(go())
+    assert r.samples >= 1 and len(shown) == r.samples
+    assert len(load_timeseries(tmp_path)) == r.samples
+
+
 def test_an_unwritable_directory_is_contained(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

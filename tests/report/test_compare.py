@@ -70,8 +70,9 @@ def test_a_doubled_ttft_is_significant_and_decode_is_not(runs: dict[str, Path]) 
     r = compare([load(runs["a"]), load(runs["b"])])
     by = rows(r)
     ttft = by["ttft_ms.p50"]
-    assert ttft.significant and ttft.verdict == "B worse" and 1.7 < ttft.change < 2.3
-    assert ttft.ci_low > 1.5 and ttft.ci_high < 2.5
+    # 30 ms against 15 ms: 2.0, widened for a loaded machine's few added milliseconds on either side.
+    assert ttft.significant and ttft.verdict == "B worse" and 1.6 < ttft.change < 2.6
+    assert ttft.ci_low > 1.4 and ttft.ci_high < 3.0
     # Decoding is programmed the same on both servers: TPOT within ~15 % whatever the verdict says.
     assert 0.85 < by["tpot_ms.p50"].change < 1.15
     assert by["error_rate"].kind == "difference" and by["error_rate"].significant is False

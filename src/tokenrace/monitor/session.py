@@ -247,13 +247,15 @@ class MonitorSession:
         gpu, system, server = await asyncio.gather(self._sample_gpu(), self._sample_system(), self._scrape())
         sample = TimeseriesLine(t_ms=t_ms, wall=wall, gpu=gpu, system=system, server=server)
         self._agg.add(sample)
-        await self._write(sample)
+        # Shown before the write is awaited: a stop() that cancels this tick during the write (the
+        # sample counted, its line still queued) must not leave a counted sample without its live line.
         if self.on_sample is not None:
             try:
                 self.on_sample(sample)
             except Exception as exc:  # noqa: BLE001 - a display bug must not stop sampling
                 self.on_sample = None
                 self.notices.append(f"monitor: live display stopped ({_reason(exc)})")
+        await self._write(sample)
 
     async def _sample_gpu(self) -> list[GpuSample] | None:
         return await self._guarded("gpu", self._gpu.sample if self._gpu else None)
