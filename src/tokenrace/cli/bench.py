@@ -21,7 +21,7 @@ from tokenrace.figures.efficiency import EfficiencySpec
 from tokenrace.load.progress import LiveProgress
 from tokenrace.model.metrics import ERROR_RATE
 from tokenrace.model.run import ProfileFile
-from tokenrace.report.headline import said
+from tokenrace.report.headline import named, said
 from tokenrace.report.tables import profile_view, summary_view
 from tokenrace.runs.history import index_quietly
 from tokenrace.runs.run import Run
@@ -183,5 +183,5 @@ def report(result: Run, as_json: bool, quality: QualityResult | None = None) -> 
             if s.max_error_rate is None
             else f"above the limit of {said(ERROR_RATE, s.max_error_rate)}"
         )
-        click.echo(f"{ERROR_RATE.display.label} {said(ERROR_RATE, s.error_rate)}: {why}", err=True)
+        click.echo(f"{named(ERROR_RATE, s.error_rate)}: {why}", err=True)
         sys.exit(1)

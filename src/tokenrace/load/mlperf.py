@@ -299,7 +299,7 @@ class LoadgenRunner:
         self._seq = 0
         self._draws = 0  # requests built: each built one is made its own by this number (see `_build`)
         self._ready: dict[int, Ready] = {}  # sample index -> its next request, built ahead
-        self._ahead: set[int] = set()  # the samples whose requests are built ahead (AHEAD_BYTES)
+        self._ahead = 0  # samples 0 .. _ahead - 1 have their requests built ahead (AHEAD_BYTES)
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._cap = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
@@ -388,7 +388,7 @@ class LoadgenRunner:
             nonlocal first_done
             first_done = True
             lg.FirstTokenComplete([lg.QuerySampleResponse(sample_id, 0, 0)])
-            if ready.index in self._ahead and not self._stopping:
+            if ready.index < self._ahead and not self._stopping:
                 # The sample's next request, built after this stream's chunk is handled.
                 asyncio.get_running_loop().call_soon(self._refill, ready.index)
 
@@ -421,7 +421,7 @@ class LoadgenRunner:
             if size > AHEAD_BYTES:
                 return
             self._ready[index] = ready
-            self._ahead.add(index)
+            self._ahead = index + 1
 
     def _refill(self, index: int) -> None:
         if index not in self._ready:

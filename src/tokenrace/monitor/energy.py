@@ -124,9 +124,8 @@ class NvmlEnergy:
         if energy is None:  # the power is only needed where there is no counter
             mw = self._call(index, self._no_power, nvml.nvmlDeviceGetPowerUsage, handle)
             power = None if mw is None else float(mw) / 1000.0
-        listing = (
-            getattr(nvml, "nvmlDeviceGetComputeRunningProcesses", None) if pids else None
-        )  # absent from old bindings
+        # The listing call is absent from old bindings.
+        listing = getattr(nvml, "nvmlDeviceGetComputeRunningProcesses", None) if pids else None
         procs = None if listing is None else self._call(index, self._no_processes, listing, handle)
         found = None if procs is None else tuple(sorted({int(p.pid) for p in procs}))
         return GpuReading(str(index), self._names[index], None if energy is None else float(energy), power, found)

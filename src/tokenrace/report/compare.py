@@ -70,6 +70,21 @@ class Row:
     verdict: str
     kind: str = "ratio"  # ratio | difference | value
 
+    @classmethod
+    def of(
+        cls,
+        figure: SectionFigure,
+        a: float | None,
+        b: float | None,
+        change: float | None,
+        verdict: str,
+        kind: str = "ratio",
+        interval: tuple[float | None, float | None, bool | None] = (None, None, None),
+    ) -> Row:
+        """The row of a declared figure, named, labelled and unit-ed by its declaration;
+        `interval`: the change's CI low, high and whether it excludes no change."""
+        return cls(figure.name, figure.display.label, figure.unit, a, b, change, *interval, verdict, kind)
+
 
 @dataclass(slots=True)
 class Comparison:
@@ -194,18 +209,7 @@ def throughput_row(a: Run, b: Run, confidence: float = bs.CONFIDENCE) -> Row:
     if ratio is not None and blocks_a is not None and blocks_b is not None:
         ci = bs.ratio_ci(blocks_a, blocks_b, "mean", confidence=confidence)
         low, high, sig = ci.low, ci.high, ci.significant
-    return Row(
-        THROUGHPUT.name,
-        THROUGHPUT.display.label,
-        THROUGHPUT.unit,
-        ta,
-        tb,
-        ratio,
-        low,
-        high,
-        sig,
-        _verdict(ratio, sig, lower_is_better=False),
-    )
+    return Row.of(THROUGHPUT, ta, tb, ratio, _verdict(ratio, sig, lower_is_better=False), interval=(low, high, sig))
 
 
 def token_blocks(run: Run) -> np.ndarray | None:
@@ -251,26 +255,13 @@ def error_row(a: Run, b: Run, confidence: float = bs.CONFIDENCE) -> Row:
         ea, eb = a.summary.error_rate, b.summary.error_rate
         diff = eb - ea if ea is not None and eb is not None else None
         verdict = "—" if diff is None else "same" if diff == 0 else ("B fails more" if diff > 0 else "B fails less")
-        f = ERROR_RATE
-        return Row(f.name, f.display.label, f.unit, ea, eb, diff, None, None, None, verdict, kind="difference")
+        return Row.of(ERROR_RATE, ea, eb, diff, verdict, "difference")
     diff, low, high = bs.difference_ci(failures(a), failures(b), confidence=confidence)
     sig = None if low is None or high is None else bool(low > 0 or high < 0)
     if diff is not None and diff == 0 and low == 0 and high == 0:
         sig = False
     verdict = "—" if diff is None else "within noise" if not sig else ("B fails more" if diff > 0 else "B fails less")
-    return Row(
-        ERROR_RATE.name,
-        ERROR_RATE.display.label,
-        ERROR_RATE.unit,
-        a.summary.error_rate,
-        b.summary.error_rate,
-        diff,
-        low,
-        high,
-        sig,
-        verdict,
-        kind="difference",
-    )
+    return Row.of(ERROR_RATE, a.summary.error_rate, b.summary.error_rate, diff, verdict, "difference", (low, high, sig))
 
 
 def efficiency_row(a: Run, b: Run) -> Row | None:
@@ -278,18 +269,7 @@ def efficiency_row(a: Run, b: Run) -> Row | None:
     if ea is None and eb is None:
         return None
     ratio = eb / ea if ea and eb is not None else None
-    return Row(
-        DECODE_EFFICIENCY.name,
-        DECODE_EFFICIENCY.display.label,
-        DECODE_EFFICIENCY.unit,
-        ea,
-        eb,
-        ratio,
-        None,
-        None,
-        None,
-        _verdict(ratio, None, lower_is_better=False),
-    )
+    return Row.of(DECODE_EFFICIENCY, ea, eb, ratio, _verdict(ratio, None, lower_is_better=False))
 
 
 def _efficiency(run: Run) -> float | None:
@@ -326,9 +306,7 @@ def cost_rows(cost: CostSpec | None) -> ExtraRows:
             if va is None and vb is None:
                 continue
             ratio = vb / va if va and vb is not None else None
-            out.append(
-                Row(f.name, f.display.label, f.unit, va, vb, ratio, None, None, None, _verdict(ratio, None, True))
-            )
+            out.append(Row.of(f, va, vb, ratio, _verdict(ratio, None, True)))
         return out
 
     return rows
@@ -344,8 +322,7 @@ def cache_row(a: Run, b: Run) -> Row | None:
     if ha is None and hb is None:
         return None
     diff = hb - ha if ha is not None and hb is not None else None
-    f = CACHE_HIT_RATE
-    return Row(f.name, f.display.label, f.unit, ha, hb, diff, None, None, None, "—", "difference")
+    return Row.of(CACHE_HIT_RATE, ha, hb, diff, "—", "difference")
 
 
 def acceptance_row(a: Run, b: Run) -> Row | None:
@@ -355,8 +332,7 @@ def acceptance_row(a: Run, b: Run) -> Row | None:
     if pa is None and pb is None:
         return None
     diff = pb - pa if pa is not None and pb is not None else None
-    f = ACCEPTANCE_RATE
-    return Row(f.name, f.display.label, f.unit, pa, pb, diff, None, None, None, "—", "difference")
+    return Row.of(ACCEPTANCE_RATE, pa, pb, diff, "—", "difference")
 
 
 def energy_row(a: Run, b: Run) -> Row | None:
@@ -366,8 +342,7 @@ def energy_row(a: Run, b: Run) -> Row | None:
         return None
     ratio = eb / ea if ea and eb is not None else None
     verdict = _verdict(ratio, None, lower_is_better=False)
-    f = TOKENS_PER_JOULE
-    return Row(f.name, f.display.label, f.unit, ea, eb, ratio, None, None, None, verdict)
+    return Row.of(TOKENS_PER_JOULE, ea, eb, ratio, verdict)
 
 
 def _hit_rate(run: Run) -> float | None:

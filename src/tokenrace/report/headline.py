@@ -85,6 +85,11 @@ def said(figure: Declared, value: float | None) -> str:
     return shown(figure, value).text if d.unit in ("%", *SIGNS) else f"{Cell(value, d.digits).text} {d.unit}"
 
 
+def named(figure: Declared, value: float | None) -> str:
+    """The same after the figure's label: "decode efficiency 45.1 % of bound"."""
+    return f"{figure.displayed.label} {said(figure, value)}"
+
+
 def knee_text(knee: Knee) -> str:
     """A sweep's knee in a few words: its step and throughput, "c8 (1,234.5 output tok/s)"."""
     return f"{knee.step} ({said(THROUGHPUT, knee.throughput_tokens_per_s)})"
@@ -154,7 +159,7 @@ def _requests(summary: Summary) -> Figure:
         "requests",
         text(f"{req.succeeded}/{req.total} ok"),
         _detail(
-            f"{ERROR_RATE.display.label} {said(ERROR_RATE, summary.error_rate)}",
+            named(ERROR_RATE, summary.error_rate),
             f"errors: {kinds}" if kinds else None,
             f"cancelled by the client: {req.cancelled}" if req.cancelled else None,
         ),
@@ -206,14 +211,14 @@ def _content(content: ContentSpeed | None) -> list[Figure]:
     if content is None or not content.kinds:
         return []
     kinds = ", ".join(f"{k} {shown(TPOT, v.tpot_ms_p50).text}" for k, v in content.kinds.items())
-    ratio = f"{CONTENT_RATIO.display.label} {said(CONTENT_RATIO, content.ratio)}" if content.ratio is not None else None
+    ratio = named(CONTENT_RATIO, content.ratio) if content.ratio is not None else None
     return [Figure(f"{TPOT.label('p50')} by content", text(kinds), _detail(ratio, content.verdict))]
 
 
 def _cost(c: Cost | None) -> list[Figure]:
     if c is None:
         return []
-    per_k = f"{COST_PER_1K_REQUESTS.display.label} {said(COST_PER_1K_REQUESTS, c.usd_per_1k_requests)}"
+    per_k = named(COST_PER_1K_REQUESTS, c.usd_per_1k_requests)
     return [
         Figure(
             COST_PER_M_OUTPUT.display.label,

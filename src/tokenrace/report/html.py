@@ -30,7 +30,7 @@ from tokenrace.model.summary import Cost
 from tokenrace.plan import plan
 from tokenrace.quality.models import load_quality
 from tokenrace.report.compare import Report, compare, compare_table, cost_rows
-from tokenrace.report.headline import run_headline, said, sweep_headline, to_cards
+from tokenrace.report.headline import named, run_headline, said, sweep_headline, to_cards
 from tokenrace.report.quality import quality_dir
 from tokenrace.report.quality_html import comparison_quality_html, run_quality_html
 from tokenrace.report.reference import endpoints_table, pareto_figure, reference_tables
@@ -573,9 +573,8 @@ def _speed_of_light_section(page: Page, run: Run) -> None:
     eff = run.summary.efficiency
     if eff is None or eff.decode_tokens_per_s_bound is None:
         return
-    decode = DECODE_EFFICIENCY
     lines = [
-        f"This run: {decode.display.label} {said(decode, eff.decode_pct_of_bound)} "
+        f"This run: {named(DECODE_EFFICIENCY, eff.decode_pct_of_bound)} "
         f"({num(eff.decode_tokens_per_s_bound).text} tokens/s per user on {eff.devices} × {eff.hardware}, "
         f"{eff.precision}; bound by {eff.decode_bound_by})."
     ]

@@ -41,7 +41,7 @@ from tokenrace.model.metrics import (
 from tokenrace.model.run import ProfileFile, StepRow, SweepFile
 from tokenrace.model.settings import LoadSettings, RequestSettings
 from tokenrace.model.summary import Cost, Summary, TurnStats
-from tokenrace.report.headline import run_headline, said, shown, sweep_headline, to_lines
+from tokenrace.report.headline import named, run_headline, said, shown, sweep_headline, to_lines
 from tokenrace.report.reference import endpoints_table, reference_tables
 from tokenrace.report.sla import sla_lines, sla_table
 from tokenrace.runs.run import Run
@@ -95,10 +95,10 @@ def more_lines(summary: Summary) -> list[str]:
     if eff is not None and not eff.error:
         lines.append(
             f"speed of light ({eff.devices} x {eff.hardware}, {eff.model} {eff.precision}): "
-            f"{_named(DECODE_EFFICIENCY, eff.decode_pct_of_bound)} "
+            f"{named(DECODE_EFFICIENCY, eff.decode_pct_of_bound)} "
             f"({fmt(eff.decode_tokens_per_s_bound)} tok/s per stream), "
-            f"{_named(TTFT_EFFICIENCY, eff.ttft_pct_of_bound)} ({fmt(eff.ttft_ms_bound, 2)} ms), "
-            f"{_named(AGGREGATE_EFFICIENCY, eff.aggregate_pct_of_bound)}"
+            f"{named(TTFT_EFFICIENCY, eff.ttft_pct_of_bound)} ({fmt(eff.ttft_ms_bound, 2)} ms), "
+            f"{named(AGGREGATE_EFFICIENCY, eff.aggregate_pct_of_bound)}"
         )
     if summary.resources:
         from tokenrace.monitor.render import summary_lines  # noqa: PLC0415 - import cost: the monitor package only for a run with resource figures
@@ -171,9 +171,8 @@ def _vs(metric: Metric, server: float | None, client: float | None) -> str:
     return f"{metric.displayed.label} {shown(metric, server, bare=True).text} vs {said(metric, client)}"
 
 
-def _named(figure: SectionFigure, value: float | None) -> str:
-    """A declared figure in a line of text, after its label: "decode efficiency 45.1 % of bound"."""
-    return f"{figure.display.label} {said(figure, value)}"
+def _gb(bytes_per_s: float | None) -> float | None:
+    return None if bytes_per_s is None else bytes_per_s / 1e9  # unknown stays "—", not 0
 
 
 def lines_view(lines: list[str]) -> list[Text]:
@@ -394,10 +393,10 @@ def profile_view(summary: ProfileFile) -> Group:
         eff = row.efficiency
         if eff is not None and not eff.error:
             out.append(
-                f"{row.step}: {_named(DECODE_EFFICIENCY, eff.decode_pct_of_bound)} "
+                f"{row.step}: {named(DECODE_EFFICIENCY, eff.decode_pct_of_bound)} "
                 f"({fmt(eff.decode_tokens_per_s_bound)} tok/s/stream, {eff.hardware}, "
-                f"{fmt((eff.hardware_bandwidth_bytes_per_s or 0) / 1e9)} GB/s), "
-                f"{_named(AGGREGATE_EFFICIENCY, eff.aggregate_pct_of_bound)}"
+                f"{fmt(_gb(eff.hardware_bandwidth_bytes_per_s))} GB/s), "
+                f"{named(AGGREGATE_EFFICIENCY, eff.aggregate_pct_of_bound)}"
             )
             out += [f"[yellow]warning[/yellow]: {w.message}" for w in eff.warnings]
         svc = row.server_vs_client
